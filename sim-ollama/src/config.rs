@@ -1,0 +1,482 @@
+//! Configuration: the model catalogue with each model's latency profile, the devices and
+//! instances of a deployment, and server-wide settings. Everything can be written in TOML
+//! (`fixtures/catalogue.toml` is the default catalogue; `fixtures/presets/*.toml` are
+//! deployments) and overridden by the builder or the command line.
+
+use crate::dist::{DistKind, DistSpec};
+use crate::keepalive::KeepAlive;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The default catalogue, compiled in so the simulator needs no files at run time.
+pub const DEFAULT_CATALOGUE_TOML: &str = include_str!("../../fixtures/catalogue.toml");
+
+/// Default limit on a request body, in bytes: larger bodies get 413.
+pub const DEFAULT_BODY_LIMIT: usize = 32 * 1024 * 1024;
+
+/// The version string `/api/version` reports: the release the captures in
+/// `reference/real-ollama` came from.
+pub const DEFAULT_VERSION: &str = "0.33.0";
+
+/// Errors reading or checking a configuration.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    Io {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+    /// The TOML did not parse or did not match the schema.
+    Parse(String),
+    /// A value is out of range or inconsistent; the text names the field.
+    Invalid(String),
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigError::Io { path, source } => write!(f, "sim-ollama config: cannot read {path}: {source}"),
+            ConfigError::Parse(e) => write!(f, "sim-ollama config: {e}"),
+            ConfigError::Invalid(e) => write!(f, "sim-ollama config: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConfigError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Inter-token gap shape: its mean is fixed by the decode rate, its spread by `cv`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Jitter {
+    /// Shape of the gap distribution.
+    pub dist: DistKind,
+    /// Coefficient of variation of a gap.
+    #[serde(default)]
+    pub cv: f64,
+}
+
+/// How long each phase of a request takes for one model, alone on its device.
+/// All times are modelled milliseconds, before the global time scale.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Load time when the model was loaded before in this process (weights in the page cache).
+    pub load_ms: DistSpec,
+    /// Load time of the first load of this model in the process (a cold start).
+    #[serde(default)]
+    pub cold_load_ms: Option<DistSpec>,
+    /// Prompt evaluation rate, tokens per second: TTFT grows with prompt length.
+    pub prompt_tokens_per_s: f64,
+    /// Extra latency of the first generated token beyond a normal gap (sampler warm-up,
+    /// graph build); part of time-to-first-token.
+    #[serde(default = "zero_dist")]
+    pub first_token_ms: DistSpec,
+    /// Decode rate of one stream alone on its device, tokens per second.
+    pub decode_tokens_per_s: f64,
+    /// Spread of the inter-token gaps around `1 / decode_tokens_per_s`.
+    pub inter_token: Jitter,
+    /// Number of generated tokens when the request sets no `num_predict`.
+    pub output_tokens: DistSpec,
+    /// Tokens the chat template adds around every prompt.
+    #[serde(default)]
+    pub template_tokens: u32,
+}
+
+fn zero_dist() -> DistSpec {
+    DistSpec::constant(0.0)
+}
+
+impl Profile {
+    fn validate(&self, model: &str) -> Result<(), String> {
+        let f = |field: &str| format!("model {model:?}: profile.{field}");
+        self.load_ms.validate(&f("load_ms"))?;
+        if let Some(c) = &self.cold_load_ms {
+            c.validate(&f("cold_load_ms"))?;
+        }
+        self.first_token_ms.validate(&f("first_token_ms"))?;
+        self.output_tokens.validate(&f("output_tokens"))?;
+        if !(self.prompt_tokens_per_s.is_finite() && self.prompt_tokens_per_s > 0.0) {
+            return Err(format!("{} must be > 0", f("prompt_tokens_per_s")));
+        }
+        // A decode rate of +inf is allowed: zero-latency streams for throughput tests.
+        if self.decode_tokens_per_s.is_nan() || self.decode_tokens_per_s <= 0.0 {
+            return Err(format!("{} must be > 0", f("decode_tokens_per_s")));
+        }
+        if !self.inter_token.cv.is_finite() || self.inter_token.cv < 0.0 {
+            return Err(format!("{} must be >= 0", f("inter_token.cv")));
+        }
+        Ok(())
+    }
+}
+
+/// One model of the catalogue, with what `/api/tags` and `/api/show` report about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    /// Full name with tag, `gemma3:latest`.
+    pub name: String,
+    /// Architecture family, `gemma3`.
+    pub family: String,
+    /// `4.3B`.
+    pub parameter_size: String,
+    /// `Q4_K_M`.
+    pub quantization_level: String,
+    /// Size on disk, bytes.
+    pub size: u64,
+    /// Size in memory when loaded, bytes (what `/api/ps` reports); defaults to `size`.
+    #[serde(default)]
+    pub size_loaded: Option<u64>,
+    /// 64 hex digits; derived from the name when absent.
+    #[serde(default)]
+    pub digest: Option<String>,
+    /// Training context length.
+    pub context_length: u64,
+    /// Width of the model's embeddings (and of `/api/embed` vectors for embedding models).
+    pub embedding_length: u64,
+    /// Subset of `completion, tools, insert, vision, embedding, thinking`.
+    pub capabilities: Vec<String>,
+    /// The chat template `/api/show` reports.
+    #[serde(default)]
+    pub template: String,
+    /// The latency profile.
+    pub profile: Profile,
+}
+
+impl ModelSpec {
+    /// Whether the model has a capability (`completion`, `tools`, `embedding`, ...).
+    pub fn has(&self, capability: &str) -> bool {
+        self.capabilities.iter().any(|c| c == capability)
+    }
+
+    /// The digest: configured, or a stable one derived from the name.
+    pub fn digest(&self) -> String {
+        self.digest.clone().unwrap_or_else(|| {
+            let mut out = String::with_capacity(64);
+            let mut h = crate::seed::fnv1a(self.name.as_bytes());
+            for _ in 0..4 {
+                h = crate::seed::mix(h);
+                out.push_str(&format!("{h:016x}"));
+            }
+            out
+        })
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if crate::names::Name::parse(&self.name).is_none() {
+            return Err(format!("model {:?}: not a valid model name", self.name));
+        }
+        if self.embedding_length == 0 {
+            return Err(format!("model {:?}: embedding_length must be > 0", self.name));
+        }
+        self.profile.validate(&self.name)
+    }
+}
+
+/// A GPU (or CPU) that instances sit on. Streams decoding at the same time on one device share
+/// its capacity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceSpec {
+    /// Name used by instances to refer to it.
+    pub name: String,
+    /// Fraction of the device's capacity left when several server processes time-slice it
+    /// (1.0 = no switching cost). The shared data (two Ollama processes on one GPU, about
+    /// 45-50 tok/s each against 114.5 alone) gives about 0.82.
+    #[serde(default = "default_cross_process_efficiency")]
+    pub cross_process_efficiency: f64,
+    /// Cost of each extra stream batched inside one process: with `n` streams in one batch each
+    /// runs at `1 / (1 + batch_penalty * (n - 1))` of its solo speed. 0 = perfect batching,
+    /// 1 = no better than time-slicing.
+    #[serde(default = "default_batch_penalty")]
+    pub batch_penalty: f64,
+}
+
+fn default_cross_process_efficiency() -> f64 {
+    0.82
+}
+fn default_batch_penalty() -> f64 {
+    0.15
+}
+
+/// One simulated Ollama server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceSpec {
+    /// Device name; instances without one get a device of their own.
+    #[serde(default)]
+    pub device: Option<String>,
+    /// `OLLAMA_NUM_PARALLEL` for this instance (default: the server-wide value).
+    #[serde(default)]
+    pub num_parallel: Option<usize>,
+    /// `OLLAMA_MAX_QUEUE` for this instance (default: the server-wide value).
+    #[serde(default)]
+    pub max_queue: Option<usize>,
+    /// `OLLAMA_MAX_LOADED_MODELS` for this instance (default: the server-wide value).
+    #[serde(default)]
+    pub max_loaded_models: Option<usize>,
+}
+
+/// Server-wide settings of a configuration file's `[server]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    /// Master seed.
+    pub seed: Option<u64>,
+    /// Multiplies every modelled duration (0.01 makes a 10 s call take 100 ms).
+    pub time_scale: Option<f64>,
+    /// Deterministic timestamps and durations.
+    pub frozen_clock: Option<bool>,
+    /// Default `OLLAMA_NUM_PARALLEL`.
+    pub num_parallel: Option<usize>,
+    /// Default `OLLAMA_MAX_QUEUE`.
+    pub max_queue: Option<usize>,
+    /// Default `OLLAMA_MAX_LOADED_MODELS` (0 = automatic: 3).
+    pub max_loaded_models: Option<usize>,
+    /// Default `OLLAMA_KEEP_ALIVE`, as a Go duration or integer seconds.
+    pub keep_alive: Option<String>,
+    /// Request body limit in bytes.
+    pub body_limit: Option<usize>,
+    /// Worker threads of the simulator's own runtime.
+    pub worker_threads: Option<usize>,
+}
+
+/// A configuration file: any subset of these tables.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// Server-wide settings.
+    #[serde(default)]
+    pub server: ServerSection,
+    /// Devices.
+    #[serde(default)]
+    pub devices: Vec<DeviceSpec>,
+    /// Instances; when present, their count is the default number of instances.
+    #[serde(default)]
+    pub instances: Vec<InstanceSpec>,
+    /// Models: replace same-named catalogue entries and add new ones.
+    #[serde(default)]
+    pub models: Vec<ModelSpec>,
+    /// Drop the default catalogue and use only `models`.
+    #[serde(default)]
+    pub replace_catalogue: bool,
+}
+
+impl ConfigFile {
+    /// Parses TOML.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))
+    }
+
+    /// Reads a TOML file.
+    pub fn from_path(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Io { path: path.display().to_string(), source })?;
+        Self::from_toml(&text).map_err(|e| match e {
+            ConfigError::Parse(m) => ConfigError::Parse(format!("{}: {m}", path.display())),
+            other => other,
+        })
+    }
+}
+
+/// The default catalogue.
+pub fn default_catalogue() -> Vec<ModelSpec> {
+    // The compiled-in file is checked by a unit test, so this cannot fail at run time.
+    ConfigFile::from_toml(DEFAULT_CATALOGUE_TOML).map(|f| f.models).unwrap_or_default()
+}
+
+/// The resolved configuration a simulator runs with. Defaults:
+/// seed 0, time scale 1.0, real clock, one instance on its own device, `num_parallel` 1,
+/// `max_queue` 512, `max_loaded_models` 3, keep-alive 5 min, body limit 32 MiB, version
+/// `0.33.0`, 2 worker threads, the default catalogue.
+#[derive(Debug, Clone)]
+pub(crate) struct SimConfig {
+    pub(crate) seed: u64,
+    pub(crate) time_scale: f64,
+    pub(crate) frozen_clock: bool,
+    pub(crate) models: Vec<ModelSpec>,
+    pub(crate) devices: Vec<DeviceSpec>,
+    /// One per instance, with every option resolved.
+    pub(crate) instances: Vec<ResolvedInstance>,
+    pub(crate) keep_alive: KeepAlive,
+    pub(crate) body_limit: usize,
+    pub(crate) version: String,
+    pub(crate) worker_threads: usize,
+}
+
+/// An instance with its device index and limits resolved.
+#[derive(Debug, Clone)]
+pub(crate) struct ResolvedInstance {
+    pub(crate) device: usize,
+    pub(crate) num_parallel: usize,
+    pub(crate) max_queue: usize,
+    pub(crate) max_loaded_models: usize,
+}
+
+/// Builder-level inputs before resolution.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RawConfig {
+    pub(crate) file: ConfigFile,
+    pub(crate) instances: Option<usize>,
+    pub(crate) seed: Option<u64>,
+    pub(crate) time_scale: Option<f64>,
+    pub(crate) frozen_clock: Option<bool>,
+    pub(crate) num_parallel: Option<usize>,
+    pub(crate) max_queue: Option<usize>,
+    pub(crate) max_loaded_models: Option<usize>,
+    pub(crate) keep_alive: Option<KeepAlive>,
+    pub(crate) body_limit: Option<usize>,
+    pub(crate) extra_models: Vec<ModelSpec>,
+    pub(crate) worker_threads: Option<usize>,
+}
+
+impl RawConfig {
+    /// Merges defaults, file, and explicit overrides (in that order) and checks invariants.
+    pub(crate) fn resolve(self) -> Result<SimConfig, ConfigError> {
+        let invalid = ConfigError::Invalid;
+        let f = &self.file;
+        let seed = self.seed.or(f.server.seed).unwrap_or(0);
+        let time_scale = self.time_scale.or(f.server.time_scale).unwrap_or(1.0);
+        if !(time_scale.is_finite() && time_scale >= 0.0) {
+            return Err(invalid(format!("time_scale must be a finite number >= 0, got {time_scale}")));
+        }
+        let num_parallel = self.num_parallel.or(f.server.num_parallel).unwrap_or(1);
+        let max_queue = self.max_queue.or(f.server.max_queue).unwrap_or(512);
+        let max_loaded = match self.max_loaded_models.or(f.server.max_loaded_models).unwrap_or(0) {
+            0 => 3,
+            n => n,
+        };
+        if num_parallel == 0 {
+            return Err(invalid("num_parallel must be at least 1".into()));
+        }
+        if max_queue == 0 {
+            return Err(invalid("max_queue must be at least 1".into()));
+        }
+        let keep_alive = match (self.keep_alive, &f.server.keep_alive) {
+            (Some(k), _) => k,
+            (None, Some(s)) => KeepAlive::from_env_value(s).map_err(|e| invalid(format!("server.keep_alive: {e}")))?,
+            (None, None) => KeepAlive::DEFAULT,
+        };
+
+        // Models: default catalogue, then the file's, then the builder's, later names win.
+        let mut models = if f.replace_catalogue { Vec::new() } else { default_catalogue() };
+        for m in f.models.iter().chain(self.extra_models.iter()) {
+            match models.iter_mut().find(|x| x.name == m.name) {
+                Some(slot) => *slot = m.clone(),
+                None => models.push(m.clone()),
+            }
+        }
+        if models.is_empty() {
+            return Err(invalid("the catalogue has no models".into()));
+        }
+        for m in &models {
+            m.validate().map_err(invalid)?;
+        }
+
+        // Devices and instances.
+        let mut devices = f.devices.clone();
+        for d in &devices {
+            if !(d.cross_process_efficiency > 0.0 && d.cross_process_efficiency <= 1.0) {
+                return Err(invalid(format!("device {:?}: cross_process_efficiency must be in (0, 1]", d.name)));
+            }
+            if !(d.batch_penalty >= 0.0 && d.batch_penalty.is_finite()) {
+                return Err(invalid(format!("device {:?}: batch_penalty must be >= 0", d.name)));
+            }
+        }
+        let count = self.instances.unwrap_or(f.instances.len().max(1));
+        if count == 0 {
+            return Err(invalid("instances must be at least 1".into()));
+        }
+        let mut instances = Vec::with_capacity(count);
+        for i in 0..count {
+            let spec = f.instances.get(i).cloned().unwrap_or_default();
+            let device = match &spec.device {
+                Some(name) => devices
+                    .iter()
+                    .position(|d| &d.name == name)
+                    .ok_or_else(|| invalid(format!("instance {i}: unknown device {name:?}")))?,
+                None => {
+                    devices.push(DeviceSpec {
+                        name: format!("device-{i}"),
+                        cross_process_efficiency: default_cross_process_efficiency(),
+                        batch_penalty: default_batch_penalty(),
+                    });
+                    devices.len() - 1
+                }
+            };
+            let np = self.num_parallel.or(spec.num_parallel).unwrap_or(num_parallel);
+            if np == 0 {
+                return Err(invalid(format!("instance {i}: num_parallel must be at least 1")));
+            }
+            instances.push(ResolvedInstance {
+                device,
+                num_parallel: np,
+                max_queue: self.max_queue.or(spec.max_queue).unwrap_or(max_queue).max(1),
+                max_loaded_models: match self.max_loaded_models.or(spec.max_loaded_models).unwrap_or(max_loaded) {
+                    0 => 3,
+                    n => n,
+                },
+            });
+        }
+        let worker_threads = self.worker_threads.or(f.server.worker_threads).unwrap_or(2).max(1);
+        Ok(SimConfig {
+            seed,
+            time_scale,
+            frozen_clock: self.frozen_clock.or(f.server.frozen_clock).unwrap_or(false),
+            models,
+            devices,
+            instances,
+            keep_alive,
+            body_limit: self.body_limit.or(f.server.body_limit).unwrap_or(DEFAULT_BODY_LIMIT),
+            version: DEFAULT_VERSION.to_string(),
+            worker_threads,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_catalogue_parses_and_validates() {
+        let file = ConfigFile::from_toml(DEFAULT_CATALOGUE_TOML).expect("catalogue parses");
+        assert!(file.models.len() >= 3);
+        let cfg = RawConfig::default().resolve().expect("defaults resolve");
+        assert!(cfg.models.iter().any(|m| m.name == "gemma3:latest"));
+        assert!(cfg.models.iter().any(|m| m.has("embedding")));
+        assert_eq!(cfg.instances.len(), 1);
+        assert_eq!(cfg.instances[0].num_parallel, 1);
+        assert_eq!(cfg.instances[0].max_queue, 512);
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_values_are_named() {
+        let e = ConfigFile::from_toml("[server]\nseeed = 3\n").unwrap_err().to_string();
+        assert!(e.contains("seeed"), "{e}");
+        let raw = RawConfig { time_scale: Some(-1.0), ..Default::default() };
+        assert!(raw.resolve().unwrap_err().to_string().contains("time_scale"));
+        let file = ConfigFile::from_toml("[[instances]]\ndevice = \"gpu9\"\n").unwrap();
+        let e = RawConfig { file, ..Default::default() }.resolve().unwrap_err().to_string();
+        assert!(e.contains("gpu9"), "{e}");
+    }
+
+    #[test]
+    fn file_models_override_catalogue_entries_by_name() {
+        let mut m = default_catalogue().remove(0);
+        m.profile.decode_tokens_per_s = 10.0;
+        let file = ConfigFile { models: vec![m.clone()], ..Default::default() };
+        let cfg = RawConfig { file, ..Default::default() }.resolve().unwrap();
+        let got = cfg.models.iter().find(|x| x.name == m.name).unwrap();
+        assert_eq!(got.profile.decode_tokens_per_s, 10.0);
+    }
+}

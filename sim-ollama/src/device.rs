@@ -1,0 +1,246 @@
+//! Devices (GPUs): streams decoding at the same time on one device share its capacity.
+//!
+//! Each stream's work is measured in *solo nanoseconds*: how long it would take alone on the
+//! device. Streams are grouped into batches (one per loaded runner: the streams one server
+//! process decodes together). A batch of `n` streams runs each stream at
+//! `1 / (1 + batch_penalty * (n - 1))` of its solo speed, and `m` processes active on one
+//! device time-slice it, each getting `cross_process_efficiency / m` of it.
+//!
+//! Because every stream of a batch progresses at the same speed, a batch keeps one *virtual
+//! clock* (solo nanoseconds progressed since the batch was created), the way generalized
+//! processor sharing is simulated: a stream that needs `w` solo-ns of work after joining at
+//! virtual time `v0` finishes when the clock reads `v0 + w`. When membership changes, every
+//! clock on the device is advanced to now and the speeds are recomputed; streams whose
+//! deadline moved earlier are woken.
+
+use crate::config::DeviceSpec;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+/// Identifies a batch on a device: (instance index, runner id).
+pub(crate) type BatchKey = (usize, u64);
+
+#[derive(Debug)]
+pub(crate) struct Device {
+    pub(crate) index: usize,
+    pub(crate) spec: DeviceSpec,
+    state: Mutex<DeviceState>,
+}
+
+#[derive(Debug, Default)]
+struct DeviceState {
+    batches: HashMap<BatchKey, Batch>,
+    next_member: u64,
+}
+
+#[derive(Debug)]
+struct Batch {
+    members: usize,
+    /// Virtual clock reading at `t`.
+    v: f64,
+    t: Instant,
+    /// Solo-ns progressed per real ns.
+    speed: f64,
+    wakers: HashMap<u64, Waker>,
+}
+
+impl Device {
+    pub(crate) fn new(index: usize, spec: DeviceSpec) -> Self {
+        Device { index, spec, state: Mutex::new(DeviceState::default()) }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, DeviceState> {
+        // A panic while holding this lock cannot leave the state half-updated in a way that
+        // matters more than stopping the simulator, so poisoning is ignored.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Speed of each stream of a batch of `n` when `m` batches are active on the device.
+    fn speed(&self, n: usize, m: usize) -> f64 {
+        let batch = 1.0 / (1.0 + self.spec.batch_penalty * (n.saturating_sub(1)) as f64);
+        let share = if m <= 1 { 1.0 } else { self.spec.cross_process_efficiency / m as f64 };
+        batch * share
+    }
+
+    /// Advances every clock to `now`, applies `change`, recomputes speeds and wakes the streams
+    /// of batches that got faster.
+    fn update(&self, now: Instant, change: impl FnOnce(&mut DeviceState)) {
+        let mut to_wake = Vec::new();
+        {
+            let mut st = self.lock();
+            for b in st.batches.values_mut() {
+                let dt = now.saturating_duration_since(b.t).as_nanos() as f64;
+                b.v += b.speed * dt;
+                b.t = now;
+            }
+            change(&mut st);
+            st.batches.retain(|_, b| b.members > 0);
+            let m = st.batches.len();
+            let speeds: Vec<(BatchKey, f64)> =
+                st.batches.iter().map(|(k, b)| (*k, self.speed(b.members, m))).collect();
+            for (k, s) in speeds {
+                if let Some(b) = st.batches.get_mut(&k) {
+                    if s > b.speed {
+                        to_wake.extend(b.wakers.drain().map(|(_, w)| w));
+                    }
+                    b.speed = s;
+                }
+            }
+        }
+        for w in to_wake {
+            w.wake();
+        }
+    }
+
+    /// Adds a stream to a batch. The stream leaves when the returned handle is dropped.
+    pub(crate) fn join(self: &Arc<Self>, key: BatchKey) -> Member {
+        let now = Instant::now();
+        let mut id = 0;
+        let mut v_join = 0.0;
+        self.update(now, |st| {
+            id = st.next_member;
+            st.next_member += 1;
+            let b = st.batches.entry(key).or_insert_with(|| Batch {
+                members: 0,
+                v: 0.0,
+                t: now,
+                speed: 1.0,
+                wakers: HashMap::new(),
+            });
+            b.members += 1;
+            v_join = b.v;
+        });
+        Member { device: Arc::clone(self), key, id, v_join, joined: now }
+    }
+
+    /// Streams decoding on this device now, per batch.
+    pub(crate) fn active(&self) -> Vec<(BatchKey, usize)> {
+        let st = self.lock();
+        let mut v: Vec<_> = st.batches.iter().map(|(k, b)| (*k, b.members)).collect();
+        v.sort();
+        v
+    }
+}
+
+/// A stream's membership in a batch.
+#[derive(Debug)]
+pub(crate) struct Member {
+    device: Arc<Device>,
+    key: BatchKey,
+    id: u64,
+    v_join: f64,
+    pub(crate) joined: Instant,
+}
+
+impl Member {
+    /// When the stream will have done `work` solo-ns since joining, at the current speeds.
+    pub(crate) fn deadline(&self, work: Duration) -> Instant {
+        let st = self.device.lock();
+        let Some(b) = st.batches.get(&self.key) else { return self.joined + work };
+        let remaining = self.v_join + work.as_nanos() as f64 - b.v;
+        if remaining <= 0.0 {
+            return b.t;
+        }
+        let real = remaining / b.speed;
+        b.t + Duration::from_nanos(real.min(u64::MAX as f64 / 2.0) as u64)
+    }
+
+    /// The speed the stream runs at now, as a fraction of its solo speed.
+    pub(crate) fn speed(&self) -> f64 {
+        let st = self.device.lock();
+        st.batches.get(&self.key).map_or(1.0, |b| b.speed)
+    }
+
+    /// Asks to be woken when the stream's batch gets faster (its deadline moved earlier).
+    pub(crate) fn wake_on_speedup(&self, waker: &Waker) {
+        let mut st = self.device.lock();
+        if let Some(b) = st.batches.get_mut(&self.key) {
+            match b.wakers.get_mut(&self.id) {
+                Some(w) if w.will_wake(waker) => {}
+                Some(w) => w.clone_from(waker),
+                None => {
+                    b.wakers.insert(self.id, waker.clone());
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let (key, id) = (self.key, self.id);
+        self.device.update(Instant::now(), |st| {
+            if let Some(b) = st.batches.get_mut(&key) {
+                b.members -= 1;
+                b.wakers.remove(&id);
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device(eff: f64, penalty: f64) -> Arc<Device> {
+        Arc::new(Device::new(
+            0,
+            DeviceSpec { name: "gpu".into(), cross_process_efficiency: eff, batch_penalty: penalty },
+        ))
+    }
+
+    fn secs(d: Duration) -> f64 {
+        d.as_secs_f64()
+    }
+
+    #[test]
+    fn a_stream_alone_runs_at_solo_speed() {
+        let d = device(0.8, 0.2);
+        let m = d.join((0, 1));
+        let dl = m.deadline(Duration::from_secs(1));
+        assert!((secs(dl - m.joined) - 1.0).abs() < 1e-3);
+        assert_eq!(m.speed(), 1.0);
+    }
+
+    #[test]
+    fn two_processes_on_one_device_each_get_a_share() {
+        let d = device(0.8, 0.2);
+        let a = d.join((0, 1));
+        let b = d.join((1, 1));
+        // Each gets 0.8 / 2 = 0.4 of its solo speed.
+        assert!((a.speed() - 0.4).abs() < 1e-9);
+        assert!((b.speed() - 0.4).abs() < 1e-9);
+        let dl = b.deadline(Duration::from_secs(1));
+        assert!((secs(dl - b.joined) - 2.5).abs() < 1e-2);
+    }
+
+    #[test]
+    fn streams_batched_in_one_process_pay_the_batch_penalty() {
+        let d = device(0.8, 0.2);
+        let a = d.join((0, 1));
+        let _b = d.join((0, 1));
+        assert!((a.speed() - 1.0 / 1.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn leaving_speeds_the_others_up_and_keeps_their_progress() {
+        let d = device(1.0, 0.0);
+        let a = d.join((0, 1));
+        let b = d.join((1, 1));
+        let both_from = Instant::now();
+        assert!((a.speed() - 0.5).abs() < 1e-9);
+        std::thread::sleep(Duration::from_millis(20));
+        drop(b);
+        let alone_from = Instant::now();
+        assert_eq!(a.speed(), 1.0);
+        // While both ran, a progressed at half speed: the rest of 100 ms of work takes
+        // 100 ms - shared/2 from the moment b left. The bound allows for the instants taken
+        // around the joins and drops (microseconds), not for scheduling delays.
+        let shared = (alone_from - both_from).as_secs_f64();
+        let expected = 0.100 - shared / 2.0;
+        let left = (a.deadline(Duration::from_millis(100)) - alone_from).as_secs_f64();
+        assert!((left - expected).abs() < 0.002, "left {left}, expected {expected}");
+    }
+}

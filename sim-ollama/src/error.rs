@@ -1,0 +1,118 @@
+//! The HTTP error type: one `ApiError` that renders in Ollama's own error shapes, native
+//! (`{"error":"..."}`) or OpenAI-compatible (`{"error":{"message","type","param","code"}}`).
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+/// Which API family a request came through, which decides the error shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flavor {
+    Native,
+    OpenAi,
+}
+
+/// An error answered to the client.
+#[derive(Debug, Clone)]
+pub(crate) struct ApiError {
+    pub(crate) status: StatusCode,
+    pub(crate) message: String,
+    pub(crate) flavor: Flavor,
+    /// The `/v1` layer answers request-decoding errors with a charset in the content type
+    /// (the native handler's bind error passes through); see capture 44.
+    pub(crate) charset: bool,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError { status, message: message.into(), flavor: Flavor::Native, charset: true }
+    }
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+    pub(crate) fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, message)
+    }
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+    /// The scheduler's queue is full.
+    pub(crate) fn busy() -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "server busy, please try again.  maximum pending requests exceeded")
+    }
+    /// `model 'NAME' not found` (generate, chat, show, delete).
+    pub(crate) fn model_not_found(name: &str) -> Self {
+        Self::not_found(format!("model '{name}' not found"))
+    }
+    /// Re-flavours an error for the OpenAI layer.
+    pub(crate) fn openai(mut self) -> Self {
+        if self.flavor == Flavor::Native {
+            self.flavor = Flavor::OpenAi;
+            self.charset = false;
+        }
+        self
+    }
+    /// Marks an OpenAI error as a request-decoding error (content type with charset).
+    pub(crate) fn with_charset(mut self) -> Self {
+        self.charset = true;
+        self
+    }
+
+    /// The body bytes.
+    pub(crate) fn body(&self) -> Vec<u8> {
+        match self.flavor {
+            Flavor::Native => crate::wire::to_go_json(&NativeError { error: &self.message }),
+            Flavor::OpenAi => {
+                let kind = match self.status.as_u16() {
+                    400 => "invalid_request_error",
+                    404 => "not_found_error",
+                    _ => "api_error",
+                };
+                let mut b = crate::wire::to_go_json(&OpenAiError {
+                    error: OpenAiErrorBody { message: &self.message, kind, param: None, code: None },
+                });
+                // Errors the /v1 middleware writes itself end with a newline; its own decoding
+                // errors do not (captures 28, 43 and 44).
+                if !self.charset {
+                    b.push(b'\n');
+                }
+                b
+            }
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct NativeError<'a> {
+    error: &'a str,
+}
+
+#[derive(Serialize)]
+struct OpenAiError<'a> {
+    error: OpenAiErrorBody<'a>,
+}
+
+#[derive(Serialize)]
+struct OpenAiErrorBody<'a> {
+    message: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    param: Option<&'a str>,
+    code: Option<&'a str>,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        tracing::debug!(target: "sim_ollama", status = self.status.as_u16(), message = %self.message, "error response");
+        let ct = if self.charset { "application/json; charset=utf-8" } else { "application/json" };
+        let mut r = (self.status, self.body()).into_response();
+        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+        r
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.status.as_u16(), self.message)
+    }
+}

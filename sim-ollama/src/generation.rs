@@ -1,0 +1,276 @@
+//! One request's life: plan its text and schedule (pure functions of the seed), get a
+//! runner and a slot from the instance's scheduler, join the device, then emit tokens at
+//! their deadlines. Streaming and non-streaming handlers, native and OpenAI, all drive a
+//! [`Running`].
+
+use crate::clock::{Clock, rfc3339, unix_seconds};
+use crate::error::ApiError;
+use crate::keepalive::KeepAlive;
+use crate::latency::{self, Timing};
+use crate::metrics::Lateness;
+use crate::pacer::{Pacer, Step};
+use crate::request::Options;
+use crate::scheduler::{Instance, Lease, RunnerOptions, RunnerRequest};
+use crate::seed::SeedBuilder;
+use crate::store::Installed;
+use crate::tokens::{self, DoneReason, OutputFormat, TextPlan};
+use crate::trace::{Outcome, TraceGuard};
+use crate::wire::Metrics;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::OwnedSemaphorePermit;
+
+/// What decides a response's content: everything but the timing.
+#[derive(Debug)]
+pub(crate) struct PlanInput<'a> {
+    pub(crate) sim_seed: u64,
+    pub(crate) time_scale: f64,
+    pub(crate) model: &'a Installed,
+    /// The prompt as the model would see it (system, messages, prompt), for the seed and
+    /// the token count.
+    pub(crate) rendered: &'a str,
+    /// Whether the chat template wraps the prompt (not in raw mode).
+    pub(crate) templated: bool,
+    pub(crate) images: usize,
+    pub(crate) options: &'a Options,
+    /// The sampling temperature when the request sets none (0.8 native, 1.0 OpenAI).
+    pub(crate) default_temperature: f64,
+    pub(crate) format: OutputFormat,
+}
+
+/// A request's content and intended schedule.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub(crate) prompt_tokens: u32,
+    pub(crate) text: TextPlan,
+    pub(crate) timing: Timing,
+    /// Seed of everything else random in the response (OpenAI ids).
+    pub(crate) seed: u64,
+}
+
+/// Tokens an image costs in the prompt.
+const IMAGE_TOKENS: u32 = 256;
+
+impl Plan {
+    /// Plans a response. `options.seed` (other than -1) replaces the server seed.
+    pub(crate) fn new(input: &PlanInput<'_>) -> Plan {
+        let base = match input.options.seed {
+            Some(s) if s != -1 => s as u64,
+            _ => input.sim_seed,
+        };
+        let o = input.options;
+        let key = input.model.name.key();
+        let content = SeedBuilder::new(base)
+            .str(&key)
+            .str(input.rendered)
+            .u64(input.images as u64)
+            .u64(matches!(input.format, OutputFormat::Json) as u64)
+            .u64(o.temperature.unwrap_or(input.default_temperature).to_bits())
+            .u64(o.top_k.unwrap_or(40) as u64)
+            .u64(o.top_p.unwrap_or(0.9).to_bits());
+        let profile = &input.model.spec.profile;
+        let mut text_rng = content.str("text").rng();
+        let natural = latency::output_len(profile, &mut text_rng);
+        let num_predict = o.num_predict.filter(|n| *n > 0).map(|n| n as usize);
+        let text = tokens::generate(&mut text_rng, natural, num_predict, &o.stop, input.format);
+        let prompt_tokens = tokens::count_tokens(input.rendered)
+            + if input.templated { profile.template_tokens } else { 0 }
+            + IMAGE_TOKENS * input.images as u32;
+        let prompt_tokens = prompt_tokens.max(1);
+        let timing = Timing::new(profile, prompt_tokens, input.time_scale, content.str("timing").rng());
+        Plan { prompt_tokens, text, timing, seed: content.str("misc").finish() }
+    }
+}
+
+/// Everything a generation needs from the request besides its plan.
+#[derive(Debug)]
+pub(crate) struct Job {
+    pub(crate) instance: Arc<Instance>,
+    pub(crate) model: Installed,
+    pub(crate) opts: RunnerOptions,
+    pub(crate) keep_alive: Option<KeepAlive>,
+    pub(crate) plan: Plan,
+    pub(crate) clock: Clock,
+    pub(crate) lateness: Arc<Lateness>,
+    pub(crate) arrival: Instant,
+}
+
+/// A token that has just been emitted.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Emitted {
+    /// 0-based token index.
+    pub(crate) index: usize,
+    /// When it was emitted.
+    pub(crate) at: Instant,
+}
+
+/// A generation that has its runner and slot and has evaluated its prompt.
+#[derive(Debug)]
+pub(crate) struct Running {
+    pub(crate) prompt_tokens: u32,
+    pub(crate) text: TextPlan,
+    pub(crate) seed: u64,
+    prompt_work: Duration,
+    clock: Clock,
+    trace: TraceGuard,
+    pacer: Pacer,
+    // Held for the life of the generation; dropped (freeing the slot, then the runner) when
+    // the client goes away or the response ends. Field order is drop order.
+    _slot: OwnedSemaphorePermit,
+    lease: Lease,
+    arrival: Instant,
+    obtained: Instant,
+    slot_at: Instant,
+    prompt_done: Instant,
+    last_at: Instant,
+    last_intended: Duration,
+    emitted: usize,
+}
+
+impl Running {
+    /// Gets a runner and a slot, then evaluates the prompt. Errors finish the trace record.
+    pub(crate) async fn start(job: Job, trace: TraceGuard) -> Result<Running, ApiError> {
+        let Job { instance, model, opts, keep_alive, plan, clock, lateness, arrival } = job;
+        let Plan { prompt_tokens, text, timing, seed } = plan;
+        trace.with(|r| r.prompt_tokens = u64::from(prompt_tokens));
+        let req = RunnerRequest {
+            key: model.name.key(),
+            display: model.name.display(),
+            model: Arc::clone(&model.spec),
+            opts,
+            keep_alive,
+            trace: &trace,
+        };
+        let lease = match instance.acquire(req).await {
+            Ok(l) => l,
+            Err(e) => {
+                trace.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
+                return Err(e);
+            }
+        };
+        let obtained = Instant::now();
+        trace.with(|r| r.runner_us = Some(trace.us(obtained)));
+        let slot = lease.slot(&trace).await;
+        let member = instance.device.join((instance.index, lease.runner.id));
+        let slot_at = member.joined;
+        trace.with(|r| r.slot_us = Some(trace.us(slot_at)));
+        let prompt_work = timing.prompt;
+        let mut pacer = Pacer::new(member, timing, text.pieces.len(), lateness);
+        // Step 0: the prompt is evaluated.
+        let prompt_done = pacer.step().await.map_or_else(Instant::now, |s| s.at);
+        Ok(Running {
+            prompt_tokens,
+            text,
+            seed,
+            prompt_work,
+            clock,
+            trace,
+            pacer,
+            _slot: slot,
+            lease,
+            arrival,
+            obtained,
+            slot_at,
+            prompt_done,
+            last_at: prompt_done,
+            last_intended: prompt_work,
+            emitted: 0,
+        })
+    }
+
+    /// Polls for the next token; `None` after the last one.
+    pub(crate) fn poll_token(&mut self, cx: &mut Context<'_>) -> Poll<Option<Emitted>> {
+        match self.pacer.poll_step(cx) {
+            Poll::Ready(Some(Step { index, at, intended })) => {
+                self.last_at = at;
+                self.last_intended = intended;
+                self.emitted = index;
+                self.trace.token(at, self.pacer.speed());
+                Poll::Ready(Some(Emitted { index: index - 1, at }))
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Waits for the next token.
+    pub(crate) async fn next_token(&mut self) -> Option<Emitted> {
+        std::future::poll_fn(|cx| self.poll_token(cx)).await
+    }
+
+    /// The text of token `i`.
+    pub(crate) fn piece(&self, i: usize) -> &str {
+        self.text.pieces.get(i).map_or("", |p| p.as_ref())
+    }
+
+    /// The `created_at` of something emitted at `at`, or (frozen clock) at the intended
+    /// offset of the last emitted step.
+    pub(crate) fn stamp(&self, at: Instant) -> SystemTime {
+        self.clock.stamp(at, self.lease.load_modelled + self.last_intended)
+    }
+
+    /// `created_at` text of the latest step.
+    pub(crate) fn created_at(&self, at: Instant) -> String {
+        rfc3339(self.stamp(at))
+    }
+
+    /// `created` (Unix seconds) of the latest step.
+    pub(crate) fn created_unix(&self, at: Instant) -> u64 {
+        unix_seconds(self.stamp(at))
+    }
+
+    /// Why the text ended.
+    pub(crate) fn done_reason(&self) -> DoneReason {
+        self.text.done_reason
+    }
+
+    /// Tokens emitted so far.
+    pub(crate) fn emitted(&self) -> usize {
+        self.emitted
+    }
+
+    /// The final metrics, as of now. Prompt and eval durations are whole microseconds, as
+    /// the real server reports them.
+    pub(crate) fn metrics(&self, now: Instant) -> Metrics {
+        let us = |d: Duration| (d.as_nanos() as u64 / 1000) * 1000;
+        let (total, load, prompt, eval) = if self.clock.is_frozen() {
+            let load = self.lease.load_modelled;
+            let eval = self.last_intended.saturating_sub(self.prompt_work);
+            (load + self.prompt_work + eval, load, self.prompt_work, eval)
+        } else {
+            (
+                now - self.arrival,
+                self.obtained - self.arrival,
+                self.prompt_done - self.slot_at,
+                self.last_at - self.prompt_done,
+            )
+        };
+        Metrics {
+            total_duration: total.as_nanos() as u64,
+            load_duration: (load.as_nanos() as u64).max(1),
+            prompt_eval_count: u64::from(self.prompt_tokens),
+            prompt_eval_duration: us(prompt),
+            eval_count: self.emitted as u64,
+            eval_duration: us(eval),
+        }
+    }
+
+    /// Token ids of the generated text, for `context`.
+    pub(crate) fn output_ids(&self) -> Vec<u32> {
+        self.text.pieces[..self.emitted.min(self.text.pieces.len())]
+            .iter()
+            .flat_map(|p| tokens::token_ids(p, 1, 32_000).collect::<Vec<_>>())
+            .collect()
+    }
+
+    /// Records how the request ended.
+    pub(crate) fn finish(&self, outcome: Outcome, error: Option<String>) {
+        self.trace.finish(outcome, 200, error);
+    }
+
+    /// The trace record of this request.
+    pub(crate) fn trace(&self) -> &TraceGuard {
+        &self.trace
+    }
+}

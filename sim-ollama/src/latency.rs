@@ -1,0 +1,110 @@
+//! The latency model: how long a load, a prompt evaluation and each token take for a model
+//! profile, drawn from seeded distributions and multiplied by the global time scale.
+//!
+//! Durations here are *solo work*: what the phase would take alone on its device. The
+//! [`device`](crate::device) turns work into wall-clock deadlines under contention.
+
+use crate::config::Profile;
+use crate::dist::{DistSpec, Sampler};
+use crate::seed::SimRng;
+use std::time::Duration;
+
+fn scaled_ms(ms: f64, time_scale: f64) -> Duration {
+    let ns = ms * 1e6 * time_scale;
+    if ns.is_finite() && ns > 0.0 { Duration::from_nanos(ns as u64) } else { Duration::ZERO }
+}
+
+/// Load time of a model: cold for the first load in this process, warm afterwards.
+pub(crate) fn load_time(profile: &Profile, cold: bool, time_scale: f64, rng: &mut SimRng) -> Duration {
+    let spec = match (&profile.cold_load_ms, cold) {
+        (Some(c), true) => c,
+        _ => &profile.load_ms,
+    };
+    scaled_ms(spec.sampler().sample(rng), time_scale)
+}
+
+/// The model's natural answer length when the request does not bound it.
+pub(crate) fn output_len(profile: &Profile, rng: &mut SimRng) -> usize {
+    (profile.output_tokens.sampler().sample(rng).round() as usize).max(1)
+}
+
+/// The intended schedule of one stream, in solo work: prompt evaluation, then one gap per
+/// token (the first gap includes the first-token overhead). Gaps are drawn lazily, in order,
+/// from the stream's own RNG, so the schedule is a pure function of its seed.
+#[derive(Debug)]
+pub(crate) struct Timing {
+    /// Solo work of the prompt evaluation.
+    pub(crate) prompt: Duration,
+    first_extra: Duration,
+    gap: Sampler,
+    rng: SimRng,
+    drawn: usize,
+}
+
+impl Timing {
+    pub(crate) fn new(profile: &Profile, prompt_tokens: u32, time_scale: f64, mut rng: SimRng) -> Timing {
+        let prompt = scaled_ms(f64::from(prompt_tokens) / profile.prompt_tokens_per_s * 1000.0, time_scale);
+        let first_extra = scaled_ms(profile.first_token_ms.sampler().sample(&mut rng), time_scale);
+        let mean_gap_ms = 1000.0 / profile.decode_tokens_per_s; // 0 for an infinite rate
+        let gap_spec = DistSpec {
+            dist: profile.inter_token.dist,
+            mean: mean_gap_ms * 1e6 * time_scale,
+            cv: profile.inter_token.cv,
+            min: None,
+            max: None,
+        };
+        Timing { prompt, first_extra, gap: gap_spec.sampler(), rng, drawn: 0 }
+    }
+
+    /// Solo work from the previous token (or the end of prompt evaluation) to the next token.
+    pub(crate) fn next_gap(&mut self) -> Duration {
+        let g = self.gap.sample(&mut self.rng);
+        let mut d = if g.is_finite() && g > 0.0 { Duration::from_nanos(g as u64) } else { Duration::ZERO };
+        if self.drawn == 0 {
+            d += self.first_extra;
+        }
+        self.drawn += 1;
+        d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::default_catalogue;
+    use rand::SeedableRng;
+
+    fn gemma() -> Profile {
+        default_catalogue().into_iter().find(|m| m.name == "gemma3:latest").unwrap().profile
+    }
+
+    #[test]
+    fn decode_gaps_average_to_the_profile_rate() {
+        let mut t = Timing::new(&gemma(), 50, 1.0, SimRng::seed_from_u64(9));
+        t.next_gap(); // the first gap carries the first-token overhead
+        let n = 5000;
+        let total: Duration = (0..n).map(|_| t.next_gap()).sum();
+        let rate = n as f64 / total.as_secs_f64();
+        assert!((rate - 114.5).abs() < 1.5, "rate {rate}");
+    }
+
+    #[test]
+    fn prompt_evaluation_grows_with_prompt_length_and_scales_with_time() {
+        let p = gemma();
+        let short = Timing::new(&p, 100, 1.0, SimRng::seed_from_u64(1)).prompt;
+        let long = Timing::new(&p, 1000, 1.0, SimRng::seed_from_u64(1)).prompt;
+        let scaled = Timing::new(&p, 1000, 0.01, SimRng::seed_from_u64(1)).prompt;
+        assert_eq!(short, Duration::from_millis(25));
+        assert_eq!(long, Duration::from_millis(250));
+        assert_eq!(scaled, Duration::from_micros(2500));
+    }
+
+    #[test]
+    fn cold_loads_take_longer_than_warm_ones() {
+        let p = gemma();
+        let mut rng = SimRng::seed_from_u64(3);
+        let cold: Duration = (0..100).map(|_| load_time(&p, true, 1.0, &mut rng)).sum();
+        let warm: Duration = (0..100).map(|_| load_time(&p, false, 1.0, &mut rng)).sum();
+        assert!(cold > warm * 5, "cold {cold:?} warm {warm:?}");
+    }
+}

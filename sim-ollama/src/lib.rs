@@ -1,0 +1,59 @@
+//! A deterministic Ollama simulator: Ollama's real HTTP API (native and OpenAI-compatible),
+//! token streams whose text and intended timing are pure functions of a seed, and a model of
+//! what makes real deployments slow (parallel slots, FIFO queueing, model loads and reloads,
+//! instances sharing one GPU).
+//!
+//! Data flow: config → seeded latency model → scheduler (runner, slot) → device (shared
+//! capacity) → paced token stream → routes.
+//!
+//! # Map of the code
+//! - [`server`]: start here. [`SimBuilder`] and [`SimHandle`]: instances on their own runtime.
+//! - `config`: the catalogue, profiles, devices, instances; TOML in `fixtures/`.
+//! - `dist`, `latency`: seeded distributions and a request's intended schedule.
+//! - `tokens`: the simulated tokenizer and deterministic text.
+//! - `scheduler`: one instance's runners, keep-alive, loads, reloads, slots, the 503 limit.
+//! - `device`: GPU sharing, by virtual clocks (processor sharing).
+//! - `pacer`: emits steps at absolute deadlines.
+//! - `generation`: one request's life, from plan to final metrics.
+//! - `routes`: the HTTP surface (`native`, `openai`, `sim`), built by a pure `app()`.
+//! - `request`, `wire`, `error`: decoding with Go's errors, encoding like Go, error shapes.
+//! - `trace`, `metrics`: what the server saw, and how late it emitted tokens.
+//!
+//! # Example
+//! ```
+//! let sim = sim_ollama::SimBuilder::new().seed(42).start().unwrap();
+//! println!("Ollama API at {}", sim.url());
+//! // Point any Ollama client at sim.url(); the simulator stops when `sim` is dropped.
+//! ```
+//!
+//! # Tracing
+//! The crate logs under the target `sim_ollama`: `RUST_LOG=sim_ollama=debug sim-ollama`.
+
+pub mod clock;
+pub mod config;
+pub mod dist;
+pub mod keepalive;
+pub mod metrics;
+pub mod server;
+pub mod trace;
+
+mod device;
+mod error;
+mod generation;
+mod latency;
+mod names;
+mod pacer;
+mod request;
+mod routes;
+mod scheduler;
+mod seed;
+mod store;
+mod tokens;
+mod wire;
+
+pub use config::{ConfigError, ConfigFile, DeviceSpec, InstanceSpec, ModelSpec, Profile};
+pub use keepalive::KeepAlive;
+pub use metrics::LatenessSummary;
+pub use routes::sim::{InstanceMetrics, LoadedMetrics, SimMetrics};
+pub use server::{SimBuilder, SimHandle, StartError, parse_ollama_host};
+pub use trace::{Outcome, RequestTrace, TraceSnapshot, Wait, WaitReason};

@@ -1,0 +1,132 @@
+//! `sim-ollama`: run the simulator as a server, like `ollama serve`.
+//!
+//! With no arguments: one instance on 127.0.0.1:11434 (or `OLLAMA_HOST`). For every instance
+//! it prints `sim-ollama listening on http://127.0.0.1:PORT` on stdout before serving.
+//! Ctrl-C or SIGTERM stops it. Exit codes: 0 after a clean stop, 2 for bad arguments or
+//! configuration, 1 when a port cannot be bound.
+
+use clap::Parser;
+use sim_ollama::{KeepAlive, SimBuilder, StartError, parse_ollama_host};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// A deterministic Ollama simulator.
+#[derive(Debug, Parser)]
+#[command(name = "sim-ollama", version, about)]
+struct Args {
+    /// First port; 0 = ephemeral. Default: from OLLAMA_HOST, else 11434.
+    #[arg(long)]
+    port: Option<u16>,
+    /// Number of instances, on ports P, P+1, ... (each ephemeral with --port 0).
+    #[arg(long)]
+    instances: Option<usize>,
+    /// TOML configuration: [server], [[devices]], [[instances]], [[models]].
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Master seed: same seed, same request, same bytes.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Multiplies every modelled duration (0.01: a 10 s call takes 100 ms).
+    #[arg(long)]
+    time_scale: Option<f64>,
+    /// Deterministic created_at and durations (fixed epoch, modelled values).
+    #[arg(long)]
+    frozen_clock: bool,
+    /// Parallel slots per loaded model.
+    #[arg(long, env = "OLLAMA_NUM_PARALLEL")]
+    num_parallel: Option<usize>,
+    /// Requests that may wait for the scheduler before 503.
+    #[arg(long, env = "OLLAMA_MAX_QUEUE")]
+    max_queue: Option<usize>,
+    /// Models loaded at once per instance (0 = automatic: 3).
+    #[arg(long, env = "OLLAMA_MAX_LOADED_MODELS")]
+    max_loaded_models: Option<usize>,
+    /// Default keep-alive: a Go duration or integer seconds.
+    #[arg(long, env = "OLLAMA_KEEP_ALIVE")]
+    keep_alive: Option<String>,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "sim_ollama=info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err((code, msg)) => {
+            eprintln!("{msg}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn run(args: Args) -> Result<(), (u8, String)> {
+    let (host, env_port) = match std::env::var("OLLAMA_HOST") {
+        Ok(v) if !v.trim().is_empty() => parse_ollama_host(&v).map_err(|e| (2, e))?,
+        _ => (std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 11434),
+    };
+    let mut b = SimBuilder::new().host(host).port(args.port.unwrap_or(env_port));
+    if let Some(path) = &args.config {
+        b = b.config_file(path).map_err(|e| (2, e.to_string()))?;
+    }
+    if let Some(n) = args.instances {
+        b = b.instances(n);
+    }
+    if let Some(s) = args.seed {
+        b = b.seed(s);
+    }
+    if let Some(t) = args.time_scale {
+        b = b.time_scale(t);
+    }
+    if args.frozen_clock {
+        b = b.frozen_clock(true);
+    }
+    if let Some(n) = args.num_parallel {
+        b = b.num_parallel(n);
+    }
+    if let Some(n) = args.max_queue {
+        b = b.max_queue(n);
+    }
+    if let Some(n) = args.max_loaded_models {
+        b = b.max_loaded_models(n);
+    }
+    if let Some(k) = &args.keep_alive {
+        b = b.keep_alive(KeepAlive::from_env_value(k).map_err(|e| (2, format!("--keep-alive: {e}")))?);
+    }
+    let sim = b.start().map_err(|e| match e {
+        StartError::Config(_) => (2, e.to_string()),
+        _ => (1, e.to_string()),
+    })?;
+    {
+        let mut out = std::io::stdout().lock();
+        for url in sim.urls() {
+            let _ = writeln!(out, "sim-ollama listening on {url}");
+        }
+        let _ = out.flush();
+    }
+    wait_for_signal().map_err(|e| (1, format!("sim-ollama: cannot wait for signals: {e}")))?;
+    eprintln!("sim-ollama: shutting down");
+    sim.shutdown();
+    Ok(())
+}
+
+/// Blocks until Ctrl-C or SIGTERM.
+fn wait_for_signal() -> std::io::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async {
+        #[cfg(unix)]
+        {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            tokio::select! {
+                r = tokio::signal::ctrl_c() => r,
+                _ = term.recv() => Ok(()),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            tokio::signal::ctrl_c().await
+        }
+    })
+}

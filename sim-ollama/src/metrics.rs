@@ -1,0 +1,88 @@
+//! Measurements of the simulator itself: how late tokens leave against their deadlines.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// A histogram of token emission lateness (emission time minus deadline), in microseconds.
+#[derive(Debug)]
+pub struct Lateness {
+    hist: Mutex<Histogram<u64>>,
+}
+
+/// Summary of a lateness histogram.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LatenessSummary {
+    /// Tokens recorded.
+    pub count: u64,
+    /// Median lateness, microseconds.
+    pub p50_us: u64,
+    /// 90th percentile, microseconds.
+    pub p90_us: u64,
+    /// 99th percentile, microseconds.
+    pub p99_us: u64,
+    /// 99.9th percentile, microseconds.
+    pub p999_us: u64,
+    /// Largest lateness seen, microseconds.
+    pub max_us: u64,
+    /// Mean lateness, microseconds.
+    pub mean_us: f64,
+}
+
+impl Default for Lateness {
+    fn default() -> Self {
+        // 3 significant digits, auto-resizing: a few KB.
+        let mut h = Histogram::new(3).unwrap_or_else(|_| unreachable!("3 significant figures is a valid precision"));
+        h.auto(true);
+        Lateness { hist: Mutex::new(h) }
+    }
+}
+
+impl Lateness {
+    pub(crate) fn record(&self, late: Duration) {
+        let us = late.as_micros().min(u128::from(u64::MAX)) as u64;
+        let mut h = self.hist.lock().unwrap_or_else(|e| e.into_inner());
+        // Auto-resize makes recording infallible for any u64.
+        let _ = h.record(us);
+    }
+
+    /// Forgets everything recorded.
+    pub fn reset(&self) {
+        self.hist.lock().unwrap_or_else(|e| e.into_inner()).reset();
+    }
+
+    /// Percentiles of what was recorded.
+    pub fn summary(&self) -> LatenessSummary {
+        let h = self.hist.lock().unwrap_or_else(|e| e.into_inner());
+        LatenessSummary {
+            count: h.len(),
+            p50_us: h.value_at_quantile(0.5),
+            p90_us: h.value_at_quantile(0.9),
+            p99_us: h.value_at_quantile(0.99),
+            p999_us: h.value_at_quantile(0.999),
+            max_us: h.max(),
+            mean_us: if h.is_empty() { 0.0 } else { h.mean() },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_come_from_what_was_recorded() {
+        let l = Lateness::default();
+        for us in 1..=1000u64 {
+            l.record(Duration::from_micros(us));
+        }
+        let s = l.summary();
+        assert_eq!(s.count, 1000);
+        assert!((499..=501).contains(&s.p50_us), "{s:?}");
+        assert!((989..=991).contains(&s.p99_us), "{s:?}");
+        assert_eq!(s.max_us, 1000);
+        l.reset();
+        assert_eq!(l.summary().count, 0);
+    }
+}

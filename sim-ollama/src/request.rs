@@ -1,0 +1,314 @@
+//! Request decoding with the real server's error texts. Bodies are read the way Go's
+//! `json.Decoder` reads them (first JSON value only, `null` = `{}`, empty = "missing request
+//! body"), then each field is checked for its type with Go's `cannot unmarshal` message.
+
+use crate::error::ApiError;
+use crate::keepalive::KeepAlive;
+use serde_json::{Map, Value};
+
+/// Decodes a body to a JSON object, or the error the real server gives.
+pub(crate) fn decode_body(body: &[u8], go_type: &str) -> Result<Map<String, Value>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request("missing request body"));
+    }
+    let mut stream = serde_json::Deserializer::from_slice(body).into_iter::<Value>();
+    match stream.next() {
+        None => Err(ApiError::bad_request("missing request body")),
+        Some(Ok(Value::Object(m))) => Ok(m),
+        Some(Ok(Value::Null)) => Ok(Map::new()),
+        Some(Ok(other)) => Err(ApiError::bad_request(format!(
+            "json: cannot unmarshal {} into Go value of type api.{go_type}",
+            json_kind(&other)
+        ))),
+        Some(Err(e)) => Err(ApiError::bad_request(go_syntax_error(body, &e))),
+    }
+}
+
+/// Go's text for a JSON syntax error.
+fn go_syntax_error(body: &[u8], e: &serde_json::Error) -> String {
+    if e.is_eof() {
+        return "unexpected EOF".into();
+    }
+    // serde_json reports a 1-based line and column of the offending character.
+    let (line, col) = (e.line(), e.column());
+    let offset = body
+        .split(|b| *b == b'\n')
+        .take(line.saturating_sub(1))
+        .map(|l| l.len() + 1)
+        .sum::<usize>()
+        + col.saturating_sub(1);
+    let c = std::str::from_utf8(&body[offset.min(body.len())..])
+        .ok()
+        .and_then(|s| s.chars().next())
+        .or_else(|| body.get(offset).map(|b| char::from(*b)));
+    match c {
+        Some(c) => {
+            let shown = match c {
+                '\'' => "'\\''".to_string(),
+                '"' => "'\"'".to_string(),
+                c if c.is_control() => format!("'\\x{:02x}'", c as u32),
+                c => format!("'{c}'"),
+            };
+            format!("invalid character {shown} looking for beginning of value")
+        }
+        None => "unexpected EOF".into(),
+    }
+}
+
+/// Go's name for a JSON value's kind in `cannot unmarshal` errors.
+pub(crate) fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Typed access to a request object's fields, with Go's type errors.
+#[derive(Debug)]
+pub(crate) struct Fields<'a> {
+    pub(crate) map: &'a Map<String, Value>,
+    go_type: &'static str,
+}
+
+impl<'a> Fields<'a> {
+    pub(crate) fn new(map: &'a Map<String, Value>, go_type: &'static str) -> Self {
+        Fields { map, go_type }
+    }
+
+    fn get(&self, key: &str) -> Option<&'a Value> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v),
+        }
+    }
+
+    pub(crate) fn type_error(&self, key: &str, v: &Value, go: &str) -> ApiError {
+        ApiError::bad_request(format!(
+            "json: cannot unmarshal {} into Go struct field {}.{key} of type {go}",
+            json_kind(v),
+            self.go_type
+        ))
+    }
+
+    pub(crate) fn string(&self, key: &str) -> Result<Option<String>, ApiError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(v) => Err(self.type_error(key, v, "string")),
+        }
+    }
+
+    pub(crate) fn bool(&self, key: &str) -> Result<Option<bool>, ApiError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(v) => Err(self.type_error(key, v, "bool")),
+        }
+    }
+
+    pub(crate) fn int(&self, key: &str) -> Result<Option<i64>, ApiError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Number(n)) if n.is_i64() => Ok(n.as_i64()),
+            Some(v @ Value::Number(_)) => Err(ApiError::bad_request(format!(
+                "json: cannot unmarshal number {} into Go struct field {}.{key} of type int",
+                v, self.go_type
+            ))),
+            Some(v) => Err(self.type_error(key, v, "int")),
+        }
+    }
+
+    pub(crate) fn float(&self, key: &str) -> Result<Option<f64>, ApiError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Number(n)) => Ok(n.as_f64()),
+            Some(v) => Err(self.type_error(key, v, "float64")),
+        }
+    }
+
+    pub(crate) fn array(&self, key: &str, go: &str) -> Result<Option<&'a Vec<Value>>, ApiError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Array(a)) => Ok(Some(a)),
+            Some(v) => Err(self.type_error(key, v, go)),
+        }
+    }
+
+    pub(crate) fn object(&self, key: &str, go: &str) -> Result<Option<&'a Map<String, Value>>, ApiError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Object(o)) => Ok(Some(o)),
+            Some(v) => Err(self.type_error(key, v, go)),
+        }
+    }
+
+    pub(crate) fn string_array(&self, key: &str) -> Result<Option<Vec<String>>, ApiError> {
+        let Some(a) = self.array(key, "[]string")? else { return Ok(None) };
+        a.iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s.clone()),
+                other => Err(self.type_error(key, other, "string")),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    pub(crate) fn keep_alive(&self) -> Result<Option<KeepAlive>, ApiError> {
+        match self.map.get("keep_alive") {
+            None => Ok(None),
+            Some(v) => KeepAlive::from_json(v).map_err(ApiError::bad_request),
+        }
+    }
+
+    /// `think`: a bool or a level string.
+    pub(crate) fn think(&self) -> Result<Option<Think>, ApiError> {
+        match self.get("think") {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(if *b { Think::On } else { Think::Off })),
+            Some(Value::String(s)) if matches!(s.as_str(), "low" | "medium" | "high" | "max") => Ok(Some(Think::On)),
+            Some(Value::String(s)) if s == "true" => Ok(Some(Think::On)),
+            Some(Value::String(s)) if s == "false" => Ok(Some(Think::Off)),
+            Some(v) => Err(ApiError::bad_request(format!(
+                "invalid think value: {v} (must be \"high\", \"medium\", \"low\", \"max\", true, or false)"
+            ))),
+        }
+    }
+}
+
+/// Thinking requested or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Think {
+    On,
+    Off,
+}
+
+/// The `options` object, resolved: every known key type-checked (wrong types are the
+/// scheduler's 500), unknown keys ignored.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Options {
+    pub(crate) num_ctx: Option<i64>,
+    pub(crate) num_batch: Option<i64>,
+    pub(crate) num_gpu: Option<i64>,
+    pub(crate) main_gpu: Option<i64>,
+    pub(crate) use_mmap: Option<bool>,
+    pub(crate) num_thread: Option<i64>,
+    pub(crate) num_predict: Option<i64>,
+    pub(crate) seed: Option<i64>,
+    pub(crate) temperature: Option<f64>,
+    pub(crate) top_k: Option<i64>,
+    pub(crate) top_p: Option<f64>,
+    pub(crate) stop: Vec<String>,
+}
+
+const INT_OPTIONS: &[&str] = &[
+    "num_keep", "seed", "num_predict", "top_k", "repeat_last_n", "num_ctx", "num_batch", "num_gpu", "main_gpu",
+    "num_thread", "draft_num_predict",
+];
+const FLOAT_OPTIONS: &[&str] =
+    &["typical_p", "top_p", "min_p", "temperature", "repeat_penalty", "presence_penalty", "frequency_penalty"];
+
+impl Options {
+    /// Reads an options map. Errors are 500, as the real server's scheduler returns them.
+    pub(crate) fn from_map(map: Option<&Map<String, Value>>) -> Result<Options, ApiError> {
+        let mut o = Options::default();
+        let Some(map) = map else { return Ok(o) };
+        for (k, v) in map {
+            if v.is_null() {
+                continue;
+            }
+            let bad = |t: &str| ApiError::internal(format!("option \"{k}\" must be of type {t}"));
+            if INT_OPTIONS.contains(&k.as_str()) {
+                // Integers accept JSON floats (truncated).
+                let n = v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)).ok_or_else(|| bad("integer"))?;
+                match k.as_str() {
+                    "num_ctx" => o.num_ctx = Some(n),
+                    "num_batch" => o.num_batch = Some(n),
+                    "num_gpu" => o.num_gpu = Some(n),
+                    "main_gpu" => o.main_gpu = Some(n),
+                    "num_thread" => o.num_thread = Some(n),
+                    "num_predict" => o.num_predict = Some(n),
+                    "seed" => o.seed = Some(n),
+                    "top_k" => o.top_k = Some(n),
+                    _ => {}
+                }
+            } else if FLOAT_OPTIONS.contains(&k.as_str()) {
+                let f = v.as_f64().ok_or_else(|| bad("float32"))?;
+                match k.as_str() {
+                    "temperature" => o.temperature = Some(f),
+                    "top_p" => o.top_p = Some(f),
+                    _ => {}
+                }
+            } else if k == "use_mmap" {
+                o.use_mmap = Some(v.as_bool().ok_or_else(|| bad("boolean"))?);
+            } else if k == "stop" {
+                let arr = v.as_array().ok_or_else(|| bad("array"))?;
+                o.stop = arr
+                    .iter()
+                    .map(|s| s.as_str().map(str::to_string).ok_or_else(|| bad("array of strings")))
+                    .collect::<Result<_, _>>()?;
+            }
+            // Unknown and removed keys (numa, low_vram, mirostat, ...) are ignored.
+        }
+        Ok(o)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn msg(r: Result<Map<String, Value>, ApiError>) -> String {
+        r.unwrap_err().message
+    }
+
+    #[test]
+    fn body_errors_match_the_real_server() {
+        assert_eq!(msg(decode_body(b"", "GenerateRequest")), "missing request body");
+        assert_eq!(msg(decode_body(b"  \n", "GenerateRequest")), "missing request body");
+        assert_eq!(msg(decode_body(br#"{"model":"tiny","prompt":"#, "GenerateRequest")), "unexpected EOF");
+        assert_eq!(
+            msg(decode_body(b"xyz", "GenerateRequest")),
+            "invalid character 'x' looking for beginning of value"
+        );
+        assert_eq!(
+            msg(decode_body(b"[1]", "GenerateRequest")),
+            "json: cannot unmarshal array into Go value of type api.GenerateRequest"
+        );
+        assert!(decode_body(b"null", "GenerateRequest").unwrap().is_empty());
+        // Like Go's decoder, only the first value is read.
+        assert!(decode_body(br#"{"model":"a"} trailing"#, "GenerateRequest").is_ok());
+    }
+
+    #[test]
+    fn field_type_errors_name_the_go_struct_field() {
+        let m = json!({"stream": "yes", "prompt": 3}).as_object().unwrap().clone();
+        let f = Fields::new(&m, "GenerateRequest");
+        assert_eq!(
+            f.bool("stream").unwrap_err().message,
+            "json: cannot unmarshal string into Go struct field GenerateRequest.stream of type bool"
+        );
+        assert_eq!(
+            f.string("prompt").unwrap_err().message,
+            "json: cannot unmarshal number into Go struct field GenerateRequest.prompt of type string"
+        );
+    }
+
+    #[test]
+    fn options_type_errors_are_500_with_the_option_name() {
+        let m = json!({"num_ctx": "abc"}).as_object().unwrap().clone();
+        let e = Options::from_map(Some(&m)).unwrap_err();
+        assert_eq!(e.status.as_u16(), 500);
+        assert_eq!(e.message, "option \"num_ctx\" must be of type integer");
+        let m = json!({"stop": "x"}).as_object().unwrap().clone();
+        assert_eq!(Options::from_map(Some(&m)).unwrap_err().message, "option \"stop\" must be of type array");
+        let m = json!({"num_predict": 8.0, "mirostat": 2, "stop": ["a"]}).as_object().unwrap().clone();
+        let o = Options::from_map(Some(&m)).unwrap();
+        assert_eq!(o.num_predict, Some(8));
+        assert_eq!(o.stop, vec!["a".to_string()]);
+    }
+}

@@ -1,0 +1,214 @@
+//! The HTTP surface: a pure router per instance (`app`), built separately from binding and
+//! serving so most tests call it in memory.
+//!
+//! - [`native`]: `/`, `/api/*`, Ollama's own API.
+//! - [`openai`]: `/v1/*`, the OpenAI-compatible layer.
+//! - [`sim`]: `/sim/*`, the simulator's own trace and metrics.
+//! - [`body`]: the paced streaming body shared by every streaming endpoint.
+
+pub(crate) mod body;
+pub(crate) mod native;
+pub(crate) mod openai;
+pub(crate) mod sim;
+
+use crate::error::ApiError;
+use crate::scheduler::Instance;
+use crate::server::Shared;
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// What every handler gets: the simulator and the instance the request reached.
+#[derive(Debug, Clone)]
+pub(crate) struct AppState {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) instance: Arc<Instance>,
+}
+
+/// Builds the router of one instance.
+pub(crate) fn app(state: AppState) -> Router {
+    let limit = state.shared.cfg.body_limit;
+    Router::new()
+        .route("/", get(native::root))
+        .route("/api/version", get(native::version))
+        .route("/api/tags", get(native::tags))
+        .route("/api/ps", get(native::ps))
+        .route("/api/show", post(native::show))
+        .route("/api/generate", post(native::generate))
+        .route("/api/chat", post(native::chat))
+        .route("/api/embed", post(native::embed))
+        .route("/api/embeddings", post(native::embeddings))
+        .route("/api/pull", post(native::pull))
+        .route("/api/copy", post(native::copy))
+        .route("/api/delete", delete(native::delete))
+        .route("/v1/chat/completions", post(openai::chat_completions))
+        .route("/v1/completions", post(openai::completions))
+        .route("/v1/embeddings", post(openai::embeddings))
+        .route("/v1/models", get(openai::models))
+        .route("/v1/models/{*model}", get(openai::model))
+        .route("/sim/trace", get(sim::get_trace).delete(sim::delete_trace))
+        .route("/sim/metrics", get(sim::metrics))
+        .fallback(fallback)
+        .layer(middleware::from_fn(go_style_errors))
+        .layer(middleware::from_fn(cors))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+/// Paths that exist, for the trailing-slash redirect.
+const KNOWN_PATHS: &[&str] = &[
+    "/api/version", "/api/tags", "/api/ps", "/api/show", "/api/generate", "/api/chat", "/api/embed", "/api/embeddings",
+    "/api/pull", "/api/copy", "/api/delete", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models",
+    "/sim/trace", "/sim/metrics",
+];
+
+/// Unknown paths: gin's text/plain 404, or its redirect for a trailing slash.
+async fn fallback(method: Method, uri: axum::http::Uri) -> Response {
+    let path = uri.path();
+    if path.len() > 1 && path.ends_with('/') && KNOWN_PATHS.contains(&path.trim_end_matches('/')) {
+        let status = if method == Method::GET { StatusCode::MOVED_PERMANENTLY } else { StatusCode::TEMPORARY_REDIRECT };
+        let to = path.trim_end_matches('/');
+        return (status, [(header::LOCATION, to.to_string())]).into_response();
+    }
+    text(StatusCode::NOT_FOUND, "404 page not found")
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response {
+    let mut r = (status, body).into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    r
+}
+
+/// Gives axum's bare 405 gin's text body (the `Allow` header is already there).
+async fn go_style_errors(req: Request, next: Next) -> Response {
+    let r = next.run(req).await;
+    if r.status() == StatusCode::METHOD_NOT_ALLOWED {
+        let (mut parts, _) = r.into_parts();
+        parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        parts.headers.remove(header::CONTENT_LENGTH);
+        return Response::from_parts(parts, Body::from("405 method not allowed"));
+    }
+    r
+}
+
+/// Origins the real server allows by default (any port).
+fn origin_allowed(origin: &str) -> bool {
+    let lower = origin.to_ascii_lowercase();
+    for scheme in ["app://", "file://", "tauri://", "vscode-webview://", "vscode-file://"] {
+        if lower.starts_with(scheme) {
+            return true;
+        }
+    }
+    let rest = lower.strip_prefix("http://").or_else(|| lower.strip_prefix("https://"));
+    let Some(rest) = rest else { return false };
+    let host = rest.split('/').next().unwrap_or("");
+    let host = host.rsplit_once(':').map_or(host, |(h, port)| if port.bytes().all(|b| b.is_ascii_digit()) { h } else { host });
+    matches!(host, "localhost" | "127.0.0.1" | "0.0.0.0" | "[::1]")
+        || std::env::var("OLLAMA_ORIGINS").is_ok_and(|list| {
+            list.split(',').map(str::trim).filter(|p| !p.is_empty()).any(|p| wildcard_match(p, origin))
+        })
+}
+
+fn wildcard_match(pattern: &str, s: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern.eq_ignore_ascii_case(s),
+        Some((pre, post)) => {
+            s.len() >= pre.len() + post.len()
+                && s[..pre.len()].eq_ignore_ascii_case(pre)
+                && s[s.len() - post.len()..].eq_ignore_ascii_case(post)
+        }
+    }
+}
+
+/// CORS as the real server applies it: requests with a foreign `Origin` get 403; allowed
+/// origins get the CORS headers, and preflights 204.
+async fn cors(req: Request, next: Next) -> Response {
+    let origin = req.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let Some(origin) = origin else { return next.run(req).await };
+    let own_host = req.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let same_host = origin.split("://").nth(1).is_some_and(|h| h.eq_ignore_ascii_case(own_host));
+    if !same_host && !origin_allowed(&origin) {
+        let mut r = StatusCode::FORBIDDEN.into_response();
+        if req.method() == Method::OPTIONS {
+            r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+        }
+        return r;
+    }
+    let preflight = req.method() == Method::OPTIONS;
+    let mut r = if preflight { StatusCode::NO_CONTENT.into_response() } else { next.run(req).await };
+    let h = r.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&origin) {
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+    }
+    h.insert(header::VARY, HeaderValue::from_static("Origin"));
+    if preflight {
+        h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET,POST,PUT,PATCH,DELETE,HEAD,OPTIONS"));
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            HeaderValue::from_static("Authorization,Content-Type,User-Agent,Accept,X-Requested-With,OpenAI-Beta,X-Agent,x-stainless-lang,x-stainless-package-version,x-stainless-os,x-stainless-arch,x-stainless-retry-count,x-stainless-runtime,x-stainless-runtime-version,x-stainless-async,x-stainless-helper-method,x-stainless-poll-helper,x-stainless-custom-poll-interval,x-stainless-timeout"),
+        );
+        h.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("43200"));
+    }
+    r
+}
+
+/// The body of a POST, or 413 past the limit, in Ollama's error shape.
+pub(crate) fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, ApiError> {
+    body.map_err(|rej| {
+        if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body too large: the limit is {limit} bytes"))
+        } else {
+            ApiError::bad_request(rej.body_text())
+        }
+    })
+}
+
+/// Who sent a request: the `X-Agent` header, else the client's address.
+pub(crate) fn agent_label(headers: &HeaderMap, peer: Option<SocketAddr>) -> (String, String) {
+    let client = peer.map_or_else(|| "unknown".to_string(), |a| a.to_string());
+    let agent = headers
+        .get("x-agent")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map_or_else(|| client.clone(), str::to_string);
+    (agent, client)
+}
+
+/// A JSON response with the native content type.
+pub(crate) fn json_response<T: serde::Serialize>(status: StatusCode, v: &T) -> Response {
+    bytes_response(status, "application/json; charset=utf-8", crate::wire::to_go_json(v))
+}
+
+pub(crate) fn bytes_response(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response {
+    let mut r = (status, body).into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_origins_are_local_ones() {
+        assert!(origin_allowed("http://localhost:3000"));
+        assert!(origin_allowed("https://127.0.0.1"));
+        assert!(origin_allowed("app://obsidian.md"));
+        assert!(!origin_allowed("http://example.com"));
+        assert!(!origin_allowed("http://localhost.evil.com"));
+    }
+
+    #[test]
+    fn wildcards_match_prefix_and_suffix() {
+        assert!(wildcard_match("https://*.example.com", "https://a.example.com"));
+        assert!(!wildcard_match("https://*.example.com", "https://a.example.org"));
+    }
+}

@@ -1,0 +1,885 @@
+//! Ollama's native API: `/`, `/api/version`, `/api/tags`, `/api/ps`, `/api/show`,
+//! `/api/generate`, `/api/chat`, `/api/embed`, `/api/embeddings`, `/api/pull`, `/api/copy`,
+//! `/api/delete`. Validation order, status codes and texts follow `server/routes.go`.
+
+use super::body::{TokenBody, write_finish, write_token};
+use super::{AppState, body_bytes, bytes_response, json_response};
+use crate::clock::rfc3339;
+use crate::config::ModelSpec;
+use crate::error::ApiError;
+use crate::generation::{Job, Plan, PlanInput, Running};
+use crate::keepalive::KeepAlive;
+use crate::names::Name;
+use crate::request::{Fields, Options, Think, decode_body};
+use crate::scheduler::{RunnerOptions, RunnerRequest};
+use crate::store::Installed;
+use crate::tokens::OutputFormat;
+use crate::trace::{Outcome, TraceGuard};
+use crate::wire::{self, ChatFinal, GenerateFinal, Message, Wire};
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{ConnectInfo, FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::BytesMut;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+/// The client's address, when the server was started with connect info.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Peer(pub(crate) Option<SocketAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Peer {
+    type Rejection = std::convert::Infallible;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Peer(parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0)))
+    }
+}
+
+/// `GET /` and `HEAD /`.
+pub(crate) async fn root() -> Response {
+    bytes_response(StatusCode::OK, "text/plain; charset=utf-8", b"Ollama is running".to_vec())
+}
+
+#[derive(Serialize)]
+struct Version<'a> {
+    version: &'a str,
+}
+
+/// `GET /api/version`.
+pub(crate) async fn version(State(s): State<AppState>) -> Response {
+    json_response(StatusCode::OK, &Version { version: &s.shared.cfg.version })
+}
+
+#[derive(Serialize)]
+pub(crate) struct Details<'a> {
+    parent_model: &'a str,
+    format: &'a str,
+    family: &'a str,
+    families: [&'a str; 1],
+    parameter_size: &'a str,
+    quantization_level: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_length: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    embedding_length: Option<u64>,
+}
+
+fn details(m: &ModelSpec, with_lengths: bool) -> Details<'_> {
+    Details {
+        parent_model: "",
+        format: "gguf",
+        family: &m.family,
+        families: [&m.family],
+        parameter_size: &m.parameter_size,
+        quantization_level: &m.quantization_level,
+        context_length: with_lengths.then_some(m.context_length),
+        embedding_length: with_lengths.then_some(m.embedding_length),
+    }
+}
+
+#[derive(Serialize)]
+struct TagModel<'a> {
+    name: String,
+    model: String,
+    modified_at: String,
+    size: u64,
+    digest: String,
+    details: Details<'a>,
+    capabilities: &'a [String],
+}
+
+#[derive(Serialize)]
+struct Tags<'a> {
+    models: Vec<TagModel<'a>>,
+}
+
+/// `GET /api/tags`.
+pub(crate) async fn tags(State(s): State<AppState>) -> Response {
+    let list = s.instance.store.list();
+    let models = list
+        .iter()
+        .map(|m| TagModel {
+            name: m.name.display(),
+            model: m.name.display(),
+            modified_at: rfc3339(m.modified_at),
+            size: m.spec.size,
+            digest: m.spec.digest(),
+            details: details(&m.spec, true),
+            capabilities: &m.spec.capabilities,
+        })
+        .collect();
+    json_response(StatusCode::OK, &Tags { models })
+}
+
+#[derive(Serialize)]
+struct PsModel<'a> {
+    name: &'a str,
+    model: &'a str,
+    size: u64,
+    digest: String,
+    details: Details<'a>,
+    expires_at: String,
+    size_vram: u64,
+    context_length: u64,
+}
+
+#[derive(Serialize)]
+struct Ps<'a> {
+    models: Vec<PsModel<'a>>,
+}
+
+/// `GET /api/ps`.
+pub(crate) async fn ps(State(s): State<AppState>) -> Response {
+    let mut runners = s.instance.runners();
+    runners.sort_by(|a, b| b.expires_at.cmp(&a.expires_at));
+    let models = runners
+        .iter()
+        .map(|r| {
+            let size = r.model.size_loaded.unwrap_or(r.model.size);
+            PsModel {
+                name: &r.display,
+                model: &r.display,
+                size,
+                digest: r.model.digest(),
+                details: details(&r.model, false),
+                expires_at: rfc3339(r.expires_at),
+                size_vram: if r.on_gpu { size } else { 0 },
+                context_length: r.num_ctx,
+            }
+        })
+        .collect();
+    json_response(StatusCode::OK, &Ps { models })
+}
+
+#[derive(Serialize)]
+struct Show<'a> {
+    modelfile: String,
+    parameters: String,
+    template: &'a str,
+    details: Details<'a>,
+    model_info: Map<String, Value>,
+    capabilities: &'a [String],
+    modified_at: String,
+}
+
+/// `POST /api/show`.
+pub(crate) async fn show(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let body = body_bytes(body, s.shared.cfg.body_limit)?;
+    let map = decode_body(&body, "ShowRequest")?;
+    let f = Fields::new(&map, "ShowRequest");
+    let model = f.string("model")?.filter(|m| !m.is_empty()).or(f.string("name")?.filter(|m| !m.is_empty()));
+    let Some(model) = model else { return Err(ApiError::bad_request("model is required")) };
+    let _verbose = f.bool("verbose")?;
+    let name = Name::parse(&model).ok_or_else(|| ApiError::model_not_found(&model))?;
+    let m = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&name.display()))?;
+    let spec = &m.spec;
+    let arch = spec.family.replace('-', "_");
+    let mut info = Map::new();
+    info.insert("general.architecture".into(), Value::from(arch.clone()));
+    info.insert("general.parameter_count".into(), Value::from(parameter_count(&spec.parameter_size)));
+    info.insert("general.quantization_version".into(), Value::from(2));
+    info.insert(format!("{arch}.context_length"), Value::from(spec.context_length));
+    info.insert(format!("{arch}.embedding_length"), Value::from(spec.embedding_length));
+    info.insert("tokenizer.ggml.tokens".into(), Value::Null);
+    let display = m.name.display();
+    let mut modelfile = format!(
+        "# Modelfile generated by \"ollama show\"\n# To build a new Modelfile based on this, replace FROM with:\n# FROM {display}\n\nFROM /root/.ollama/models/blobs/sha256-{}\n",
+        spec.digest()
+    );
+    if !spec.template.is_empty() {
+        modelfile.push_str(&format!("TEMPLATE {:?}\n", spec.template));
+    }
+    let show = Show {
+        modelfile,
+        parameters: String::new(),
+        template: &spec.template,
+        details: details(spec, false),
+        model_info: info,
+        capabilities: &spec.capabilities,
+        modified_at: rfc3339(m.modified_at),
+    };
+    Ok(json_response(StatusCode::OK, &show))
+}
+
+/// `4.3B` -> 4300000000.
+fn parameter_count(size: &str) -> u64 {
+    let (num, mult) = match size.chars().last() {
+        Some('B') => (&size[..size.len() - 1], 1e9),
+        Some('M') => (&size[..size.len() - 1], 1e6),
+        Some('K') => (&size[..size.len() - 1], 1e3),
+        _ => (size, 1.0),
+    };
+    (num.parse::<f64>().unwrap_or(0.0) * mult) as u64
+}
+
+/// Fields shared by generate and chat.
+struct Common {
+    stream: bool,
+    keep_alive: Option<KeepAlive>,
+    think: Option<Think>,
+    shift: bool,
+    options_map: Option<Map<String, Value>>,
+    format: Option<Value>,
+}
+
+fn common(f: &Fields<'_>) -> Result<Common, ApiError> {
+    let stream = f.bool("stream")?.unwrap_or(true);
+    let keep_alive = f.keep_alive()?;
+    let think = f.think()?;
+    let shift = f.bool("shift")?.unwrap_or(true);
+    let _truncate = f.bool("truncate")?;
+    let _logprobs = f.bool("logprobs")?;
+    if let Some(n) = f.int("top_logprobs")? {
+        if !(0..=20).contains(&n) {
+            return Err(ApiError::bad_request("top_logprobs must be between 0 and 20"));
+        }
+    }
+    let options_map = f.object("options", "map[string]interface {}")?.cloned();
+    let format = f.map.get("format").filter(|v| !v.is_null()).cloned();
+    Ok(Common { stream, keep_alive, think, shift, options_map, format })
+}
+
+/// `format`: `"json"` or a schema object; anything else fails when inference starts.
+pub(crate) fn output_format(format: Option<&Value>) -> Result<OutputFormat, ApiError> {
+    match format {
+        None => Ok(OutputFormat::Prose),
+        Some(Value::String(s)) if s.is_empty() => Ok(OutputFormat::Prose),
+        Some(Value::String(s)) if s == "json" => Ok(OutputFormat::Json),
+        Some(Value::Object(_)) => Ok(OutputFormat::Json),
+        Some(other) => Err(ApiError::internal(format!("invalid format: {other}; expected \"json\" or a valid JSON Schema"))),
+    }
+}
+
+/// Starts the trace of a model request.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn begin_trace(
+    s: &AppState,
+    arrival: Instant,
+    endpoint: &str,
+    model: &str,
+    headers: &HeaderMap,
+    peer: Peer,
+    stream: bool,
+    options: Option<&Map<String, Value>>,
+) -> TraceGuard {
+    let (agent, client) = super::agent_label(headers, peer.0);
+    s.shared.trace.begin(
+        arrival,
+        s.instance.index,
+        s.instance.device.index,
+        endpoint,
+        model,
+        agent,
+        client,
+        stream,
+        options.map_or(Value::Null, |o| Value::Object(o.clone())),
+    )
+}
+
+/// Finishes a trace with the error a handler returns.
+pub(crate) fn traced<T>(trace: &mut Option<TraceGuard>, r: Result<T, ApiError>) -> Result<T, ApiError> {
+    if let (Err(e), Some(t)) = (&r, trace.as_ref()) {
+        t.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
+    }
+    r
+}
+
+/// Looks a model up, with generate/chat's not-found text (the name as sent).
+fn resolve(s: &AppState, model: &str) -> Result<Installed, ApiError> {
+    let name = Name::parse(model).ok_or_else(|| ApiError::model_not_found(model))?;
+    s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(model))
+}
+
+/// The job of a generation request.
+pub(crate) fn job(s: &AppState, model: Installed, options: &Options, shift: bool, keep_alive: Option<KeepAlive>, plan: Plan, arrival: Instant) -> Job {
+    let opts = RunnerOptions::from_options(options, &model.spec, shift);
+    Job {
+        instance: Arc::clone(&s.instance),
+        model,
+        opts,
+        keep_alive,
+        plan,
+        clock: s.shared.clock,
+        lateness: Arc::clone(&s.shared.lateness),
+        arrival,
+    }
+}
+
+/// Loads a model without generating (empty prompt), through the scheduler.
+async fn load_only(s: &AppState, model: &Installed, options: &Options, shift: bool, keep_alive: Option<KeepAlive>, trace: &TraceGuard) -> Result<(), ApiError> {
+    let req = RunnerRequest {
+        key: model.name.key(),
+        display: model.name.display(),
+        model: Arc::clone(&model.spec),
+        opts: RunnerOptions::from_options(options, &model.spec, shift),
+        keep_alive,
+        trace,
+    };
+    let lease = s.instance.acquire(req).await?;
+    trace.with(|r| r.runner_us = Some(trace.us(Instant::now())));
+    drop(lease);
+    trace.finish(Outcome::Done, 200, None);
+    Ok(())
+}
+
+fn now_stamp(s: &AppState) -> String {
+    let t = if s.shared.clock.is_frozen() { crate::clock::frozen_epoch() } else { SystemTime::now() };
+    rfc3339(t)
+}
+
+#[derive(Serialize)]
+struct GenerateLoad<'a> {
+    model: &'a str,
+    created_at: String,
+    response: &'a str,
+    done: bool,
+    done_reason: &'a str,
+}
+
+/// Streams a generation or collects it, in a wire format.
+pub(crate) async fn respond(mut run: Running, wire: Wire, stream: bool, collect: impl FnOnce(&Running, String, Instant) -> Response) -> Response {
+    if stream {
+        let mut buf = BytesMut::new();
+        let done = match run.next_token().await {
+            Some(t) => {
+                write_token(&run, &wire, &mut buf, t.index, t.at);
+                false
+            }
+            None => {
+                write_finish(&run, &wire, &mut buf);
+                true
+            }
+        };
+        let ct = match wire {
+            Wire::Generate { .. } | Wire::Chat { .. } => "application/x-ndjson",
+            _ => "text/event-stream",
+        };
+        let body = Body::from_stream(TokenBody::new(run, wire, buf.freeze(), done));
+        let mut r = (StatusCode::OK, body).into_response();
+        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+        r
+    } else {
+        let mut text = String::new();
+        while let Some(t) = run.next_token().await {
+            text.push_str(run.piece(t.index));
+        }
+        let r = collect(&run, text, Instant::now());
+        run.finish(Outcome::Done, None);
+        r
+    }
+}
+
+/// `POST /api/generate`.
+pub(crate) async fn generate(State(s): State<AppState>, peer: Peer, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let arrival = Instant::now();
+    let body = body_bytes(body, s.shared.cfg.body_limit)?;
+    let map = decode_body(&body, "GenerateRequest")?;
+    let f = Fields::new(&map, "GenerateRequest");
+    let model_s = f.string("model")?.unwrap_or_default();
+    let c = common(&f)?;
+    let mut trace = Some(begin_trace(&s, arrival, "/api/generate", &model_s, &headers, peer, c.stream, c.options_map.as_ref()));
+    let r = generate_inner(&s, &f, model_s, c, arrival, &mut trace).await;
+    traced(&mut trace, r)
+}
+
+async fn generate_inner(s: &AppState, f: &Fields<'_>, model_s: String, c: Common, arrival: Instant, trace: &mut Option<TraceGuard>) -> Result<Response, ApiError> {
+    let prompt = f.string("prompt")?.unwrap_or_default();
+    let suffix = f.string("suffix")?.unwrap_or_default();
+    let system = f.string("system")?;
+    let template = f.string("template")?;
+    let context = f.array("context", "[]int")?.map_or(0, Vec::len);
+    let raw = f.bool("raw")?.unwrap_or(false);
+    let images = f.string_array("images")?.map_or(0, |v| v.len());
+    let model = resolve(s, &model_s)?;
+    if raw && (template.is_some() || system.is_some() || context > 0) {
+        return Err(ApiError::bad_request("raw mode does not support template, system, or context"));
+    }
+    let spec = &model.spec;
+    if !spec.has("completion") {
+        return Err(ApiError::bad_request(format!("\"{model_s}\" does not support generate")));
+    }
+    if c.think == Some(Think::On) && !spec.has("thinking") {
+        return Err(ApiError::bad_request(format!("\"{model_s}\" does not support thinking")));
+    }
+    if !suffix.is_empty() && !spec.has("insert") {
+        return Err(ApiError::bad_request(format!("{} does not support insert", model.name.full())));
+    }
+    if prompt.is_empty() && c.keep_alive.is_some_and(|k| k.is_zero()) {
+        s.instance.unload(&model.name.key());
+        if let Some(t) = trace.take() {
+            t.finish(Outcome::Done, 200, None);
+        }
+        let body = GenerateLoad { model: &model_s, created_at: now_stamp(s), response: "", done: true, done_reason: "unload" };
+        return Ok(json_response(StatusCode::OK, &body));
+    }
+    let options = Options::from_map(c.options_map.as_ref())?;
+    let format = output_format(c.format.as_ref())?;
+    if prompt.is_empty() {
+        let t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
+        load_only(s, &model, &options, c.shift, c.keep_alive, &t).await?;
+        let body = GenerateLoad { model: &model_s, created_at: now_stamp(s), response: "", done: true, done_reason: "load" };
+        return Ok(json_response(StatusCode::OK, &body));
+    }
+    let rendered = match (&system, raw) {
+        (Some(sys), false) => format!("{sys}\n{prompt}{suffix}"),
+        _ => format!("{prompt}{suffix}"),
+    };
+    let plan = Plan::new(&PlanInput {
+        sim_seed: s.shared.cfg.seed,
+        time_scale: s.shared.cfg.time_scale,
+        model: &model,
+        rendered: &rendered,
+        templated: !raw,
+        images,
+        options: &options,
+        default_temperature: 0.8,
+        format,
+    });
+    let context_ids: Option<Vec<u32>> =
+        (!raw).then(|| crate::tokens::token_ids(&rendered, plan.prompt_tokens, 32_000).collect());
+    let job = job(s, model, &options, c.shift, c.keep_alive, plan, arrival);
+    let t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
+    let run = Running::start(job, t).await?;
+    let wire = Wire::Generate { model: model_s.clone(), context: context_ids.clone() };
+    Ok(respond(run, wire, c.stream, move |run, text, now| {
+        let metrics = run.metrics(now);
+        let ctx: Option<Vec<u32>> = context_ids.map(|mut c| {
+            c.extend(run.output_ids());
+            c
+        });
+        let created_at = run.created_at(now);
+        let fin = GenerateFinal {
+            model: &model_s,
+            created_at: &created_at,
+            response: &text,
+            done: true,
+            done_reason: run.done_reason().as_str(),
+            context: ctx.as_deref(),
+            metrics: &metrics,
+        };
+        json_response(StatusCode::OK, &fin)
+    })
+    .await)
+}
+
+/// A chat message as the simulator reads it.
+pub(crate) struct ChatMessage {
+    pub(crate) role: String,
+    pub(crate) content: String,
+    pub(crate) images: usize,
+}
+
+/// Renders messages into the text the model "sees".
+pub(crate) fn render_messages(messages: &[ChatMessage]) -> String {
+    let mut out = String::new();
+    for m in messages {
+        out.push_str(&m.role);
+        out.push_str(": ");
+        out.push_str(&m.content);
+        out.push('\n');
+    }
+    out
+}
+
+fn parse_messages(f: &Fields<'_>) -> Result<Vec<ChatMessage>, ApiError> {
+    let Some(arr) = f.array("messages", "[]api.Message")? else { return Ok(Vec::new()) };
+    let mut out = Vec::with_capacity(arr.len());
+    for v in arr {
+        let Value::Object(m) = v else {
+            return Err(ApiError::bad_request(format!(
+                "json: cannot unmarshal {} into Go struct field ChatRequest.messages of type api.Message",
+                crate::request::json_kind(v)
+            )));
+        };
+        let mf = Fields::new(m, "ChatRequest.messages");
+        let role = mf.string("role")?.unwrap_or_default().to_lowercase();
+        let content = mf.string("content")?.unwrap_or_default();
+        let images = mf.string_array("images")?.map_or(0, |v| v.len());
+        let _ = mf.array("tool_calls", "[]api.ToolCall")?;
+        out.push(ChatMessage { role, content, images });
+    }
+    Ok(out)
+}
+
+#[derive(Serialize)]
+struct ChatLoad<'a> {
+    model: &'a str,
+    created_at: String,
+    message: Message<'a>,
+    done: bool,
+    done_reason: &'a str,
+}
+
+/// `POST /api/chat`.
+pub(crate) async fn chat(State(s): State<AppState>, peer: Peer, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let arrival = Instant::now();
+    let body = body_bytes(body, s.shared.cfg.body_limit)?;
+    let map = decode_body(&body, "ChatRequest")?;
+    let f = Fields::new(&map, "ChatRequest");
+    let model_s = f.string("model")?.unwrap_or_default();
+    let c = common(&f)?;
+    if model_s.is_empty() {
+        return Err(ApiError::bad_request("model is required"));
+    }
+    let mut trace = Some(begin_trace(&s, arrival, "/api/chat", &model_s, &headers, peer, c.stream, c.options_map.as_ref()));
+    let r = chat_inner(&s, &f, model_s, c, arrival, &mut trace).await;
+    traced(&mut trace, r)
+}
+
+async fn chat_inner(s: &AppState, f: &Fields<'_>, model_s: String, c: Common, arrival: Instant, trace: &mut Option<TraceGuard>) -> Result<Response, ApiError> {
+    let messages = parse_messages(f)?;
+    let tools = f.array("tools", "[]api.Tool")?.map_or(0, Vec::len);
+    let model = resolve(s, &model_s)?;
+    let spec = &model.spec;
+    if !spec.has("completion") {
+        return Err(ApiError::bad_request(format!("\"{model_s}\" does not support chat")));
+    }
+    if c.think == Some(Think::On) && !spec.has("thinking") {
+        return Err(ApiError::bad_request(format!("\"{model_s}\" does not support thinking")));
+    }
+    if tools > 0 && !spec.has("tools") {
+        return Err(ApiError::bad_request(format!("{} does not support tools", model.name.full())));
+    }
+    let empty = Message { role: "assistant", content: "" };
+    if messages.is_empty() && c.keep_alive.is_some_and(|k| k.is_zero()) {
+        s.instance.unload(&model.name.key());
+        if let Some(t) = trace.take() {
+            t.finish(Outcome::Done, 200, None);
+        }
+        let body = ChatLoad { model: &model_s, created_at: now_stamp(s), message: empty, done: true, done_reason: "unload" };
+        return Ok(json_response(StatusCode::OK, &body));
+    }
+    let options = Options::from_map(c.options_map.as_ref())?;
+    let format = output_format(c.format.as_ref())?;
+    if messages.is_empty() {
+        let t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
+        load_only(s, &model, &options, c.shift, c.keep_alive, &t).await?;
+        let body = ChatLoad { model: &model_s, created_at: now_stamp(s), message: empty, done: true, done_reason: "load" };
+        return Ok(json_response(StatusCode::OK, &body));
+    }
+    let rendered = render_messages(&messages);
+    let images = messages.iter().map(|m| m.images).sum();
+    let plan = Plan::new(&PlanInput {
+        sim_seed: s.shared.cfg.seed,
+        time_scale: s.shared.cfg.time_scale,
+        model: &model,
+        rendered: &rendered,
+        templated: true,
+        images,
+        options: &options,
+        default_temperature: 0.8,
+        format,
+    });
+    let job = job(s, model, &options, c.shift, c.keep_alive, plan, arrival);
+    let t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
+    let run = Running::start(job, t).await?;
+    let wire = Wire::Chat { model: model_s.clone() };
+    Ok(respond(run, wire, c.stream, move |run, text, now| {
+        let metrics = run.metrics(now);
+        let created_at = run.created_at(now);
+        let fin = ChatFinal {
+            model: &model_s,
+            created_at: &created_at,
+            message: Message { role: "assistant", content: &text },
+            done: true,
+            done_reason: run.done_reason().as_str(),
+            metrics: &metrics,
+        };
+        json_response(StatusCode::OK, &fin)
+    })
+    .await)
+}
+
+/// Deterministic embedding of a text: the normalised sum of one pseudo-random vector per
+/// word, so texts sharing words have similar vectors (cosine similarity means something).
+/// Depends on the model and the text only, like a real model's.
+pub(crate) fn embedding(model_key: &str, text: &str, dims: usize) -> Vec<f64> {
+    use rand::RngExt;
+    let mut v = vec![0.0f64; dims.max(1)];
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let words = if words.is_empty() { vec![text] } else { words };
+    for w in words {
+        let mut rng = crate::seed::SeedBuilder::new(0).str("embedding").str(model_key).str(&w.to_lowercase()).rng();
+        for x in v.iter_mut() {
+            *x += rng.random_range(-1.0..1.0);
+        }
+    }
+    v
+}
+
+fn normalise(v: &mut [f64]) {
+    let n = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    if n > 0.0 {
+        v.iter_mut().for_each(|x| *x /= n);
+    }
+}
+
+/// Runs an embedding: scheduler, slot, prompt evaluation on the device. Returns the timing
+/// metrics (total and load durations, in ns).
+pub(crate) async fn run_embedding(s: &AppState, model: Installed, options: &Options, keep_alive: Option<KeepAlive>, inputs: &[String], arrival: Instant, trace: TraceGuard) -> Result<(u64, u64, u64), ApiError> {
+    let rendered = inputs.join("\n");
+    let tokens: u32 = inputs.iter().map(|t| crate::tokens::count_tokens(t).max(1)).sum();
+    let plan = Plan::new(&PlanInput {
+        sim_seed: s.shared.cfg.seed,
+        time_scale: s.shared.cfg.time_scale,
+        model: &model,
+        rendered: &rendered,
+        templated: false,
+        images: 0,
+        options: &Options { num_predict: None, ..options.clone() },
+        default_temperature: 0.8,
+        format: OutputFormat::Prose,
+    });
+    let plan = Plan { prompt_tokens: tokens.max(1), text: crate::tokens::TextPlan { pieces: Vec::new(), done_reason: crate::tokens::DoneReason::Stop }, ..plan };
+    let job = job(s, model, options, true, keep_alive, plan, arrival);
+    let run = Running::start(job, trace).await?;
+    let m = run.metrics(Instant::now());
+    run.finish(Outcome::Done, None);
+    Ok((m.total_duration, m.load_duration, m.prompt_eval_count))
+}
+
+#[derive(Serialize)]
+struct EmbedResponse<'a> {
+    model: &'a str,
+    embeddings: Vec<Vec<f32>>,
+    #[serde(skip_serializing_if = "is_zero")]
+    total_duration: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    load_duration: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    prompt_eval_count: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// Looks up an embedding model with embed's not-found text and capability check.
+pub(crate) fn resolve_embedding_model(s: &AppState, model_s: &str) -> Result<Installed, ApiError> {
+    let not_found = || ApiError::not_found(format!("model \"{model_s}\" not found, try pulling it first"));
+    let name = Name::parse(model_s).ok_or_else(not_found)?;
+    let m = s.instance.store.get(&name).ok_or_else(not_found)?;
+    if !m.spec.has("embedding") {
+        return Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "This server does not support embeddings. Start it with `--embeddings`"));
+    }
+    Ok(m)
+}
+
+/// Reads `input`: a string or an array of strings.
+pub(crate) fn embed_inputs(v: Option<&Value>) -> Result<Vec<String>, ApiError> {
+    match v {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(s)) if s.is_empty() => Ok(Vec::new()),
+        Some(Value::String(s)) => Ok(vec![s.clone()]),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|x| x.as_str().map(str::to_string).ok_or_else(|| ApiError::bad_request("invalid input type")))
+            .collect(),
+        Some(_) => Err(ApiError::bad_request("invalid input type")),
+    }
+}
+
+/// `POST /api/embed`.
+pub(crate) async fn embed(State(s): State<AppState>, peer: Peer, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let arrival = Instant::now();
+    let body = body_bytes(body, s.shared.cfg.body_limit)?;
+    let map = decode_body(&body, "EmbedRequest")?;
+    let f = Fields::new(&map, "EmbedRequest");
+    let model_s = f.string("model")?.unwrap_or_default();
+    let keep_alive = f.keep_alive()?;
+    let _truncate = f.bool("truncate")?;
+    let dimensions = f.int("dimensions")?;
+    let options_map = f.object("options", "map[string]interface {}")?;
+    let inputs = embed_inputs(map.get("input"))?;
+    if model_s.is_empty() {
+        return Err(ApiError::model_not_found(""));
+    }
+    let model = resolve_embedding_model(&s, &model_s)?;
+    let options = Options::from_map(options_map)?;
+    let trace = begin_trace(&s, arrival, "/api/embed", &model_s, &headers, peer, false, options_map);
+    if inputs.is_empty() {
+        load_only(&s, &model, &options, true, keep_alive, &trace).await?;
+        return Ok(json_response(StatusCode::OK, &EmbedResponse { model: &model_s, embeddings: Vec::new(), total_duration: 0, load_duration: 0, prompt_eval_count: 0 }));
+    }
+    let dims = match dimensions {
+        Some(d) if d > 0 => (d as usize).min(model.spec.embedding_length as usize),
+        _ => model.spec.embedding_length as usize,
+    };
+    let key = model.name.key();
+    let full = model.spec.embedding_length as usize;
+    let (total, load, count) = run_embedding(&s, model, &options, keep_alive, &inputs, arrival, trace).await?;
+    let embeddings = inputs
+        .iter()
+        .map(|t| {
+            let mut v = embedding(&key, t, full);
+            v.truncate(dims);
+            normalise(&mut v);
+            v.into_iter().map(|x| x as f32).collect()
+        })
+        .collect();
+    Ok(json_response(StatusCode::OK, &EmbedResponse { model: &model_s, embeddings, total_duration: total, load_duration: load, prompt_eval_count: count }))
+}
+
+#[derive(Serialize)]
+struct EmbeddingResponse {
+    embedding: Vec<f64>,
+}
+
+/// `POST /api/embeddings` (legacy: one vector, not normalised, no metrics).
+pub(crate) async fn embeddings(State(s): State<AppState>, peer: Peer, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let arrival = Instant::now();
+    let body = body_bytes(body, s.shared.cfg.body_limit)?;
+    let map = decode_body(&body, "EmbeddingRequest")?;
+    let f = Fields::new(&map, "EmbeddingRequest");
+    let model_s = f.string("model")?.unwrap_or_default();
+    let prompt = f.string("prompt")?.unwrap_or_default();
+    let keep_alive = f.keep_alive()?;
+    let options_map = f.object("options", "map[string]interface {}")?;
+    if model_s.is_empty() {
+        return Err(ApiError::bad_request("model is required"));
+    }
+    let model = resolve_embedding_model(&s, &model_s)?;
+    let options = Options::from_map(options_map)?;
+    let trace = begin_trace(&s, arrival, "/api/embeddings", &model_s, &headers, peer, false, options_map);
+    if prompt.is_empty() {
+        load_only(&s, &model, &options, true, keep_alive, &trace).await?;
+        return Ok(json_response(StatusCode::OK, &EmbeddingResponse { embedding: Vec::new() }));
+    }
+    let key = model.name.key();
+    let dims = model.spec.embedding_length as usize;
+    run_embedding(&s, model, &options, keep_alive, std::slice::from_ref(&prompt), arrival, trace).await?;
+    // Unnormalised, like the legacy endpoint: scale by a per-text magnitude.
+    let v = embedding(&key, &prompt, dims);
+    Ok(json_response(StatusCode::OK, &EmbeddingResponse { embedding: v }))
+}
+
+#[derive(Serialize)]
+struct Progress<'a> {
+    status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    digest: Option<String>,
+    #[serde(skip_serializing_if = "is_zero")]
+    total: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    completed: u64,
+    #[serde(skip)]
+    _p: std::marker::PhantomData<&'a ()>,
+}
+
+fn progress(status: impl Into<String>) -> Progress<'static> {
+    Progress { status: status.into(), digest: None, total: 0, completed: 0, _p: std::marker::PhantomData }
+}
+
+/// `POST /api/pull`: a simulated progress stream that installs a catalogue model.
+pub(crate) async fn pull(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let body = body_bytes(body, s.shared.cfg.body_limit)?;
+    let map = decode_body(&body, "PullRequest")?;
+    let f = Fields::new(&map, "PullRequest");
+    let model_s = f.string("model")?.filter(|m| !m.is_empty()).or(f.string("name")?.filter(|m| !m.is_empty()));
+    let _insecure = f.bool("insecure")?;
+    let stream = f.bool("stream")?.unwrap_or(true);
+    let Some(model_s) = model_s else { return Err(ApiError::bad_request("model is required")) };
+    let name = Name::parse(&model_s).ok_or_else(|| ApiError::bad_request("invalid model name"))?;
+    let missing = "pull model manifest: file does not exist";
+    let Some(spec) = s.instance.store.registry_entry(&name) else {
+        if !stream {
+            return Err(ApiError::internal(missing));
+        }
+        let mut out = wire::to_go_json(&progress("pulling manifest"));
+        out.push(b'\n');
+        out.extend(wire::to_go_json(&serde_json::json!({ "error": missing })));
+        out.push(b'\n');
+        return Ok(bytes_response(StatusCode::OK, "application/x-ndjson", out));
+    };
+    let digest = spec.digest();
+    let cached = s.instance.store.get(&name).is_some();
+    let mut lines: Vec<Progress<'static>> = vec![progress("pulling manifest")];
+    let steps: u64 = if cached { 1 } else { 4 };
+    for i in 1..=steps {
+        lines.push(Progress {
+            status: format!("pulling {}", &digest[..12]),
+            digest: Some(format!("sha256:{digest}")),
+            total: spec.size,
+            completed: spec.size * i / steps,
+            _p: std::marker::PhantomData,
+        });
+    }
+    lines.extend([progress("verifying sha256 digest"), progress("writing manifest"), progress("success")]);
+    let installed_at = if s.shared.clock.is_frozen() { crate::clock::frozen_epoch() } else { SystemTime::now() };
+    if !stream {
+        // A download of a few simulated steps, paced like the stream.
+        tokio::time::sleep(pull_step(&s) * steps as u32).await;
+        s.instance.store.install(name, spec, installed_at);
+        return Ok(json_response(StatusCode::OK, &progress("success")));
+    }
+    let step = pull_step(&s);
+    let inst = Arc::clone(&s.instance);
+    let stream = async_stream(lines, step, move || inst.store.install(name, spec, installed_at));
+    let mut r = (StatusCode::OK, Body::from_stream(stream)).into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
+    Ok(r)
+}
+
+/// Time between pull progress lines: the real server's 60 ms, scaled.
+fn pull_step(s: &AppState) -> std::time::Duration {
+    std::time::Duration::from_secs_f64(0.060 * s.shared.cfg.time_scale)
+}
+
+fn async_stream(
+    lines: Vec<Progress<'static>>,
+    step: std::time::Duration,
+    on_done: impl FnOnce() + Send + 'static,
+) -> impl futures::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send {
+    let n = lines.len();
+    let mut on_done = Some(on_done);
+    futures::stream::unfold((lines.into_iter().enumerate(), Instant::now()), move |(mut it, start)| {
+        let done = if it.len() == 1 { on_done.take() } else { None };
+        async move {
+            let (i, p) = it.next()?;
+            if i > 0 && i + 3 < n {
+                tokio::time::sleep_until((start + step * i as u32).into()).await;
+            }
+            if let Some(f) = done {
+                f();
+            }
+            let mut b = wire::to_go_json(&p);
+            b.push(b'\n');
+            Some((Ok(Bytes::from(b)), (it, start)))
+        }
+    })
+}
+
+/// `POST /api/copy`: 200 with an empty body.
+pub(crate) async fn copy(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let body = body_bytes(body, s.shared.cfg.body_limit)?;
+    let map = decode_body(&body, "CopyRequest")?;
+    let f = Fields::new(&map, "CopyRequest");
+    let src_s = f.string("source")?.unwrap_or_default();
+    let dst_s = f.string("destination")?.unwrap_or_default();
+    let src = Name::parse(&src_s).ok_or_else(|| ApiError::bad_request(format!("source \"{src_s}\" is invalid")))?;
+    let dst = Name::parse(&dst_s).ok_or_else(|| ApiError::bad_request(format!("destination \"{dst_s}\" is invalid")))?;
+    let m = s.instance.store.get(&src).ok_or_else(|| ApiError::not_found(format!("model \"{src_s}\" not found")))?;
+    let at = if s.shared.clock.is_frozen() { crate::clock::frozen_epoch() } else { SystemTime::now() };
+    s.instance.store.install(dst, m.spec, at);
+    Ok(StatusCode::OK.into_response())
+}
+
+/// `DELETE /api/delete`: 200 with an empty body.
+pub(crate) async fn delete(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let body = body_bytes(body, s.shared.cfg.body_limit)?;
+    let map = decode_body(&body, "DeleteRequest")?;
+    let f = Fields::new(&map, "DeleteRequest");
+    let model_s = f.string("model")?.filter(|m| !m.is_empty()).or(f.string("name")?.filter(|m| !m.is_empty()));
+    let Some(model_s) = model_s else { return Err(ApiError::bad_request("model is required")) };
+    let name = Name::parse(&model_s).ok_or_else(|| ApiError::model_not_found(&model_s))?;
+    if !s.instance.store.remove(&name) {
+        return Err(ApiError::model_not_found(&model_s));
+    }
+    s.instance.unload(&name.key());
+    Ok(StatusCode::OK.into_response())
+}

@@ -1,0 +1,390 @@
+//! The OpenAI-compatible layer: `/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`,
+//! `/v1/models`, `/v1/models/{model}`. As in the real server, requests are converted to native
+//! ones (`stream` defaults to false, `temperature` and `top_p` to 1.0, `max_tokens` becomes
+//! `num_predict`) and errors are wrapped in OpenAI's error object.
+
+use super::native::{self, Peer, begin_trace, job, render_messages, traced, ChatMessage};
+use super::{AppState, body_bytes, bytes_response};
+use crate::clock::unix_seconds;
+use crate::error::ApiError;
+use crate::generation::{Plan, PlanInput, Running};
+use crate::names::Name;
+use crate::request::{Fields, Options, decode_body};
+use crate::tokens::OutputFormat;
+use crate::trace::TraceGuard;
+use crate::wire::{Usage, Wire, to_go_json};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::time::Instant;
+
+/// A `/v1` JSON body: no charset, and a trailing newline (captures 23, 24, 45).
+fn v1_json<T: Serialize>(v: &T) -> Response {
+    let mut b = to_go_json(v);
+    b.push(b'\n');
+    bytes_response(StatusCode::OK, "application/json", b)
+}
+
+/// Decodes a `/v1` body; decoding errors keep the charset content type.
+fn decode(body: Result<Bytes, BytesRejection>, limit: usize, go_type: &str) -> Result<Map<String, Value>, ApiError> {
+    let body = body_bytes(body, limit).map_err(|e| e.openai().with_charset())?;
+    decode_body(&body, go_type).map_err(|e| e.openai().with_charset())
+}
+
+/// Converts OpenAI sampling fields into native options.
+fn options(f: &Fields<'_>) -> Result<Options, ApiError> {
+    let mut o = Options {
+        temperature: Some(f.float("temperature")?.unwrap_or(1.0)),
+        top_p: Some(f.float("top_p")?.unwrap_or(1.0)),
+        ..Options::default()
+    };
+    o.num_predict = f.int("max_tokens")?;
+    o.seed = f.int("seed")?;
+    let _ = f.float("frequency_penalty")?;
+    let _ = f.float("presence_penalty")?;
+    o.stop = match f.map.get("stop") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) => a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
+        Some(_) => return Err(ApiError::bad_request("invalid type for 'stop' field")),
+    };
+    Ok(o)
+}
+
+fn response_format(f: &Fields<'_>) -> Result<OutputFormat, ApiError> {
+    match f.object("response_format", "ResponseFormat")? {
+        Some(rf) => match rf.get("type").and_then(Value::as_str) {
+            Some("json_object") | Some("json_schema") => Ok(OutputFormat::Json),
+            _ => Ok(OutputFormat::Prose),
+        },
+        None => Ok(OutputFormat::Prose),
+    }
+}
+
+fn include_usage(f: &Fields<'_>) -> Result<bool, ApiError> {
+    Ok(f.object("stream_options", "StreamOptions")?
+        .and_then(|o| o.get("include_usage"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false))
+}
+
+/// Message content: a string, or an array of text and image parts.
+fn message_content(v: Option<&Value>) -> Result<(String, usize), ApiError> {
+    match v {
+        None | Some(Value::Null) => Ok((String::new(), 0)),
+        Some(Value::String(s)) => Ok((s.clone(), 0)),
+        Some(Value::Array(parts)) => {
+            let mut text = String::new();
+            let mut images = 0;
+            for p in parts {
+                match p.get("type").and_then(Value::as_str) {
+                    Some("text") => text.push_str(p.get("text").and_then(Value::as_str).unwrap_or("")),
+                    Some("image_url") => {
+                        let url = p.get("image_url").and_then(|u| u.as_str().or_else(|| u.get("url").and_then(Value::as_str))).unwrap_or("");
+                        if url.starts_with("http://") || url.starts_with("https://") {
+                            return Err(ApiError::bad_request("image URLs are not currently supported, please use base64 encoded data instead"));
+                        }
+                        images += 1;
+                    }
+                    _ => return Err(ApiError::bad_request("invalid message format")),
+                }
+            }
+            Ok((text, images))
+        }
+        Some(_) => Err(ApiError::bad_request("invalid message content type")),
+    }
+}
+
+#[derive(Serialize)]
+struct Choice<'a> {
+    index: u32,
+    message: ChoiceMessage<'a>,
+    finish_reason: &'a str,
+}
+
+#[derive(Serialize)]
+struct ChoiceMessage<'a> {
+    role: &'a str,
+    content: &'a str,
+}
+
+#[derive(Serialize)]
+struct ChatCompletion<'a> {
+    id: String,
+    object: &'a str,
+    created: u64,
+    model: &'a str,
+    system_fingerprint: &'a str,
+    choices: [Choice<'a>; 1],
+    usage: Usage,
+}
+
+/// `POST /v1/chat/completions`.
+pub(crate) async fn chat_completions(State(s): State<AppState>, peer: Peer, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let arrival = Instant::now();
+    let map = decode(body, s.shared.cfg.body_limit, "ChatCompletionRequest")?;
+    let f = Fields::new(&map, "ChatCompletionRequest");
+    let model_s = f.string("model").map_err(ApiError::openai)?.unwrap_or_default();
+    let stream = f.bool("stream").map_err(ApiError::openai)?.unwrap_or(false);
+    let mut trace = None;
+    let r = async {
+        let msgs = f.array("messages", "[]openai.Message")?;
+        let msgs = match msgs {
+            Some(m) if !m.is_empty() => m,
+            _ => return Err(ApiError::bad_request("[] is too short - 'messages'")),
+        };
+        let mut messages = Vec::with_capacity(msgs.len());
+        for m in msgs {
+            let role = m.get("role").and_then(Value::as_str).unwrap_or("").to_lowercase();
+            let (content, images) = message_content(m.get("content"))?;
+            messages.push(ChatMessage { role, content, images });
+        }
+        let options = options(&f)?;
+        let format = response_format(&f)?;
+        let usage = include_usage(&f)?;
+        let tools = f.array("tools", "[]api.Tool")?.map_or(0, Vec::len);
+        if model_s.is_empty() {
+            return Err(ApiError::bad_request("model is required"));
+        }
+        trace = Some(begin_trace(&s, arrival, "/v1/chat/completions", &model_s, &headers, peer, stream, None));
+        let name = Name::parse(&model_s).ok_or_else(|| ApiError::model_not_found(&model_s))?;
+        let model = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model_s))?;
+        if !model.spec.has("completion") {
+            return Err(ApiError::bad_request(format!("\"{model_s}\" does not support chat")));
+        }
+        if tools > 0 && !model.spec.has("tools") {
+            return Err(ApiError::bad_request(format!("{} does not support tools", model.name.full())));
+        }
+        let rendered = render_messages(&messages);
+        let plan = Plan::new(&PlanInput {
+            sim_seed: s.shared.cfg.seed,
+            time_scale: s.shared.cfg.time_scale,
+            model: &model,
+            rendered: &rendered,
+            templated: true,
+            images: messages.iter().map(|m| m.images).sum(),
+            options: &options,
+            default_temperature: 1.0,
+            format,
+        });
+        let id = format!("chatcmpl-{}", plan.seed % 999);
+        let job = job(&s, model, &options, true, None, plan, arrival);
+        let t = take(&mut trace);
+        let run = Running::start(job, t).await?;
+        let created = unix_seconds(run.stamp(Instant::now()));
+        let wire = Wire::OpenAiChat { id: id.clone(), model: model_s.clone(), created, include_usage: usage };
+        Ok(native::respond(run, wire, stream, move |run, text, now| {
+            let m = run.metrics(now);
+            v1_json(&ChatCompletion {
+                id,
+                object: "chat.completion",
+                created: run.created_unix(now),
+                model: &model_s,
+                system_fingerprint: "fp_ollama",
+                choices: [Choice { index: 0, message: ChoiceMessage { role: "assistant", content: &text }, finish_reason: run.done_reason().as_str() }],
+                usage: Usage::new(m.prompt_eval_count, m.eval_count),
+            })
+        })
+        .await)
+    }
+    .await;
+    traced(&mut trace, r).map_err(ApiError::openai)
+}
+
+fn take(t: &mut Option<TraceGuard>) -> TraceGuard {
+    t.take().unwrap_or_else(|| unreachable!("the trace is begun before the generation starts"))
+}
+
+#[derive(Serialize)]
+struct TextChoice<'a> {
+    text: &'a str,
+    index: u32,
+    finish_reason: &'a str,
+}
+
+#[derive(Serialize)]
+struct Completion<'a> {
+    id: String,
+    object: &'a str,
+    created: u64,
+    model: &'a str,
+    system_fingerprint: &'a str,
+    choices: [TextChoice<'a>; 1],
+    usage: Usage,
+}
+
+/// `POST /v1/completions`.
+pub(crate) async fn completions(State(s): State<AppState>, peer: Peer, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let arrival = Instant::now();
+    let map = decode(body, s.shared.cfg.body_limit, "CompletionRequest")?;
+    let f = Fields::new(&map, "CompletionRequest");
+    let model_s = f.string("model").map_err(ApiError::openai)?.unwrap_or_default();
+    let stream = f.bool("stream").map_err(ApiError::openai)?.unwrap_or(false);
+    let mut trace = None;
+    let r = async {
+        let prompt = f.string("prompt")?.unwrap_or_default();
+        let suffix = f.string("suffix")?.unwrap_or_default();
+        let options = options(&f)?;
+        let usage = include_usage(&f)?;
+        if model_s.is_empty() {
+            return Err(ApiError::model_not_found(""));
+        }
+        trace = Some(begin_trace(&s, arrival, "/v1/completions", &model_s, &headers, peer, stream, None));
+        let name = Name::parse(&model_s).ok_or_else(|| ApiError::model_not_found(&model_s))?;
+        let model = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model_s))?;
+        if !model.spec.has("completion") {
+            return Err(ApiError::bad_request(format!("\"{model_s}\" does not support generate")));
+        }
+        let rendered = format!("{prompt}{suffix}");
+        let plan = Plan::new(&PlanInput {
+            sim_seed: s.shared.cfg.seed,
+            time_scale: s.shared.cfg.time_scale,
+            model: &model,
+            rendered: &rendered,
+            templated: true,
+            images: 0,
+            options: &options,
+            default_temperature: 1.0,
+            format: OutputFormat::Prose,
+        });
+        let id = format!("cmpl-{}", plan.seed % 999);
+        let job = job(&s, model, &options, true, None, plan, arrival);
+        let t = take(&mut trace);
+        let run = Running::start(job, t).await?;
+        let wire = Wire::OpenAiCompletion { id: id.clone(), model: model_s.clone(), include_usage: usage };
+        Ok(native::respond(run, wire, stream, move |run, text, now| {
+            let m = run.metrics(now);
+            v1_json(&Completion {
+                id,
+                object: "text_completion",
+                created: run.created_unix(now),
+                model: &model_s,
+                system_fingerprint: "fp_ollama",
+                choices: [TextChoice { text: &text, index: 0, finish_reason: run.done_reason().as_str() }],
+                usage: Usage::new(m.prompt_eval_count, m.eval_count),
+            })
+        })
+        .await)
+    }
+    .await;
+    traced(&mut trace, r).map_err(ApiError::openai)
+}
+
+#[derive(Serialize)]
+struct EmbeddingData {
+    object: &'static str,
+    embedding: Value,
+    index: usize,
+}
+
+#[derive(Serialize)]
+struct EmbeddingList<'a> {
+    object: &'a str,
+    data: Vec<EmbeddingData>,
+    model: &'a str,
+    usage: EmbeddingUsage,
+}
+
+#[derive(Serialize)]
+struct EmbeddingUsage {
+    prompt_tokens: u64,
+    total_tokens: u64,
+}
+
+/// `POST /v1/embeddings`.
+pub(crate) async fn embeddings(State(s): State<AppState>, peer: Peer, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let arrival = Instant::now();
+    let map = decode(body, s.shared.cfg.body_limit, "EmbedRequest")?;
+    let f = Fields::new(&map, "EmbedRequest");
+    let r = async {
+        let model_s = f.string("model")?.unwrap_or_default();
+        let inputs = match map.get("input") {
+            Some(Value::String(s)) if s.is_empty() => vec![String::new()],
+            Some(Value::Array(a)) if a.is_empty() => return Err(ApiError::bad_request("invalid input")),
+            other => native::embed_inputs(other)?,
+        };
+        if inputs.is_empty() {
+            return Err(ApiError::bad_request("invalid input"));
+        }
+        let base64 = match f.string("encoding_format")?.as_deref() {
+            None | Some("") | Some("float") => false,
+            Some("base64") => true,
+            Some(other) => return Err(ApiError::bad_request(format!("invalid encoding format: {other}"))),
+        };
+        let dimensions = f.int("dimensions")?;
+        if model_s.is_empty() {
+            return Err(ApiError::bad_request("model is required"));
+        }
+        let model = native::resolve_embedding_model(&s, &model_s)?;
+        let trace = begin_trace(&s, arrival, "/v1/embeddings", &model_s, &headers, peer, false, None);
+        let key = model.name.key();
+        let full = model.spec.embedding_length as usize;
+        let dims = dimensions.filter(|d| *d > 0).map_or(full, |d| (d as usize).min(full));
+        let (_, _, count) = native::run_embedding(&s, model, &Options::default(), None, &inputs, arrival, trace).await?;
+        let data = inputs
+            .iter()
+            .enumerate()
+            .map(|(index, t)| {
+                let mut v = native::embedding(&key, t, full);
+                v.truncate(dims);
+                let n = v.iter().map(|x| x * x).sum::<f64>().sqrt().max(f64::MIN_POSITIVE);
+                let v: Vec<f32> = v.iter().map(|x| (x / n) as f32).collect();
+                let embedding = if base64 {
+                    Value::from(base64_f32(&v))
+                } else {
+                    serde_json::to_value(&v).unwrap_or(Value::Null)
+                };
+                EmbeddingData { object: "embedding", embedding, index }
+            })
+            .collect();
+        Ok(v1_json(&EmbeddingList { object: "list", data, model: &model_s, usage: EmbeddingUsage { prompt_tokens: count, total_tokens: count } }))
+    }
+    .await;
+    r.map_err(ApiError::openai)
+}
+
+/// The OpenAI `base64` encoding: standard base64 of little-endian float32s.
+fn base64_f32(v: &[f32]) -> String {
+    use base64::Engine;
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+#[derive(Serialize)]
+struct ModelObject<'a> {
+    id: String,
+    object: &'a str,
+    created: u64,
+    owned_by: String,
+}
+
+#[derive(Serialize)]
+struct ModelList<'a> {
+    object: &'a str,
+    data: Option<Vec<ModelObject<'a>>>,
+}
+
+fn owned_by(name: &Name) -> String {
+    name.namespace.clone()
+}
+
+/// `GET /v1/models`: `data` is `null` when no model is installed.
+pub(crate) async fn models(State(s): State<AppState>) -> Response {
+    let list = s.instance.store.list();
+    let data: Vec<ModelObject<'_>> = list
+        .iter()
+        .map(|m| ModelObject { id: m.name.display(), object: "model", created: unix_seconds(m.modified_at), owned_by: owned_by(&m.name) })
+        .collect();
+    v1_json(&ModelList { object: "list", data: if data.is_empty() { None } else { Some(data) } })
+}
+
+/// `GET /v1/models/{model}`: the id is echoed as requested.
+pub(crate) async fn model(State(s): State<AppState>, Path(model): Path<String>) -> Result<Response, ApiError> {
+    let name = Name::parse(&model).ok_or_else(|| ApiError::model_not_found(&model).openai())?;
+    let m = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model).openai())?;
+    Ok(v1_json(&ModelObject { id: model, object: "model", created: unix_seconds(m.modified_at), owned_by: owned_by(&m.name) }))
+}

@@ -1,0 +1,425 @@
+//! Starting simulators: [`SimBuilder`] builds a [`SimHandle`] that runs N instances on its
+//! own threads and its own tokio runtime, never the caller's, so tests on any runtime (or
+//! none) can use it, and the simulator can be neither starved nor helped by the client being
+//! measured. Dropping the handle shuts everything down.
+
+use crate::clock::Clock;
+use crate::config::{ConfigError, ConfigFile, ModelSpec, RawConfig, SimConfig};
+use crate::device::Device;
+use crate::keepalive::KeepAlive;
+use crate::metrics::{Lateness, LatenessSummary};
+use crate::routes::{self, AppState};
+use crate::scheduler::Instance;
+use crate::store::Store;
+use crate::trace::{Trace, TraceSnapshot};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What every instance of one simulator shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) cfg: SimConfig,
+    pub(crate) clock: Clock,
+    pub(crate) origin: Instant,
+    pub(crate) trace: Arc<Trace>,
+    pub(crate) lateness: Arc<Lateness>,
+    pub(crate) instances: Vec<Arc<Instance>>,
+}
+
+/// Errors starting a simulator.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The configuration is invalid.
+    Config(ConfigError),
+    /// A port could not be bound.
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The runtime could not be built.
+    Runtime(std::io::Error),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Config(e) => write!(f, "{e}"),
+            StartError::Bind { addr, source } => write!(f, "sim-ollama: cannot listen on {addr}: {source}"),
+            StartError::Runtime(e) => write!(f, "sim-ollama: cannot start the runtime: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::Config(e) => Some(e),
+            StartError::Bind { source, .. } | StartError::Runtime(source) => Some(source),
+        }
+    }
+}
+
+impl From<ConfigError> for StartError {
+    fn from(e: ConfigError) -> Self {
+        StartError::Config(e)
+    }
+}
+
+/// Builds a simulator. Every setting has a default (see each method); `start` checks them.
+///
+/// ```
+/// let sim = sim_ollama::SimBuilder::new().instances(2).seed(7).time_scale(0.01).start().unwrap();
+/// assert_eq!(sim.urls().len(), 2);
+/// assert!(sim.url().starts_with("http://127.0.0.1:"));
+/// ```
+#[derive(Debug, Clone)]
+pub struct SimBuilder {
+    raw: RawConfig,
+    host: IpAddr,
+    port: u16,
+}
+
+impl Default for SimBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SimBuilder {
+    /// One instance on 127.0.0.1, an ephemeral port, seed 0, time scale 1.0, the default
+    /// catalogue.
+    pub fn new() -> Self {
+        SimBuilder { raw: RawConfig::default(), host: IpAddr::V4(Ipv4Addr::LOCALHOST), port: 0 }
+    }
+
+    /// Reads a TOML configuration (`[server]`, `[[devices]]`, `[[instances]]`, `[[models]]`).
+    /// Builder settings made afterwards, or before, take precedence over the file.
+    pub fn config_file(mut self, path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        self.raw.file = ConfigFile::from_path(path.as_ref())?;
+        Ok(self)
+    }
+
+    /// Uses an already-parsed configuration.
+    pub fn config(mut self, file: ConfigFile) -> Self {
+        self.raw.file = file;
+        self
+    }
+
+    /// Number of instances (default: the config file's, else 1).
+    pub fn instances(mut self, n: usize) -> Self {
+        self.raw.instances = Some(n);
+        self
+    }
+
+    /// Master seed (default 0).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.raw.seed = Some(seed);
+        self
+    }
+
+    /// Multiplies every modelled duration (default 1.0; 0.01 runs a 10 s call in 100 ms).
+    pub fn time_scale(mut self, f: f64) -> Self {
+        self.raw.time_scale = Some(f);
+        self
+    }
+
+    /// Deterministic `created_at` and duration fields: a fixed epoch and modelled values.
+    pub fn frozen_clock(mut self, on: bool) -> Self {
+        self.raw.frozen_clock = Some(on);
+        self
+    }
+
+    /// `OLLAMA_NUM_PARALLEL` of every instance (default 1).
+    pub fn num_parallel(mut self, n: usize) -> Self {
+        self.raw.num_parallel = Some(n);
+        self
+    }
+
+    /// `OLLAMA_MAX_QUEUE` of every instance (default 512).
+    pub fn max_queue(mut self, n: usize) -> Self {
+        self.raw.max_queue = Some(n);
+        self
+    }
+
+    /// `OLLAMA_MAX_LOADED_MODELS` of every instance (default 0 = automatic, 3).
+    pub fn max_loaded_models(mut self, n: usize) -> Self {
+        self.raw.max_loaded_models = Some(n);
+        self
+    }
+
+    /// `OLLAMA_KEEP_ALIVE` (default 5 minutes).
+    pub fn keep_alive(mut self, k: KeepAlive) -> Self {
+        self.raw.keep_alive = Some(k);
+        self
+    }
+
+    /// Request body limit in bytes (default 32 MiB); larger bodies get 413.
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.raw.body_limit = Some(bytes);
+        self
+    }
+
+    /// Adds a model (replacing a catalogue entry of the same name).
+    pub fn model(mut self, m: ModelSpec) -> Self {
+        self.raw.extra_models.push(m);
+        self
+    }
+
+    /// Worker threads of the simulator's runtime (default 2).
+    pub fn worker_threads(mut self, n: usize) -> Self {
+        self.raw.worker_threads = Some(n);
+        self
+    }
+
+    /// Address to bind (default 127.0.0.1).
+    pub fn host(mut self, ip: IpAddr) -> Self {
+        self.host = ip;
+        self
+    }
+
+    /// First port (default 0: every instance gets an ephemeral port). Instance `i` binds
+    /// `port + i` when non-zero.
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Binds every instance and starts serving on the simulator's own runtime.
+    pub fn start(self) -> Result<SimHandle, StartError> {
+        let cfg = self.raw.resolve()?;
+        let mut listeners = Vec::with_capacity(cfg.instances.len());
+        for i in 0..cfg.instances.len() {
+            let port = if self.port == 0 { 0 } else { self.port.saturating_add(i as u16) };
+            let addr = SocketAddr::new(self.host, port);
+            let l = TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
+            l.set_nonblocking(true).map_err(|source| StartError::Bind { addr, source })?;
+            listeners.push(l);
+        }
+        let addrs: Vec<SocketAddr> = listeners.iter().filter_map(|l| l.local_addr().ok()).collect();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(cfg.worker_threads)
+            .thread_name("sim-ollama")
+            .enable_all()
+            .build()
+            .map_err(StartError::Runtime)?;
+        let shared = build_shared(cfg, rt.handle().clone());
+        for (inst, a) in shared.instances.iter().zip(&addrs) {
+            inst.port.store(a.port(), std::sync::atomic::Ordering::Relaxed);
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let serve_shared = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("sim-ollama-main".into())
+            .spawn(move || {
+                rt.block_on(serve(serve_shared, listeners, rx));
+                rt.shutdown_timeout(Duration::from_millis(200));
+            })
+            .map_err(StartError::Runtime)?;
+        let urls = addrs.iter().map(|a| format!("http://{a}")).collect();
+        Ok(SimHandle { urls, addrs, shared, shutdown: Some(tx), thread: Some(thread) })
+    }
+}
+
+fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle) -> Arc<Shared> {
+    let clock = Clock::new(cfg.frozen_clock);
+    let origin = Instant::now();
+    let devices: Vec<Arc<Device>> =
+        cfg.devices.iter().enumerate().map(|(i, d)| Arc::new(Device::new(i, d.clone()))).collect();
+    let registry: Arc<Vec<Arc<ModelSpec>>> = Arc::new(cfg.models.iter().cloned().map(Arc::new).collect());
+    let base_time = crate::clock::frozen_epoch();
+    let instances = cfg
+        .instances
+        .iter()
+        .enumerate()
+        .map(|(i, ri)| {
+            Arc::new(Instance::new(
+                i,
+                ri.clone(),
+                Arc::clone(&devices[ri.device]),
+                Store::new(Arc::clone(&registry), base_time),
+                cfg.seed,
+                cfg.time_scale,
+                cfg.keep_alive,
+                clock,
+                rt.clone(),
+            ))
+        })
+        .collect();
+    Arc::new(Shared {
+        cfg,
+        clock,
+        origin,
+        trace: Arc::new(Trace::new(origin)),
+        lateness: Arc::new(Lateness::default()),
+        instances,
+    })
+}
+
+/// Serves every instance until `stop` fires, then gives open streams a moment to finish.
+async fn serve(shared: Arc<Shared>, listeners: Vec<TcpListener>, stop: tokio::sync::oneshot::Receiver<()>) {
+    use axum::serve::ListenerExt;
+    let (tx, _) = tokio::sync::watch::channel(false);
+    let mut servers = Vec::new();
+    for (inst, l) in shared.instances.iter().zip(listeners) {
+        let listener = match tokio::net::TcpListener::from_std(l) {
+            Ok(l) => l.tap_io(|tcp| {
+                // Tokens are small writes: without TCP_NODELAY, Nagle's algorithm would hold
+                // each one back until the previous is acknowledged.
+                let _ = tcp.set_nodelay(true);
+            }),
+            Err(e) => {
+                tracing::error!(target: "sim_ollama", "instance {}: {e}", inst.index);
+                continue;
+            }
+        };
+        let app = routes::app(AppState { shared: Arc::clone(&shared), instance: Arc::clone(inst) });
+        let mut rx = tx.subscribe();
+        let server = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+            .with_graceful_shutdown(async move {
+                let _ = rx.wait_for(|s| *s).await;
+            });
+        servers.push(tokio::spawn(async move { server.await }));
+    }
+    let _ = stop.await;
+    let _ = tx.send(true);
+    // Streams in flight get a short grace period, then the runtime is dropped.
+    let _ = tokio::time::timeout(Duration::from_millis(500), futures::future::join_all(servers)).await;
+}
+
+/// A running simulator. Dropping it stops every instance.
+#[derive(Debug)]
+pub struct SimHandle {
+    urls: Vec<String>,
+    addrs: Vec<SocketAddr>,
+    shared: Arc<Shared>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SimHandle {
+    /// Base URL of the first instance, `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> &str {
+        &self.urls[0]
+    }
+
+    /// Base URLs of every instance, in order.
+    pub fn urls(&self) -> &[String] {
+        &self.urls
+    }
+
+    /// Socket addresses of every instance.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// The master seed.
+    pub fn seed(&self) -> u64 {
+        self.shared.cfg.seed
+    }
+
+    /// The time scale.
+    pub fn time_scale(&self) -> f64 {
+        self.shared.cfg.time_scale
+    }
+
+    /// Everything the simulator recorded so far.
+    pub fn trace(&self) -> TraceSnapshot {
+        self.shared.trace.snapshot()
+    }
+
+    /// Forgets finished requests in the trace.
+    pub fn clear_trace(&self) {
+        self.shared.trace.clear();
+    }
+
+    /// Live state and token lateness, as `GET /sim/metrics`.
+    pub fn metrics(&self) -> crate::routes::sim::SimMetrics {
+        crate::routes::sim::collect(&self.shared)
+    }
+
+    /// Token emission lateness so far.
+    pub fn lateness(&self) -> LatenessSummary {
+        self.shared.lateness.summary()
+    }
+
+    /// Resets the lateness histogram.
+    pub fn reset_lateness(&self) {
+        self.shared.lateness.reset();
+    }
+
+    /// Stops every instance and waits for the simulator's threads to finish.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for SimHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Reads `OLLAMA_HOST` as the real server does: `host`, `host:port`, `:port`, with or
+/// without `http://` / `https://` (whose default ports are 80 and 443); surrounding quotes and
+/// spaces are stripped; a bad port falls back to 11434. Returns (ip, port).
+pub fn parse_ollama_host(value: &str) -> Result<(IpAddr, u16), String> {
+    let mut s = value.trim().trim_matches(|c| c == '"' || c == '\'').trim();
+    let mut default_port = 11434u16;
+    if let Some(rest) = s.strip_prefix("http://") {
+        s = rest;
+        default_port = 80;
+    } else if let Some(rest) = s.strip_prefix("https://") {
+        s = rest;
+        default_port = 443;
+    }
+    let s = s.trim_end_matches('/');
+    let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+        // [::1]:port
+        let (h, tail) = rest.split_once(']').ok_or_else(|| format!("OLLAMA_HOST: bad address {value:?}"))?;
+        (h, tail.strip_prefix(':'))
+    } else {
+        match s.rsplit_once(':') {
+            Some((h, p)) if !h.contains(':') => (h, Some(p)),
+            _ => (s, None),
+        }
+    };
+    let port = port.and_then(|p| p.parse::<u16>().ok()).unwrap_or(default_port);
+    let ip = match host {
+        "" => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        h => h.parse::<IpAddr>().map_err(|_| format!("OLLAMA_HOST: {h:?} is not an IP address"))?,
+    };
+    Ok((ip, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ollama_host_forms() {
+        let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        assert_eq!(parse_ollama_host("127.0.0.1"), Ok((lo, 11434)));
+        assert_eq!(parse_ollama_host("127.0.0.1:8080"), Ok((lo, 8080)));
+        assert_eq!(parse_ollama_host(":8080"), Ok((IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8080)));
+        assert_eq!(parse_ollama_host("http://127.0.0.1"), Ok((lo, 80)));
+        assert_eq!(parse_ollama_host(" \"localhost:9\" "), Ok((lo, 9)));
+        assert_eq!(parse_ollama_host("127.0.0.1:bad"), Ok((lo, 11434)));
+        assert_eq!(parse_ollama_host("[::1]:7"), Ok(("::1".parse().unwrap(), 7)));
+        assert!(parse_ollama_host("example.com").is_err());
+    }
+}

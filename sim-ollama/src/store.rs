@@ -1,0 +1,64 @@
+//! The models an instance has "on disk": the catalogue at start, changed by `/api/pull`,
+//! `/api/copy` and `/api/delete`. Each instance has its own store, as separate servers do.
+
+use crate::config::ModelSpec;
+use crate::names::Name;
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
+
+/// One installed model.
+#[derive(Debug, Clone)]
+pub(crate) struct Installed {
+    pub(crate) name: Name,
+    pub(crate) spec: Arc<ModelSpec>,
+    pub(crate) modified_at: SystemTime,
+}
+
+#[derive(Debug)]
+pub(crate) struct Store {
+    models: RwLock<BTreeMap<String, Installed>>,
+    /// What `/api/pull` can fetch: the configured catalogue.
+    registry: Arc<Vec<Arc<ModelSpec>>>,
+}
+
+impl Store {
+    /// A store holding the whole catalogue, newest first in catalogue order.
+    pub(crate) fn new(registry: Arc<Vec<Arc<ModelSpec>>>, base_time: SystemTime) -> Self {
+        let mut models = BTreeMap::new();
+        for (i, spec) in registry.iter().enumerate() {
+            if let Some(name) = Name::parse(&spec.name) {
+                let modified_at = base_time - Duration::from_secs(86_400 * (i as u64 + 1));
+                models.insert(name.key(), Installed { name, spec: Arc::clone(spec), modified_at });
+            }
+        }
+        Store { models: RwLock::new(models), registry }
+    }
+
+    pub(crate) fn get(&self, name: &Name) -> Option<Installed> {
+        self.models.read().unwrap_or_else(|e| e.into_inner()).get(&name.key()).cloned()
+    }
+
+    /// Installed models, newest first.
+    pub(crate) fn list(&self) -> Vec<Installed> {
+        let mut v: Vec<Installed> = self.models.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        v.sort_by(|a, b| b.modified_at.cmp(&a.modified_at).then_with(|| a.name.key().cmp(&b.name.key())));
+        v
+    }
+
+    /// The catalogue entry a pull of `name` fetches.
+    pub(crate) fn registry_entry(&self, name: &Name) -> Option<Arc<ModelSpec>> {
+        self.registry.iter().find(|m| Name::parse(&m.name).is_some_and(|n| n.key() == name.key())).cloned()
+    }
+
+    pub(crate) fn install(&self, name: Name, spec: Arc<ModelSpec>, at: SystemTime) {
+        self.models
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.key(), Installed { name, spec, modified_at: at });
+    }
+
+    pub(crate) fn remove(&self, name: &Name) -> bool {
+        self.models.write().unwrap_or_else(|e| e.into_inner()).remove(&name.key()).is_some()
+    }
+}

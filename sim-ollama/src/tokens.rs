@@ -1,0 +1,262 @@
+//! Deterministic text: the simulated tokenizer (prompt token counts and ids) and the token
+//! pieces a response is made of. Text is a pure function of the RNG it is given.
+
+use crate::seed::SimRng;
+use rand::RngExt;
+use std::borrow::Cow;
+
+/// Words the generator draws from: common English, so streams read like prose.
+const WORDS: &[&str] = &[
+    "the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on",
+    "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "had", "they",
+    "you", "were", "their", "one", "all", "we", "can", "her", "has", "there", "been", "if", "more", "when",
+    "will", "would", "who", "so", "no", "she", "other", "its", "may", "these", "about", "some", "into",
+    "them", "time", "only", "then", "first", "also", "new", "any", "two", "like", "our", "could", "than",
+    "what", "most", "made", "over", "such", "many", "each", "data", "model", "agent", "system", "result",
+    "request", "token", "stream", "latency", "server", "client", "value", "metric", "analysis", "report",
+    "runtime", "task", "thread", "queue", "memory", "throughput", "performance", "efficient", "parallel",
+    "concurrent", "sequence", "network", "process", "measure", "signal", "pattern", "insight", "trend",
+    "sample", "batch", "context", "window", "layer", "output", "input", "state", "event", "cluster",
+    "resource", "capacity", "baseline", "variance", "median", "increase", "decrease", "stable", "load",
+    "response", "between", "under", "across", "within", "during", "while", "because", "however", "therefore",
+    "important", "significant", "observed", "expected", "configuration", "optimization", "benchmark",
+    "quality", "different", "similar", "several", "overall", "specific", "general", "current", "previous",
+    "should", "must", "shows", "suggests", "indicates", "remains", "provides", "requires", "improves",
+    "reduces", "collected", "processed", "generated", "compared", "computed", "analyzed", "recommended",
+];
+
+/// Approximate token count of a text, the way a BPE tokenizer would land: one token per
+/// short word, longer words split every six characters, punctuation one token each.
+pub(crate) fn count_tokens(text: &str) -> u32 {
+    let mut n = 0u32;
+    for word in text.split_whitespace() {
+        let mut letters = 0usize;
+        for c in word.chars() {
+            if c.is_alphanumeric() {
+                letters += 1;
+            } else {
+                if letters > 0 {
+                    n += letters.div_ceil(6) as u32;
+                    letters = 0;
+                }
+                n += 1;
+            }
+        }
+        if letters > 0 {
+            n += letters.div_ceil(6) as u32;
+        }
+    }
+    n
+}
+
+/// Stable token ids for a text (for the deprecated `context` field): one id per token of
+/// [`count_tokens`], derived from the text's bytes.
+pub(crate) fn token_ids(text: &str, count: u32, vocab: u32) -> impl Iterator<Item = u32> + '_ {
+    let base = crate::seed::fnv1a(text.as_bytes());
+    (0..count).map(move |i| (crate::seed::mix(base ^ u64::from(i)) % u64::from(vocab.max(2))) as u32)
+}
+
+/// How a generated text ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DoneReason {
+    /// End of sequence or a stop sequence.
+    Stop,
+    /// `num_predict` (or the context) was reached.
+    Length,
+}
+
+impl DoneReason {
+    /// The wire name.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            DoneReason::Stop => "stop",
+            DoneReason::Length => "length",
+        }
+    }
+}
+
+/// The generated text of one response, as token pieces.
+#[derive(Debug, Clone)]
+pub(crate) struct TextPlan {
+    pub(crate) pieces: Vec<Cow<'static, str>>,
+    pub(crate) done_reason: DoneReason,
+}
+
+/// What shape the output takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OutputFormat {
+    Prose,
+    Json,
+}
+
+/// Generates `natural_len` pieces of text (the model's "natural" answer length), cut at
+/// `num_predict` (done reason `length`) or at the first stop sequence (done reason `stop`).
+pub(crate) fn generate(
+    rng: &mut SimRng,
+    natural_len: usize,
+    num_predict: Option<usize>,
+    stop: &[String],
+    format: OutputFormat,
+) -> TextPlan {
+    let limit = num_predict.unwrap_or(usize::MAX);
+    let mut pieces: Vec<Cow<'static, str>> = match format {
+        OutputFormat::Prose => prose(rng, natural_len.min(limit)),
+        OutputFormat::Json => json_object(rng, natural_len),
+    };
+    let mut done_reason = DoneReason::Stop;
+    if pieces.len() > limit {
+        pieces.truncate(limit);
+        done_reason = DoneReason::Length;
+    } else if format == OutputFormat::Prose && natural_len > limit {
+        done_reason = DoneReason::Length;
+    }
+    if !stop.is_empty() {
+        if let Some(cut) = cut_at_stop(&pieces, stop) {
+            pieces = cut;
+            done_reason = DoneReason::Stop;
+        }
+    }
+    TextPlan { pieces, done_reason }
+}
+
+fn prose(rng: &mut SimRng, n: usize) -> Vec<Cow<'static, str>> {
+    let mut out: Vec<Cow<'static, str>> = Vec::with_capacity(n);
+    let mut sentence_left = 0usize;
+    let mut start_of_text = true;
+    while out.len() < n {
+        if sentence_left == 0 {
+            sentence_left = rng.random_range(6..18);
+        }
+        let word = WORDS[rng.random_range(0..WORDS.len())];
+        let capital = out.last().is_none_or(|p| p.ends_with('.') || p.ends_with('\n'));
+        let piece = match (start_of_text, capital) {
+            (true, _) => Cow::Owned(capitalise(word)),
+            (false, true) if out.last().is_some_and(|p| p.ends_with('\n')) => Cow::Owned(capitalise(word)),
+            (false, true) => Cow::Owned(format!(" {}", capitalise(word))),
+            (false, false) => Cow::Owned(format!(" {word}")),
+        };
+        start_of_text = false;
+        out.push(piece);
+        sentence_left -= 1;
+        if out.len() >= n {
+            break;
+        }
+        if sentence_left == 0 {
+            out.push(Cow::Borrowed("."));
+            if out.len() < n && rng.random_bool(0.15) {
+                out.push(Cow::Borrowed("\n\n"));
+            }
+        } else if rng.random_bool(0.08) {
+            out.push(Cow::Borrowed(","));
+        }
+    }
+    out.truncate(n);
+    out
+}
+
+fn json_object(rng: &mut SimRng, natural_len: usize) -> Vec<Cow<'static, str>> {
+    // {"key": "words ...", "key2": "..."} with roughly natural_len pieces.
+    let mut out: Vec<Cow<'static, str>> = vec![Cow::Borrowed("{\"")];
+    let target = natural_len.max(6);
+    let mut first = true;
+    while out.len() + 4 < target {
+        if !first {
+            out.push(Cow::Borrowed(", \""));
+        }
+        first = false;
+        out.push(Cow::Borrowed(WORDS[rng.random_range(0..WORDS.len())]));
+        out.push(Cow::Borrowed("\": \""));
+        let words = rng.random_range(1..8).min(target.saturating_sub(out.len() + 2)).max(1);
+        for i in 0..words {
+            let w = WORDS[rng.random_range(0..WORDS.len())];
+            out.push(if i == 0 { Cow::Borrowed(w) } else { Cow::Owned(format!(" {w}")) });
+        }
+        out.push(Cow::Borrowed("\""));
+    }
+    out.push(Cow::Borrowed("}"));
+    out
+}
+
+fn capitalise(w: &str) -> String {
+    let mut c = w.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+/// Cuts the text before the first occurrence of any stop sequence; `None` if none occurs.
+fn cut_at_stop(pieces: &[Cow<'static, str>], stop: &[String]) -> Option<Vec<Cow<'static, str>>> {
+    let text: String = pieces.iter().map(|p| p.as_ref()).collect();
+    let at = stop.iter().filter(|s| !s.is_empty()).filter_map(|s| text.find(s.as_str())).min()?;
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    for p in pieces {
+        if pos + p.len() <= at {
+            out.push(p.clone());
+            pos += p.len();
+        } else {
+            if at > pos {
+                out.push(Cow::Owned(p[..at - pos].to_string()));
+            }
+            break;
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn rng(s: u64) -> SimRng {
+        SimRng::seed_from_u64(s)
+    }
+
+    #[test]
+    fn generation_is_deterministic_and_seed_dependent() {
+        let a = generate(&mut rng(1), 50, None, &[], OutputFormat::Prose);
+        let b = generate(&mut rng(1), 50, None, &[], OutputFormat::Prose);
+        let c = generate(&mut rng(2), 50, None, &[], OutputFormat::Prose);
+        assert_eq!(a.pieces, b.pieces);
+        assert_ne!(a.pieces, c.pieces);
+        assert_eq!(a.pieces.len(), 50);
+        assert_eq!(a.done_reason, DoneReason::Stop);
+    }
+
+    #[test]
+    fn num_predict_cuts_with_length_reason_and_keeps_the_prefix() {
+        let full = generate(&mut rng(3), 40, None, &[], OutputFormat::Prose);
+        let cut = generate(&mut rng(3), 40, Some(8), &[], OutputFormat::Prose);
+        assert_eq!(cut.pieces.len(), 8);
+        assert_eq!(cut.done_reason, DoneReason::Length);
+        assert_eq!(&full.pieces[..8], &cut.pieces[..]);
+    }
+
+    #[test]
+    fn a_stop_sequence_cuts_the_text_before_it() {
+        let full = generate(&mut rng(4), 60, None, &[], OutputFormat::Prose);
+        let text: String = full.pieces.iter().map(|p| p.as_ref()).collect();
+        let cut = generate(&mut rng(4), 60, None, &["e".to_string()], OutputFormat::Prose);
+        let got: String = cut.pieces.iter().map(|p| p.as_ref()).collect();
+        assert_eq!(got, text[..text.find('e').unwrap()]);
+        assert_eq!(cut.done_reason, DoneReason::Stop);
+    }
+
+    #[test]
+    fn json_format_produces_a_json_object() {
+        let plan = generate(&mut rng(5), 30, None, &[], OutputFormat::Json);
+        let text: String = plan.pieces.iter().map(|p| p.as_ref()).collect();
+        let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+        assert!(v.is_object());
+    }
+
+    #[test]
+    fn token_counts_grow_with_text() {
+        assert_eq!(count_tokens(""), 0);
+        assert_eq!(count_tokens("Hello world"), 2);
+        assert_eq!(count_tokens("Hello, world!"), 4);
+        assert!(count_tokens(&"word ".repeat(100)) == 100);
+    }
+}

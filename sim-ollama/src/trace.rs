@@ -1,0 +1,313 @@
+//! The server-side trace: what every request went through, with monotonic timestamps in
+//! microseconds since the simulator started. Readable in-process
+//! ([`SimHandle::trace`](crate::SimHandle::trace)) and over HTTP (`GET /sim/trace`,
+//! `DELETE /sim/trace`). The JSON schema is documented in `docs/trace.md`.
+
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Version of the trace's JSON schema.
+pub const TRACE_SCHEMA_VERSION: u32 = 1;
+
+/// How many finished requests the trace keeps before dropping the oldest.
+const MAX_FINISHED: usize = 200_000;
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Still running.
+    Active,
+    /// Completed normally.
+    Done,
+    /// The client went away before the end.
+    Cancelled,
+    /// Answered with an error (before or during the stream).
+    Error,
+}
+
+/// Why a request waited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitReason {
+    /// Waited for the instance's scheduler, busy with another request's load.
+    Scheduler,
+    /// Waited for its model to load (its own load, or one already in progress).
+    ModelLoading,
+    /// The loaded model had other runner options: waited for its in-flight requests to
+    /// finish before the reload.
+    ReloadForOptions,
+    /// Too many models loaded: waited for another model's requests to finish so it could be
+    /// evicted.
+    Eviction,
+    /// All parallel slots of the model were busy.
+    SlotBusy,
+}
+
+/// One interval a request spent waiting.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Wait {
+    /// Why.
+    pub reason: WaitReason,
+    /// From, microseconds since the simulator started.
+    pub from_us: u64,
+    /// To (absent while still waiting).
+    pub to_us: Option<u64>,
+    /// Details in words (`num_ctx 512 -> 1024`, `slots 1/1 busy`, ...).
+    pub detail: String,
+}
+
+/// A model load a request paid for or waited on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Load {
+    /// Start, microseconds since the simulator started.
+    pub start_us: u64,
+    /// Modelled duration of the load, microseconds (after the time scale).
+    pub duration_us: u64,
+    /// First load of this model in this instance's process.
+    pub cold: bool,
+    /// Why the model was (re)loaded.
+    pub reason: String,
+}
+
+/// Everything recorded about one request.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RequestTrace {
+    /// Unique per simulator, increasing in arrival order.
+    pub id: u64,
+    /// Instance index (0-based).
+    pub instance: usize,
+    /// Device index of the instance.
+    pub device: usize,
+    /// Path, e.g. `/api/generate`.
+    pub endpoint: String,
+    /// Model name as the client sent it.
+    pub model: String,
+    /// The `X-Agent` header, else the client's address.
+    pub agent: String,
+    /// The client's address (`ip:port`): one per connection.
+    pub client: String,
+    /// Streaming response or not.
+    pub stream: bool,
+    /// The request's `options` (as sent).
+    pub options: serde_json::Value,
+    /// Arrival, microseconds since the simulator started.
+    pub received_us: u64,
+    /// When the request obtained a loaded runner.
+    pub runner_us: Option<u64>,
+    /// When it obtained a parallel slot and prompt evaluation began.
+    pub slot_us: Option<u64>,
+    /// When the first token was emitted (the response headers go out with it).
+    pub first_token_us: Option<u64>,
+    /// When the request ended (last byte, error or cancellation).
+    pub end_us: Option<u64>,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// HTTP status of the response (200 even when a stream failed after it began).
+    pub status: u16,
+    /// The error text, for `outcome = error`.
+    pub error: Option<String>,
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Tokens emitted so far.
+    pub tokens: u64,
+    /// Emission time of every token, microseconds since the simulator started.
+    pub token_us: Vec<u64>,
+    /// Loads this request paid for or waited on.
+    pub loads: Vec<Load>,
+    /// Intervals spent waiting, with reasons.
+    pub waits: Vec<Wait>,
+    /// Lowest decode speed seen, as a fraction of the solo speed (1.0 = alone on the device).
+    pub min_speed: f64,
+    /// Mean decode speed over the tokens, as a fraction of the solo speed.
+    pub mean_speed: f64,
+    /// A fault the simulator injected into this request, if any.
+    pub fault: Option<String>,
+}
+
+/// The trace store of one simulator.
+#[derive(Debug)]
+pub struct Trace {
+    origin: Instant,
+    next_id: AtomicU64,
+    active: Mutex<BTreeMap<u64, Arc<Mutex<RequestTrace>>>>,
+    finished: Mutex<VecDeque<RequestTrace>>,
+    dropped: AtomicU64,
+}
+
+/// A snapshot of the trace, as `GET /sim/trace` returns it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceSnapshot {
+    /// [`TRACE_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Finished requests dropped because the trace was full.
+    pub dropped: u64,
+    /// Every request, in arrival order; active ones have `outcome = active`.
+    pub requests: Vec<RequestTrace>,
+}
+
+impl Trace {
+    pub(crate) fn new(origin: Instant) -> Self {
+        Trace {
+            origin,
+            next_id: AtomicU64::new(1),
+            active: Mutex::new(BTreeMap::new()),
+            finished: Mutex::new(VecDeque::new()),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// Microseconds since the simulator started.
+    pub(crate) fn us(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.origin).as_micros() as u64
+    }
+
+    /// Starts recording a request; the record is finished when the guard is dropped.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn begin(
+        self: &Arc<Self>,
+        received: Instant,
+        instance: usize,
+        device: usize,
+        endpoint: &str,
+        model: &str,
+        agent: String,
+        client: String,
+        stream: bool,
+        options: serde_json::Value,
+    ) -> TraceGuard {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let rec = Arc::new(Mutex::new(RequestTrace {
+            id,
+            instance,
+            device,
+            endpoint: endpoint.to_string(),
+            model: model.to_string(),
+            agent,
+            client,
+            stream,
+            options,
+            received_us: self.us(received),
+            runner_us: None,
+            slot_us: None,
+            first_token_us: None,
+            end_us: None,
+            outcome: Outcome::Active,
+            status: 200,
+            error: None,
+            prompt_tokens: 0,
+            tokens: 0,
+            token_us: Vec::new(),
+            loads: Vec::new(),
+            waits: Vec::new(),
+            min_speed: 1.0,
+            mean_speed: 1.0,
+            fault: None,
+        }));
+        lock(&self.active).insert(id, Arc::clone(&rec));
+        TraceGuard { trace: Arc::clone(self), rec, id, speed_sum: 0.0 }
+    }
+
+    /// Every request so far.
+    pub fn snapshot(&self) -> TraceSnapshot {
+        let mut requests: Vec<RequestTrace> = lock(&self.finished).iter().cloned().collect();
+        requests.extend(lock(&self.active).values().map(|r| lock(r).clone()));
+        requests.sort_by_key(|r| r.id);
+        TraceSnapshot { schema_version: TRACE_SCHEMA_VERSION, dropped: self.dropped.load(Ordering::Relaxed), requests }
+    }
+
+    /// Forgets finished requests (active ones stay).
+    pub fn clear(&self) {
+        lock(&self.finished).clear();
+        self.dropped.store(0, Ordering::Relaxed);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Records into one request's trace; finishes it on drop (as cancelled unless told otherwise).
+#[derive(Debug)]
+pub(crate) struct TraceGuard {
+    trace: Arc<Trace>,
+    rec: Arc<Mutex<RequestTrace>>,
+    id: u64,
+    speed_sum: f64,
+}
+
+impl TraceGuard {
+    pub(crate) fn us(&self, at: Instant) -> u64 {
+        self.trace.us(at)
+    }
+
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut RequestTrace) -> R) -> R {
+        f(&mut lock(&self.rec))
+    }
+
+    /// Starts a wait; returns its index for [`TraceGuard::end_wait`].
+    pub(crate) fn begin_wait(&self, reason: WaitReason, at: Instant, detail: String) -> usize {
+        let from_us = self.us(at);
+        self.with(|r| {
+            r.waits.push(Wait { reason, from_us, to_us: None, detail });
+            r.waits.len() - 1
+        })
+    }
+
+    pub(crate) fn end_wait(&self, index: usize, at: Instant) {
+        let to = self.us(at);
+        self.with(|r| {
+            if let Some(w) = r.waits.get_mut(index) {
+                w.to_us = Some(to);
+            }
+        });
+    }
+
+    pub(crate) fn token(&mut self, at: Instant, speed: f64) {
+        let us = self.us(at);
+        self.speed_sum += speed;
+        let sum = self.speed_sum;
+        self.with(|r| {
+            if r.first_token_us.is_none() {
+                r.first_token_us = Some(us);
+            }
+            r.token_us.push(us);
+            r.tokens += 1;
+            r.min_speed = r.min_speed.min(speed);
+            r.mean_speed = sum / r.tokens as f64;
+        });
+    }
+
+    /// Ends the record with an outcome.
+    pub(crate) fn finish(&self, outcome: Outcome, status: u16, error: Option<String>) {
+        let now = self.us(Instant::now());
+        self.with(|r| {
+            if r.outcome == Outcome::Active {
+                r.outcome = outcome;
+                r.status = status;
+                r.error = error;
+                r.end_us = Some(now);
+            }
+        });
+    }
+}
+
+impl Drop for TraceGuard {
+    fn drop(&mut self) {
+        // A request dropped before it finished was cancelled by its client.
+        self.finish(Outcome::Cancelled, 499, None);
+        let rec = lock(&self.trace.active).remove(&self.id);
+        if let Some(rec) = rec {
+            let r = lock(&rec).clone();
+            let mut fin = lock(&self.trace.finished);
+            if fin.len() >= MAX_FINISHED {
+                fin.pop_front();
+                self.trace.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+            fin.push_back(r);
+        }
+    }
+}

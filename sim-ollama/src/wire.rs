@@ -1,0 +1,351 @@
+//! Wire formats: JSON exactly as Go's `encoding/json` writes it, and the per-token lines of
+//! every streaming format (native NDJSON for generate and chat, OpenAI SSE for chat
+//! completions and completions).
+
+use crate::tokens::DoneReason;
+use bytes::BytesMut;
+use serde::Serialize;
+use std::io::Write;
+
+/// A serde_json formatter that escapes `<`, `>`, `&`, U+2028 and U+2029 the way Go's
+/// encoder does (`\u003c`...), so bodies match the real server byte for byte.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct GoFormatter;
+
+impl serde_json::ser::Formatter for GoFormatter {
+    fn write_string_fragment<W: ?Sized + Write>(&mut self, w: &mut W, fragment: &str) -> std::io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            let esc: Option<&[u8]> = match c {
+                '<' => Some(b"\\u003c"),
+                '>' => Some(b"\\u003e"),
+                '&' => Some(b"\\u0026"),
+                '\u{2028}' => Some(b"\\u2028"),
+                '\u{2029}' => Some(b"\\u2029"),
+                _ => None,
+            };
+            if let Some(e) = esc {
+                w.write_all(&fragment.as_bytes()[start..i])?;
+                w.write_all(e)?;
+                start = i + c.len_utf8();
+            }
+        }
+        w.write_all(&fragment.as_bytes()[start..])
+    }
+}
+
+/// Serialises like Go's `json.Marshal`.
+pub(crate) fn to_go_json<T: Serialize + ?Sized>(v: &T) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    write_go_json(&mut out, v);
+    out
+}
+
+/// Appends `v` serialised like Go's `json.Marshal`.
+pub(crate) fn write_go_json<W: Write, T: Serialize + ?Sized>(out: &mut W, v: &T) {
+    let mut ser = serde_json::Serializer::with_formatter(out, GoFormatter);
+    // Serialising our own response types to memory cannot fail: no maps with non-string
+    // keys, no I/O errors.
+    let _ = v.serialize(&mut ser);
+}
+
+/// Appends a JSON string literal.
+pub(crate) fn write_json_str(out: &mut BytesMut, s: &str) {
+    let mut w = out.writer();
+    write_go_json(&mut w, s);
+}
+
+use bytes::BufMut;
+
+/// The metrics of a final `done:true` object. Zero values are omitted, as Go's `omitempty`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct Metrics {
+    #[serde(skip_serializing_if = "is_zero")]
+    pub(crate) total_duration: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub(crate) load_duration: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub(crate) prompt_eval_count: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub(crate) prompt_eval_duration: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub(crate) eval_count: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub(crate) eval_duration: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// The final object of `/api/generate`.
+#[derive(Debug, Serialize)]
+pub(crate) struct GenerateFinal<'a> {
+    pub(crate) model: &'a str,
+    pub(crate) created_at: &'a str,
+    pub(crate) response: &'a str,
+    pub(crate) done: bool,
+    pub(crate) done_reason: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) context: Option<&'a [u32]>,
+    #[serde(flatten)]
+    pub(crate) metrics: &'a Metrics,
+}
+
+/// An assistant message.
+#[derive(Debug, Serialize)]
+pub(crate) struct Message<'a> {
+    pub(crate) role: &'a str,
+    pub(crate) content: &'a str,
+}
+
+/// The final object of `/api/chat`.
+#[derive(Debug, Serialize)]
+pub(crate) struct ChatFinal<'a> {
+    pub(crate) model: &'a str,
+    pub(crate) created_at: &'a str,
+    pub(crate) message: Message<'a>,
+    pub(crate) done: bool,
+    pub(crate) done_reason: &'a str,
+    #[serde(flatten)]
+    pub(crate) metrics: &'a Metrics,
+}
+
+/// OpenAI `usage`.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct Usage {
+    pub(crate) prompt_tokens: u64,
+    pub(crate) completion_tokens: u64,
+    pub(crate) total_tokens: u64,
+}
+
+impl Usage {
+    pub(crate) fn new(prompt: u64, completion: u64) -> Usage {
+        Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion }
+    }
+}
+
+/// Which streaming format a response uses, with what it needs to render lines.
+#[derive(Debug, Clone)]
+pub(crate) enum Wire {
+    /// `/api/generate` NDJSON; `context` holds the prompt's token ids unless raw.
+    Generate { model: String, context: Option<Vec<u32>> },
+    /// `/api/chat` NDJSON.
+    Chat { model: String },
+    /// `/v1/chat/completions` SSE.
+    OpenAiChat { id: String, model: String, created: u64, include_usage: bool },
+    /// `/v1/completions` SSE.
+    OpenAiCompletion { id: String, model: String, include_usage: bool },
+}
+
+impl Wire {
+    /// Appends the line of one token. `first` is true for the first token of the stream.
+    pub(crate) fn token(&self, out: &mut BytesMut, piece: &str, created_at: &str, created_unix: u64, first: bool) {
+        match self {
+            Wire::Generate { model, .. } => {
+                out.put_slice(b"{\"model\":");
+                write_json_str(out, model);
+                out.put_slice(b",\"created_at\":\"");
+                out.put_slice(created_at.as_bytes());
+                out.put_slice(b"\",\"response\":");
+                write_json_str(out, piece);
+                out.put_slice(b",\"done\":false}\n");
+            }
+            Wire::Chat { model } => {
+                out.put_slice(b"{\"model\":");
+                write_json_str(out, model);
+                out.put_slice(b",\"created_at\":\"");
+                out.put_slice(created_at.as_bytes());
+                out.put_slice(b"\",\"message\":{\"role\":\"assistant\",\"content\":");
+                write_json_str(out, piece);
+                out.put_slice(b"},\"done\":false}\n");
+            }
+            Wire::OpenAiChat { id, model, created, .. } => {
+                out.put_slice(b"data: {\"id\":\"");
+                out.put_slice(id.as_bytes());
+                out.put_slice(b"\",\"object\":\"chat.completion.chunk\",\"created\":");
+                out.put_slice(created.to_string().as_bytes());
+                out.put_slice(b",\"model\":");
+                write_json_str(out, model);
+                out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"choices\":[{\"index\":0,\"delta\":{");
+                if first {
+                    out.put_slice(b"\"role\":\"assistant\",");
+                }
+                out.put_slice(b"\"content\":");
+                write_json_str(out, piece);
+                out.put_slice(b"},\"finish_reason\":null}]}\n\n");
+            }
+            Wire::OpenAiCompletion { id, model, include_usage } => {
+                completion_chunk(out, id, model, created_unix, piece, None, *include_usage);
+            }
+        }
+    }
+
+    /// Appends everything after the last token: the final object, or the finish, usage and
+    /// `[DONE]` events.
+    pub(crate) fn finish(
+        &self,
+        out: &mut BytesMut,
+        reason: DoneReason,
+        created_at: &str,
+        created_unix: u64,
+        metrics: &Metrics,
+        output_ids: &[u32],
+    ) {
+        match self {
+            Wire::Generate { model, context } => {
+                let ctx: Option<Vec<u32>> = context.as_ref().map(|c| c.iter().chain(output_ids).copied().collect());
+                let f = GenerateFinal {
+                    model,
+                    created_at,
+                    response: "",
+                    done: true,
+                    done_reason: reason.as_str(),
+                    context: ctx.as_deref(),
+                    metrics,
+                };
+                write_go_json(&mut out.writer(), &f);
+                out.put_u8(b'\n');
+            }
+            Wire::Chat { model } => {
+                let f = ChatFinal {
+                    model,
+                    created_at,
+                    message: Message { role: "assistant", content: "" },
+                    done: true,
+                    done_reason: reason.as_str(),
+                    metrics,
+                };
+                write_go_json(&mut out.writer(), &f);
+                out.put_u8(b'\n');
+            }
+            Wire::OpenAiChat { id, model, created, include_usage } => {
+                out.put_slice(b"data: {\"id\":\"");
+                out.put_slice(id.as_bytes());
+                out.put_slice(b"\",\"object\":\"chat.completion.chunk\",\"created\":");
+                out.put_slice(created.to_string().as_bytes());
+                out.put_slice(b",\"model\":");
+                write_json_str(out, model);
+                out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"");
+                out.put_slice(reason.as_str().as_bytes());
+                out.put_slice(b"\"}]}\n\n");
+                if *include_usage {
+                    out.put_slice(b"data: {\"id\":\"");
+                    out.put_slice(id.as_bytes());
+                    out.put_slice(b"\",\"object\":\"chat.completion.chunk\",\"created\":");
+                    out.put_slice(created.to_string().as_bytes());
+                    out.put_slice(b",\"model\":");
+                    write_json_str(out, model);
+                    out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"choices\":[],\"usage\":");
+                    write_go_json(&mut out.writer(), &Usage::new(metrics.prompt_eval_count, metrics.eval_count));
+                    out.put_slice(b"}\n\n");
+                }
+                out.put_slice(b"data: [DONE]\n\n");
+            }
+            Wire::OpenAiCompletion { id, model, include_usage } => {
+                completion_chunk(out, id, model, created_unix, "", Some(reason.as_str()), *include_usage);
+                if *include_usage {
+                    out.put_slice(b"data: {\"id\":\"");
+                    out.put_slice(id.as_bytes());
+                    out.put_slice(b"\",\"object\":\"text_completion\",\"created\":");
+                    out.put_slice(created_unix.to_string().as_bytes());
+                    out.put_slice(b",\"choices\":[],\"model\":");
+                    write_json_str(out, model);
+                    out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"usage\":");
+                    write_go_json(&mut out.writer(), &Usage::new(metrics.prompt_eval_count, metrics.eval_count));
+                    out.put_slice(b"}\n\n");
+                }
+                out.put_slice(b"data: [DONE]\n\n");
+            }
+        }
+    }
+
+    /// Appends what a client sees when the stream fails after it began.
+    pub(crate) fn error(&self, out: &mut BytesMut, message: &str) {
+        match self {
+            Wire::Generate { .. } | Wire::Chat { .. } => {
+                out.put_slice(b"{\"error\":");
+                write_json_str(out, message);
+                out.put_slice(b"}\n");
+            }
+            // The /v1 writers pass the error object through as if it were a chunk: one more
+            // chunk with empty content, then the end, with no finish_reason and no [DONE].
+            Wire::OpenAiChat { id, model, created, .. } => {
+                out.put_slice(b"data: {\"id\":\"");
+                out.put_slice(id.as_bytes());
+                out.put_slice(b"\",\"object\":\"chat.completion.chunk\",\"created\":");
+                out.put_slice(created.to_string().as_bytes());
+                out.put_slice(b",\"model\":");
+                write_json_str(out, model);
+                out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"finish_reason\":null}]}\n\n");
+            }
+            Wire::OpenAiCompletion { id, model, include_usage } => {
+                completion_chunk(out, id, model, 0, "", None, *include_usage);
+            }
+        }
+    }
+}
+
+fn completion_chunk(
+    out: &mut BytesMut,
+    id: &str,
+    model: &str,
+    created: u64,
+    text: &str,
+    finish: Option<&str>,
+    include_usage: bool,
+) {
+    out.put_slice(b"data: {\"id\":\"");
+    out.put_slice(id.as_bytes());
+    out.put_slice(b"\",\"object\":\"text_completion\",\"created\":");
+    out.put_slice(created.to_string().as_bytes());
+    out.put_slice(b",\"choices\":[{\"text\":");
+    write_json_str(out, text);
+    out.put_slice(b",\"index\":0,\"finish_reason\":");
+    match finish {
+        Some(f) => {
+            out.put_u8(b'"');
+            out.put_slice(f.as_bytes());
+            out.put_u8(b'"');
+        }
+        None => out.put_slice(b"null"),
+    }
+    out.put_slice(b"}],\"model\":");
+    write_json_str(out, model);
+    out.put_slice(b",\"system_fingerprint\":\"fp_ollama\"");
+    if include_usage {
+        out.put_slice(b",\"usage\":{\"prompt_tokens\":0,\"completion_tokens\":0,\"total_tokens\":0}");
+    }
+    out.put_slice(b"}\n\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_formatter_escapes_html_characters() {
+        assert_eq!(to_go_json("a<b>&c"), br#""a\u003cb\u003e\u0026c""#.to_vec());
+        assert_eq!(to_go_json("\u{2028}"), br#""\u2028""#.to_vec());
+        assert_eq!(to_go_json("plain \"q\"\n"), br#""plain \"q\"\n""#.to_vec());
+    }
+
+    #[test]
+    fn token_lines_are_valid_json_with_ollamas_field_order() {
+        let mut b = BytesMut::new();
+        Wire::Chat { model: "tiny".into() }.token(&mut b, "Hi&", "2026-01-01T00:00:00Z", 0, true);
+        assert_eq!(
+            &b[..],
+            &b"{\"model\":\"tiny\",\"created_at\":\"2026-01-01T00:00:00Z\",\"message\":{\"role\":\"assistant\",\"content\":\"Hi\\u0026\"},\"done\":false}\n"[..]
+        );
+    }
+
+    #[test]
+    fn final_objects_omit_zero_metrics() {
+        let mut b = BytesMut::new();
+        let m = Metrics { total_duration: 5, load_duration: 0, prompt_eval_count: 3, prompt_eval_duration: 1000, eval_count: 0, eval_duration: 0 };
+        Wire::Generate { model: "m".into(), context: None }.finish(&mut b, DoneReason::Stop, "t", 0, &m, &[]);
+        let s = std::str::from_utf8(&b).unwrap();
+        assert_eq!(s, "{\"model\":\"m\",\"created_at\":\"t\",\"response\":\"\",\"done\":true,\"done_reason\":\"stop\",\"total_duration\":5,\"prompt_eval_count\":3,\"prompt_eval_duration\":1000}\n");
+    }
+}

@@ -1,0 +1,16 @@
+//! The simulator's conformance to Ollama's API, its determinism, pacing and embedding.
+//! See: issue 2.
+
+#[path = "../util.rs"]
+mod util;
+
+// Endpoint shapes, content types and field orders against the captures.
+mod conformance;
+// Status codes and error bodies, native and OpenAI.
+mod errors;
+// Same seed, same bytes; frozen-clock snapshots.
+mod determinism;
+// Tokens leave at their scheduled times (serial timing group).
+mod pacing;
+// The library handle from tokio, smol, async-std and plain threads.
+mod embedding;
