@@ -77,8 +77,8 @@ pub struct Profile {
     pub cold_load_ms: Option<DistSpec>,
     /// Prompt evaluation rate, tokens per second: TTFT grows with prompt length.
     pub prompt_tokens_per_s: f64,
-    /// Extra latency of the first generated token beyond a normal gap (sampler warm-up,
-    /// graph build); part of time-to-first-token.
+    /// Latency before prompt evaluation that the real server reports in no duration field
+    /// but `total_duration` (request setup, sampler warm-up): part of time-to-first-token.
     #[serde(default = "zero_dist")]
     pub first_token_ms: DistSpec,
     /// Decode rate of one stream alone on its device, tokens per second.
@@ -105,10 +105,10 @@ impl Profile {
         }
         self.first_token_ms.validate(&f("first_token_ms"))?;
         self.output_tokens.validate(&f("output_tokens"))?;
-        if !(self.prompt_tokens_per_s.is_finite() && self.prompt_tokens_per_s > 0.0) {
+        // Rates of +inf are allowed: zero-latency models for throughput tests.
+        if self.prompt_tokens_per_s.is_nan() || self.prompt_tokens_per_s <= 0.0 {
             return Err(format!("{} must be > 0", f("prompt_tokens_per_s")));
         }
-        // A decode rate of +inf is allowed: zero-latency streams for throughput tests.
         if self.decode_tokens_per_s.is_nan() || self.decode_tokens_per_s <= 0.0 {
             return Err(format!("{} must be > 0", f("decode_tokens_per_s")));
         }

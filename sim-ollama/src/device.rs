@@ -15,6 +15,7 @@
 
 use crate::config::DeviceSpec;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 use std::time::{Duration, Instant};
@@ -27,6 +28,9 @@ pub(crate) struct Device {
     pub(crate) index: usize,
     pub(crate) spec: DeviceSpec,
     state: Mutex<DeviceState>,
+    /// Bumped (under the lock) on every membership change, so streams can keep a copy of
+    /// their batch's clock and skip the lock while nothing changed.
+    epoch: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -48,7 +52,7 @@ struct Batch {
 
 impl Device {
     pub(crate) fn new(index: usize, spec: DeviceSpec) -> Self {
-        Device { index, spec, state: Mutex::new(DeviceState::default()) }
+        Device { index, spec, state: Mutex::new(DeviceState::default()), epoch: AtomicU64::new(0) }
     }
 
     fn lock(&self) -> MutexGuard<'_, DeviceState> {
@@ -76,6 +80,7 @@ impl Device {
                 b.t = now;
             }
             change(&mut st);
+            self.epoch.fetch_add(1, Ordering::Release);
             st.batches.retain(|_, b| b.members > 0);
             let m = st.batches.len();
             let speeds: Vec<(BatchKey, f64)> =
@@ -112,7 +117,7 @@ impl Device {
             b.members += 1;
             v_join = b.v;
         });
-        Member { device: Arc::clone(self), key, id, v_join, joined: now }
+        Member { device: Arc::clone(self), key, id, v_join, joined: now, cache: None }
     }
 
     /// Streams decoding on this device now, per batch.
@@ -132,25 +137,39 @@ pub(crate) struct Member {
     id: u64,
     v_join: f64,
     pub(crate) joined: Instant,
+    /// (epoch, clock reading, its time, speed) of the batch when last read.
+    cache: Option<(u64, f64, Instant, f64)>,
 }
 
 impl Member {
-    /// When the stream will have done `work` solo-ns since joining, at the current speeds.
-    pub(crate) fn deadline(&self, work: Duration) -> Instant {
-        let st = self.device.lock();
-        let Some(b) = st.batches.get(&self.key) else { return self.joined + work };
-        let remaining = self.v_join + work.as_nanos() as f64 - b.v;
-        if remaining <= 0.0 {
-            return b.t;
+    /// The batch's clock, from the copy unless membership changed since it was taken.
+    fn clock(&mut self) -> (f64, Instant, f64) {
+        let epoch = self.device.epoch.load(Ordering::Acquire);
+        match self.cache {
+            Some((e, v, t, speed)) if e == epoch => (v, t, speed),
+            _ => {
+                let st = self.device.lock();
+                let e = self.device.epoch.load(Ordering::Acquire);
+                let (v, t, speed) = st.batches.get(&self.key).map_or((self.v_join, self.joined, 1.0), |b| (b.v, b.t, b.speed));
+                self.cache = Some((e, v, t, speed));
+                (v, t, speed)
+            }
         }
-        let real = remaining / b.speed;
-        b.t + Duration::from_nanos(real.min(u64::MAX as f64 / 2.0) as u64)
+    }
+
+    /// When the stream will have done `work` solo-ns since joining, at the current speeds.
+    pub(crate) fn deadline(&mut self, work: Duration) -> Instant {
+        let (v, t, speed) = self.clock();
+        let remaining = self.v_join + work.as_nanos() as f64 - v;
+        if remaining <= 0.0 {
+            return t;
+        }
+        t + Duration::from_nanos((remaining / speed).min(u64::MAX as f64 / 2.0) as u64)
     }
 
     /// The speed the stream runs at now, as a fraction of its solo speed.
-    pub(crate) fn speed(&self) -> f64 {
-        let st = self.device.lock();
-        st.batches.get(&self.key).map_or(1.0, |b| b.speed)
+    pub(crate) fn speed(&mut self) -> f64 {
+        self.clock().2
     }
 
     /// Asks to be woken when the stream's batch gets faster (its deadline moved earlier).
@@ -198,7 +217,7 @@ mod tests {
     #[test]
     fn a_stream_alone_runs_at_solo_speed() {
         let d = device(0.8, 0.2);
-        let m = d.join((0, 1));
+        let mut m = d.join((0, 1));
         let dl = m.deadline(Duration::from_secs(1));
         assert!((secs(dl - m.joined) - 1.0).abs() < 1e-3);
         assert_eq!(m.speed(), 1.0);
@@ -207,8 +226,8 @@ mod tests {
     #[test]
     fn two_processes_on_one_device_each_get_a_share() {
         let d = device(0.8, 0.2);
-        let a = d.join((0, 1));
-        let b = d.join((1, 1));
+        let mut a = d.join((0, 1));
+        let mut b = d.join((1, 1));
         // Each gets 0.8 / 2 = 0.4 of its solo speed.
         assert!((a.speed() - 0.4).abs() < 1e-9);
         assert!((b.speed() - 0.4).abs() < 1e-9);
@@ -219,7 +238,7 @@ mod tests {
     #[test]
     fn streams_batched_in_one_process_pay_the_batch_penalty() {
         let d = device(0.8, 0.2);
-        let a = d.join((0, 1));
+        let mut a = d.join((0, 1));
         let _b = d.join((0, 1));
         assert!((a.speed() - 1.0 / 1.2).abs() < 1e-9);
     }
@@ -227,7 +246,7 @@ mod tests {
     #[test]
     fn leaving_speeds_the_others_up_and_keeps_their_progress() {
         let d = device(1.0, 0.0);
-        let a = d.join((0, 1));
+        let mut a = d.join((0, 1));
         let b = d.join((1, 1));
         let both_from = Instant::now();
         assert!((a.speed() - 0.5).abs() < 1e-9);

@@ -93,6 +93,7 @@ pub(crate) struct Job {
     pub(crate) plan: Plan,
     pub(crate) clock: Clock,
     pub(crate) lateness: Arc<Lateness>,
+    pub(crate) timer: Arc<crate::timer::Timer>,
     pub(crate) arrival: Instant,
 }
 
@@ -111,6 +112,7 @@ pub(crate) struct Running {
     pub(crate) prompt_tokens: u32,
     pub(crate) text: TextPlan,
     pub(crate) seed: u64,
+    overhead: Duration,
     prompt_work: Duration,
     clock: Clock,
     trace: TraceGuard,
@@ -121,7 +123,7 @@ pub(crate) struct Running {
     lease: Lease,
     arrival: Instant,
     obtained: Instant,
-    slot_at: Instant,
+    overhead_done: Instant,
     prompt_done: Instant,
     last_at: Instant,
     last_intended: Duration,
@@ -130,8 +132,8 @@ pub(crate) struct Running {
 
 impl Running {
     /// Gets a runner and a slot, then evaluates the prompt. Errors finish the trace record.
-    pub(crate) async fn start(job: Job, trace: TraceGuard) -> Result<Running, ApiError> {
-        let Job { instance, model, opts, keep_alive, plan, clock, lateness, arrival } = job;
+    pub(crate) async fn start(job: Job, mut trace: TraceGuard) -> Result<Running, ApiError> {
+        let Job { instance, model, opts, keep_alive, plan, clock, lateness, timer, arrival } = job;
         let Plan { prompt_tokens, text, timing, seed } = plan;
         trace.with(|r| r.prompt_tokens = u64::from(prompt_tokens));
         let req = RunnerRequest {
@@ -155,14 +157,16 @@ impl Running {
         let member = instance.device.join((instance.index, lease.runner.id));
         let slot_at = member.joined;
         trace.with(|r| r.slot_us = Some(trace.us(slot_at)));
-        let prompt_work = timing.prompt;
-        let mut pacer = Pacer::new(member, timing, text.pieces.len(), lateness);
-        // Step 0: the prompt is evaluated.
+        let (overhead, prompt_work) = (timing.overhead, timing.prompt);
+        let mut pacer = Pacer::new(member, timing, text.pieces.len(), timer, lateness);
+        // Step 0: the overhead is over; step 1: the prompt is evaluated.
+        let overhead_done = pacer.step().await.map_or_else(Instant::now, |s| s.at);
         let prompt_done = pacer.step().await.map_or_else(Instant::now, |s| s.at);
         Ok(Running {
             prompt_tokens,
             text,
             seed,
+            overhead,
             prompt_work,
             clock,
             trace,
@@ -171,10 +175,10 @@ impl Running {
             lease,
             arrival,
             obtained,
-            slot_at,
+            overhead_done,
             prompt_done,
             last_at: prompt_done,
-            last_intended: prompt_work,
+            last_intended: overhead + prompt_work,
             emitted: 0,
         })
     }
@@ -185,9 +189,9 @@ impl Running {
             Poll::Ready(Some(Step { index, at, intended })) => {
                 self.last_at = at;
                 self.last_intended = intended;
-                self.emitted = index;
+                self.emitted = index - 1;
                 self.trace.token(at, self.pacer.speed());
-                Poll::Ready(Some(Emitted { index: index - 1, at }))
+                Poll::Ready(Some(Emitted { index: index - 2, at }))
             }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
@@ -231,18 +235,19 @@ impl Running {
     }
 
     /// The final metrics, as of now. Prompt and eval durations are whole microseconds, as
-    /// the real server reports them.
+    /// the real server reports them, and at least 1 µs when anything was evaluated, so that
+    /// clients computing rates never divide by zero (a zero would also be omitted).
     pub(crate) fn metrics(&self, now: Instant) -> Metrics {
-        let us = |d: Duration| (d.as_nanos() as u64 / 1000) * 1000;
+        let us = |d: Duration| ((d.as_nanos() as u64 / 1000) * 1000).max(1000);
         let (total, load, prompt, eval) = if self.clock.is_frozen() {
             let load = self.lease.load_modelled;
-            let eval = self.last_intended.saturating_sub(self.prompt_work);
-            (load + self.prompt_work + eval, load, self.prompt_work, eval)
+            let eval = self.last_intended.saturating_sub(self.overhead + self.prompt_work);
+            (load + self.overhead + self.prompt_work + eval, load, self.prompt_work, eval)
         } else {
             (
                 now - self.arrival,
                 self.obtained - self.arrival,
-                self.prompt_done - self.slot_at,
+                self.prompt_done - self.overhead_done,
                 self.last_at - self.prompt_done,
             )
         };
@@ -252,7 +257,7 @@ impl Running {
             prompt_eval_count: u64::from(self.prompt_tokens),
             prompt_eval_duration: us(prompt),
             eval_count: self.emitted as u64,
-            eval_duration: us(eval),
+            eval_duration: if self.emitted == 0 { 0 } else { us(eval) },
         }
     }
 
@@ -265,7 +270,7 @@ impl Running {
     }
 
     /// Records how the request ended.
-    pub(crate) fn finish(&self, outcome: Outcome, error: Option<String>) {
+    pub(crate) fn finish(&mut self, outcome: Outcome, error: Option<String>) {
         self.trace.finish(outcome, 200, error);
     }
 

@@ -28,23 +28,24 @@ pub(crate) fn output_len(profile: &Profile, rng: &mut SimRng) -> usize {
     (profile.output_tokens.sampler().sample(rng).round() as usize).max(1)
 }
 
-/// The intended schedule of one stream, in solo work: prompt evaluation, then one gap per
-/// token (the first gap includes the first-token overhead). Gaps are drawn lazily, in order,
-/// from the stream's own RNG, so the schedule is a pure function of its seed.
+/// The intended schedule of one stream, in solo work: an overhead no duration field accounts
+/// for, prompt evaluation, then one gap per token. Gaps are drawn lazily, in order, from the
+/// stream's own RNG, so the schedule is a pure function of its seed.
 #[derive(Debug)]
 pub(crate) struct Timing {
+    /// Latency before prompt evaluation that the real server reports in no duration field
+    /// but `total_duration` (request setup, sampler warm-up): part of TTFT.
+    pub(crate) overhead: Duration,
     /// Solo work of the prompt evaluation.
     pub(crate) prompt: Duration,
-    first_extra: Duration,
     gap: Sampler,
     rng: SimRng,
-    drawn: usize,
 }
 
 impl Timing {
     pub(crate) fn new(profile: &Profile, prompt_tokens: u32, time_scale: f64, mut rng: SimRng) -> Timing {
         let prompt = scaled_ms(f64::from(prompt_tokens) / profile.prompt_tokens_per_s * 1000.0, time_scale);
-        let first_extra = scaled_ms(profile.first_token_ms.sampler().sample(&mut rng), time_scale);
+        let overhead = scaled_ms(profile.first_token_ms.sampler().sample(&mut rng), time_scale);
         let mean_gap_ms = 1000.0 / profile.decode_tokens_per_s; // 0 for an infinite rate
         let gap_spec = DistSpec {
             dist: profile.inter_token.dist,
@@ -53,18 +54,13 @@ impl Timing {
             min: None,
             max: None,
         };
-        Timing { prompt, first_extra, gap: gap_spec.sampler(), rng, drawn: 0 }
+        Timing { overhead, prompt, gap: gap_spec.sampler(), rng }
     }
 
     /// Solo work from the previous token (or the end of prompt evaluation) to the next token.
     pub(crate) fn next_gap(&mut self) -> Duration {
         let g = self.gap.sample(&mut self.rng);
-        let mut d = if g.is_finite() && g > 0.0 { Duration::from_nanos(g as u64) } else { Duration::ZERO };
-        if self.drawn == 0 {
-            d += self.first_extra;
-        }
-        self.drawn += 1;
-        d
+        if g.is_finite() && g > 0.0 { Duration::from_nanos(g as u64) } else { Duration::ZERO }
     }
 }
 
@@ -81,7 +77,6 @@ mod tests {
     #[test]
     fn decode_gaps_average_to_the_profile_rate() {
         let mut t = Timing::new(&gemma(), 50, 1.0, SimRng::seed_from_u64(9));
-        t.next_gap(); // the first gap carries the first-token overhead
         let n = 5000;
         let total: Duration = (0..n).map(|_| t.next_gap()).sum();
         let rate = n as f64 / total.as_secs_f64();

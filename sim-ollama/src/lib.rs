@@ -13,7 +13,7 @@
 //! - `tokens`: the simulated tokenizer and deterministic text.
 //! - `scheduler`: one instance's runners, keep-alive, loads, reloads, slots, the 503 limit.
 //! - `device`: GPU sharing, by virtual clocks (processor sharing).
-//! - `pacer`: emits steps at absolute deadlines.
+//! - `pacer`, `timer`: emit steps at absolute deadlines, woken by a high-resolution timer.
 //! - `generation`: one request's life, from plan to final metrics.
 //! - `routes`: the HTTP surface (`native`, `openai`, `sim`), built by a pure `app()`.
 //! - `request`, `wire`, `error`: decoding with Go's errors, encoding like Go, error shapes.
@@ -48,6 +48,7 @@ mod routes;
 mod scheduler;
 mod seed;
 mod store;
+mod timer;
 mod tokens;
 mod wire;
 

@@ -47,6 +47,16 @@ impl Lateness {
         let _ = h.record(us);
     }
 
+    pub(crate) fn record_all(&self, late: &[Duration]) {
+        if late.is_empty() {
+            return;
+        }
+        let mut h = self.hist.lock().unwrap_or_else(|e| e.into_inner());
+        for l in late {
+            let _ = h.record(l.as_micros().min(u128::from(u64::MAX)) as u64);
+        }
+    }
+
     /// Forgets everything recorded.
     pub fn reset(&self) {
         self.hist.lock().unwrap_or_else(|e| e.into_inner()).reset();

@@ -1,25 +1,23 @@
-//! Paces a stream against absolute deadlines. Step 0 is the end of prompt evaluation, step
-//! `i >= 1` is token `i`. Each step's deadline is where the device says the stream's
+//! Paces a stream against absolute deadlines. Step 0 is the end of the unaccounted overhead,
+//! step 1 the end of prompt evaluation, step `i >= 2` is token `i - 1`. Each step's deadline is where the device says the stream's
 //! cumulative work ends, so delays never accumulate: a late token does not delay the next.
 
 use crate::device::Member;
 use crate::latency::Timing;
 use crate::metrics::Lateness;
-use std::future::Future;
-use std::pin::Pin;
+use crate::timer::Timer;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::time::Sleep;
 
 /// A step that has happened.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Step {
-    /// 0 = prompt evaluated, `i` = token `i` emitted.
+    /// 0 = overhead over, 1 = prompt evaluated, `i >= 2` = token `i - 1` emitted.
     pub(crate) index: usize,
     /// When it happened.
     pub(crate) at: Instant,
-    /// Its offset in the intended (solo) schedule from the start of prompt evaluation.
+    /// Its offset in the intended (solo) schedule from the moment the stream got its slot.
     pub(crate) intended: Duration,
 }
 
@@ -31,25 +29,33 @@ pub(crate) struct Pacer {
     target: Duration,
     next: usize,
     steps: usize,
-    sleep: Pin<Box<Sleep>>,
-    armed: Option<Instant>,
+    timer: Arc<Timer>,
+    armed: Option<(Instant, std::task::Waker)>,
+    /// The waker the device wakes on a speed-up (registered once, again if it changes).
+    speedup_waker: Option<std::task::Waker>,
     lateness: Arc<Lateness>,
+    /// Lateness samples not yet added to the shared histogram (one lock per batch).
+    late: Vec<Duration>,
 }
+
+/// Lateness samples are added to the shared histogram this many at a time.
+const LATE_BATCH: usize = 64;
 
 impl Pacer {
     /// A pacer for `tokens` tokens, starting now (the member has just joined its batch).
-    pub(crate) fn new(member: Member, timing: Timing, tokens: usize, lateness: Arc<Lateness>) -> Pacer {
-        let target = timing.prompt;
-        let start = member.joined;
+    pub(crate) fn new(member: Member, timing: Timing, tokens: usize, timer: Arc<Timer>, lateness: Arc<Lateness>) -> Pacer {
+        let target = timing.overhead;
         Pacer {
             member,
             timing,
             target,
             next: 0,
-            steps: tokens + 1,
-            sleep: Box::pin(tokio::time::sleep_until(start.into())),
+            steps: tokens + 2,
+            timer,
             armed: None,
+            speedup_waker: None,
             lateness,
+            late: Vec::with_capacity(LATE_BATCH),
         }
     }
 
@@ -58,30 +64,40 @@ impl Pacer {
         if self.next >= self.steps {
             return Poll::Ready(None);
         }
-        loop {
-            let deadline = self.member.deadline(self.target);
-            let now = Instant::now();
-            if deadline <= now {
-                // Tokens are counted for lateness; the prompt step is not a token.
-                if self.next > 0 {
-                    self.lateness.record(now - deadline);
+        let deadline = self.member.deadline(self.target);
+        let now = Instant::now();
+        {
+            // The timer wakes up to `SLACK` early; such a step is due.
+            if deadline <= now + crate::timer::SLACK {
+                // Tokens are counted for lateness; the first two steps are not tokens.
+                if self.next > 1 {
+                    self.late.push(now.saturating_duration_since(deadline));
+                    if self.late.len() >= LATE_BATCH {
+                        self.lateness.record_all(&self.late);
+                        self.late.clear();
+                    }
                 }
                 let step = Step { index: self.next, at: now, intended: self.target };
                 self.next += 1;
-                if self.next < self.steps {
+                if self.next == 1 {
+                    self.target += self.timing.prompt;
+                } else if self.next < self.steps {
                     self.target += self.timing.next_gap();
                 }
                 return Poll::Ready(Some(step));
             }
-            if self.armed != Some(deadline) {
-                self.sleep.as_mut().reset(deadline.into());
-                self.armed = Some(deadline);
+            // Arm the timer once per deadline; a deadline that moved (the device got slower)
+            // is armed again, and one that moved earlier is announced by the device.
+            let armed = self.armed.as_ref().is_some_and(|(at, w)| *at == deadline && w.will_wake(cx.waker()));
+            if !armed {
+                self.timer.wake_at(deadline, cx.waker());
+                self.armed = Some((deadline, cx.waker().clone()));
             }
-            self.member.wake_on_speedup(cx.waker());
-            match self.sleep.as_mut().poll(cx) {
-                Poll::Ready(()) => continue,
-                Poll::Pending => return Poll::Pending,
+            if !self.speedup_waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                self.member.wake_on_speedup(cx.waker());
+                self.speedup_waker = Some(cx.waker().clone());
             }
+            Poll::Pending
         }
     }
 
@@ -91,7 +107,13 @@ impl Pacer {
     }
 
     /// The stream's current speed as a fraction of its solo speed.
-    pub(crate) fn speed(&self) -> f64 {
+    pub(crate) fn speed(&mut self) -> f64 {
         self.member.speed()
+    }
+}
+
+impl Drop for Pacer {
+    fn drop(&mut self) {
+        self.lateness.record_all(&self.late);
     }
 }

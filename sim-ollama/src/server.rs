@@ -25,6 +25,7 @@ pub(crate) struct Shared {
     pub(crate) origin: Instant,
     pub(crate) trace: Arc<Trace>,
     pub(crate) lateness: Arc<Lateness>,
+    pub(crate) timer: Arc<crate::timer::Timer>,
     pub(crate) instances: Vec<Arc<Instance>>,
 }
 
@@ -207,7 +208,8 @@ impl SimBuilder {
             .enable_all()
             .build()
             .map_err(StartError::Runtime)?;
-        let shared = build_shared(cfg, rt.handle().clone());
+        let timer = crate::timer::Timer::start().map_err(StartError::Runtime)?;
+        let shared = build_shared(cfg, rt.handle().clone(), timer);
         for (inst, a) in shared.instances.iter().zip(&addrs) {
             inst.port.store(a.port(), std::sync::atomic::Ordering::Relaxed);
         }
@@ -225,7 +227,7 @@ impl SimBuilder {
     }
 }
 
-fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle) -> Arc<Shared> {
+fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::timer::Timer>) -> Arc<Shared> {
     let clock = Clock::new(cfg.frozen_clock);
     let origin = Instant::now();
     let devices: Vec<Arc<Device>> =
@@ -256,6 +258,7 @@ fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle) -> Arc<Shared> {
         origin,
         trace: Arc::new(Trace::new(origin)),
         lateness: Arc::new(Lateness::default()),
+        timer,
         instances,
     })
 }
@@ -364,6 +367,7 @@ impl SimHandle {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        self.shared.timer.shutdown();
     }
 }
 

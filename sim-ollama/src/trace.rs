@@ -208,7 +208,7 @@ impl Trace {
             fault: None,
         }));
         lock(&self.active).insert(id, Arc::clone(&rec));
-        TraceGuard { trace: Arc::clone(self), rec, id, speed_sum: 0.0 }
+        TraceGuard { trace: Arc::clone(self), rec, id, pending: Vec::new(), speed_sum: 0.0, speed_min: 1.0, tokens: 0 }
     }
 
     /// Every request so far.
@@ -236,8 +236,16 @@ pub(crate) struct TraceGuard {
     trace: Arc<Trace>,
     rec: Arc<Mutex<RequestTrace>>,
     id: u64,
+    /// Token times not yet copied into the shared record (one lock per batch of tokens).
+    pending: Vec<u64>,
     speed_sum: f64,
+    speed_min: f64,
+    tokens: u64,
 }
+
+/// Token times are copied into the shared record this many at a time (and at the end), so a
+/// snapshot of a request in flight may lack its latest few tokens.
+const TOKEN_BATCH: usize = 32;
 
 impl TraceGuard {
     pub(crate) fn us(&self, at: Instant) -> u64 {
@@ -267,22 +275,38 @@ impl TraceGuard {
     }
 
     pub(crate) fn token(&mut self, at: Instant, speed: f64) {
-        let us = self.us(at);
+        self.pending.push(self.us(at));
+        self.tokens += 1;
         self.speed_sum += speed;
-        let sum = self.speed_sum;
+        self.speed_min = self.speed_min.min(speed);
+        // The first token is published at once (it marks when the response started).
+        if self.tokens == 1 || self.pending.len() >= TOKEN_BATCH {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let (tokens, sum, min) = (self.tokens, self.speed_sum, self.speed_min);
+        let pending = std::mem::take(&mut self.pending);
         self.with(|r| {
             if r.first_token_us.is_none() {
-                r.first_token_us = Some(us);
+                r.first_token_us = pending.first().copied();
             }
-            r.token_us.push(us);
-            r.tokens += 1;
-            r.min_speed = r.min_speed.min(speed);
-            r.mean_speed = sum / r.tokens as f64;
+            r.token_us.extend_from_slice(&pending);
+            r.tokens = tokens;
+            r.min_speed = min;
+            r.mean_speed = sum / tokens as f64;
         });
+        self.pending = pending;
+        self.pending.clear();
     }
 
     /// Ends the record with an outcome.
-    pub(crate) fn finish(&self, outcome: Outcome, status: u16, error: Option<String>) {
+    pub(crate) fn finish(&mut self, outcome: Outcome, status: u16, error: Option<String>) {
+        self.flush();
         let now = self.us(Instant::now());
         self.with(|r| {
             if r.outcome == Outcome::Active {

@@ -298,3 +298,31 @@ async fn v1_models_data_is_null_when_nothing_is_installed() -> Result {
     assert_eq!(tags, "{\"models\":[]}");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_client_that_disconnects_mid_stream_frees_its_slot_at_once() -> Result {
+    // One slot; a long stream (1000 tokens at 180 tok/s, time scale 0.3: 1.7 s) is dropped
+    // after its first chunk. The slot must be free long before the stream would have ended.
+    let sim = SimBuilder::new().time_scale(0.3).start()?;
+    let u = format!("{}/api/generate", sim.url());
+    post(&u, json!({"model": "llama3.2:1b"})).await?; // load
+    let mut r = post(&u, json!({"model": "llama3.2:1b", "prompt": "long", "options": {"num_predict": 1000}})).await?;
+    let first = r.chunk().await?;
+    assert!(first.is_some());
+    drop(r);
+    let t0 = std::time::Instant::now();
+    loop {
+        let m = sim.metrics();
+        if m.instances[0].active == 0 && m.instances[0].loaded[0].busy_slots == 0 {
+            break;
+        }
+        assert!(t0.elapsed() < std::time::Duration::from_millis(500), "the slot is still busy: {m:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let next = post(&u, json!({"model": "llama3.2:1b", "prompt": "next", "stream": false, "options": {"num_predict": 2}})).await?;
+    assert_eq!(next.status(), 200);
+    let trace = sim.trace();
+    let cancelled = trace.requests.iter().find(|q| q.outcome == sim_ollama::Outcome::Cancelled).expect("a cancelled request in the trace");
+    assert!(cancelled.tokens < 1000, "{} tokens", cancelled.tokens);
+    Ok(())
+}

@@ -35,7 +35,7 @@ impl TokenBody {
 }
 
 /// Appends the final lines of a finished generation.
-pub(crate) fn write_finish(run: &Running, wire: &Wire, out: &mut BytesMut) {
+pub(crate) fn write_finish(run: &mut Running, wire: &Wire, out: &mut BytesMut) {
     let now = Instant::now();
     let metrics = run.metrics(now);
     let ids = if matches!(wire, Wire::Generate { context: Some(_), .. }) { run.output_ids() } else { Vec::new() };
@@ -69,7 +69,7 @@ impl Stream for TokenBody {
                     }
                 }
                 Poll::Ready(None) => {
-                    write_finish(&this.run, &this.wire, &mut buf);
+                    write_finish(&mut this.run, &this.wire, &mut buf);
                     this.done = true;
                     break;
                 }

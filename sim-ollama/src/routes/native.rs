@@ -283,7 +283,7 @@ pub(crate) fn begin_trace(
 
 /// Finishes a trace with the error a handler returns.
 pub(crate) fn traced<T>(trace: &mut Option<TraceGuard>, r: Result<T, ApiError>) -> Result<T, ApiError> {
-    if let (Err(e), Some(t)) = (&r, trace.as_ref()) {
+    if let (Err(e), Some(t)) = (&r, trace.as_mut()) {
         t.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
     }
     r
@@ -306,12 +306,13 @@ pub(crate) fn job(s: &AppState, model: Installed, options: &Options, shift: bool
         plan,
         clock: s.shared.clock,
         lateness: Arc::clone(&s.shared.lateness),
+        timer: Arc::clone(&s.shared.timer),
         arrival,
     }
 }
 
 /// Loads a model without generating (empty prompt), through the scheduler.
-async fn load_only(s: &AppState, model: &Installed, options: &Options, shift: bool, keep_alive: Option<KeepAlive>, trace: &TraceGuard) -> Result<(), ApiError> {
+async fn load_only(s: &AppState, model: &Installed, options: &Options, shift: bool, keep_alive: Option<KeepAlive>, trace: &mut TraceGuard) -> Result<(), ApiError> {
     let req = RunnerRequest {
         key: model.name.key(),
         display: model.name.display(),
@@ -351,7 +352,7 @@ pub(crate) async fn respond(mut run: Running, wire: Wire, stream: bool, collect:
                 false
             }
             None => {
-                write_finish(&run, &wire, &mut buf);
+                write_finish(&mut run, &wire, &mut buf);
                 true
             }
         };
@@ -411,7 +412,7 @@ async fn generate_inner(s: &AppState, f: &Fields<'_>, model_s: String, c: Common
     }
     if prompt.is_empty() && c.keep_alive.is_some_and(|k| k.is_zero()) {
         s.instance.unload(&model.name.key());
-        if let Some(t) = trace.take() {
+        if let Some(mut t) = trace.take() {
             t.finish(Outcome::Done, 200, None);
         }
         let body = GenerateLoad { model: &model_s, created_at: now_stamp(s), response: "", done: true, done_reason: "unload" };
@@ -420,8 +421,8 @@ async fn generate_inner(s: &AppState, f: &Fields<'_>, model_s: String, c: Common
     let options = Options::from_map(c.options_map.as_ref())?;
     let format = output_format(c.format.as_ref())?;
     if prompt.is_empty() {
-        let t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
-        load_only(s, &model, &options, c.shift, c.keep_alive, &t).await?;
+        let mut t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
+        load_only(s, &model, &options, c.shift, c.keep_alive, &mut t).await?;
         let body = GenerateLoad { model: &model_s, created_at: now_stamp(s), response: "", done: true, done_reason: "load" };
         return Ok(json_response(StatusCode::OK, &body));
     }
@@ -548,7 +549,7 @@ async fn chat_inner(s: &AppState, f: &Fields<'_>, model_s: String, c: Common, ar
     let empty = Message { role: "assistant", content: "" };
     if messages.is_empty() && c.keep_alive.is_some_and(|k| k.is_zero()) {
         s.instance.unload(&model.name.key());
-        if let Some(t) = trace.take() {
+        if let Some(mut t) = trace.take() {
             t.finish(Outcome::Done, 200, None);
         }
         let body = ChatLoad { model: &model_s, created_at: now_stamp(s), message: empty, done: true, done_reason: "unload" };
@@ -557,8 +558,8 @@ async fn chat_inner(s: &AppState, f: &Fields<'_>, model_s: String, c: Common, ar
     let options = Options::from_map(c.options_map.as_ref())?;
     let format = output_format(c.format.as_ref())?;
     if messages.is_empty() {
-        let t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
-        load_only(s, &model, &options, c.shift, c.keep_alive, &t).await?;
+        let mut t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
+        load_only(s, &model, &options, c.shift, c.keep_alive, &mut t).await?;
         let body = ChatLoad { model: &model_s, created_at: now_stamp(s), message: empty, done: true, done_reason: "load" };
         return Ok(json_response(StatusCode::OK, &body));
     }
@@ -637,7 +638,7 @@ pub(crate) async fn run_embedding(s: &AppState, model: Installed, options: &Opti
     });
     let plan = Plan { prompt_tokens: tokens.max(1), text: crate::tokens::TextPlan { pieces: Vec::new(), done_reason: crate::tokens::DoneReason::Stop }, ..plan };
     let job = job(s, model, options, true, keep_alive, plan, arrival);
-    let run = Running::start(job, trace).await?;
+    let mut run = Running::start(job, trace).await?;
     let m = run.metrics(Instant::now());
     run.finish(Outcome::Done, None);
     Ok((m.total_duration, m.load_duration, m.prompt_eval_count))
@@ -701,9 +702,9 @@ pub(crate) async fn embed(State(s): State<AppState>, peer: Peer, headers: Header
     }
     let model = resolve_embedding_model(&s, &model_s)?;
     let options = Options::from_map(options_map)?;
-    let trace = begin_trace(&s, arrival, "/api/embed", &model_s, &headers, peer, false, options_map);
+    let mut trace = begin_trace(&s, arrival, "/api/embed", &model_s, &headers, peer, false, options_map);
     if inputs.is_empty() {
-        load_only(&s, &model, &options, true, keep_alive, &trace).await?;
+        load_only(&s, &model, &options, true, keep_alive, &mut trace).await?;
         return Ok(json_response(StatusCode::OK, &EmbedResponse { model: &model_s, embeddings: Vec::new(), total_duration: 0, load_duration: 0, prompt_eval_count: 0 }));
     }
     let dims = match dimensions {
@@ -745,9 +746,9 @@ pub(crate) async fn embeddings(State(s): State<AppState>, peer: Peer, headers: H
     }
     let model = resolve_embedding_model(&s, &model_s)?;
     let options = Options::from_map(options_map)?;
-    let trace = begin_trace(&s, arrival, "/api/embeddings", &model_s, &headers, peer, false, options_map);
+    let mut trace = begin_trace(&s, arrival, "/api/embeddings", &model_s, &headers, peer, false, options_map);
     if prompt.is_empty() {
-        load_only(&s, &model, &options, true, keep_alive, &trace).await?;
+        load_only(&s, &model, &options, true, keep_alive, &mut trace).await?;
         return Ok(json_response(StatusCode::OK, &EmbeddingResponse { embedding: Vec::new() }));
     }
     let key = model.name.key();
