@@ -20,31 +20,46 @@ pub struct RawResponse {
 
 impl RawResponse {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.text()))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.text()))
     }
     /// NDJSON lines as JSON values.
     pub fn lines(&self) -> Vec<serde_json::Value> {
         self.text()
             .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("line is not JSON ({e}): {l}")))
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("line is not JSON ({e}): {l}"))
+            })
             .collect()
     }
 }
 
 /// Builds the bytes of a request with `Connection: close`.
-pub fn request_bytes(method: &str, addr: &str, path: &str, body: Option<&str>, extra: &[(&str, &str)]) -> Vec<u8> {
+pub fn request_bytes(
+    method: &str,
+    addr: &str,
+    path: &str,
+    body: Option<&str>,
+    extra: &[(&str, &str)],
+) -> Vec<u8> {
     let mut r = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in extra {
         r.push_str(&format!("{k}: {v}\r\n"));
     }
     if let Some(b) = body {
-        r.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}", b.len()));
+        r.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}",
+            b.len()
+        ));
     } else {
         r.push_str("\r\n");
     }
@@ -53,26 +68,48 @@ pub fn request_bytes(method: &str, addr: &str, path: &str, body: Option<&str>, e
 
 /// Parses a complete raw response (read until the server closed the connection).
 pub fn parse_response(raw: &[u8], head_only: bool) -> RawResponse {
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(raw)));
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(raw)));
     let head = String::from_utf8_lossy(&raw[..split]).into_owned();
     let mut lines = head.split("\r\n");
     let status_line = lines.next().unwrap_or("");
-    let status = status_line.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
         .collect();
     let rest = &raw[split + 4..];
-    let chunked = headers.iter().any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
-    let body = if head_only { Vec::new() } else if chunked { dechunk(rest) } else { rest.to_vec() };
-    RawResponse { status, headers, body }
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
+    let body = if head_only {
+        Vec::new()
+    } else if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_vec()
+    };
+    RawResponse {
+        status,
+        headers,
+        body,
+    }
 }
 
 fn dechunk(mut b: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     loop {
-        let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else { break };
-        let size = usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16).unwrap_or(0);
+        let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else {
+            break;
+        };
+        let size =
+            usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16).unwrap_or(0);
         b = &b[eol + 2..];
         if size == 0 || b.len() < size {
             out.extend_from_slice(&b[..size.min(b.len())]);
@@ -85,23 +122,39 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
 }
 
 /// A blocking raw exchange over std's TcpStream: no async runtime at all.
-pub fn raw_blocking(addr: std::net::SocketAddr, method: &str, path: &str, body: Option<&str>, extra: &[(&str, &str)]) -> RawResponse {
+pub fn raw_blocking(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    extra: &[(&str, &str)],
+) -> RawResponse {
     use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("cannot connect to {addr}: {e}"));
+    let mut s = std::net::TcpStream::connect(addr)
+        .unwrap_or_else(|e| panic!("cannot connect to {addr}: {e}"));
     s.set_read_timeout(Some(Duration::from_secs(30))).ok();
-    s.write_all(&request_bytes(method, &addr.to_string(), path, body, extra)).expect("request written");
+    s.write_all(&request_bytes(method, &addr.to_string(), path, body, extra))
+        .expect("request written");
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).expect("response read");
     parse_response(&raw, method == "HEAD")
 }
 
 /// The same exchange over any futures-io stream (smol's or async-std's TcpStream).
-pub async fn raw_async<S>(mut s: S, addr: std::net::SocketAddr, method: &str, path: &str, body: Option<&str>) -> RawResponse
+pub async fn raw_async<S>(
+    mut s: S,
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> RawResponse
 where
     S: futures::io::AsyncRead + futures::io::AsyncWrite + Unpin,
 {
     use futures::io::{AsyncReadExt, AsyncWriteExt};
-    s.write_all(&request_bytes(method, &addr.to_string(), path, body, &[])).await.expect("request written");
+    s.write_all(&request_bytes(method, &addr.to_string(), path, body, &[]))
+        .await
+        .expect("request written");
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).await.expect("response read");
     parse_response(&raw, method == "HEAD")
@@ -115,7 +168,12 @@ pub fn assert_created_at(s: &str) {
         && s.as_bytes()[10] == b'T'
         && match s[19..s.len() - 1].strip_prefix('.') {
             None => s.len() == 20,
-            Some(frac) => !frac.is_empty() && frac.len() <= 9 && frac.bytes().all(|b| b.is_ascii_digit()) && !frac.ends_with('0'),
+            Some(frac) => {
+                !frac.is_empty()
+                    && frac.len() <= 9
+                    && frac.bytes().all(|b| b.is_ascii_digit())
+                    && !frac.ends_with('0')
+            }
         };
     assert!(ok, "created_at {s:?} is not in Go's RFC3339Nano UTC format");
 }

@@ -42,21 +42,43 @@ fn model(name: &str, rate: &str, prompt_rate: &str) -> ModelSpec {
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v[v.len() / 2]
+    }
 }
 
 fn percentile(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(f64::total_cmp);
-    if v.is_empty() { f64::NAN } else { v[((v.len() - 1) as f64 * p).round() as usize] }
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v[((v.len() - 1) as f64 * p).round() as usize]
+    }
 }
 
 fn client_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("client runtime")
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("client runtime")
 }
 
 /// Streams one request; returns (token count, arrival instants of token lines).
-async fn stream_tokens(client: &reqwest::Client, url: &str, body: &serde_json::Value, keep_times: bool) -> (usize, Vec<Instant>) {
-    let r = client.post(url).json(body).send().await.expect("request sent");
+async fn stream_tokens(
+    client: &reqwest::Client,
+    url: &str,
+    body: &serde_json::Value,
+    keep_times: bool,
+) -> (usize, Vec<Instant>) {
+    let r = client
+        .post(url)
+        .json(body)
+        .send()
+        .await
+        .expect("request sent");
     assert!(r.status().is_success(), "status {}", r.status());
     let mut s = r.bytes_stream();
     let mut n = 0usize;
@@ -76,7 +98,12 @@ async fn stream_tokens(client: &reqwest::Client, url: &str, body: &serde_json::V
 /// A minimal HTTP/1.1 streaming client over a raw tokio socket: counts NDJSON lines (`}\n`
 /// never occurs inside a line) and stamps each read. Cheaper than a full client, so more of
 /// the machine is left to the simulator being measured.
-async fn raw_stream(addr: std::net::SocketAddr, body: &str, keep_times: bool, read_every: Option<Duration>) -> (usize, Vec<Instant>) {
+async fn raw_stream(
+    addr: std::net::SocketAddr,
+    body: &str,
+    keep_times: bool,
+    read_every: Option<Duration>,
+) -> (usize, Vec<Instant>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
     s.set_nodelay(true).ok();
@@ -110,22 +137,43 @@ async fn raw_stream(addr: std::net::SocketAddr, body: &str, keep_times: bool, re
 }
 
 fn pacing() {
-    let streams: usize = std::env::var("PACING_STREAMS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let streams: usize = std::env::var("PACING_STREAMS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
     const TOKENS: u64 = 300;
     // PACING_READ_EVERY_MS=50 makes the client read each socket every 50 ms (several tokens
     // per read) instead of on every token, leaving more of the 2 cores to the simulator.
-    let read_every = std::env::var("PACING_READ_EVERY_MS").ok().and_then(|v| v.parse().ok()).map(Duration::from_millis);
+    let read_every = std::env::var("PACING_READ_EVERY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis);
     let rt = client_runtime();
-    let (mut p50s, mut p99s, mut all_p99s, mut gap_p99s) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut p50s, mut p99s, mut all_p99s, mut gap_p99s) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for rep in 0..3 {
         // One instance with ideal batching (no per-stream slowdown), so every stream keeps its
         // 10 ms schedule and only the simulator's own pacing is measured.
         let cfg = sim_ollama::ConfigFile::from_toml("[[devices]]\nname = \"ideal\"\nbatch_penalty = 0.0\n[[instances]]\ndevice = \"ideal\"\n").expect("config");
-        let sim = SimBuilder::new().config(cfg).model(model("metronome:latest", "100.0", "1e9")).num_parallel(streams).start().expect("sim");
+        let sim = SimBuilder::new()
+            .config(cfg)
+            .model(model("metronome:latest", "100.0", "1e9"))
+            .num_parallel(streams)
+            .start()
+            .expect("sim");
         let url = format!("{}/api/generate", sim.url());
-        let client = reqwest::Client::builder().pool_max_idle_per_host(streams).build().expect("client");
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(streams)
+            .build()
+            .expect("client");
         // Warm the model so every stream starts decoding at once.
-        rt.block_on(client.post(&url).json(&serde_json::json!({"model": "metronome"})).send()).expect("load");
+        rt.block_on(
+            client
+                .post(&url)
+                .json(&serde_json::json!({"model": "metronome"}))
+                .send(),
+        )
+        .expect("load");
         sim.reset_lateness();
         let body = serde_json::json!({"model": "metronome", "prompt": "tick", "options": {"num_predict": TOKENS}});
         let t0 = Instant::now();
@@ -144,7 +192,8 @@ fn pacing() {
                 let tasks: Vec<_> = (0..streams)
                     .map(|i| {
                         let (addr, b) = (sim.addrs()[0], body.to_string());
-                        let start = t0 + Duration::from_micros((i as u64 * 10_000) / streams as u64);
+                        let start =
+                            t0 + Duration::from_micros((i as u64 * 10_000) / streams as u64);
                         tokio::spawn(async move {
                             tokio::time::sleep_until(start.into()).await;
                             raw_stream(addr, &b, read_every.is_none(), read_every).await
@@ -162,12 +211,25 @@ fn pacing() {
         for r in results {
             let (n, times) = r.expect("task");
             tokens += n;
-            gaps.extend(times.windows(2).take(n.saturating_sub(1)).map(|w| (w[1] - w[0]).as_secs_f64() * 1e3));
+            gaps.extend(
+                times
+                    .windows(2)
+                    .take(n.saturating_sub(1))
+                    .map(|w| (w[1] - w[0]).as_secs_f64() * 1e3),
+            );
         }
         let gp99 = percentile(&mut gaps, 0.99);
         println!(
             "pacing rep {rep}: {streams} streams x {TOKENS} tokens at 10 ms: {tokens} tokens in {:.2} s; lateness first second p99 {} us max {} us; steady state p50 {} us, p99 {} us, p99.9 {} us, max {} us; client gap p50 {:.2} ms p99 {:.2} ms",
-            wall.as_secs_f64(), startup.p99_us, startup.max_us, late.p50_us, late.p99_us, late.p999_us, late.max_us, percentile(&mut gaps, 0.5), gp99
+            wall.as_secs_f64(),
+            startup.p99_us,
+            startup.max_us,
+            late.p50_us,
+            late.p99_us,
+            late.p999_us,
+            late.max_us,
+            percentile(&mut gaps, 0.5),
+            gp99
         );
         p50s.push(late.p50_us as f64);
         p99s.push(late.p99_us as f64);
@@ -176,7 +238,10 @@ fn pacing() {
     }
     println!(
         "pacing: median of 3: steady-state token emission lateness p50 {:.0} us, p99 {:.0} us (target p99 < 2000 us); first second (connections opening) p99 {:.0} us; client-side gap p99 {:.2} ms",
-        median(p50s), median(p99s), median(all_p99s), median(gap_p99s)
+        median(p50s),
+        median(p99s),
+        median(all_p99s),
+        median(gap_p99s)
     );
 }
 
@@ -185,13 +250,22 @@ fn pacing() {
 /// machine's limit from the simulator's.
 fn pacing_baseline() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let streams: usize = std::env::var("PACING_STREAMS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let streams: usize = std::env::var("PACING_STREAMS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
     const TOKENS: u32 = 300;
-    let srv = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("server runtime");
+    let srv = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("server runtime");
     let rt = client_runtime();
     let mut p99s = Vec::new();
     for rep in 0..3 {
-        let l = srv.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
+        let l = srv
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("bind");
         let addr = l.local_addr().expect("addr");
         let late = std::sync::Arc::new(std::sync::Mutex::new(Vec::<f64>::new()));
         let sink = std::sync::Arc::clone(&late);
@@ -242,10 +316,15 @@ fn pacing_baseline() {
         std::thread::sleep(Duration::from_millis(50));
         let mut v = late.lock().expect("late").clone();
         let (p50, p99) = (percentile(&mut v, 0.5), percentile(&mut v, 0.99));
-        println!("pacing-baseline rep {rep}: {streams} raw TCP streams at 10 ms (tokio sleep_until): steady-state lateness p50 {p50:.0} us, p99 {p99:.0} us");
+        println!(
+            "pacing-baseline rep {rep}: {streams} raw TCP streams at 10 ms (tokio sleep_until): steady-state lateness p50 {p50:.0} us, p99 {p99:.0} us"
+        );
         p99s.push(p99);
     }
-    println!("pacing-baseline: median of 3: bare tokio TCP server, steady-state lateness p99 {:.0} us", median(p99s));
+    println!(
+        "pacing-baseline: median of 3: bare tokio TCP server, steady-state lateness p99 {:.0} us",
+        median(p99s)
+    );
 }
 
 fn throughput() {
@@ -254,10 +333,23 @@ fn throughput() {
     let rt = client_runtime();
     let mut rates = Vec::new();
     for rep in 0..5 {
-        let sim = SimBuilder::new().model(model("zero:latest", "inf", "inf")).num_parallel(STREAMS).start().expect("sim");
+        let sim = SimBuilder::new()
+            .model(model("zero:latest", "inf", "inf"))
+            .num_parallel(STREAMS)
+            .start()
+            .expect("sim");
         let url = format!("{}/api/generate", sim.url());
-        let client = reqwest::Client::builder().pool_max_idle_per_host(STREAMS).build().expect("client");
-        rt.block_on(client.post(&url).json(&serde_json::json!({"model": "zero"})).send()).expect("load");
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(STREAMS)
+            .build()
+            .expect("client");
+        rt.block_on(
+            client
+                .post(&url)
+                .json(&serde_json::json!({"model": "zero"}))
+                .send(),
+        )
+        .expect("load");
         let body = serde_json::json!({"model": "zero", "prompt": "go", "options": {"num_predict": TOKENS}});
         let t0 = Instant::now();
         let total: usize = rt.block_on(async {
@@ -267,14 +359,23 @@ fn throughput() {
                     tokio::spawn(async move { stream_tokens(&c, &u, &b, false).await.0 })
                 })
                 .collect();
-            futures::future::join_all(tasks).await.into_iter().map(|r| r.expect("task")).sum()
+            futures::future::join_all(tasks)
+                .await
+                .into_iter()
+                .map(|r| r.expect("task"))
+                .sum()
         });
         let secs = t0.elapsed().as_secs_f64();
         let rate = total as f64 / secs;
-        println!("throughput rep {rep}: {STREAMS} zero-latency streams: {total} tokens in {secs:.3} s = {rate:.0} tokens/s");
+        println!(
+            "throughput rep {rep}: {STREAMS} zero-latency streams: {total} tokens in {secs:.3} s = {rate:.0} tokens/s"
+        );
         rates.push(rate);
     }
-    println!("throughput: median of 5: {:.0} tokens/s aggregate over loopback (target >= 500000)", median(rates));
+    println!(
+        "throughput: median of 5: {:.0} tokens/s aggregate over loopback (target >= 500000)",
+        median(rates)
+    );
 }
 
 fn calibration() {
@@ -304,8 +405,16 @@ fn calibration() {
                 ttft.get_or_insert_with(|| t0.elapsed());
                 buf.extend_from_slice(&c.expect("chunk"));
             }
-            let last = buf.split(|b| *b == b'\n').filter(|l| !l.is_empty()).last().expect("final line").to_vec();
-            (ttft.expect("a token"), serde_json::from_slice::<serde_json::Value>(&last).expect("json"))
+            let last = buf
+                .split(|b| *b == b'\n')
+                .filter(|l| !l.is_empty())
+                .last()
+                .expect("final line")
+                .to_vec();
+            (
+                ttft.expect("a token"),
+                serde_json::from_slice::<serde_json::Value>(&last).expect("json"),
+            )
         });
         let eval_s = fin["eval_duration"].as_f64().unwrap_or(0.0) / 1e9 / scale;
         rates.push(fin["eval_count"].as_f64().unwrap_or(0.0) / eval_s);
@@ -315,15 +424,30 @@ fn calibration() {
     let cold = (ttfts[0], loads[0]);
     let warm_ttft = median(ttfts[1..].to_vec());
     let warm_load = median(loads[1..].to_vec());
-    println!("calibration (gemma3:latest alone, 20 calls, modelled time = wall / time scale {scale}):");
-    println!("  solo decode rate: median {:.1} tok/s            (shared data: 114.5 tok/s alone)", median(rates));
-    println!("  TTFT warm (after a reload): median {warm_ttft:.0} ms (shared data: 550-1350 ms alone; serialized rows median 789 ms)");
-    println!("  load warm: median {warm_load:.0} ms                (shared data: median 274 ms, p10 240, p90 534)");
-    println!("  cold first call: TTFT {:.0} ms, load {:.0} ms     (shared data: cold loads 4.3-6.0 s, up to 8.3 s)", cold.0, cold.1);
+    println!(
+        "calibration (gemma3:latest alone, 20 calls, modelled time = wall / time scale {scale}):"
+    );
+    println!(
+        "  solo decode rate: median {:.1} tok/s            (shared data: 114.5 tok/s alone)",
+        median(rates)
+    );
+    println!(
+        "  TTFT warm (after a reload): median {warm_ttft:.0} ms (shared data: 550-1350 ms alone; serialized rows median 789 ms)"
+    );
+    println!(
+        "  load warm: median {warm_load:.0} ms                (shared data: median 274 ms, p10 240, p90 534)"
+    );
+    println!(
+        "  cold first call: TTFT {:.0} ms, load {:.0} ms     (shared data: cold loads 4.3-6.0 s, up to 8.3 s)",
+        cold.0, cold.1
+    );
 }
 
 fn main() {
-    let which: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let which: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
     let want = |name: &str| which.is_empty() || which.iter().any(|w| w == name);
     if want("throughput") {
         throughput();

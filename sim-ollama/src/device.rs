@@ -14,7 +14,7 @@
 //! deadline moved earlier are woken.
 
 use crate::config::DeviceSpec;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
@@ -52,7 +52,12 @@ struct Batch {
 
 impl Device {
     pub(crate) fn new(index: usize, spec: DeviceSpec) -> Self {
-        Device { index, spec, state: Mutex::new(DeviceState::default()), epoch: AtomicU64::new(0) }
+        Device {
+            index,
+            spec,
+            state: Mutex::new(DeviceState::default()),
+            epoch: AtomicU64::new(0),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, DeviceState> {
@@ -64,7 +69,11 @@ impl Device {
     /// Speed of each stream of a batch of `n` when `m` batches are active on the device.
     fn speed(&self, n: usize, m: usize) -> f64 {
         let batch = 1.0 / (1.0 + self.spec.batch_penalty * (n.saturating_sub(1)) as f64);
-        let share = if m <= 1 { 1.0 } else { self.spec.cross_process_efficiency / m as f64 };
+        let share = if m <= 1 {
+            1.0
+        } else {
+            self.spec.cross_process_efficiency / m as f64
+        };
         batch * share
     }
 
@@ -83,8 +92,11 @@ impl Device {
             self.epoch.fetch_add(1, Ordering::Release);
             st.batches.retain(|_, b| b.members > 0);
             let m = st.batches.len();
-            let speeds: Vec<(BatchKey, f64)> =
-                st.batches.iter().map(|(k, b)| (*k, self.speed(b.members, m))).collect();
+            let speeds: Vec<(BatchKey, f64)> = st
+                .batches
+                .iter()
+                .map(|(k, b)| (*k, self.speed(b.members, m)))
+                .collect();
             for (k, s) in speeds {
                 if let Some(b) = st.batches.get_mut(&k) {
                     if s > b.speed {
@@ -97,6 +109,11 @@ impl Device {
         for w in to_wake {
             w.wake();
         }
+    }
+
+    /// Streams decoding on this device now.
+    pub(crate) fn streams(&self) -> usize {
+        self.lock().batches.values().map(|b| b.members).sum()
     }
 
     /// Adds a stream to a batch. The stream leaves when the returned handle is dropped.
@@ -117,15 +134,17 @@ impl Device {
             b.members += 1;
             v_join = b.v;
         });
-        Member { device: Arc::clone(self), key, id, v_join, joined: now, cache: None }
-    }
-
-    /// Streams decoding on this device now, per batch.
-    pub(crate) fn active(&self) -> Vec<(BatchKey, usize)> {
-        let st = self.lock();
-        let mut v: Vec<_> = st.batches.iter().map(|(k, b)| (*k, b.members)).collect();
-        v.sort();
-        v
+        Member {
+            device: Arc::clone(self),
+            key,
+            id,
+            v_join,
+            joined: now,
+            cache: None,
+            peers: BTreeSet::new(),
+            max_batch: 0,
+            seen_version: 0,
+        }
     }
 }
 
@@ -139,6 +158,12 @@ pub(crate) struct Member {
     pub(crate) joined: Instant,
     /// (epoch, clock reading, its time, speed) of the batch when last read.
     cache: Option<(u64, f64, Instant, f64)>,
+    /// Other instances seen decoding on the device while this stream was.
+    pub(crate) peers: BTreeSet<usize>,
+    /// Largest batch this stream was part of.
+    pub(crate) max_batch: usize,
+    /// Bumped when `peers` or `max_batch` change.
+    pub(crate) seen_version: u64,
 }
 
 impl Member {
@@ -150,8 +175,19 @@ impl Member {
             _ => {
                 let st = self.device.lock();
                 let e = self.device.epoch.load(Ordering::Acquire);
-                let (v, t, speed) = st.batches.get(&self.key).map_or((self.v_join, self.joined, 1.0), |b| (b.v, b.t, b.speed));
+                let (v, t, speed) = st
+                    .batches
+                    .get(&self.key)
+                    .map_or((self.v_join, self.joined, 1.0), |b| (b.v, b.t, b.speed));
                 self.cache = Some((e, v, t, speed));
+                let batch = st.batches.get(&self.key).map_or(0, |b| b.members);
+                let before = (self.peers.len(), self.max_batch);
+                self.peers
+                    .extend(st.batches.keys().map(|k| k.0).filter(|i| *i != self.key.0));
+                self.max_batch = self.max_batch.max(batch);
+                if (self.peers.len(), self.max_batch) != before {
+                    self.seen_version += 1;
+                }
                 (v, t, speed)
             }
         }
@@ -206,7 +242,11 @@ mod tests {
     fn device(eff: f64, penalty: f64) -> Arc<Device> {
         Arc::new(Device::new(
             0,
-            DeviceSpec { name: "gpu".into(), cross_process_efficiency: eff, batch_penalty: penalty },
+            DeviceSpec {
+                name: "gpu".into(),
+                cross_process_efficiency: eff,
+                batch_penalty: penalty,
+            },
         ))
     }
 
@@ -260,6 +300,9 @@ mod tests {
         let shared = (alone_from - both_from).as_secs_f64();
         let expected = 0.100 - shared / 2.0;
         let left = (a.deadline(Duration::from_millis(100)) - alone_from).as_secs_f64();
-        assert!((left - expected).abs() < 0.002, "left {left}, expected {expected}");
+        assert!(
+            (left - expected).abs() < 0.002,
+            "left {left}, expected {expected}"
+        );
     }
 }

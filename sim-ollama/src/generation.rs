@@ -75,11 +75,25 @@ impl Plan {
         let num_predict = o.num_predict.filter(|n| *n > 0).map(|n| n as usize);
         let text = tokens::generate(&mut text_rng, natural, num_predict, &o.stop, input.format);
         let prompt_tokens = tokens::count_tokens(input.rendered)
-            + if input.templated { profile.template_tokens } else { 0 }
+            + if input.templated {
+                profile.template_tokens
+            } else {
+                0
+            }
             + IMAGE_TOKENS * input.images as u32;
         let prompt_tokens = prompt_tokens.max(1);
-        let timing = Timing::new(profile, prompt_tokens, input.time_scale, content.str("timing").rng());
-        Plan { prompt_tokens, text, timing, seed: content.str("misc").finish() }
+        let timing = Timing::new(
+            profile,
+            prompt_tokens,
+            input.time_scale,
+            content.str("timing").rng(),
+        );
+        Plan {
+            prompt_tokens,
+            text,
+            timing,
+            seed: content.str("misc").finish(),
+        }
     }
 }
 
@@ -111,7 +125,6 @@ pub(crate) struct Emitted {
 pub(crate) struct Running {
     pub(crate) prompt_tokens: u32,
     pub(crate) text: TextPlan,
-    pub(crate) seed: u64,
     overhead: Duration,
     prompt_work: Duration,
     clock: Clock,
@@ -128,13 +141,30 @@ pub(crate) struct Running {
     last_at: Instant,
     last_intended: Duration,
     emitted: usize,
+    /// The device-sharing facts last copied into the trace.
+    seen_version: u64,
 }
 
 impl Running {
     /// Gets a runner and a slot, then evaluates the prompt. Errors finish the trace record.
     pub(crate) async fn start(job: Job, mut trace: TraceGuard) -> Result<Running, ApiError> {
-        let Job { instance, model, opts, keep_alive, plan, clock, lateness, timer, arrival } = job;
-        let Plan { prompt_tokens, text, timing, seed } = plan;
+        let Job {
+            instance,
+            model,
+            opts,
+            keep_alive,
+            plan,
+            clock,
+            lateness,
+            timer,
+            arrival,
+        } = job;
+        let Plan {
+            prompt_tokens,
+            text,
+            timing,
+            ..
+        } = plan;
         trace.with(|r| r.prompt_tokens = u64::from(prompt_tokens));
         let req = RunnerRequest {
             key: model.name.key(),
@@ -165,7 +195,6 @@ impl Running {
         Ok(Running {
             prompt_tokens,
             text,
-            seed,
             overhead,
             prompt_work,
             clock,
@@ -180,22 +209,44 @@ impl Running {
             last_at: prompt_done,
             last_intended: overhead + prompt_work,
             emitted: 0,
+            seen_version: 0,
         })
     }
 
     /// Polls for the next token; `None` after the last one.
     pub(crate) fn poll_token(&mut self, cx: &mut Context<'_>) -> Poll<Option<Emitted>> {
         match self.pacer.poll_step(cx) {
-            Poll::Ready(Some(Step { index, at, intended })) => {
+            Poll::Ready(Some(Step {
+                index,
+                at,
+                intended,
+            })) => {
                 self.last_at = at;
                 self.last_intended = intended;
                 self.emitted = index - 1;
                 self.trace.token(at, self.pacer.speed());
-                Poll::Ready(Some(Emitted { index: index - 2, at }))
+                if self.pacer.member().seen_version != self.seen_version {
+                    let m = self.pacer.member();
+                    self.seen_version = m.seen_version;
+                    let (peers, batch) = (m.peers.iter().copied().collect::<Vec<_>>(), m.max_batch);
+                    self.trace.with(|r| {
+                        r.shared_device_with = peers;
+                        r.max_batch = batch;
+                    });
+                }
+                Poll::Ready(Some(Emitted {
+                    index: index - 2,
+                    at,
+                }))
             }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
         }
+    }
+
+    /// Shifts every later deadline by `d` (an injected stall pauses the model).
+    pub(crate) fn delay(&mut self, d: Duration) {
+        self.pacer.delay(d);
     }
 
     /// Waits for the next token.
@@ -211,7 +262,8 @@ impl Running {
     /// The `created_at` of something emitted at `at`, or (frozen clock) at the intended
     /// offset of the last emitted step.
     pub(crate) fn stamp(&self, at: Instant) -> SystemTime {
-        self.clock.stamp(at, self.lease.load_modelled + self.last_intended)
+        self.clock
+            .stamp(at, self.lease.load_modelled + self.last_intended)
     }
 
     /// `created_at` text of the latest step.
@@ -241,8 +293,15 @@ impl Running {
         let us = |d: Duration| ((d.as_nanos() as u64 / 1000) * 1000).max(1000);
         let (total, load, prompt, eval) = if self.clock.is_frozen() {
             let load = self.lease.load_modelled;
-            let eval = self.last_intended.saturating_sub(self.overhead + self.prompt_work);
-            (load + self.overhead + self.prompt_work + eval, load, self.prompt_work, eval)
+            let eval = self
+                .last_intended
+                .saturating_sub(self.overhead + self.prompt_work);
+            (
+                load + self.overhead + self.prompt_work + eval,
+                load,
+                self.prompt_work,
+                eval,
+            )
         } else {
             (
                 now - self.arrival,
@@ -272,10 +331,5 @@ impl Running {
     /// Records how the request ended.
     pub(crate) fn finish(&mut self, outcome: Outcome, error: Option<String>) {
         self.trace.finish(outcome, 200, error);
-    }
-
-    /// The trace record of this request.
-    pub(crate) fn trace(&self) -> &TraceGuard {
-        &self.trace
     }
 }

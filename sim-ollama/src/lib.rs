@@ -18,6 +18,7 @@
 //! - `routes`: the HTTP surface (`native`, `openai`, `sim`), built by a pure `app()`.
 //! - `request`, `wire`, `error`: decoding with Go's errors, encoding like Go, error shapes.
 //! - `trace`, `metrics`: what the server saw, and how late it emitted tokens.
+//! - `faults`: injected errors, stalls, disconnects, by rule and seeded.
 //!
 //! # Example
 //! ```
@@ -32,6 +33,7 @@
 pub mod clock;
 pub mod config;
 pub mod dist;
+pub mod faults;
 pub mod keepalive;
 pub mod metrics;
 pub mod server;
@@ -53,8 +55,9 @@ mod tokens;
 mod wire;
 
 pub use config::{ConfigError, ConfigFile, DeviceSpec, InstanceSpec, ModelSpec, Profile};
+pub use faults::{FaultKind, FaultRule};
 pub use keepalive::KeepAlive;
 pub use metrics::LatenessSummary;
-pub use routes::sim::{InstanceMetrics, LoadedMetrics, SimMetrics};
+pub use routes::sim::{DeviceMetrics, InstanceMetrics, LoadedMetrics, SimMetrics};
 pub use server::{SimBuilder, SimHandle, StartError, parse_ollama_host};
 pub use trace::{Outcome, RequestTrace, TraceSnapshot, Wait, WaitReason};

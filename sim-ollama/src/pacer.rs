@@ -36,6 +36,8 @@ pub(crate) struct Pacer {
     lateness: Arc<Lateness>,
     /// Lateness samples not yet added to the shared histogram (one lock per batch).
     late: Vec<Duration>,
+    /// Added to every deadline (injected stalls).
+    delay: Duration,
 }
 
 /// Lateness samples are added to the shared histogram this many at a time.
@@ -43,7 +45,13 @@ const LATE_BATCH: usize = 64;
 
 impl Pacer {
     /// A pacer for `tokens` tokens, starting now (the member has just joined its batch).
-    pub(crate) fn new(member: Member, timing: Timing, tokens: usize, timer: Arc<Timer>, lateness: Arc<Lateness>) -> Pacer {
+    pub(crate) fn new(
+        member: Member,
+        timing: Timing,
+        tokens: usize,
+        timer: Arc<Timer>,
+        lateness: Arc<Lateness>,
+    ) -> Pacer {
         let target = timing.overhead;
         Pacer {
             member,
@@ -56,6 +64,7 @@ impl Pacer {
             speedup_waker: None,
             lateness,
             late: Vec::with_capacity(LATE_BATCH),
+            delay: Duration::ZERO,
         }
     }
 
@@ -64,7 +73,7 @@ impl Pacer {
         if self.next >= self.steps {
             return Poll::Ready(None);
         }
-        let deadline = self.member.deadline(self.target);
+        let deadline = self.member.deadline(self.target) + self.delay;
         let now = Instant::now();
         {
             // The timer wakes up to `SLACK` early; such a step is due.
@@ -77,7 +86,11 @@ impl Pacer {
                         self.late.clear();
                     }
                 }
-                let step = Step { index: self.next, at: now, intended: self.target };
+                let step = Step {
+                    index: self.next,
+                    at: now,
+                    intended: self.target,
+                };
                 self.next += 1;
                 if self.next == 1 {
                     self.target += self.timing.prompt;
@@ -88,17 +101,34 @@ impl Pacer {
             }
             // Arm the timer once per deadline; a deadline that moved (the device got slower)
             // is armed again, and one that moved earlier is announced by the device.
-            let armed = self.armed.as_ref().is_some_and(|(at, w)| *at == deadline && w.will_wake(cx.waker()));
+            let armed = self
+                .armed
+                .as_ref()
+                .is_some_and(|(at, w)| *at == deadline && w.will_wake(cx.waker()));
             if !armed {
                 self.timer.wake_at(deadline, cx.waker());
                 self.armed = Some((deadline, cx.waker().clone()));
             }
-            if !self.speedup_waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            if !self
+                .speedup_waker
+                .as_ref()
+                .is_some_and(|w| w.will_wake(cx.waker()))
+            {
                 self.member.wake_on_speedup(cx.waker());
                 self.speedup_waker = Some(cx.waker().clone());
             }
             Poll::Pending
         }
+    }
+
+    /// The stream's device membership.
+    pub(crate) fn member(&self) -> &Member {
+        &self.member
+    }
+
+    /// Shifts every later deadline by `d`.
+    pub(crate) fn delay(&mut self, d: Duration) {
+        self.delay += d;
     }
 
     /// Waits for the next step.

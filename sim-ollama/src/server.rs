@@ -26,7 +26,9 @@ pub(crate) struct Shared {
     pub(crate) trace: Arc<Trace>,
     pub(crate) lateness: Arc<Lateness>,
     pub(crate) timer: Arc<crate::timer::Timer>,
+    pub(crate) faults: crate::faults::Faults,
     pub(crate) instances: Vec<Arc<Instance>>,
+    pub(crate) rt: tokio::runtime::Handle,
 }
 
 /// Errors starting a simulator.
@@ -50,7 +52,9 @@ impl std::fmt::Display for StartError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StartError::Config(e) => write!(f, "{e}"),
-            StartError::Bind { addr, source } => write!(f, "sim-ollama: cannot listen on {addr}: {source}"),
+            StartError::Bind { addr, source } => {
+                write!(f, "sim-ollama: cannot listen on {addr}: {source}")
+            }
             StartError::Runtime(e) => write!(f, "sim-ollama: cannot start the runtime: {e}"),
         }
     }
@@ -95,13 +99,24 @@ impl SimBuilder {
     /// One instance on 127.0.0.1, an ephemeral port, seed 0, time scale 1.0, the default
     /// catalogue.
     pub fn new() -> Self {
-        SimBuilder { raw: RawConfig::default(), host: IpAddr::V4(Ipv4Addr::LOCALHOST), port: 0 }
+        SimBuilder {
+            raw: RawConfig::default(),
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 0,
+        }
     }
 
     /// Reads a TOML configuration (`[server]`, `[[devices]]`, `[[instances]]`, `[[models]]`).
     /// Builder settings made afterwards, or before, take precedence over the file.
     pub fn config_file(mut self, path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         self.raw.file = ConfigFile::from_path(path.as_ref())?;
+        Ok(self)
+    }
+
+    /// Uses a deployment preset from `fixtures/presets/` (`single-1slot`, `single-4slots`,
+    /// `dual-one-device`, `dual-two-devices`).
+    pub fn preset(mut self, name: &str) -> Result<Self, ConfigError> {
+        self.raw.file = crate::config::preset(name)?;
         Ok(self)
     }
 
@@ -171,6 +186,12 @@ impl SimBuilder {
         self
     }
 
+    /// Adds a fault rule (see [`FaultRule`](crate::faults::FaultRule)).
+    pub fn fault(mut self, rule: crate::faults::FaultRule) -> Self {
+        self.raw.faults.push(rule);
+        self
+    }
+
     /// Worker threads of the simulator's runtime (default 2).
     pub fn worker_threads(mut self, n: usize) -> Self {
         self.raw.worker_threads = Some(n);
@@ -195,13 +216,21 @@ impl SimBuilder {
         let cfg = self.raw.resolve()?;
         let mut listeners = Vec::with_capacity(cfg.instances.len());
         for i in 0..cfg.instances.len() {
-            let port = if self.port == 0 { 0 } else { self.port.saturating_add(i as u16) };
+            let port = if self.port == 0 {
+                0
+            } else {
+                self.port.saturating_add(i as u16)
+            };
             let addr = SocketAddr::new(self.host, port);
             let l = TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
-            l.set_nonblocking(true).map_err(|source| StartError::Bind { addr, source })?;
+            l.set_nonblocking(true)
+                .map_err(|source| StartError::Bind { addr, source })?;
             listeners.push(l);
         }
-        let addrs: Vec<SocketAddr> = listeners.iter().filter_map(|l| l.local_addr().ok()).collect();
+        let addrs: Vec<SocketAddr> = listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(cfg.worker_threads)
             .thread_name("sim-ollama")
@@ -211,7 +240,8 @@ impl SimBuilder {
         let timer = crate::timer::Timer::start().map_err(StartError::Runtime)?;
         let shared = build_shared(cfg, rt.handle().clone(), timer);
         for (inst, a) in shared.instances.iter().zip(&addrs) {
-            inst.port.store(a.port(), std::sync::atomic::Ordering::Relaxed);
+            inst.port
+                .store(a.port(), std::sync::atomic::Ordering::Relaxed);
         }
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let serve_shared = Arc::clone(&shared);
@@ -223,16 +253,31 @@ impl SimBuilder {
             })
             .map_err(StartError::Runtime)?;
         let urls = addrs.iter().map(|a| format!("http://{a}")).collect();
-        Ok(SimHandle { urls, addrs, shared, shutdown: Some(tx), thread: Some(thread) })
+        Ok(SimHandle {
+            urls,
+            addrs,
+            shared,
+            shutdown: Some(tx),
+            thread: Some(thread),
+        })
     }
 }
 
-fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::timer::Timer>) -> Arc<Shared> {
+fn build_shared(
+    cfg: SimConfig,
+    rt: tokio::runtime::Handle,
+    timer: Arc<crate::timer::Timer>,
+) -> Arc<Shared> {
     let clock = Clock::new(cfg.frozen_clock);
     let origin = Instant::now();
-    let devices: Vec<Arc<Device>> =
-        cfg.devices.iter().enumerate().map(|(i, d)| Arc::new(Device::new(i, d.clone()))).collect();
-    let registry: Arc<Vec<Arc<ModelSpec>>> = Arc::new(cfg.models.iter().cloned().map(Arc::new).collect());
+    let devices: Vec<Arc<Device>> = cfg
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| Arc::new(Device::new(i, d.clone())))
+        .collect();
+    let registry: Arc<Vec<Arc<ModelSpec>>> =
+        Arc::new(cfg.models.iter().cloned().map(Arc::new).collect());
     let base_time = crate::clock::frozen_epoch();
     let instances = cfg
         .instances
@@ -252,6 +297,8 @@ fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::ti
             ))
         })
         .collect();
+    let rt = rt.clone();
+    let faults = crate::faults::Faults::new(cfg.seed, cfg.faults.clone());
     Arc::new(Shared {
         cfg,
         clock,
@@ -259,12 +306,18 @@ fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::ti
         trace: Arc::new(Trace::new(origin)),
         lateness: Arc::new(Lateness::default()),
         timer,
+        faults,
         instances,
+        rt,
     })
 }
 
 /// Serves every instance until `stop` fires, then gives open streams a moment to finish.
-async fn serve(shared: Arc<Shared>, listeners: Vec<TcpListener>, stop: tokio::sync::oneshot::Receiver<()>) {
+async fn serve(
+    shared: Arc<Shared>,
+    listeners: Vec<TcpListener>,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) {
     use axum::serve::ListenerExt;
     let (tx, _) = tokio::sync::watch::channel(false);
     let mut servers = Vec::new();
@@ -280,18 +333,28 @@ async fn serve(shared: Arc<Shared>, listeners: Vec<TcpListener>, stop: tokio::sy
                 continue;
             }
         };
-        let app = routes::app(AppState { shared: Arc::clone(&shared), instance: Arc::clone(inst) });
+        let app = routes::app(AppState {
+            shared: Arc::clone(&shared),
+            instance: Arc::clone(inst),
+        });
         let mut rx = tx.subscribe();
-        let server = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(async move {
-                let _ = rx.wait_for(|s| *s).await;
-            });
+        let server = axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move {
+            let _ = rx.wait_for(|s| *s).await;
+        });
         servers.push(tokio::spawn(async move { server.await }));
     }
     let _ = stop.await;
     let _ = tx.send(true);
     // Streams in flight get a short grace period, then the runtime is dropped.
-    let _ = tokio::time::timeout(Duration::from_millis(500), futures::future::join_all(servers)).await;
+    let _ = tokio::time::timeout(
+        Duration::from_millis(500),
+        futures::future::join_all(servers),
+    )
+    .await;
 }
 
 /// A running simulator. Dropping it stops every instance.
@@ -350,6 +413,11 @@ impl SimHandle {
         self.shared.lateness.summary()
     }
 
+    /// Replaces the fault rules in force (an empty list removes them all).
+    pub fn set_faults(&self, rules: Vec<crate::faults::FaultRule>) {
+        self.shared.faults.set(rules);
+    }
+
     /// Resets the lateness histogram.
     pub fn reset_lateness(&self) {
         self.shared.lateness.reset();
@@ -393,7 +461,9 @@ pub fn parse_ollama_host(value: &str) -> Result<(IpAddr, u16), String> {
     let s = s.trim_end_matches('/');
     let (host, port) = if let Some(rest) = s.strip_prefix('[') {
         // [::1]:port
-        let (h, tail) = rest.split_once(']').ok_or_else(|| format!("OLLAMA_HOST: bad address {value:?}"))?;
+        let (h, tail) = rest
+            .split_once(']')
+            .ok_or_else(|| format!("OLLAMA_HOST: bad address {value:?}"))?;
         (h, tail.strip_prefix(':'))
     } else {
         match s.rsplit_once(':') {
@@ -401,11 +471,15 @@ pub fn parse_ollama_host(value: &str) -> Result<(IpAddr, u16), String> {
             _ => (s, None),
         }
     };
-    let port = port.and_then(|p| p.parse::<u16>().ok()).unwrap_or(default_port);
+    let port = port
+        .and_then(|p| p.parse::<u16>().ok())
+        .unwrap_or(default_port);
     let ip = match host {
         "" => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
         "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        h => h.parse::<IpAddr>().map_err(|_| format!("OLLAMA_HOST: {h:?} is not an IP address"))?,
+        h => h
+            .parse::<IpAddr>()
+            .map_err(|_| format!("OLLAMA_HOST: {h:?} is not an IP address"))?,
     };
     Ok((ip, port))
 }
@@ -419,11 +493,17 @@ mod tests {
         let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
         assert_eq!(parse_ollama_host("127.0.0.1"), Ok((lo, 11434)));
         assert_eq!(parse_ollama_host("127.0.0.1:8080"), Ok((lo, 8080)));
-        assert_eq!(parse_ollama_host(":8080"), Ok((IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8080)));
+        assert_eq!(
+            parse_ollama_host(":8080"),
+            Ok((IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8080))
+        );
         assert_eq!(parse_ollama_host("http://127.0.0.1"), Ok((lo, 80)));
         assert_eq!(parse_ollama_host(" \"localhost:9\" "), Ok((lo, 9)));
         assert_eq!(parse_ollama_host("127.0.0.1:bad"), Ok((lo, 11434)));
-        assert_eq!(parse_ollama_host("[::1]:7"), Ok(("::1".parse().unwrap(), 7)));
+        assert_eq!(
+            parse_ollama_host("[::1]:7"),
+            Ok(("::1".parse().unwrap(), 7))
+        );
         assert!(parse_ollama_host("example.com").is_err());
     }
 }

@@ -7,22 +7,178 @@ use std::borrow::Cow;
 
 /// Words the generator draws from: common English, so streams read like prose.
 const WORDS: &[&str] = &[
-    "the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on",
-    "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "had", "they",
-    "you", "were", "their", "one", "all", "we", "can", "her", "has", "there", "been", "if", "more", "when",
-    "will", "would", "who", "so", "no", "she", "other", "its", "may", "these", "about", "some", "into",
-    "them", "time", "only", "then", "first", "also", "new", "any", "two", "like", "our", "could", "than",
-    "what", "most", "made", "over", "such", "many", "each", "data", "model", "agent", "system", "result",
-    "request", "token", "stream", "latency", "server", "client", "value", "metric", "analysis", "report",
-    "runtime", "task", "thread", "queue", "memory", "throughput", "performance", "efficient", "parallel",
-    "concurrent", "sequence", "network", "process", "measure", "signal", "pattern", "insight", "trend",
-    "sample", "batch", "context", "window", "layer", "output", "input", "state", "event", "cluster",
-    "resource", "capacity", "baseline", "variance", "median", "increase", "decrease", "stable", "load",
-    "response", "between", "under", "across", "within", "during", "while", "because", "however", "therefore",
-    "important", "significant", "observed", "expected", "configuration", "optimization", "benchmark",
-    "quality", "different", "similar", "several", "overall", "specific", "general", "current", "previous",
-    "should", "must", "shows", "suggests", "indicates", "remains", "provides", "requires", "improves",
-    "reduces", "collected", "processed", "generated", "compared", "computed", "analyzed", "recommended",
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "a",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "was",
+    "with",
+    "be",
+    "by",
+    "on",
+    "not",
+    "he",
+    "this",
+    "are",
+    "or",
+    "his",
+    "from",
+    "at",
+    "which",
+    "but",
+    "have",
+    "an",
+    "had",
+    "they",
+    "you",
+    "were",
+    "their",
+    "one",
+    "all",
+    "we",
+    "can",
+    "her",
+    "has",
+    "there",
+    "been",
+    "if",
+    "more",
+    "when",
+    "will",
+    "would",
+    "who",
+    "so",
+    "no",
+    "she",
+    "other",
+    "its",
+    "may",
+    "these",
+    "about",
+    "some",
+    "into",
+    "them",
+    "time",
+    "only",
+    "then",
+    "first",
+    "also",
+    "new",
+    "any",
+    "two",
+    "like",
+    "our",
+    "could",
+    "than",
+    "what",
+    "most",
+    "made",
+    "over",
+    "such",
+    "many",
+    "each",
+    "data",
+    "model",
+    "agent",
+    "system",
+    "result",
+    "request",
+    "token",
+    "stream",
+    "latency",
+    "server",
+    "client",
+    "value",
+    "metric",
+    "analysis",
+    "report",
+    "runtime",
+    "task",
+    "thread",
+    "queue",
+    "memory",
+    "throughput",
+    "performance",
+    "efficient",
+    "parallel",
+    "concurrent",
+    "sequence",
+    "network",
+    "process",
+    "measure",
+    "signal",
+    "pattern",
+    "insight",
+    "trend",
+    "sample",
+    "batch",
+    "context",
+    "window",
+    "layer",
+    "output",
+    "input",
+    "state",
+    "event",
+    "cluster",
+    "resource",
+    "capacity",
+    "baseline",
+    "variance",
+    "median",
+    "increase",
+    "decrease",
+    "stable",
+    "load",
+    "response",
+    "between",
+    "under",
+    "across",
+    "within",
+    "during",
+    "while",
+    "because",
+    "however",
+    "therefore",
+    "important",
+    "significant",
+    "observed",
+    "expected",
+    "configuration",
+    "optimization",
+    "benchmark",
+    "quality",
+    "different",
+    "similar",
+    "several",
+    "overall",
+    "specific",
+    "general",
+    "current",
+    "previous",
+    "should",
+    "must",
+    "shows",
+    "suggests",
+    "indicates",
+    "remains",
+    "provides",
+    "requires",
+    "improves",
+    "reduces",
+    "collected",
+    "processed",
+    "generated",
+    "compared",
+    "computed",
+    "analyzed",
+    "recommended",
 ];
 
 /// Approximate token count of a text, the way a BPE tokenizer would land: one token per
@@ -53,7 +209,8 @@ pub(crate) fn count_tokens(text: &str) -> u32 {
 /// [`count_tokens`], derived from the text's bytes.
 pub(crate) fn token_ids(text: &str, count: u32, vocab: u32) -> impl Iterator<Item = u32> + '_ {
     let base = crate::seed::fnv1a(text.as_bytes());
-    (0..count).map(move |i| (crate::seed::mix(base ^ u64::from(i)) % u64::from(vocab.max(2))) as u32)
+    (0..count)
+        .map(move |i| (crate::seed::mix(base ^ u64::from(i)) % u64::from(vocab.max(2))) as u32)
 }
 
 /// How a generated text ended.
@@ -116,7 +273,10 @@ pub(crate) fn generate(
             done_reason = DoneReason::Stop;
         }
     }
-    TextPlan { pieces, done_reason }
+    TextPlan {
+        pieces,
+        done_reason,
+    }
 }
 
 fn prose(rng: &mut SimRng, n: usize) -> Vec<Cow<'static, str>> {
@@ -128,10 +288,14 @@ fn prose(rng: &mut SimRng, n: usize) -> Vec<Cow<'static, str>> {
             sentence_left = rng.random_range(6..18);
         }
         let word = WORDS[rng.random_range(0..WORDS.len())];
-        let capital = out.last().is_none_or(|p| p.ends_with('.') || p.ends_with('\n'));
+        let capital = out
+            .last()
+            .is_none_or(|p| p.ends_with('.') || p.ends_with('\n'));
         let piece = match (start_of_text, capital) {
             (true, _) => Cow::Owned(capitalise(word)),
-            (false, true) if out.last().is_some_and(|p| p.ends_with('\n')) => Cow::Owned(capitalise(word)),
+            (false, true) if out.last().is_some_and(|p| p.ends_with('\n')) => {
+                Cow::Owned(capitalise(word))
+            }
             (false, true) => Cow::Owned(format!(" {}", capitalise(word))),
             (false, false) => Cow::Owned(format!(" {word}")),
         };
@@ -166,10 +330,17 @@ fn json_object(rng: &mut SimRng, natural_len: usize) -> Vec<Cow<'static, str>> {
         first = false;
         out.push(Cow::Borrowed(WORDS[rng.random_range(0..WORDS.len())]));
         out.push(Cow::Borrowed("\": \""));
-        let words = rng.random_range(1..8).min(target.saturating_sub(out.len() + 2)).max(1);
+        let words = rng
+            .random_range(1..8)
+            .min(target.saturating_sub(out.len() + 2))
+            .max(1);
         for i in 0..words {
             let w = WORDS[rng.random_range(0..WORDS.len())];
-            out.push(if i == 0 { Cow::Borrowed(w) } else { Cow::Owned(format!(" {w}")) });
+            out.push(if i == 0 {
+                Cow::Borrowed(w)
+            } else {
+                Cow::Owned(format!(" {w}"))
+            });
         }
         out.push(Cow::Borrowed("\""));
     }
@@ -188,7 +359,11 @@ fn capitalise(w: &str) -> String {
 /// Cuts the text before the first occurrence of any stop sequence; `None` if none occurs.
 fn cut_at_stop(pieces: &[Cow<'static, str>], stop: &[String]) -> Option<Vec<Cow<'static, str>>> {
     let text: String = pieces.iter().map(|p| p.as_ref()).collect();
-    let at = stop.iter().filter(|s| !s.is_empty()).filter_map(|s| text.find(s.as_str())).min()?;
+    let at = stop
+        .iter()
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| text.find(s.as_str()))
+        .min()?;
     let mut out = Vec::new();
     let mut pos = 0usize;
     for p in pieces {
@@ -238,7 +413,13 @@ mod tests {
     fn a_stop_sequence_cuts_the_text_before_it() {
         let full = generate(&mut rng(4), 60, None, &[], OutputFormat::Prose);
         let text: String = full.pieces.iter().map(|p| p.as_ref()).collect();
-        let cut = generate(&mut rng(4), 60, None, &["e".to_string()], OutputFormat::Prose);
+        let cut = generate(
+            &mut rng(4),
+            60,
+            None,
+            &["e".to_string()],
+            OutputFormat::Prose,
+        );
         let got: String = cut.pieces.iter().map(|p| p.as_ref()).collect();
         assert_eq!(got, text[..text.find('e').unwrap()]);
         assert_eq!(cut.done_reason, DoneReason::Stop);

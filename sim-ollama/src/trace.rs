@@ -124,8 +124,15 @@ pub struct RequestTrace {
     pub min_speed: f64,
     /// Mean decode speed over the tokens, as a fraction of the solo speed.
     pub mean_speed: f64,
+    /// Other instances that decoded on the same device at the same time.
+    pub shared_device_with: Vec<usize>,
+    /// Largest number of streams decoded together in this request's batch (its instance's
+    /// parallel slots in use).
+    pub max_batch: usize,
     /// A fault the simulator injected into this request, if any.
     pub fault: Option<String>,
+    /// Why the request took the time it took, in words (filled in by snapshots).
+    pub explanation: String,
 }
 
 /// The trace store of one simulator.
@@ -205,10 +212,21 @@ impl Trace {
             waits: Vec::new(),
             min_speed: 1.0,
             mean_speed: 1.0,
+            shared_device_with: Vec::new(),
+            max_batch: 0,
             fault: None,
+            explanation: String::new(),
         }));
         lock(&self.active).insert(id, Arc::clone(&rec));
-        TraceGuard { trace: Arc::clone(self), rec, id, pending: Vec::new(), speed_sum: 0.0, speed_min: 1.0, tokens: 0 }
+        TraceGuard {
+            trace: Arc::clone(self),
+            rec,
+            id,
+            pending: Vec::new(),
+            speed_sum: 0.0,
+            speed_min: 1.0,
+            tokens: 0,
+        }
     }
 
     /// Every request so far.
@@ -216,7 +234,19 @@ impl Trace {
         let mut requests: Vec<RequestTrace> = lock(&self.finished).iter().cloned().collect();
         requests.extend(lock(&self.active).values().map(|r| lock(r).clone()));
         requests.sort_by_key(|r| r.id);
-        TraceSnapshot { schema_version: TRACE_SCHEMA_VERSION, dropped: self.dropped.load(Ordering::Relaxed), requests }
+        for r in &mut requests {
+            r.explanation = explain(r);
+        }
+        TraceSnapshot {
+            schema_version: TRACE_SCHEMA_VERSION,
+            dropped: self.dropped.load(Ordering::Relaxed),
+            requests,
+        }
+    }
+
+    /// Requests not finished yet.
+    pub(crate) fn in_flight(&self) -> usize {
+        lock(&self.active).len()
     }
 
     /// Forgets finished requests (active ones stay).
@@ -260,7 +290,12 @@ impl TraceGuard {
     pub(crate) fn begin_wait(&self, reason: WaitReason, at: Instant, detail: String) -> usize {
         let from_us = self.us(at);
         self.with(|r| {
-            r.waits.push(Wait { reason, from_us, to_us: None, detail });
+            r.waits.push(Wait {
+                reason,
+                from_us,
+                to_us: None,
+                detail,
+            });
             r.waits.len() - 1
         })
     }
@@ -333,5 +368,72 @@ impl Drop for TraceGuard {
             }
             fin.push_back(r);
         }
+    }
+}
+
+fn ms(us: u64) -> String {
+    if us >= 10_000 {
+        format!("{:.2} s", us as f64 / 1e6)
+    } else {
+        format!("{:.1} ms", us as f64 / 1e3)
+    }
+}
+
+/// Why a request took the time it took: waits with their reasons, loads, device sharing.
+pub(crate) fn explain(r: &RequestTrace) -> String {
+    let mut parts = Vec::new();
+    for l in &r.loads {
+        parts.push(format!("model load {} ({})", ms(l.duration_us), l.reason));
+    }
+    for w in &r.waits {
+        let Some(to) = w.to_us else {
+            parts.push(format!("still waiting: {}", w.detail));
+            continue;
+        };
+        let what = match w.reason {
+            WaitReason::Scheduler => "for the scheduler",
+            WaitReason::ModelLoading => "for the model to load",
+            WaitReason::ReloadForOptions => "for in-flight requests before a reload",
+            WaitReason::Eviction => "for another model to be evicted",
+            WaitReason::SlotBusy => "for a parallel slot",
+        };
+        parts.push(format!(
+            "waited {} {what} ({})",
+            ms(to.saturating_sub(w.from_us)),
+            w.detail
+        ));
+    }
+    if r.tokens > 0 && r.mean_speed < 0.95 {
+        let mut why = Vec::new();
+        if !r.shared_device_with.is_empty() {
+            let list: Vec<String> = r.shared_device_with.iter().map(|i| i.to_string()).collect();
+            why.push(format!("device shared with instance {}", list.join(", ")));
+        }
+        if r.max_batch > 1 {
+            why.push(format!("batched with up to {} streams", r.max_batch - 1));
+        }
+        parts.push(format!(
+            "decoded at {:.0}% of solo speed on average (lowest {:.0}%){}",
+            r.mean_speed * 100.0,
+            r.min_speed * 100.0,
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", why.join("; "))
+            }
+        ));
+    }
+    if let Some(f) = &r.fault {
+        parts.push(format!("fault injected: {f}"));
+    }
+    match r.outcome {
+        Outcome::Cancelled => parts.push("the client went away before the end".into()),
+        Outcome::Error => parts.push(format!("failed: {}", r.error.as_deref().unwrap_or("error"))),
+        _ => {}
+    }
+    if parts.is_empty() {
+        "ran alone, without waiting".into()
+    } else {
+        parts.join("; ")
     }
 }

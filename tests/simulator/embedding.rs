@@ -4,7 +4,8 @@
 use crate::util::{Result, raw_async, raw_blocking};
 use sim_ollama::SimBuilder;
 
-const BODY: &str = r#"{"model":"tiny","prompt":"Hello","stream":false,"options":{"num_predict":4}}"#;
+const BODY: &str =
+    r#"{"model":"tiny","prompt":"Hello","stream":false,"options":{"num_predict":4}}"#;
 
 #[test]
 fn from_plain_threads_without_any_runtime() {
@@ -46,7 +47,9 @@ fn from_async_std() {
     let sim = SimBuilder::new().start().unwrap();
     let addr = sim.addrs()[0];
     let r = async_std::task::block_on(async {
-        let s = async_std::net::TcpStream::connect(addr).await.expect("connects");
+        let s = async_std::net::TcpStream::connect(addr)
+            .await
+            .expect("connects");
         raw_async(s, addr, "POST", "/api/generate", Some(BODY)).await
     });
     assert_eq!((r.status, r.json()["eval_count"].as_u64()), (200, Some(4)));

@@ -4,39 +4,274 @@ use sim_ollama::SimBuilder;
 /// (method, path, body, status, content type, exact body) from the captures and the
 /// reference's error table.
 const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
-    ("POST", "/api/generate", Some(r#"{"model":"nosuchmodel","prompt":"hi"}"#), 404, "application/json; charset=utf-8", r#"{"error":"model 'nosuchmodel' not found"}"#),
-    ("POST", "/api/generate", Some(r#"{"model":"tiny","prompt":"#), 400, "application/json; charset=utf-8", r#"{"error":"unexpected EOF"}"#),
-    ("POST", "/api/generate", Some(r#"{"prompt":"hi"}"#), 404, "application/json; charset=utf-8", r#"{"error":"model '' not found"}"#),
-    ("POST", "/api/generate", Some(r#"{"model":"tiny","prompt":"hi","stream":false,"options":{"num_ctx":"abc"}}"#), 500, "application/json; charset=utf-8", r#"{"error":"option \"num_ctx\" must be of type integer"}"#),
-    ("POST", "/api/generate", Some(r#"{"model":"tiny","prompt":"hi","stream":false,"keep_alive":"300"}"#), 400, "application/json; charset=utf-8", r#"{"error":"time: missing unit in duration \"300\""}"#),
-    ("POST", "/api/generate", Some(r#"{"model":"tiny","prompt":"hi","stream":false,"keep_alive":"abc"}"#), 400, "application/json; charset=utf-8", r#"{"error":"time: invalid duration \"abc\""}"#),
-    ("POST", "/api/generate", Some(r#"{"model":"tiny","prompt":"hi","keep_alive":true}"#), 400, "application/json; charset=utf-8", r#"{"error":"Unsupported type: 'bool'"}"#),
-    ("POST", "/api/generate", Some(""), 400, "application/json; charset=utf-8", r#"{"error":"missing request body"}"#),
-    ("POST", "/api/generate", Some(r#"{"model":"tiny","prompt":"hi","stream":"yes"}"#), 400, "application/json; charset=utf-8", r#"{"error":"json: cannot unmarshal string into Go struct field GenerateRequest.stream of type bool"}"#),
-    ("POST", "/api/generate", Some(r#"{"model":"tiny","prompt":"hi","options":{"stop":"x"}}"#), 500, "application/json; charset=utf-8", r#"{"error":"option \"stop\" must be of type array"}"#),
-    ("POST", "/api/generate", Some(r#"{"model":"tiny","prompt":"hi","raw":true,"system":"s"}"#), 400, "application/json; charset=utf-8", r#"{"error":"raw mode does not support template, system, or context"}"#),
-    ("POST", "/api/generate", Some(r#"{"model":"nomic-embed-text","prompt":"hi"}"#), 400, "application/json; charset=utf-8", r#"{"error":"\"nomic-embed-text\" does not support generate"}"#),
-    ("POST", "/api/chat", Some(r#"{"model":"nosuchmodel","messages":[{"role":"user","content":"hi"}]}"#), 404, "application/json; charset=utf-8", r#"{"error":"model 'nosuchmodel' not found"}"#),
-    ("POST", "/api/chat", Some(r#"{"messages":[]}"#), 400, "application/json; charset=utf-8", r#"{"error":"model is required"}"#),
-    ("POST", "/api/chat", Some(r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"think":true,"stream":false}"#), 400, "application/json; charset=utf-8", r#"{"error":"\"tiny\" does not support thinking"}"#),
-    ("POST", "/api/chat", Some(r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"stream":false,"tools":[{"type":"function","function":{"name":"f"}}]}"#), 400, "application/json; charset=utf-8", r#"{"error":"registry.ollama.ai/library/tiny:latest does not support tools"}"#),
-    ("POST", "/api/show", Some(r#"{"model":"nosuchmodel"}"#), 404, "application/json; charset=utf-8", r#"{"error":"model 'nosuchmodel:latest' not found"}"#),
-    ("POST", "/api/show", Some(r#"{}"#), 400, "application/json; charset=utf-8", r#"{"error":"model is required"}"#),
-    ("POST", "/api/embed", Some(r#"{"model":"nosuchmodel","input":"x"}"#), 404, "application/json; charset=utf-8", r#"{"error":"model \"nosuchmodel\" not found, try pulling it first"}"#),
-    ("POST", "/api/embed", Some(r#"{"model":"tiny","input":"Hello world"}"#), 501, "application/json; charset=utf-8", r#"{"error":"This server does not support embeddings. Start it with `--embeddings`"}"#),
-    ("POST", "/api/embed", Some(r#"{"model":"nomic-embed-text","input":3}"#), 400, "application/json; charset=utf-8", r#"{"error":"invalid input type"}"#),
-    ("POST", "/api/embeddings", Some(r#"{"prompt":"x"}"#), 400, "application/json; charset=utf-8", r#"{"error":"model is required"}"#),
-    ("POST", "/api/copy", Some(r#"{"source":"nosuchmodel","destination":"x"}"#), 404, "application/json; charset=utf-8", r#"{"error":"model \"nosuchmodel\" not found"}"#),
-    ("DELETE", "/api/delete", Some(r#"{"model":"nosuchmodel"}"#), 404, "application/json; charset=utf-8", r#"{"error":"model 'nosuchmodel' not found"}"#),
-    ("GET", "/api/nonexistent", None, 404, "text/plain", "404 page not found"),
-    ("PUT", "/api/generate", Some(r#"{"model":"tiny","prompt":"hi"}"#), 405, "text/plain", "405 method not allowed"),
-    ("GET", "/api/generate", None, 405, "text/plain", "405 method not allowed"),
-    ("POST", "/v1/chat/completions", Some(r#"{"model":"nosuchmodel","messages":[{"role":"user","content":"hi"}]}"#), 404, "application/json", "{\"error\":{\"message\":\"model 'nosuchmodel' not found\",\"type\":\"not_found_error\",\"param\":null,\"code\":null}}\n"),
-    ("POST", "/v1/chat/completions", Some(r#"{"messages":[{"role":"user","content":"hi"}]}"#), 400, "application/json", "{\"error\":{\"message\":\"model is required\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n"),
-    ("POST", "/v1/chat/completions", Some(r#"{"model":"#), 400, "application/json; charset=utf-8", r#"{"error":{"message":"unexpected EOF","type":"invalid_request_error","param":null,"code":null}}"#),
-    ("POST", "/v1/chat/completions", Some(r#"{"model":"tiny","messages":[]}"#), 400, "application/json", "{\"error\":{\"message\":\"[] is too short - 'messages'\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n"),
-    ("GET", "/v1/models/nosuchmodel", None, 404, "application/json", "{\"error\":{\"message\":\"model 'nosuchmodel' not found\",\"type\":\"not_found_error\",\"param\":null,\"code\":null}}\n"),
-    ("POST", "/v1/embeddings", Some(r#"{"model":"nomic-embed-text","input":[]}"#), 400, "application/json", "{\"error\":{\"message\":\"invalid input\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n"),
+    (
+        "POST",
+        "/api/generate",
+        Some(r#"{"model":"nosuchmodel","prompt":"hi"}"#),
+        404,
+        "application/json; charset=utf-8",
+        r#"{"error":"model 'nosuchmodel' not found"}"#,
+    ),
+    (
+        "POST",
+        "/api/generate",
+        Some(r#"{"model":"tiny","prompt":"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"unexpected EOF"}"#,
+    ),
+    (
+        "POST",
+        "/api/generate",
+        Some(r#"{"prompt":"hi"}"#),
+        404,
+        "application/json; charset=utf-8",
+        r#"{"error":"model '' not found"}"#,
+    ),
+    (
+        "POST",
+        "/api/generate",
+        Some(r#"{"model":"tiny","prompt":"hi","stream":false,"options":{"num_ctx":"abc"}}"#),
+        500,
+        "application/json; charset=utf-8",
+        r#"{"error":"option \"num_ctx\" must be of type integer"}"#,
+    ),
+    (
+        "POST",
+        "/api/generate",
+        Some(r#"{"model":"tiny","prompt":"hi","stream":false,"keep_alive":"300"}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"time: missing unit in duration \"300\""}"#,
+    ),
+    (
+        "POST",
+        "/api/generate",
+        Some(r#"{"model":"tiny","prompt":"hi","stream":false,"keep_alive":"abc"}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"time: invalid duration \"abc\""}"#,
+    ),
+    (
+        "POST",
+        "/api/generate",
+        Some(r#"{"model":"tiny","prompt":"hi","keep_alive":true}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"Unsupported type: 'bool'"}"#,
+    ),
+    (
+        "POST",
+        "/api/generate",
+        Some(""),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"missing request body"}"#,
+    ),
+    (
+        "POST",
+        "/api/generate",
+        Some(r#"{"model":"tiny","prompt":"hi","stream":"yes"}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"json: cannot unmarshal string into Go struct field GenerateRequest.stream of type bool"}"#,
+    ),
+    (
+        "POST",
+        "/api/generate",
+        Some(r#"{"model":"tiny","prompt":"hi","options":{"stop":"x"}}"#),
+        500,
+        "application/json; charset=utf-8",
+        r#"{"error":"option \"stop\" must be of type array"}"#,
+    ),
+    (
+        "POST",
+        "/api/generate",
+        Some(r#"{"model":"tiny","prompt":"hi","raw":true,"system":"s"}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"raw mode does not support template, system, or context"}"#,
+    ),
+    (
+        "POST",
+        "/api/generate",
+        Some(r#"{"model":"nomic-embed-text","prompt":"hi"}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"\"nomic-embed-text\" does not support generate"}"#,
+    ),
+    (
+        "POST",
+        "/api/chat",
+        Some(r#"{"model":"nosuchmodel","messages":[{"role":"user","content":"hi"}]}"#),
+        404,
+        "application/json; charset=utf-8",
+        r#"{"error":"model 'nosuchmodel' not found"}"#,
+    ),
+    (
+        "POST",
+        "/api/chat",
+        Some(r#"{"messages":[]}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"model is required"}"#,
+    ),
+    (
+        "POST",
+        "/api/chat",
+        Some(
+            r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"think":true,"stream":false}"#,
+        ),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"\"tiny\" does not support thinking"}"#,
+    ),
+    (
+        "POST",
+        "/api/chat",
+        Some(
+            r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"stream":false,"tools":[{"type":"function","function":{"name":"f"}}]}"#,
+        ),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"registry.ollama.ai/library/tiny:latest does not support tools"}"#,
+    ),
+    (
+        "POST",
+        "/api/show",
+        Some(r#"{"model":"nosuchmodel"}"#),
+        404,
+        "application/json; charset=utf-8",
+        r#"{"error":"model 'nosuchmodel:latest' not found"}"#,
+    ),
+    (
+        "POST",
+        "/api/show",
+        Some(r#"{}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"model is required"}"#,
+    ),
+    (
+        "POST",
+        "/api/embed",
+        Some(r#"{"model":"nosuchmodel","input":"x"}"#),
+        404,
+        "application/json; charset=utf-8",
+        r#"{"error":"model \"nosuchmodel\" not found, try pulling it first"}"#,
+    ),
+    (
+        "POST",
+        "/api/embed",
+        Some(r#"{"model":"tiny","input":"Hello world"}"#),
+        501,
+        "application/json; charset=utf-8",
+        r#"{"error":"This server does not support embeddings. Start it with `--embeddings`"}"#,
+    ),
+    (
+        "POST",
+        "/api/embed",
+        Some(r#"{"model":"nomic-embed-text","input":3}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"invalid input type"}"#,
+    ),
+    (
+        "POST",
+        "/api/embeddings",
+        Some(r#"{"prompt":"x"}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"model is required"}"#,
+    ),
+    (
+        "POST",
+        "/api/copy",
+        Some(r#"{"source":"nosuchmodel","destination":"x"}"#),
+        404,
+        "application/json; charset=utf-8",
+        r#"{"error":"model \"nosuchmodel\" not found"}"#,
+    ),
+    (
+        "DELETE",
+        "/api/delete",
+        Some(r#"{"model":"nosuchmodel"}"#),
+        404,
+        "application/json; charset=utf-8",
+        r#"{"error":"model 'nosuchmodel' not found"}"#,
+    ),
+    (
+        "GET",
+        "/api/nonexistent",
+        None,
+        404,
+        "text/plain",
+        "404 page not found",
+    ),
+    (
+        "PUT",
+        "/api/generate",
+        Some(r#"{"model":"tiny","prompt":"hi"}"#),
+        405,
+        "text/plain",
+        "405 method not allowed",
+    ),
+    (
+        "GET",
+        "/api/generate",
+        None,
+        405,
+        "text/plain",
+        "405 method not allowed",
+    ),
+    (
+        "POST",
+        "/v1/chat/completions",
+        Some(r#"{"model":"nosuchmodel","messages":[{"role":"user","content":"hi"}]}"#),
+        404,
+        "application/json",
+        "{\"error\":{\"message\":\"model 'nosuchmodel' not found\",\"type\":\"not_found_error\",\"param\":null,\"code\":null}}\n",
+    ),
+    (
+        "POST",
+        "/v1/chat/completions",
+        Some(r#"{"messages":[{"role":"user","content":"hi"}]}"#),
+        400,
+        "application/json",
+        "{\"error\":{\"message\":\"model is required\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n",
+    ),
+    (
+        "POST",
+        "/v1/chat/completions",
+        Some(r#"{"model":"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":{"message":"unexpected EOF","type":"invalid_request_error","param":null,"code":null}}"#,
+    ),
+    (
+        "POST",
+        "/v1/chat/completions",
+        Some(r#"{"model":"tiny","messages":[]}"#),
+        400,
+        "application/json",
+        "{\"error\":{\"message\":\"[] is too short - 'messages'\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n",
+    ),
+    (
+        "GET",
+        "/v1/models/nosuchmodel",
+        None,
+        404,
+        "application/json",
+        "{\"error\":{\"message\":\"model 'nosuchmodel' not found\",\"type\":\"not_found_error\",\"param\":null,\"code\":null}}\n",
+    ),
+    (
+        "POST",
+        "/v1/embeddings",
+        Some(r#"{"model":"nomic-embed-text","input":[]}"#),
+        400,
+        "application/json",
+        "{\"error\":{\"message\":\"invalid input\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n",
+    ),
 ];
 
 #[test]
@@ -51,7 +286,12 @@ fn every_error_has_the_real_servers_status_content_type_and_body() {
             failures.push(format!("{method} {path} {body:?}\n  expected {status} {ct:?} {expected}\n  got      {} {:?} {}", got.0, got.1, got.2));
         }
     }
-    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -65,11 +305,32 @@ fn wrong_methods_name_the_allowed_one() {
 fn a_foreign_origin_is_forbidden_and_a_local_one_allowed() {
     let sim = SimBuilder::new().start().unwrap();
     let addr = sim.addrs()[0];
-    let r = raw_blocking(addr, "OPTIONS", "/api/generate", None, &[("Origin", "http://example.com"), ("Access-Control-Request-Method", "POST")]);
+    let r = raw_blocking(
+        addr,
+        "OPTIONS",
+        "/api/generate",
+        None,
+        &[
+            ("Origin", "http://example.com"),
+            ("Access-Control-Request-Method", "POST"),
+        ],
+    );
     assert_eq!((r.status, r.body.len()), (403, 0));
-    let ok = raw_blocking(addr, "OPTIONS", "/api/generate", None, &[("Origin", "http://localhost:3000"), ("Access-Control-Request-Method", "POST")]);
+    let ok = raw_blocking(
+        addr,
+        "OPTIONS",
+        "/api/generate",
+        None,
+        &[
+            ("Origin", "http://localhost:3000"),
+            ("Access-Control-Request-Method", "POST"),
+        ],
+    );
     assert_eq!(ok.status, 204);
-    assert_eq!(ok.header("access-control-allow-origin"), Some("http://localhost:3000"));
+    assert_eq!(
+        ok.header("access-control-allow-origin"),
+        Some("http://localhost:3000")
+    );
 }
 
 #[test]
@@ -85,7 +346,10 @@ fn a_body_over_the_limit_gets_413_in_ollamas_shape() -> Result {
     let big = format!(r#"{{"model":"tiny","prompt":"{}"}}"#, "x".repeat(4096));
     let r = raw_blocking(sim.addrs()[0], "POST", "/api/generate", Some(&big), &[]);
     assert_eq!(r.status, 413);
-    assert_eq!(r.json()["error"], "request body too large: the limit is 1024 bytes");
+    assert_eq!(
+        r.json()["error"],
+        "request body too large: the limit is 1024 bytes"
+    );
     Ok(())
 }
 
@@ -96,22 +360,39 @@ fn the_503_limit_applies_to_requests_that_need_the_scheduler() -> Result {
     let sim = SimBuilder::new().max_queue(1).time_scale(0.2).start()?;
     let addr = sim.addrs()[0];
     let body = r#"{"model":"gemma3","prompt":"hi","stream":false,"options":{"num_predict":1}}"#;
-    let first = std::thread::spawn(move || raw_blocking(addr, "POST", "/api/generate", Some(body), &[]));
+    let first =
+        std::thread::spawn(move || raw_blocking(addr, "POST", "/api/generate", Some(body), &[]));
     // Wait until the first request is loading (it holds the scheduler), then send two more.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while sim.trace().requests.first().is_none_or(|r| r.loads.is_empty()) {
-        assert!(std::time::Instant::now() < deadline, "the first request never started loading");
+    while sim
+        .trace()
+        .requests
+        .first()
+        .is_none_or(|r| r.loads.is_empty())
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first request never started loading"
+        );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    let other = r#"{"model":"llama3.2:1b","prompt":"hi","stream":false,"options":{"num_predict":1}}"#;
-    let second = std::thread::spawn(move || raw_blocking(addr, "POST", "/api/generate", Some(other), &[]));
+    let other =
+        r#"{"model":"llama3.2:1b","prompt":"hi","stream":false,"options":{"num_predict":1}}"#;
+    let second =
+        std::thread::spawn(move || raw_blocking(addr, "POST", "/api/generate", Some(other), &[]));
     while sim.metrics().instances[0].pending < 1 {
-        assert!(std::time::Instant::now() < deadline, "the second request never queued");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second request never queued"
+        );
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
     let third = raw_blocking(addr, "POST", "/api/generate", Some(other), &[]);
     assert_eq!(third.status, 503);
-    assert_eq!(third.json()["error"], "server busy, please try again.  maximum pending requests exceeded");
+    assert_eq!(
+        third.json()["error"],
+        "server busy, please try again.  maximum pending requests exceeded"
+    );
     assert_eq!(first.join().unwrap().status, 200);
     assert_eq!(second.join().unwrap().status, 200);
     Ok(())

@@ -3,16 +3,17 @@
 //! so throughput does not cost one write per token; paced tokens go out one per chunk, as
 //! the real server flushes every object.
 
+use crate::faults::{FaultKind, FaultRule, Trigger};
 use crate::generation::Running;
 use crate::trace::Outcome;
 use crate::wire::Wire;
 use axum::body::Bytes;
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use futures::Stream;
-use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Coalesce due tokens up to this many bytes per chunk.
 const MAX_CHUNK: usize = 16 * 1024;
@@ -25,12 +26,43 @@ pub(crate) struct TokenBody {
     wire: Wire,
     first: Option<Bytes>,
     done: bool,
+    /// A mid-stream fault not yet struck.
+    fault: Option<FaultRule>,
+    started: Instant,
+    stall: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// An injected disconnect waits for this pause first, so hyper flushes what was sent.
+    disconnecting: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl TokenBody {
     /// A body whose first chunk (the first token, already emitted) is `first`.
-    pub(crate) fn new(run: Running, wire: Wire, first: Bytes, done: bool) -> Self {
-        TokenBody { run, wire, first: Some(first), done }
+    pub(crate) fn new(
+        run: Running,
+        wire: Wire,
+        first: Bytes,
+        done: bool,
+        fault: Option<FaultRule>,
+    ) -> Self {
+        let fault =
+            fault.filter(|f| !matches!(f.kind, FaultKind::HttpError | FaultKind::SlowHeaders));
+        TokenBody {
+            run,
+            wire,
+            first: Some(first),
+            done,
+            fault,
+            started: Instant::now(),
+            stall: None,
+            disconnecting: None,
+        }
+    }
+
+    /// Whether the pending fault strikes now.
+    fn fault_due(&self) -> bool {
+        self.fault.as_ref().is_some_and(|f| match f.trigger() {
+            Trigger::AfterTokens(n) => self.run.emitted() as u64 >= n,
+            Trigger::AfterTime(d) => self.started.elapsed() >= d,
+        })
     }
 }
 
@@ -38,18 +70,49 @@ impl TokenBody {
 pub(crate) fn write_finish(run: &mut Running, wire: &Wire, out: &mut BytesMut) {
     let now = Instant::now();
     let metrics = run.metrics(now);
-    let ids = if matches!(wire, Wire::Generate { context: Some(_), .. }) { run.output_ids() } else { Vec::new() };
-    wire.finish(out, run.done_reason(), &run.created_at(now), run.created_unix(now), &metrics, &ids);
+    let ids = if matches!(
+        wire,
+        Wire::Generate {
+            context: Some(_),
+            ..
+        }
+    ) {
+        run.output_ids()
+    } else {
+        Vec::new()
+    };
+    wire.finish(
+        out,
+        run.done_reason(),
+        &run.created_at(now),
+        run.created_unix(now),
+        &metrics,
+        &ids,
+    );
     run.finish(Outcome::Done, None);
 }
 
 /// Appends the line of token `i`, emitted at `at`.
 pub(crate) fn write_token(run: &Running, wire: &Wire, out: &mut BytesMut, i: usize, at: Instant) {
-    wire.token(out, run.piece(i), &run.created_at(at), run.created_unix(at), i == 0);
+    wire.token(
+        out,
+        run.piece(i),
+        &run.created_at(at),
+        run.created_unix(at),
+        i == 0,
+    );
+}
+
+/// The error a body yields to make hyper drop the connection mid-body.
+fn injected_disconnect() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::ConnectionAborted,
+        "sim-ollama: injected disconnect",
+    )
 }
 
 impl Stream for TokenBody {
-    type Item = Result<Bytes, Infallible>;
+    type Item = Result<Bytes, std::io::Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
@@ -59,12 +122,82 @@ impl Stream for TokenBody {
         if this.done {
             return Poll::Ready(None);
         }
+        if let Some(pause) = this.disconnecting.as_mut() {
+            if pause.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            this.disconnecting = None;
+            this.done = true;
+            return Poll::Ready(Some(Err(injected_disconnect())));
+        }
+        if let Some(sleep) = this.stall.as_mut() {
+            match sleep.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(()) => this.stall = None,
+            }
+        }
         let mut buf = BytesMut::new();
+        if this.fault_due() {
+            let Some(f) = this.fault.take() else {
+                return Poll::Ready(None);
+            };
+            let what = f.describe();
+            match f.kind {
+                FaultKind::ErrorLine => {
+                    this.wire.error(&mut buf, &f.message_or_default());
+                    this.run.finish(
+                        Outcome::Error,
+                        Some(format!("{} (injected: {what})", f.message_or_default())),
+                    );
+                    this.done = true;
+                    return Poll::Ready(Some(Ok(buf.freeze())));
+                }
+                FaultKind::Disconnect => {
+                    this.run.finish(
+                        Outcome::Error,
+                        Some(format!("connection dropped (injected: {what})")),
+                    );
+                    // Pause so that the tokens already written reach the client, then drop.
+                    let mut pause = Box::pin(tokio::time::sleep(Duration::from_millis(5)));
+                    if pause.as_mut().poll(cx).is_pending() {
+                        this.disconnecting = Some(pause);
+                        return Poll::Pending;
+                    }
+                    this.done = true;
+                    return Poll::Ready(Some(Err(injected_disconnect())));
+                }
+                FaultKind::Truncate => {
+                    this.run.finish(
+                        Outcome::Error,
+                        Some(format!("stream ended without done (injected: {what})")),
+                    );
+                    this.done = true;
+                    return Poll::Ready(None);
+                }
+                FaultKind::MalformedLine => {
+                    buf.put_slice(b"{\"model\":\"");
+                    buf.put_slice(b"broken\n");
+                }
+                FaultKind::Stall => {
+                    // Forever when no duration is given: until the client gives up.
+                    let d = f
+                        .duration_ms
+                        .map_or(Duration::from_secs(365 * 24 * 3600), Duration::from_millis);
+                    this.run.delay(d);
+                    let mut sleep = Box::pin(tokio::time::sleep(d));
+                    if sleep.as_mut().poll(cx).is_pending() {
+                        this.stall = Some(sleep);
+                        return Poll::Pending;
+                    }
+                }
+                FaultKind::HttpError | FaultKind::SlowHeaders => {}
+            }
+        }
         loop {
             match this.run.poll_token(cx) {
                 Poll::Ready(Some(t)) => {
                     write_token(&this.run, &this.wire, &mut buf, t.index, t.at);
-                    if buf.len() >= MAX_CHUNK {
+                    if buf.len() >= MAX_CHUNK || this.fault_due() {
                         break;
                     }
                 }
@@ -76,6 +209,10 @@ impl Stream for TokenBody {
                 Poll::Pending => break,
             }
         }
-        if buf.is_empty() { Poll::Pending } else { Poll::Ready(Some(Ok(buf.freeze()))) }
+        if buf.is_empty() {
+            Poll::Pending
+        } else {
+            Poll::Ready(Some(Ok(buf.freeze())))
+        }
     }
 }

@@ -7,6 +7,7 @@ use super::{AppState, body_bytes, bytes_response, json_response};
 use crate::clock::rfc3339;
 use crate::config::ModelSpec;
 use crate::error::ApiError;
+use crate::faults::{FaultKind, FaultRule};
 use crate::generation::{Job, Plan, PlanInput, Running};
 use crate::keepalive::KeepAlive;
 use crate::names::Name;
@@ -36,13 +37,22 @@ pub(crate) struct Peer(pub(crate) Option<SocketAddr>);
 impl<S: Send + Sync> FromRequestParts<S> for Peer {
     type Rejection = std::convert::Infallible;
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(Peer(parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0)))
+        Ok(Peer(
+            parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|c| c.0),
+        ))
     }
 }
 
 /// `GET /` and `HEAD /`.
 pub(crate) async fn root() -> Response {
-    bytes_response(StatusCode::OK, "text/plain; charset=utf-8", b"Ollama is running".to_vec())
+    bytes_response(
+        StatusCode::OK,
+        "text/plain; charset=utf-8",
+        b"Ollama is running".to_vec(),
+    )
 }
 
 #[derive(Serialize)]
@@ -52,7 +62,12 @@ struct Version<'a> {
 
 /// `GET /api/version`.
 pub(crate) async fn version(State(s): State<AppState>) -> Response {
-    json_response(StatusCode::OK, &Version { version: &s.shared.cfg.version })
+    json_response(
+        StatusCode::OK,
+        &Version {
+            version: &s.shared.cfg.version,
+        },
+    )
 }
 
 #[derive(Serialize)]
@@ -168,23 +183,44 @@ struct Show<'a> {
 }
 
 /// `POST /api/show`.
-pub(crate) async fn show(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+pub(crate) async fn show(
+    State(s): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
     let body = body_bytes(body, s.shared.cfg.body_limit)?;
     let map = decode_body(&body, "ShowRequest")?;
     let f = Fields::new(&map, "ShowRequest");
-    let model = f.string("model")?.filter(|m| !m.is_empty()).or(f.string("name")?.filter(|m| !m.is_empty()));
-    let Some(model) = model else { return Err(ApiError::bad_request("model is required")) };
+    let model = f
+        .string("model")?
+        .filter(|m| !m.is_empty())
+        .or(f.string("name")?.filter(|m| !m.is_empty()));
+    let Some(model) = model else {
+        return Err(ApiError::bad_request("model is required"));
+    };
     let _verbose = f.bool("verbose")?;
     let name = Name::parse(&model).ok_or_else(|| ApiError::model_not_found(&model))?;
-    let m = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&name.display()))?;
+    let m = s
+        .instance
+        .store
+        .get(&name)
+        .ok_or_else(|| ApiError::model_not_found(&name.display()))?;
     let spec = &m.spec;
     let arch = spec.family.replace('-', "_");
     let mut info = Map::new();
     info.insert("general.architecture".into(), Value::from(arch.clone()));
-    info.insert("general.parameter_count".into(), Value::from(parameter_count(&spec.parameter_size)));
+    info.insert(
+        "general.parameter_count".into(),
+        Value::from(parameter_count(&spec.parameter_size)),
+    );
     info.insert("general.quantization_version".into(), Value::from(2));
-    info.insert(format!("{arch}.context_length"), Value::from(spec.context_length));
-    info.insert(format!("{arch}.embedding_length"), Value::from(spec.embedding_length));
+    info.insert(
+        format!("{arch}.context_length"),
+        Value::from(spec.context_length),
+    );
+    info.insert(
+        format!("{arch}.embedding_length"),
+        Value::from(spec.embedding_length),
+    );
     info.insert("tokenizer.ggml.tokens".into(), Value::Null);
     let display = m.name.display();
     let mut modelfile = format!(
@@ -236,12 +272,21 @@ fn common(f: &Fields<'_>) -> Result<Common, ApiError> {
     let _logprobs = f.bool("logprobs")?;
     if let Some(n) = f.int("top_logprobs")? {
         if !(0..=20).contains(&n) {
-            return Err(ApiError::bad_request("top_logprobs must be between 0 and 20"));
+            return Err(ApiError::bad_request(
+                "top_logprobs must be between 0 and 20",
+            ));
         }
     }
     let options_map = f.object("options", "map[string]interface {}")?.cloned();
     let format = f.map.get("format").filter(|v| !v.is_null()).cloned();
-    Ok(Common { stream, keep_alive, think, shift, options_map, format })
+    Ok(Common {
+        stream,
+        keep_alive,
+        think,
+        shift,
+        options_map,
+        format,
+    })
 }
 
 /// `format`: `"json"` or a schema object; anything else fails when inference starts.
@@ -251,7 +296,9 @@ pub(crate) fn output_format(format: Option<&Value>) -> Result<OutputFormat, ApiE
         Some(Value::String(s)) if s.is_empty() => Ok(OutputFormat::Prose),
         Some(Value::String(s)) if s == "json" => Ok(OutputFormat::Json),
         Some(Value::Object(_)) => Ok(OutputFormat::Json),
-        Some(other) => Err(ApiError::internal(format!("invalid format: {other}; expected \"json\" or a valid JSON Schema"))),
+        Some(other) => Err(ApiError::internal(format!(
+            "invalid format: {other}; expected \"json\" or a valid JSON Schema"
+        ))),
     }
 }
 
@@ -282,7 +329,10 @@ pub(crate) fn begin_trace(
 }
 
 /// Finishes a trace with the error a handler returns.
-pub(crate) fn traced<T>(trace: &mut Option<TraceGuard>, r: Result<T, ApiError>) -> Result<T, ApiError> {
+pub(crate) fn traced<T>(
+    trace: &mut Option<TraceGuard>,
+    r: Result<T, ApiError>,
+) -> Result<T, ApiError> {
     if let (Err(e), Some(t)) = (&r, trace.as_mut()) {
         t.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
     }
@@ -292,11 +342,22 @@ pub(crate) fn traced<T>(trace: &mut Option<TraceGuard>, r: Result<T, ApiError>) 
 /// Looks a model up, with generate/chat's not-found text (the name as sent).
 fn resolve(s: &AppState, model: &str) -> Result<Installed, ApiError> {
     let name = Name::parse(model).ok_or_else(|| ApiError::model_not_found(model))?;
-    s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(model))
+    s.instance
+        .store
+        .get(&name)
+        .ok_or_else(|| ApiError::model_not_found(model))
 }
 
 /// The job of a generation request.
-pub(crate) fn job(s: &AppState, model: Installed, options: &Options, shift: bool, keep_alive: Option<KeepAlive>, plan: Plan, arrival: Instant) -> Job {
+pub(crate) fn job(
+    s: &AppState,
+    model: Installed,
+    options: &Options,
+    shift: bool,
+    keep_alive: Option<KeepAlive>,
+    plan: Plan,
+    arrival: Instant,
+) -> Job {
     let opts = RunnerOptions::from_options(options, &model.spec, shift);
     Job {
         instance: Arc::clone(&s.instance),
@@ -312,7 +373,14 @@ pub(crate) fn job(s: &AppState, model: Installed, options: &Options, shift: bool
 }
 
 /// Loads a model without generating (empty prompt), through the scheduler.
-async fn load_only(s: &AppState, model: &Installed, options: &Options, shift: bool, keep_alive: Option<KeepAlive>, trace: &mut TraceGuard) -> Result<(), ApiError> {
+async fn load_only(
+    s: &AppState,
+    model: &Installed,
+    options: &Options,
+    shift: bool,
+    keep_alive: Option<KeepAlive>,
+    trace: &mut TraceGuard,
+) -> Result<(), ApiError> {
     let req = RunnerRequest {
         key: model.name.key(),
         display: model.name.display(),
@@ -329,7 +397,11 @@ async fn load_only(s: &AppState, model: &Installed, options: &Options, shift: bo
 }
 
 fn now_stamp(s: &AppState) -> String {
-    let t = if s.shared.clock.is_frozen() { crate::clock::frozen_epoch() } else { SystemTime::now() };
+    let t = if s.shared.clock.is_frozen() {
+        crate::clock::frozen_epoch()
+    } else {
+        SystemTime::now()
+    };
     rfc3339(t)
 }
 
@@ -342,8 +414,41 @@ struct GenerateLoad<'a> {
     done_reason: &'a str,
 }
 
-/// Streams a generation or collects it, in a wire format.
-pub(crate) async fn respond(mut run: Running, wire: Wire, stream: bool, collect: impl FnOnce(&Running, String, Instant) -> Response) -> Response {
+/// Chooses the fault a generation gets. An `http_error` fault becomes the error answer.
+pub(crate) fn pick_fault(
+    s: &AppState,
+    model: &Installed,
+    endpoint: &str,
+    trace: &TraceGuard,
+) -> Result<Option<FaultRule>, ApiError> {
+    let Some(f) = s
+        .shared
+        .faults
+        .pick(s.instance.index, &model.name.key(), endpoint)
+    else {
+        return Ok(None);
+    };
+    trace.with(|r| r.fault = Some(f.describe()));
+    if f.kind == FaultKind::HttpError {
+        let status = StatusCode::from_u16(f.status.unwrap_or(500))
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return Err(ApiError::new(status, f.message_or_default()));
+    }
+    Ok(Some(f))
+}
+
+/// Streams a generation or collects it, in a wire format, with its fault if any.
+pub(crate) async fn respond(
+    mut run: Running,
+    wire: Wire,
+    stream: bool,
+    fault: Option<FaultRule>,
+    collect: impl FnOnce(&Running, String, Instant) -> Response,
+) -> Response {
+    let slow_headers = fault
+        .as_ref()
+        .filter(|f| f.kind == FaultKind::SlowHeaders)
+        .and_then(|f| f.duration_ms);
     if stream {
         let mut buf = BytesMut::new();
         let done = match run.next_token().await {
@@ -356,18 +461,77 @@ pub(crate) async fn respond(mut run: Running, wire: Wire, stream: bool, collect:
                 true
             }
         };
+        if let Some(ms) = slow_headers {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
         let ct = match wire {
             Wire::Generate { .. } | Wire::Chat { .. } => "application/x-ndjson",
             _ => "text/event-stream",
         };
-        let body = Body::from_stream(TokenBody::new(run, wire, buf.freeze(), done));
+        let body = Body::from_stream(TokenBody::new(run, wire, buf.freeze(), done, fault));
         let mut r = (StatusCode::OK, body).into_response();
-        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
         r
     } else {
         let mut text = String::new();
+        let strike = |run: &Running, start: Instant| {
+            fault.as_ref().is_some_and(|f| match f.trigger() {
+                crate::faults::Trigger::AfterTokens(n) => run.emitted() as u64 >= n,
+                crate::faults::Trigger::AfterTime(d) => start.elapsed() >= d,
+            })
+        };
+        let start = Instant::now();
+        let mut struck = false;
         while let Some(t) = run.next_token().await {
             text.push_str(run.piece(t.index));
+            if !struck && strike(&run, start) {
+                struck = true;
+                if let Some(f) = &fault {
+                    let what = f.describe();
+                    match f.kind {
+                        // A failure during a non-streamed generation is the HTTP status.
+                        FaultKind::ErrorLine => {
+                            run.finish(
+                                Outcome::Error,
+                                Some(format!("{} (injected: {what})", f.message_or_default())),
+                            );
+                            return ApiError::internal(f.message_or_default()).into_response();
+                        }
+                        // The others break the body: headers, then a dropped connection.
+                        FaultKind::Disconnect | FaultKind::Truncate | FaultKind::MalformedLine => {
+                            run.finish(
+                                Outcome::Error,
+                                Some(format!("body broken (injected: {what})")),
+                            );
+                            let broken = futures::stream::iter([
+                                Ok(Bytes::from_static(b"{\"model\":")),
+                                Err(std::io::Error::new(
+                                    std::io::ErrorKind::ConnectionAborted,
+                                    "sim-ollama: injected fault",
+                                )),
+                            ]);
+                            let mut r = (StatusCode::OK, Body::from_stream(broken)).into_response();
+                            r.headers_mut().insert(
+                                header::CONTENT_TYPE,
+                                HeaderValue::from_static("application/json; charset=utf-8"),
+                            );
+                            return r;
+                        }
+                        FaultKind::Stall => {
+                            let d = f.duration_ms.map_or(
+                                std::time::Duration::from_secs(365 * 24 * 3600),
+                                std::time::Duration::from_millis,
+                            );
+                            run.delay(d);
+                        }
+                        FaultKind::HttpError | FaultKind::SlowHeaders => {}
+                    }
+                }
+            }
+        }
+        if let Some(ms) = slow_headers {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
         }
         let r = collect(&run, text, Instant::now());
         run.finish(Outcome::Done, None);
@@ -376,19 +540,40 @@ pub(crate) async fn respond(mut run: Running, wire: Wire, stream: bool, collect:
 }
 
 /// `POST /api/generate`.
-pub(crate) async fn generate(State(s): State<AppState>, peer: Peer, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+pub(crate) async fn generate(
+    State(s): State<AppState>,
+    peer: Peer,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
     let arrival = Instant::now();
     let body = body_bytes(body, s.shared.cfg.body_limit)?;
     let map = decode_body(&body, "GenerateRequest")?;
     let f = Fields::new(&map, "GenerateRequest");
     let model_s = f.string("model")?.unwrap_or_default();
     let c = common(&f)?;
-    let mut trace = Some(begin_trace(&s, arrival, "/api/generate", &model_s, &headers, peer, c.stream, c.options_map.as_ref()));
+    let mut trace = Some(begin_trace(
+        &s,
+        arrival,
+        "/api/generate",
+        &model_s,
+        &headers,
+        peer,
+        c.stream,
+        c.options_map.as_ref(),
+    ));
     let r = generate_inner(&s, &f, model_s, c, arrival, &mut trace).await;
     traced(&mut trace, r)
 }
 
-async fn generate_inner(s: &AppState, f: &Fields<'_>, model_s: String, c: Common, arrival: Instant, trace: &mut Option<TraceGuard>) -> Result<Response, ApiError> {
+async fn generate_inner(
+    s: &AppState,
+    f: &Fields<'_>,
+    model_s: String,
+    c: Common,
+    arrival: Instant,
+    trace: &mut Option<TraceGuard>,
+) -> Result<Response, ApiError> {
     let prompt = f.string("prompt")?.unwrap_or_default();
     let suffix = f.string("suffix")?.unwrap_or_default();
     let system = f.string("system")?;
@@ -398,32 +583,55 @@ async fn generate_inner(s: &AppState, f: &Fields<'_>, model_s: String, c: Common
     let images = f.string_array("images")?.map_or(0, |v| v.len());
     let model = resolve(s, &model_s)?;
     if raw && (template.is_some() || system.is_some() || context > 0) {
-        return Err(ApiError::bad_request("raw mode does not support template, system, or context"));
+        return Err(ApiError::bad_request(
+            "raw mode does not support template, system, or context",
+        ));
     }
     let spec = &model.spec;
     if !spec.has("completion") {
-        return Err(ApiError::bad_request(format!("\"{model_s}\" does not support generate")));
+        return Err(ApiError::bad_request(format!(
+            "\"{model_s}\" does not support generate"
+        )));
     }
     if c.think == Some(Think::On) && !spec.has("thinking") {
-        return Err(ApiError::bad_request(format!("\"{model_s}\" does not support thinking")));
+        return Err(ApiError::bad_request(format!(
+            "\"{model_s}\" does not support thinking"
+        )));
     }
     if !suffix.is_empty() && !spec.has("insert") {
-        return Err(ApiError::bad_request(format!("{} does not support insert", model.name.full())));
+        return Err(ApiError::bad_request(format!(
+            "{} does not support insert",
+            model.name.full()
+        )));
     }
     if prompt.is_empty() && c.keep_alive.is_some_and(|k| k.is_zero()) {
         s.instance.unload(&model.name.key());
         if let Some(mut t) = trace.take() {
             t.finish(Outcome::Done, 200, None);
         }
-        let body = GenerateLoad { model: &model_s, created_at: now_stamp(s), response: "", done: true, done_reason: "unload" };
+        let body = GenerateLoad {
+            model: &model_s,
+            created_at: now_stamp(s),
+            response: "",
+            done: true,
+            done_reason: "unload",
+        };
         return Ok(json_response(StatusCode::OK, &body));
     }
     let options = Options::from_map(c.options_map.as_ref())?;
     let format = output_format(c.format.as_ref())?;
     if prompt.is_empty() {
-        let mut t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
+        let mut t = trace
+            .take()
+            .unwrap_or_else(|| unreachable!("the trace is taken once"));
         load_only(s, &model, &options, c.shift, c.keep_alive, &mut t).await?;
-        let body = GenerateLoad { model: &model_s, created_at: now_stamp(s), response: "", done: true, done_reason: "load" };
+        let body = GenerateLoad {
+            model: &model_s,
+            created_at: now_stamp(s),
+            response: "",
+            done: true,
+            done_reason: "load",
+        };
         return Ok(json_response(StatusCode::OK, &body));
     }
     let rendered = match (&system, raw) {
@@ -444,10 +652,23 @@ async fn generate_inner(s: &AppState, f: &Fields<'_>, model_s: String, c: Common
     let context_ids: Option<Vec<u32>> =
         (!raw).then(|| crate::tokens::token_ids(&rendered, plan.prompt_tokens, 32_000).collect());
     let job = job(s, model, &options, c.shift, c.keep_alive, plan, arrival);
-    let t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
+    let fault = pick_fault(
+        s,
+        &job.model,
+        "/api/generate",
+        trace
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("the trace is taken once")),
+    )?;
+    let t = trace
+        .take()
+        .unwrap_or_else(|| unreachable!("the trace is taken once"));
     let run = Running::start(job, t).await?;
-    let wire = Wire::Generate { model: model_s.clone(), context: context_ids.clone() };
-    Ok(respond(run, wire, c.stream, move |run, text, now| {
+    let wire = Wire::Generate {
+        model: model_s.clone(),
+        context: context_ids.clone(),
+    };
+    Ok(respond(run, wire, c.stream, fault, move |run, text, now| {
         let metrics = run.metrics(now);
         let ctx: Option<Vec<u32>> = context_ids.map(|mut c| {
             c.extend(run.output_ids());
@@ -488,7 +709,9 @@ pub(crate) fn render_messages(messages: &[ChatMessage]) -> String {
 }
 
 fn parse_messages(f: &Fields<'_>) -> Result<Vec<ChatMessage>, ApiError> {
-    let Some(arr) = f.array("messages", "[]api.Message")? else { return Ok(Vec::new()) };
+    let Some(arr) = f.array("messages", "[]api.Message")? else {
+        return Ok(Vec::new());
+    };
     let mut out = Vec::with_capacity(arr.len());
     for v in arr {
         let Value::Object(m) = v else {
@@ -502,7 +725,11 @@ fn parse_messages(f: &Fields<'_>) -> Result<Vec<ChatMessage>, ApiError> {
         let content = mf.string("content")?.unwrap_or_default();
         let images = mf.string_array("images")?.map_or(0, |v| v.len());
         let _ = mf.array("tool_calls", "[]api.ToolCall")?;
-        out.push(ChatMessage { role, content, images });
+        out.push(ChatMessage {
+            role,
+            content,
+            images,
+        });
     }
     Ok(out)
 }
@@ -517,7 +744,12 @@ struct ChatLoad<'a> {
 }
 
 /// `POST /api/chat`.
-pub(crate) async fn chat(State(s): State<AppState>, peer: Peer, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+pub(crate) async fn chat(
+    State(s): State<AppState>,
+    peer: Peer,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
     let arrival = Instant::now();
     let body = body_bytes(body, s.shared.cfg.body_limit)?;
     let map = decode_body(&body, "ChatRequest")?;
@@ -527,40 +759,80 @@ pub(crate) async fn chat(State(s): State<AppState>, peer: Peer, headers: HeaderM
     if model_s.is_empty() {
         return Err(ApiError::bad_request("model is required"));
     }
-    let mut trace = Some(begin_trace(&s, arrival, "/api/chat", &model_s, &headers, peer, c.stream, c.options_map.as_ref()));
+    let mut trace = Some(begin_trace(
+        &s,
+        arrival,
+        "/api/chat",
+        &model_s,
+        &headers,
+        peer,
+        c.stream,
+        c.options_map.as_ref(),
+    ));
     let r = chat_inner(&s, &f, model_s, c, arrival, &mut trace).await;
     traced(&mut trace, r)
 }
 
-async fn chat_inner(s: &AppState, f: &Fields<'_>, model_s: String, c: Common, arrival: Instant, trace: &mut Option<TraceGuard>) -> Result<Response, ApiError> {
+async fn chat_inner(
+    s: &AppState,
+    f: &Fields<'_>,
+    model_s: String,
+    c: Common,
+    arrival: Instant,
+    trace: &mut Option<TraceGuard>,
+) -> Result<Response, ApiError> {
     let messages = parse_messages(f)?;
     let tools = f.array("tools", "[]api.Tool")?.map_or(0, Vec::len);
     let model = resolve(s, &model_s)?;
     let spec = &model.spec;
     if !spec.has("completion") {
-        return Err(ApiError::bad_request(format!("\"{model_s}\" does not support chat")));
+        return Err(ApiError::bad_request(format!(
+            "\"{model_s}\" does not support chat"
+        )));
     }
     if c.think == Some(Think::On) && !spec.has("thinking") {
-        return Err(ApiError::bad_request(format!("\"{model_s}\" does not support thinking")));
+        return Err(ApiError::bad_request(format!(
+            "\"{model_s}\" does not support thinking"
+        )));
     }
     if tools > 0 && !spec.has("tools") {
-        return Err(ApiError::bad_request(format!("{} does not support tools", model.name.full())));
+        return Err(ApiError::bad_request(format!(
+            "{} does not support tools",
+            model.name.full()
+        )));
     }
-    let empty = Message { role: "assistant", content: "" };
+    let empty = Message {
+        role: "assistant",
+        content: "",
+    };
     if messages.is_empty() && c.keep_alive.is_some_and(|k| k.is_zero()) {
         s.instance.unload(&model.name.key());
         if let Some(mut t) = trace.take() {
             t.finish(Outcome::Done, 200, None);
         }
-        let body = ChatLoad { model: &model_s, created_at: now_stamp(s), message: empty, done: true, done_reason: "unload" };
+        let body = ChatLoad {
+            model: &model_s,
+            created_at: now_stamp(s),
+            message: empty,
+            done: true,
+            done_reason: "unload",
+        };
         return Ok(json_response(StatusCode::OK, &body));
     }
     let options = Options::from_map(c.options_map.as_ref())?;
     let format = output_format(c.format.as_ref())?;
     if messages.is_empty() {
-        let mut t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
+        let mut t = trace
+            .take()
+            .unwrap_or_else(|| unreachable!("the trace is taken once"));
         load_only(s, &model, &options, c.shift, c.keep_alive, &mut t).await?;
-        let body = ChatLoad { model: &model_s, created_at: now_stamp(s), message: empty, done: true, done_reason: "load" };
+        let body = ChatLoad {
+            model: &model_s,
+            created_at: now_stamp(s),
+            message: empty,
+            done: true,
+            done_reason: "load",
+        };
         return Ok(json_response(StatusCode::OK, &body));
     }
     let rendered = render_messages(&messages);
@@ -577,16 +849,31 @@ async fn chat_inner(s: &AppState, f: &Fields<'_>, model_s: String, c: Common, ar
         format,
     });
     let job = job(s, model, &options, c.shift, c.keep_alive, plan, arrival);
-    let t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
+    let fault = pick_fault(
+        s,
+        &job.model,
+        "/api/chat",
+        trace
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("the trace is taken once")),
+    )?;
+    let t = trace
+        .take()
+        .unwrap_or_else(|| unreachable!("the trace is taken once"));
     let run = Running::start(job, t).await?;
-    let wire = Wire::Chat { model: model_s.clone() };
-    Ok(respond(run, wire, c.stream, move |run, text, now| {
+    let wire = Wire::Chat {
+        model: model_s.clone(),
+    };
+    Ok(respond(run, wire, c.stream, fault, move |run, text, now| {
         let metrics = run.metrics(now);
         let created_at = run.created_at(now);
         let fin = ChatFinal {
             model: &model_s,
             created_at: &created_at,
-            message: Message { role: "assistant", content: &text },
+            message: Message {
+                role: "assistant",
+                content: &text,
+            },
             done: true,
             done_reason: run.done_reason().as_str(),
             metrics: &metrics,
@@ -605,7 +892,11 @@ pub(crate) fn embedding(model_key: &str, text: &str, dims: usize) -> Vec<f64> {
     let words: Vec<&str> = text.split_whitespace().collect();
     let words = if words.is_empty() { vec![text] } else { words };
     for w in words {
-        let mut rng = crate::seed::SeedBuilder::new(0).str("embedding").str(model_key).str(&w.to_lowercase()).rng();
+        let mut rng = crate::seed::SeedBuilder::new(0)
+            .str("embedding")
+            .str(model_key)
+            .str(&w.to_lowercase())
+            .rng();
         for x in v.iter_mut() {
             *x += rng.random_range(-1.0..1.0);
         }
@@ -622,9 +913,20 @@ fn normalise(v: &mut [f64]) {
 
 /// Runs an embedding: scheduler, slot, prompt evaluation on the device. Returns the timing
 /// metrics (total and load durations, in ns).
-pub(crate) async fn run_embedding(s: &AppState, model: Installed, options: &Options, keep_alive: Option<KeepAlive>, inputs: &[String], arrival: Instant, trace: TraceGuard) -> Result<(u64, u64, u64), ApiError> {
+pub(crate) async fn run_embedding(
+    s: &AppState,
+    model: Installed,
+    options: &Options,
+    keep_alive: Option<KeepAlive>,
+    inputs: &[String],
+    arrival: Instant,
+    trace: TraceGuard,
+) -> Result<(u64, u64, u64), ApiError> {
     let rendered = inputs.join("\n");
-    let tokens: u32 = inputs.iter().map(|t| crate::tokens::count_tokens(t).max(1)).sum();
+    let tokens: u32 = inputs
+        .iter()
+        .map(|t| crate::tokens::count_tokens(t).max(1))
+        .sum();
     let plan = Plan::new(&PlanInput {
         sim_seed: s.shared.cfg.seed,
         time_scale: s.shared.cfg.time_scale,
@@ -632,11 +934,21 @@ pub(crate) async fn run_embedding(s: &AppState, model: Installed, options: &Opti
         rendered: &rendered,
         templated: false,
         images: 0,
-        options: &Options { num_predict: None, ..options.clone() },
+        options: &Options {
+            num_predict: None,
+            ..options.clone()
+        },
         default_temperature: 0.8,
         format: OutputFormat::Prose,
     });
-    let plan = Plan { prompt_tokens: tokens.max(1), text: crate::tokens::TextPlan { pieces: Vec::new(), done_reason: crate::tokens::DoneReason::Stop }, ..plan };
+    let plan = Plan {
+        prompt_tokens: tokens.max(1),
+        text: crate::tokens::TextPlan {
+            pieces: Vec::new(),
+            done_reason: crate::tokens::DoneReason::Stop,
+        },
+        ..plan
+    };
     let job = job(s, model, options, true, keep_alive, plan, arrival);
     let mut run = Running::start(job, trace).await?;
     let m = run.metrics(Instant::now());
@@ -662,11 +974,18 @@ fn is_zero(v: &u64) -> bool {
 
 /// Looks up an embedding model with embed's not-found text and capability check.
 pub(crate) fn resolve_embedding_model(s: &AppState, model_s: &str) -> Result<Installed, ApiError> {
-    let not_found = || ApiError::not_found(format!("model \"{model_s}\" not found, try pulling it first"));
+    let not_found = || {
+        ApiError::not_found(format!(
+            "model \"{model_s}\" not found, try pulling it first"
+        ))
+    };
     let name = Name::parse(model_s).ok_or_else(not_found)?;
     let m = s.instance.store.get(&name).ok_or_else(not_found)?;
     if !m.spec.has("embedding") {
-        return Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "This server does not support embeddings. Start it with `--embeddings`"));
+        return Err(ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "This server does not support embeddings. Start it with `--embeddings`",
+        ));
     }
     Ok(m)
 }
@@ -679,14 +998,23 @@ pub(crate) fn embed_inputs(v: Option<&Value>) -> Result<Vec<String>, ApiError> {
         Some(Value::String(s)) => Ok(vec![s.clone()]),
         Some(Value::Array(a)) => a
             .iter()
-            .map(|x| x.as_str().map(str::to_string).ok_or_else(|| ApiError::bad_request("invalid input type")))
+            .map(|x| {
+                x.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| ApiError::bad_request("invalid input type"))
+            })
             .collect(),
         Some(_) => Err(ApiError::bad_request("invalid input type")),
     }
 }
 
 /// `POST /api/embed`.
-pub(crate) async fn embed(State(s): State<AppState>, peer: Peer, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+pub(crate) async fn embed(
+    State(s): State<AppState>,
+    peer: Peer,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
     let arrival = Instant::now();
     let body = body_bytes(body, s.shared.cfg.body_limit)?;
     let map = decode_body(&body, "EmbedRequest")?;
@@ -702,10 +1030,28 @@ pub(crate) async fn embed(State(s): State<AppState>, peer: Peer, headers: Header
     }
     let model = resolve_embedding_model(&s, &model_s)?;
     let options = Options::from_map(options_map)?;
-    let mut trace = begin_trace(&s, arrival, "/api/embed", &model_s, &headers, peer, false, options_map);
+    let mut trace = begin_trace(
+        &s,
+        arrival,
+        "/api/embed",
+        &model_s,
+        &headers,
+        peer,
+        false,
+        options_map,
+    );
     if inputs.is_empty() {
         load_only(&s, &model, &options, true, keep_alive, &mut trace).await?;
-        return Ok(json_response(StatusCode::OK, &EmbedResponse { model: &model_s, embeddings: Vec::new(), total_duration: 0, load_duration: 0, prompt_eval_count: 0 }));
+        return Ok(json_response(
+            StatusCode::OK,
+            &EmbedResponse {
+                model: &model_s,
+                embeddings: Vec::new(),
+                total_duration: 0,
+                load_duration: 0,
+                prompt_eval_count: 0,
+            },
+        ));
     }
     let dims = match dimensions {
         Some(d) if d > 0 => (d as usize).min(model.spec.embedding_length as usize),
@@ -713,7 +1059,8 @@ pub(crate) async fn embed(State(s): State<AppState>, peer: Peer, headers: Header
     };
     let key = model.name.key();
     let full = model.spec.embedding_length as usize;
-    let (total, load, count) = run_embedding(&s, model, &options, keep_alive, &inputs, arrival, trace).await?;
+    let (total, load, count) =
+        run_embedding(&s, model, &options, keep_alive, &inputs, arrival, trace).await?;
     let embeddings = inputs
         .iter()
         .map(|t| {
@@ -723,7 +1070,16 @@ pub(crate) async fn embed(State(s): State<AppState>, peer: Peer, headers: Header
             v.into_iter().map(|x| x as f32).collect()
         })
         .collect();
-    Ok(json_response(StatusCode::OK, &EmbedResponse { model: &model_s, embeddings, total_duration: total, load_duration: load, prompt_eval_count: count }))
+    Ok(json_response(
+        StatusCode::OK,
+        &EmbedResponse {
+            model: &model_s,
+            embeddings,
+            total_duration: total,
+            load_duration: load,
+            prompt_eval_count: count,
+        },
+    ))
 }
 
 #[derive(Serialize)]
@@ -732,7 +1088,12 @@ struct EmbeddingResponse {
 }
 
 /// `POST /api/embeddings` (legacy: one vector, not normalised, no metrics).
-pub(crate) async fn embeddings(State(s): State<AppState>, peer: Peer, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+pub(crate) async fn embeddings(
+    State(s): State<AppState>,
+    peer: Peer,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
     let arrival = Instant::now();
     let body = body_bytes(body, s.shared.cfg.body_limit)?;
     let map = decode_body(&body, "EmbeddingRequest")?;
@@ -746,17 +1107,43 @@ pub(crate) async fn embeddings(State(s): State<AppState>, peer: Peer, headers: H
     }
     let model = resolve_embedding_model(&s, &model_s)?;
     let options = Options::from_map(options_map)?;
-    let mut trace = begin_trace(&s, arrival, "/api/embeddings", &model_s, &headers, peer, false, options_map);
+    let mut trace = begin_trace(
+        &s,
+        arrival,
+        "/api/embeddings",
+        &model_s,
+        &headers,
+        peer,
+        false,
+        options_map,
+    );
     if prompt.is_empty() {
         load_only(&s, &model, &options, true, keep_alive, &mut trace).await?;
-        return Ok(json_response(StatusCode::OK, &EmbeddingResponse { embedding: Vec::new() }));
+        return Ok(json_response(
+            StatusCode::OK,
+            &EmbeddingResponse {
+                embedding: Vec::new(),
+            },
+        ));
     }
     let key = model.name.key();
     let dims = model.spec.embedding_length as usize;
-    run_embedding(&s, model, &options, keep_alive, std::slice::from_ref(&prompt), arrival, trace).await?;
+    run_embedding(
+        &s,
+        model,
+        &options,
+        keep_alive,
+        std::slice::from_ref(&prompt),
+        arrival,
+        trace,
+    )
+    .await?;
     // Unnormalised, like the legacy endpoint: scale by a per-text magnitude.
     let v = embedding(&key, &prompt, dims);
-    Ok(json_response(StatusCode::OK, &EmbeddingResponse { embedding: v }))
+    Ok(json_response(
+        StatusCode::OK,
+        &EmbeddingResponse { embedding: v },
+    ))
 }
 
 #[derive(Serialize)]
@@ -773,18 +1160,32 @@ struct Progress<'a> {
 }
 
 fn progress(status: impl Into<String>) -> Progress<'static> {
-    Progress { status: status.into(), digest: None, total: 0, completed: 0, _p: std::marker::PhantomData }
+    Progress {
+        status: status.into(),
+        digest: None,
+        total: 0,
+        completed: 0,
+        _p: std::marker::PhantomData,
+    }
 }
 
 /// `POST /api/pull`: a simulated progress stream that installs a catalogue model.
-pub(crate) async fn pull(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+pub(crate) async fn pull(
+    State(s): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
     let body = body_bytes(body, s.shared.cfg.body_limit)?;
     let map = decode_body(&body, "PullRequest")?;
     let f = Fields::new(&map, "PullRequest");
-    let model_s = f.string("model")?.filter(|m| !m.is_empty()).or(f.string("name")?.filter(|m| !m.is_empty()));
+    let model_s = f
+        .string("model")?
+        .filter(|m| !m.is_empty())
+        .or(f.string("name")?.filter(|m| !m.is_empty()));
     let _insecure = f.bool("insecure")?;
     let stream = f.bool("stream")?.unwrap_or(true);
-    let Some(model_s) = model_s else { return Err(ApiError::bad_request("model is required")) };
+    let Some(model_s) = model_s else {
+        return Err(ApiError::bad_request("model is required"));
+    };
     let name = Name::parse(&model_s).ok_or_else(|| ApiError::bad_request("invalid model name"))?;
     let missing = "pull model manifest: file does not exist";
     let Some(spec) = s.instance.store.registry_entry(&name) else {
@@ -810,8 +1211,16 @@ pub(crate) async fn pull(State(s): State<AppState>, body: Result<Bytes, BytesRej
             _p: std::marker::PhantomData,
         });
     }
-    lines.extend([progress("verifying sha256 digest"), progress("writing manifest"), progress("success")]);
-    let installed_at = if s.shared.clock.is_frozen() { crate::clock::frozen_epoch() } else { SystemTime::now() };
+    lines.extend([
+        progress("verifying sha256 digest"),
+        progress("writing manifest"),
+        progress("success"),
+    ]);
+    let installed_at = if s.shared.clock.is_frozen() {
+        crate::clock::frozen_epoch()
+    } else {
+        SystemTime::now()
+    };
     if !stream {
         // A download of a few simulated steps, paced like the stream.
         tokio::time::sleep(pull_step(&s) * steps as u32).await;
@@ -820,9 +1229,14 @@ pub(crate) async fn pull(State(s): State<AppState>, body: Result<Bytes, BytesRej
     }
     let step = pull_step(&s);
     let inst = Arc::clone(&s.instance);
-    let stream = async_stream(lines, step, move || inst.store.install(name, spec, installed_at));
+    let stream = async_stream(lines, step, move || {
+        inst.store.install(name, spec, installed_at)
+    });
     let mut r = (StatusCode::OK, Body::from_stream(stream)).into_response();
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-ndjson"),
+    );
     Ok(r)
 }
 
@@ -838,45 +1252,69 @@ fn async_stream(
 ) -> impl futures::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send {
     let n = lines.len();
     let mut on_done = Some(on_done);
-    futures::stream::unfold((lines.into_iter().enumerate(), Instant::now()), move |(mut it, start)| {
-        let done = if it.len() == 1 { on_done.take() } else { None };
-        async move {
-            let (i, p) = it.next()?;
-            if i > 0 && i + 3 < n {
-                tokio::time::sleep_until((start + step * i as u32).into()).await;
+    futures::stream::unfold(
+        (lines.into_iter().enumerate(), Instant::now()),
+        move |(mut it, start)| {
+            let done = if it.len() == 1 { on_done.take() } else { None };
+            async move {
+                let (i, p) = it.next()?;
+                if i > 0 && i + 3 < n {
+                    tokio::time::sleep_until((start + step * i as u32).into()).await;
+                }
+                if let Some(f) = done {
+                    f();
+                }
+                let mut b = wire::to_go_json(&p);
+                b.push(b'\n');
+                Some((Ok(Bytes::from(b)), (it, start)))
             }
-            if let Some(f) = done {
-                f();
-            }
-            let mut b = wire::to_go_json(&p);
-            b.push(b'\n');
-            Some((Ok(Bytes::from(b)), (it, start)))
-        }
-    })
+        },
+    )
 }
 
 /// `POST /api/copy`: 200 with an empty body.
-pub(crate) async fn copy(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+pub(crate) async fn copy(
+    State(s): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
     let body = body_bytes(body, s.shared.cfg.body_limit)?;
     let map = decode_body(&body, "CopyRequest")?;
     let f = Fields::new(&map, "CopyRequest");
     let src_s = f.string("source")?.unwrap_or_default();
     let dst_s = f.string("destination")?.unwrap_or_default();
-    let src = Name::parse(&src_s).ok_or_else(|| ApiError::bad_request(format!("source \"{src_s}\" is invalid")))?;
-    let dst = Name::parse(&dst_s).ok_or_else(|| ApiError::bad_request(format!("destination \"{dst_s}\" is invalid")))?;
-    let m = s.instance.store.get(&src).ok_or_else(|| ApiError::not_found(format!("model \"{src_s}\" not found")))?;
-    let at = if s.shared.clock.is_frozen() { crate::clock::frozen_epoch() } else { SystemTime::now() };
+    let src = Name::parse(&src_s)
+        .ok_or_else(|| ApiError::bad_request(format!("source \"{src_s}\" is invalid")))?;
+    let dst = Name::parse(&dst_s)
+        .ok_or_else(|| ApiError::bad_request(format!("destination \"{dst_s}\" is invalid")))?;
+    let m = s
+        .instance
+        .store
+        .get(&src)
+        .ok_or_else(|| ApiError::not_found(format!("model \"{src_s}\" not found")))?;
+    let at = if s.shared.clock.is_frozen() {
+        crate::clock::frozen_epoch()
+    } else {
+        SystemTime::now()
+    };
     s.instance.store.install(dst, m.spec, at);
     Ok(StatusCode::OK.into_response())
 }
 
 /// `DELETE /api/delete`: 200 with an empty body.
-pub(crate) async fn delete(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+pub(crate) async fn delete(
+    State(s): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
     let body = body_bytes(body, s.shared.cfg.body_limit)?;
     let map = decode_body(&body, "DeleteRequest")?;
     let f = Fields::new(&map, "DeleteRequest");
-    let model_s = f.string("model")?.filter(|m| !m.is_empty()).or(f.string("name")?.filter(|m| !m.is_empty()));
-    let Some(model_s) = model_s else { return Err(ApiError::bad_request("model is required")) };
+    let model_s = f
+        .string("model")?
+        .filter(|m| !m.is_empty())
+        .or(f.string("name")?.filter(|m| !m.is_empty()));
+    let Some(model_s) = model_s else {
+        return Err(ApiError::bad_request("model is required"));
+    };
     let name = Name::parse(&model_s).ok_or_else(|| ApiError::model_not_found(&model_s))?;
     if !s.instance.store.remove(&name) {
         return Err(ApiError::model_not_found(&model_s));

@@ -1,9 +1,13 @@
 //! The simulator's own endpoints: `GET /sim/trace`, `DELETE /sim/trace`, `GET /sim/metrics`.
 //! They are served by every instance and cover the whole simulator.
 
-use super::{AppState, json_response};
+use super::{AppState, body_bytes, json_response};
+use crate::error::ApiError;
+use crate::faults::FaultRule;
 use crate::metrics::LatenessSummary;
+use axum::body::Bytes;
 use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -51,13 +55,30 @@ pub struct LoadedMetrics {
     pub context_length: u64,
 }
 
+/// Live state of one device.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceMetrics {
+    /// Device index.
+    pub device: usize,
+    /// Its name.
+    pub name: String,
+    /// Streams evaluating or decoding on it now.
+    pub streams: usize,
+}
+
 /// `GET /sim/metrics` body.
 #[derive(Debug, Clone, Serialize)]
 pub struct SimMetrics {
     /// Seconds since the simulator started.
     pub uptime_s: f64,
+    /// Tasks alive in the simulator's runtime (servers, connections, timers).
+    pub tasks: usize,
+    /// Requests in the trace that have not finished.
+    pub requests_in_flight: usize,
     /// Per instance.
     pub instances: Vec<InstanceMetrics>,
+    /// Per device.
+    pub devices: Vec<DeviceMetrics>,
     /// Token emission lateness against the schedule.
     pub lateness: LatenessSummary,
 }
@@ -87,10 +108,97 @@ pub(crate) fn collect(s: &crate::server::Shared) -> SimMetrics {
             }
         })
         .collect();
-    SimMetrics { uptime_s: s.origin.elapsed().as_secs_f64(), instances, lateness: s.lateness.summary() }
+    let mut devices: Vec<DeviceMetrics> = Vec::new();
+    for i in &s.instances {
+        if !devices.iter().any(|d| d.device == i.device.index) {
+            devices.push(DeviceMetrics {
+                device: i.device.index,
+                name: i.device.spec.name.clone(),
+                streams: i.device.streams(),
+            });
+        }
+    }
+    SimMetrics {
+        uptime_s: s.origin.elapsed().as_secs_f64(),
+        tasks: s.rt.metrics().num_alive_tasks(),
+        requests_in_flight: s.trace.in_flight(),
+        instances,
+        devices,
+        lateness: s.lateness.summary(),
+    }
 }
 
 /// `GET /sim/metrics`.
 pub(crate) async fn metrics(State(s): State<AppState>) -> Response {
     json_response(StatusCode::OK, &collect(&s.shared))
+}
+
+#[derive(Serialize, serde::Deserialize)]
+struct FaultList {
+    faults: Vec<FaultRule>,
+}
+
+/// Reads `{"faults":[...]}`, a bare array, or one rule.
+fn read_rules(body: &[u8]) -> Result<Vec<FaultRule>, ApiError> {
+    let v: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("invalid fault rules: {e}")))?;
+    let rules: Vec<FaultRule> = match v {
+        serde_json::Value::Array(_) => serde_json::from_value(v),
+        serde_json::Value::Object(ref o) if o.contains_key("faults") => {
+            serde_json::from_value::<FaultList>(v).map(|l| l.faults)
+        }
+        other => serde_json::from_value::<FaultRule>(other).map(|r| vec![r]),
+    }
+    .map_err(|e| ApiError::bad_request(format!("invalid fault rules: {e}")))?;
+    for r in &rules {
+        r.validate().map_err(ApiError::bad_request)?;
+    }
+    Ok(rules)
+}
+
+/// `GET /sim/faults`: the rules in force.
+pub(crate) async fn get_faults(State(s): State<AppState>) -> Response {
+    json_response(
+        StatusCode::OK,
+        &FaultList {
+            faults: s.shared.faults.rules(),
+        },
+    )
+}
+
+/// `PUT /sim/faults`: replaces the rules.
+pub(crate) async fn put_faults(
+    State(s): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let rules = read_rules(&body_bytes(body, s.shared.cfg.body_limit)?)?;
+    s.shared.faults.set(rules);
+    Ok(json_response(
+        StatusCode::OK,
+        &FaultList {
+            faults: s.shared.faults.rules(),
+        },
+    ))
+}
+
+/// `POST /sim/faults`: adds rules.
+pub(crate) async fn post_faults(
+    State(s): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    for r in read_rules(&body_bytes(body, s.shared.cfg.body_limit)?)? {
+        s.shared.faults.add(r);
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &FaultList {
+            faults: s.shared.faults.rules(),
+        },
+    ))
+}
+
+/// `DELETE /sim/faults`: removes every rule.
+pub(crate) async fn delete_faults(State(s): State<AppState>) -> Response {
+    s.shared.faults.set(Vec::new());
+    json_response(StatusCode::OK, &FaultList { faults: Vec::new() })
 }

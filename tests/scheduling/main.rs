@@ -1,0 +1,16 @@
+//! How the simulator models deployments: slots, queueing, loads and reloads, keep-alive,
+//! device sharing, injected faults, and what it leaks (nothing). See: issue 3.
+
+#[path = "../util.rs"]
+mod util;
+
+// Shared request helpers for this binary.
+mod helpers;
+// One slot serializes, two slots overlap; reloads; keep-alive.
+mod semantics;
+// Instances sharing a device, or not (serial timing group).
+mod devices;
+// Every fault kind does what it says and leaves the server healthy.
+mod faults;
+// Thousands of aborted streams leak no slot, task or request.
+mod leaks;
