@@ -76,7 +76,7 @@ async fn an_http_error_fault_answers_with_that_status_before_streaming() -> Resu
             .fault
             .as_deref()
             .unwrap()
-            .starts_with("httperror 503")
+            .starts_with("http_error 503")
     );
     assert_healthy(&sim).await;
     Ok(())
