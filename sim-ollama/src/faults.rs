@@ -231,13 +231,7 @@ mod tests {
     use super::*;
 
     fn rule(kind: FaultKind) -> FaultRule {
-        toml::from_str(&format!(
-            "kind = \"{}\"",
-            format!("{kind:?}")
-                .to_lowercase()
-                .replace("httperror", "http_error")
-        ))
-        .unwrap()
+        serde_json::from_value(serde_json::json!({ "kind": kind })).unwrap()
     }
 
     #[test]
