@@ -227,8 +227,8 @@ pub struct DeviceSpec {
     /// Name used by instances to refer to it.
     pub name: String,
     /// Fraction of the device's capacity left when several server processes time-slice it
-    /// (1.0 = no switching cost). The shared data (two Ollama processes on one GPU, about
-    /// 45-50 tok/s each against 114.5 alone) gives about 0.82.
+    /// (1.0 = no switching cost). The shared data (two Ollama processes on one GPU, 41-50
+    /// tok/s each while both decode, against 114.5 alone) gives about 0.78.
     #[serde(default = "default_cross_process_efficiency")]
     pub cross_process_efficiency: f64,
     /// Cost of each extra stream batched inside one process: with `n` streams in one batch each
@@ -239,7 +239,7 @@ pub struct DeviceSpec {
 }
 
 fn default_cross_process_efficiency() -> f64 {
-    0.82
+    0.78
 }
 fn default_batch_penalty() -> f64 {
     0.15

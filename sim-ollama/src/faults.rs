@@ -137,7 +137,10 @@ impl FaultRule {
 
     /// One-line description for the trace.
     pub(crate) fn describe(&self) -> String {
-        let mut s = serde_json::to_value(self.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let mut s = serde_json::to_value(self.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
         if let Some(st) = self.status {
             s.push_str(&format!(" {st}"));
         }
