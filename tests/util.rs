@@ -20,46 +20,31 @@ pub struct RawResponse {
 
 impl RawResponse {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.text()))
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.text()))
     }
     /// NDJSON lines as JSON values.
     pub fn lines(&self) -> Vec<serde_json::Value> {
         self.text()
             .lines()
-            .map(|l| {
-                serde_json::from_str(l).unwrap_or_else(|e| panic!("line is not JSON ({e}): {l}"))
-            })
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("line is not JSON ({e}): {l}")))
             .collect()
     }
 }
 
 /// Builds the bytes of a request with `Connection: close`.
-pub fn request_bytes(
-    method: &str,
-    addr: &str,
-    path: &str,
-    body: Option<&str>,
-    extra: &[(&str, &str)],
-) -> Vec<u8> {
+pub fn request_bytes(method: &str, addr: &str, path: &str, body: Option<&str>, extra: &[(&str, &str)]) -> Vec<u8> {
     let mut r = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in extra {
         r.push_str(&format!("{k}: {v}\r\n"));
     }
     if let Some(b) = body {
-        r.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}",
-            b.len()
-        ));
+        r.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}", b.len()));
     } else {
         r.push_str("\r\n");
     }
@@ -85,9 +70,7 @@ pub fn parse_response(raw: &[u8], head_only: bool) -> RawResponse {
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
         .collect();
     let rest = &raw[split + 4..];
-    let chunked = headers
-        .iter()
-        .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
+    let chunked = headers.iter().any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
     let body = if head_only {
         Vec::new()
     } else if chunked {
@@ -95,11 +78,7 @@ pub fn parse_response(raw: &[u8], head_only: bool) -> RawResponse {
     } else {
         rest.to_vec()
     };
-    RawResponse {
-        status,
-        headers,
-        body,
-    }
+    RawResponse { status, headers, body }
 }
 
 fn dechunk(mut b: &[u8]) -> Vec<u8> {
@@ -108,8 +87,7 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
         let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else {
             break;
         };
-        let size =
-            usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16).unwrap_or(0);
+        let size = usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16).unwrap_or(0);
         b = &b[eol + 2..];
         if size == 0 || b.len() < size {
             out.extend_from_slice(&b[..size.min(b.len())]);
@@ -130,11 +108,9 @@ pub fn raw_blocking(
     extra: &[(&str, &str)],
 ) -> RawResponse {
     use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr)
-        .unwrap_or_else(|e| panic!("cannot connect to {addr}: {e}"));
+    let mut s = std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("cannot connect to {addr}: {e}"));
     s.set_read_timeout(Some(Duration::from_secs(30))).ok();
-    s.write_all(&request_bytes(method, &addr.to_string(), path, body, extra))
-        .expect("request written");
+    s.write_all(&request_bytes(method, &addr.to_string(), path, body, extra)).expect("request written");
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).expect("response read");
     parse_response(&raw, method == "HEAD")
@@ -152,9 +128,7 @@ where
     S: futures::io::AsyncRead + futures::io::AsyncWrite + Unpin,
 {
     use futures::io::{AsyncReadExt, AsyncWriteExt};
-    s.write_all(&request_bytes(method, &addr.to_string(), path, body, &[]))
-        .await
-        .expect("request written");
+    s.write_all(&request_bytes(method, &addr.to_string(), path, body, &[])).await.expect("request written");
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).await.expect("response read");
     parse_response(&raw, method == "HEAD")
@@ -169,10 +143,7 @@ pub fn assert_created_at(s: &str) {
         && match s[19..s.len() - 1].strip_prefix('.') {
             None => s.len() == 20,
             Some(frac) => {
-                !frac.is_empty()
-                    && frac.len() <= 9
-                    && frac.bytes().all(|b| b.is_ascii_digit())
-                    && !frac.ends_with('0')
+                !frac.is_empty() && frac.len() <= 9 && frac.bytes().all(|b| b.is_ascii_digit()) && !frac.ends_with('0')
             }
         };
     assert!(ok, "created_at {s:?} is not in Go's RFC3339Nano UTC format");

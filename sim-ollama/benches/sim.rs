@@ -46,28 +46,16 @@ fn model(name: &str, rate: &str, prompt_rate: &str) -> ModelSpec {
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        f64::NAN
-    } else {
-        v[v.len() / 2]
-    }
+    if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
 }
 
 fn percentile(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        f64::NAN
-    } else {
-        v[((v.len() - 1) as f64 * p).round() as usize]
-    }
+    if v.is_empty() { f64::NAN } else { v[((v.len() - 1) as f64 * p).round() as usize] }
 }
 
 fn client_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("client runtime")
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("client runtime")
 }
 
 /// Streams one request; returns (token count, arrival instants of token lines).
@@ -77,12 +65,7 @@ async fn stream_tokens(
     body: &serde_json::Value,
     keep_times: bool,
 ) -> (usize, Vec<Instant>) {
-    let r = client
-        .post(url)
-        .json(body)
-        .send()
-        .await
-        .expect("request sent");
+    let r = client.post(url).json(body).send().await.expect("request sent");
     assert!(r.status().is_success(), "status {}", r.status());
     let mut s = r.bytes_stream();
     let mut n = 0usize;
@@ -141,24 +124,20 @@ async fn raw_stream(
 }
 
 fn pacing() {
-    let streams: usize = std::env::var("PACING_STREAMS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
+    let streams: usize = std::env::var("PACING_STREAMS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
     const TOKENS: u64 = 300;
     // PACING_READ_EVERY_MS=50 makes the client read each socket every 50 ms (several tokens
     // per read) instead of on every token, leaving more of the 2 cores to the simulator.
-    let read_every = std::env::var("PACING_READ_EVERY_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map(Duration::from_millis);
+    let read_every = std::env::var("PACING_READ_EVERY_MS").ok().and_then(|v| v.parse().ok()).map(Duration::from_millis);
     let rt = client_runtime();
-    let (mut p50s, mut p99s, mut all_p99s, mut gap_p99s) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut p50s, mut p99s, mut all_p99s, mut gap_p99s) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for rep in 0..3 {
         // One instance with ideal batching (no per-stream slowdown), so every stream keeps its
         // 10 ms schedule and only the simulator's own pacing is measured.
-        let cfg = sim_ollama::ConfigFile::from_toml("[[devices]]\nname = \"ideal\"\nbatch_penalty = 0.0\n[[instances]]\ndevice = \"ideal\"\n").expect("config");
+        let cfg = sim_ollama::ConfigFile::from_toml(
+            "[[devices]]\nname = \"ideal\"\nbatch_penalty = 0.0\n[[instances]]\ndevice = \"ideal\"\n",
+        )
+        .expect("config");
         let sim = SimBuilder::new()
             .config(cfg)
             .model(model("metronome:latest", "100.0", "1e9"))
@@ -166,18 +145,9 @@ fn pacing() {
             .start()
             .expect("sim");
         let url = format!("{}/api/generate", sim.url());
-        let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(streams)
-            .build()
-            .expect("client");
+        let client = reqwest::Client::builder().pool_max_idle_per_host(streams).build().expect("client");
         // Warm the model so every stream starts decoding at once.
-        rt.block_on(
-            client
-                .post(&url)
-                .json(&serde_json::json!({"model": "metronome"}))
-                .send(),
-        )
-        .expect("load");
+        rt.block_on(client.post(&url).json(&serde_json::json!({"model": "metronome"})).send()).expect("load");
         sim.reset_lateness();
         let body = serde_json::json!({"model": "metronome", "prompt": "tick", "options": {"num_predict": TOKENS}});
         let t0 = Instant::now();
@@ -196,8 +166,7 @@ fn pacing() {
                 let tasks: Vec<_> = (0..streams)
                     .map(|i| {
                         let (addr, b) = (sim.addrs()[0], body.to_string());
-                        let start =
-                            t0 + Duration::from_micros((i as u64 * 10_000) / streams as u64);
+                        let start = t0 + Duration::from_micros((i as u64 * 10_000) / streams as u64);
                         tokio::spawn(async move {
                             tokio::time::sleep_until(start.into()).await;
                             raw_stream(addr, &b, read_every.is_none(), read_every).await
@@ -215,12 +184,7 @@ fn pacing() {
         for r in results {
             let (n, times) = r.expect("task");
             tokens += n;
-            gaps.extend(
-                times
-                    .windows(2)
-                    .take(n.saturating_sub(1))
-                    .map(|w| (w[1] - w[0]).as_secs_f64() * 1e3),
-            );
+            gaps.extend(times.windows(2).take(n.saturating_sub(1)).map(|w| (w[1] - w[0]).as_secs_f64() * 1e3));
         }
         let gp99 = percentile(&mut gaps, 0.99);
         println!(
@@ -254,22 +218,14 @@ fn pacing() {
 /// machine's limit from the simulator's.
 fn pacing_baseline() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let streams: usize = std::env::var("PACING_STREAMS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
+    let streams: usize = std::env::var("PACING_STREAMS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
     const TOKENS: u32 = 300;
-    let srv = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("server runtime");
+    let srv =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("server runtime");
     let rt = client_runtime();
     let mut p99s = Vec::new();
     for rep in 0..3 {
-        let l = srv
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .expect("bind");
+        let l = srv.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
         let addr = l.local_addr().expect("addr");
         let late = std::sync::Arc::new(std::sync::Mutex::new(Vec::<f64>::new()));
         let sink = std::sync::Arc::clone(&late);
@@ -325,10 +281,7 @@ fn pacing_baseline() {
         );
         p99s.push(p99);
     }
-    println!(
-        "pacing-baseline: median of 3: bare tokio TCP server, steady-state lateness p99 {:.0} us",
-        median(p99s)
-    );
+    println!("pacing-baseline: median of 3: bare tokio TCP server, steady-state lateness p99 {:.0} us", median(p99s));
 }
 
 fn throughput() {
@@ -337,23 +290,11 @@ fn throughput() {
     let rt = client_runtime();
     let mut rates = Vec::new();
     for rep in 0..5 {
-        let sim = SimBuilder::new()
-            .model(model("zero:latest", "inf", "inf"))
-            .num_parallel(STREAMS)
-            .start()
-            .expect("sim");
+        let sim =
+            SimBuilder::new().model(model("zero:latest", "inf", "inf")).num_parallel(STREAMS).start().expect("sim");
         let url = format!("{}/api/generate", sim.url());
-        let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(STREAMS)
-            .build()
-            .expect("client");
-        rt.block_on(
-            client
-                .post(&url)
-                .json(&serde_json::json!({"model": "zero"}))
-                .send(),
-        )
-        .expect("load");
+        let client = reqwest::Client::builder().pool_max_idle_per_host(STREAMS).build().expect("client");
+        rt.block_on(client.post(&url).json(&serde_json::json!({"model": "zero"})).send()).expect("load");
         let body = serde_json::json!({"model": "zero", "prompt": "go", "options": {"num_predict": TOKENS}});
         let t0 = Instant::now();
         let total: usize = rt.block_on(async {
@@ -363,11 +304,7 @@ fn throughput() {
                     tokio::spawn(async move { stream_tokens(&c, &u, &b, false).await.0 })
                 })
                 .collect();
-            futures::future::join_all(tasks)
-                .await
-                .into_iter()
-                .map(|r| r.expect("task"))
-                .sum()
+            futures::future::join_all(tasks).await.into_iter().map(|r| r.expect("task")).sum()
         });
         let secs = t0.elapsed().as_secs_f64();
         let rate = total as f64 / secs;
@@ -376,10 +313,7 @@ fn throughput() {
         );
         rates.push(rate);
     }
-    println!(
-        "throughput: median of 5: {:.0} tokens/s aggregate over loopback (target >= 500000)",
-        median(rates)
-    );
+    println!("throughput: median of 5: {:.0} tokens/s aggregate over loopback (target >= 500000)", median(rates));
 }
 
 fn calibration() {
@@ -409,16 +343,8 @@ fn calibration() {
                 ttft.get_or_insert_with(|| t0.elapsed());
                 buf.extend_from_slice(&c.expect("chunk"));
             }
-            let last = buf
-                .split(|b| *b == b'\n')
-                .filter(|l| !l.is_empty())
-                .last()
-                .expect("final line")
-                .to_vec();
-            (
-                ttft.expect("a token"),
-                serde_json::from_slice::<serde_json::Value>(&last).expect("json"),
-            )
+            let last = buf.split(|b| *b == b'\n').filter(|l| !l.is_empty()).last().expect("final line").to_vec();
+            (ttft.expect("a token"), serde_json::from_slice::<serde_json::Value>(&last).expect("json"))
         });
         let eval_s = fin["eval_duration"].as_f64().unwrap_or(0.0) / 1e9 / scale;
         rates.push(fin["eval_count"].as_f64().unwrap_or(0.0) / eval_s);
@@ -428,19 +354,12 @@ fn calibration() {
     let cold = (ttfts[0], loads[0]);
     let warm_ttft = median(ttfts[1..].to_vec());
     let warm_load = median(loads[1..].to_vec());
-    println!(
-        "calibration (gemma3:latest alone, 20 calls, modelled time = wall / time scale {scale}):"
-    );
-    println!(
-        "  solo decode rate: median {:.1} tok/s            (shared data: 114.5 tok/s alone)",
-        median(rates)
-    );
+    println!("calibration (gemma3:latest alone, 20 calls, modelled time = wall / time scale {scale}):");
+    println!("  solo decode rate: median {:.1} tok/s            (shared data: 114.5 tok/s alone)", median(rates));
     println!(
         "  TTFT warm (after a reload): median {warm_ttft:.0} ms (shared data: 550-1350 ms alone; serialized rows median 789 ms)"
     );
-    println!(
-        "  load warm: median {warm_load:.0} ms                (shared data: median 274 ms, p10 240, p90 534)"
-    );
+    println!("  load warm: median {warm_load:.0} ms                (shared data: median 274 ms, p10 240, p90 534)");
     println!(
         "  cold first call: TTFT {:.0} ms, load {:.0} ms     (shared data: cold loads 4.3-6.0 s, up to 8.3 s)",
         cold.0, cold.1
@@ -477,15 +396,9 @@ fn thread_cpu_seconds(prefix: &str) -> f64 {
 fn dual() {
     let scale = 0.1;
     let rt = client_runtime();
-    let sim = SimBuilder::new()
-        .preset("dual-one-device")
-        .expect("preset")
-        .time_scale(scale)
-        .start()
-        .expect("sim");
+    let sim = SimBuilder::new().preset("dual-one-device").expect("preset").time_scale(scale).start().expect("sim");
     let client = reqwest::Client::new();
-    let (mut rates, mut ttfts, mut loads, mut walls) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut rates, mut ttfts, mut loads, mut walls) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut collector, mut insight) = (Vec::new(), Vec::new());
     // The data shows a warm load (240-530 ms) on every call: the study's runs reloaded the
     // model each time. keep_alive 0 does the same here.
@@ -505,12 +418,7 @@ fn dual() {
             let c = client.clone();
             async move {
                 let t = Instant::now();
-                let r = c
-                    .post(format!("{u}/api/generate"))
-                    .json(b)
-                    .send()
-                    .await
-                    .expect("sent");
+                let r = c.post(format!("{u}/api/generate")).json(b).send().await.expect("sent");
                 let mut s = r.bytes_stream();
                 let mut ttft = None;
                 let mut buf = Vec::new();
@@ -518,16 +426,8 @@ fn dual() {
                     ttft.get_or_insert_with(|| t.elapsed());
                     buf.extend_from_slice(&ch.expect("chunk"));
                 }
-                let last = buf
-                    .split(|b| *b == b'\n')
-                    .filter(|l| !l.is_empty())
-                    .last()
-                    .expect("final")
-                    .to_vec();
-                (
-                    ttft.expect("token"),
-                    serde_json::from_slice::<serde_json::Value>(&last).expect("json"),
-                )
+                let last = buf.split(|b| *b == b'\n').filter(|l| !l.is_empty()).last().expect("final").to_vec();
+                (ttft.expect("token"), serde_json::from_slice::<serde_json::Value>(&last).expect("json"))
             }
         })));
         let wall = t0.elapsed().as_secs_f64() / scale;
@@ -536,8 +436,7 @@ fn dual() {
         }
         walls.push(wall);
         for (i, (ttft, fin)) in results.into_iter().enumerate() {
-            let rate = fin["eval_count"].as_f64().unwrap_or(0.0)
-                / (fin["eval_duration"].as_f64().unwrap_or(1.0) / 1e9)
+            let rate = fin["eval_count"].as_f64().unwrap_or(0.0) / (fin["eval_duration"].as_f64().unwrap_or(1.0) / 1e9)
                 * scale;
             rates.push(rate);
             if i == 0 {
@@ -550,15 +449,8 @@ fn dual() {
         }
     }
     let spread = |v: &mut Vec<f64>| (percentile(v, 0.1), percentile(v, 0.5), percentile(v, 0.9));
-    let (r, t, l, w) = (
-        spread(&mut rates),
-        spread(&mut ttfts),
-        spread(&mut loads),
-        spread(&mut walls),
-    );
-    println!(
-        "dual-one-device preset, the study's two agents (390 and 640 tokens), 9 warm runs, modelled time:"
-    );
+    let (r, t, l, w) = (spread(&mut rates), spread(&mut ttfts), spread(&mut loads), spread(&mut walls));
+    println!("dual-one-device preset, the study's two agents (390 and 640 tokens), 9 warm runs, modelled time:");
     println!(
         "  per-stream decode rate: p10 {:.1}  median {:.1}  p90 {:.1} tok/s   (shared data: p10 41.1, median 51.4, p90 118.8; 45-50 while both decode)",
         r.0, r.1, r.2
@@ -590,23 +482,11 @@ fn scale() {
         "[server]\nnum_parallel = 8\n[[devices]]\nname = \"gpu0\"\n[[instances]]\ndevice = \"gpu0\"\n[[instances]]\ndevice = \"gpu0\"\n",
     )
     .expect("config");
-    let sim = SimBuilder::new()
-        .config(cfg)
-        .time_scale(0.02)
-        .start()
-        .expect("sim");
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(1000)
-        .build()
-        .expect("client");
+    let sim = SimBuilder::new().config(cfg).time_scale(0.02).start().expect("sim");
+    let client = reqwest::Client::builder().pool_max_idle_per_host(1000).build().expect("client");
     for u in sim.urls() {
-        rt.block_on(
-            client
-                .post(format!("{u}/api/generate"))
-                .json(&serde_json::json!({"model": "llama3.2:1b"}))
-                .send(),
-        )
-        .expect("load");
+        rt.block_on(client.post(format!("{u}/api/generate")).json(&serde_json::json!({"model": "llama3.2:1b"})).send())
+            .expect("load");
     }
     sim.reset_lateness();
     let cpu0 = thread_cpu_seconds("sim-ollama");
@@ -615,19 +495,11 @@ fn scale() {
     let done: usize = rt.block_on(async {
         let tasks: Vec<_> = (0..1000usize)
             .map(|i| {
-                let (c, u, b) = (
-                    client.clone(),
-                    format!("{}/api/generate", sim.urls()[i % 2]),
-                    body.clone(),
-                );
+                let (c, u, b) = (client.clone(), format!("{}/api/generate", sim.urls()[i % 2]), body.clone());
                 tokio::spawn(async move { stream_tokens(&c, &u, &b, false).await.0 })
             })
             .collect();
-        futures::future::join_all(tasks)
-            .await
-            .into_iter()
-            .map(|r| r.expect("task"))
-            .sum()
+        futures::future::join_all(tasks).await.into_iter().map(|r| r.expect("task")).sum()
     });
     let wall = t0.elapsed().as_secs_f64();
     let cpu = thread_cpu_seconds("sim-ollama") - cpu0;
@@ -645,10 +517,7 @@ fn scale() {
 }
 
 fn main() {
-    let which: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
+    let which: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let want = |name: &str| which.is_empty() || which.iter().any(|w| w == name);
     if want("throughput") {
         throughput();

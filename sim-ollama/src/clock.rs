@@ -21,11 +21,7 @@ pub(crate) struct Clock {
 
 impl Clock {
     pub(crate) fn new(frozen: bool) -> Self {
-        Clock {
-            frozen,
-            origin: Instant::now(),
-            origin_wall: SystemTime::now(),
-        }
+        Clock { frozen, origin: Instant::now(), origin_wall: SystemTime::now() }
     }
 
     pub(crate) fn is_frozen(&self) -> bool {
@@ -34,21 +30,13 @@ impl Clock {
 
     /// Wall time of a monotonic instant (real clock only).
     pub(crate) fn wall(&self, at: Instant) -> SystemTime {
-        if at >= self.origin {
-            self.origin_wall + (at - self.origin)
-        } else {
-            self.origin_wall - (self.origin - at)
-        }
+        if at >= self.origin { self.origin_wall + (at - self.origin) } else { self.origin_wall - (self.origin - at) }
     }
 
     /// The timestamp of an event: the real wall time of `at`, or, when frozen, the fixed epoch
     /// plus `modelled_offset` (the event's offset in the request's intended schedule).
     pub(crate) fn stamp(&self, at: Instant, modelled_offset: Duration) -> SystemTime {
-        if self.frozen {
-            frozen_epoch() + modelled_offset
-        } else {
-            self.wall(at)
-        }
+        if self.frozen { frozen_epoch() + modelled_offset } else { self.wall(at) }
     }
 }
 
@@ -75,9 +63,7 @@ pub(crate) fn rfc3339(t: SystemTime) -> String {
 
 /// Seconds since the Unix epoch, as the OpenAI layer's `created` field.
 pub(crate) fn unix_seconds(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -87,19 +73,10 @@ mod tests {
     #[test]
     fn rfc3339_trims_trailing_zeros_like_go() {
         let base = UNIX_EPOCH + Duration::from_secs(1_761_499_281);
-        assert_eq!(
-            rfc3339(base + Duration::from_nanos(196_249_000)),
-            "2025-10-26T17:21:21.196249Z"
-        );
+        assert_eq!(rfc3339(base + Duration::from_nanos(196_249_000)), "2025-10-26T17:21:21.196249Z");
         assert_eq!(rfc3339(base), "2025-10-26T17:21:21Z");
-        assert_eq!(
-            rfc3339(base + Duration::from_nanos(1)),
-            "2025-10-26T17:21:21.000000001Z"
-        );
-        assert_eq!(
-            rfc3339(base + Duration::from_nanos(500_000_000)),
-            "2025-10-26T17:21:21.5Z"
-        );
+        assert_eq!(rfc3339(base + Duration::from_nanos(1)), "2025-10-26T17:21:21.000000001Z");
+        assert_eq!(rfc3339(base + Duration::from_nanos(500_000_000)), "2025-10-26T17:21:21.5Z");
     }
 
     #[test]

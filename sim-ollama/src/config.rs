@@ -13,32 +13,18 @@ pub const DEFAULT_CATALOGUE_TOML: &str = include_str!("../../fixtures/catalogue.
 
 /// Deployment presets, compiled in: (name, TOML). See `fixtures/presets/`.
 pub const PRESETS: &[(&str, &str)] = &[
-    (
-        "single-1slot",
-        include_str!("../../fixtures/presets/single-1slot.toml"),
-    ),
-    (
-        "single-4slots",
-        include_str!("../../fixtures/presets/single-4slots.toml"),
-    ),
-    (
-        "dual-one-device",
-        include_str!("../../fixtures/presets/dual-one-device.toml"),
-    ),
-    (
-        "dual-two-devices",
-        include_str!("../../fixtures/presets/dual-two-devices.toml"),
-    ),
+    ("single-1slot", include_str!("../../fixtures/presets/single-1slot.toml")),
+    ("single-4slots", include_str!("../../fixtures/presets/single-4slots.toml")),
+    ("dual-one-device", include_str!("../../fixtures/presets/dual-one-device.toml")),
+    ("dual-two-devices", include_str!("../../fixtures/presets/dual-two-devices.toml")),
+    ("ideal", include_str!("../../fixtures/presets/ideal.toml")),
 ];
 
 /// A preset's configuration by name.
 pub fn preset(name: &str) -> Result<ConfigFile, ConfigError> {
     let (_, text) = PRESETS.iter().find(|(n, _)| *n == name).ok_or_else(|| {
         let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
-        ConfigError::Invalid(format!(
-            "unknown preset {name:?}; presets: {}",
-            names.join(", ")
-        ))
+        ConfigError::Invalid(format!("unknown preset {name:?}; presets: {}", names.join(", ")))
     })?;
     ConfigFile::from_toml(text).map_err(|e| ConfigError::Parse(format!("preset {name}: {e}")))
 }
@@ -210,10 +196,7 @@ impl ModelSpec {
             return Err(format!("model {:?}: not a valid model name", self.name));
         }
         if self.embedding_length == 0 {
-            return Err(format!(
-                "model {:?}: embedding_length must be > 0",
-                self.name
-            ));
+            return Err(format!("model {:?}: embedding_length must be > 0", self.name));
         }
         self.profile.validate(&self.name)
     }
@@ -319,10 +302,8 @@ impl ConfigFile {
 
     /// Reads a TOML file.
     pub fn from_path(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Io { path: path.display().to_string(), source })?;
         Self::from_toml(&text).map_err(|e| match e {
             ConfigError::Parse(m) => ConfigError::Parse(format!("{}: {m}", path.display())),
             other => other,
@@ -333,9 +314,7 @@ impl ConfigFile {
 /// The default catalogue.
 pub fn default_catalogue() -> Vec<ModelSpec> {
     // The compiled-in file is checked by a unit test, so this cannot fail at run time.
-    ConfigFile::from_toml(DEFAULT_CATALOGUE_TOML)
-        .map(|f| f.models)
-        .unwrap_or_default()
+    ConfigFile::from_toml(DEFAULT_CATALOGUE_TOML).map(|f| f.models).unwrap_or_default()
 }
 
 /// The resolved configuration a simulator runs with. Defaults:
@@ -393,17 +372,11 @@ impl RawConfig {
         let seed = self.seed.or(f.server.seed).unwrap_or(0);
         let time_scale = self.time_scale.or(f.server.time_scale).unwrap_or(1.0);
         if !(time_scale.is_finite() && time_scale >= 0.0) {
-            return Err(invalid(format!(
-                "time_scale must be a finite number >= 0, got {time_scale}"
-            )));
+            return Err(invalid(format!("time_scale must be a finite number >= 0, got {time_scale}")));
         }
         let num_parallel = self.num_parallel.or(f.server.num_parallel).unwrap_or(1);
         let max_queue = self.max_queue.or(f.server.max_queue).unwrap_or(512);
-        let max_loaded = match self
-            .max_loaded_models
-            .or(f.server.max_loaded_models)
-            .unwrap_or(0)
-        {
+        let max_loaded = match self.max_loaded_models.or(f.server.max_loaded_models).unwrap_or(0) {
             0 => 3,
             n => n,
         };
@@ -415,17 +388,12 @@ impl RawConfig {
         }
         let keep_alive = match (self.keep_alive, &f.server.keep_alive) {
             (Some(k), _) => k,
-            (None, Some(s)) => KeepAlive::from_env_value(s)
-                .map_err(|e| invalid(format!("server.keep_alive: {e}")))?,
+            (None, Some(s)) => KeepAlive::from_env_value(s).map_err(|e| invalid(format!("server.keep_alive: {e}")))?,
             (None, None) => KeepAlive::DEFAULT,
         };
 
         // Models: default catalogue, then the file's, then the builder's, later names win.
-        let mut models = if f.replace_catalogue {
-            Vec::new()
-        } else {
-            default_catalogue()
-        };
+        let mut models = if f.replace_catalogue { Vec::new() } else { default_catalogue() };
         for m in f.models.iter().chain(self.extra_models.iter()) {
             match models.iter_mut().find(|x| x.name == m.name) {
                 Some(slot) => *slot = m.clone(),
@@ -443,16 +411,10 @@ impl RawConfig {
         let mut devices = f.devices.clone();
         for d in &devices {
             if !(d.cross_process_efficiency > 0.0 && d.cross_process_efficiency <= 1.0) {
-                return Err(invalid(format!(
-                    "device {:?}: cross_process_efficiency must be in (0, 1]",
-                    d.name
-                )));
+                return Err(invalid(format!("device {:?}: cross_process_efficiency must be in (0, 1]", d.name)));
             }
             if !(d.batch_penalty >= 0.0 && d.batch_penalty.is_finite()) {
-                return Err(invalid(format!(
-                    "device {:?}: batch_penalty must be >= 0",
-                    d.name
-                )));
+                return Err(invalid(format!("device {:?}: batch_penalty must be >= 0", d.name)));
             }
         }
         let count = self.instances.unwrap_or(f.instances.len().max(1));
@@ -476,38 +438,21 @@ impl RawConfig {
                     devices.len() - 1
                 }
             };
-            let np = self
-                .num_parallel
-                .or(spec.num_parallel)
-                .unwrap_or(num_parallel);
+            let np = self.num_parallel.or(spec.num_parallel).unwrap_or(num_parallel);
             if np == 0 {
-                return Err(invalid(format!(
-                    "instance {i}: num_parallel must be at least 1"
-                )));
+                return Err(invalid(format!("instance {i}: num_parallel must be at least 1")));
             }
             instances.push(ResolvedInstance {
                 device,
                 num_parallel: np,
-                max_queue: self
-                    .max_queue
-                    .or(spec.max_queue)
-                    .unwrap_or(max_queue)
-                    .max(1),
-                max_loaded_models: match self
-                    .max_loaded_models
-                    .or(spec.max_loaded_models)
-                    .unwrap_or(max_loaded)
-                {
+                max_queue: self.max_queue.or(spec.max_queue).unwrap_or(max_queue).max(1),
+                max_loaded_models: match self.max_loaded_models.or(spec.max_loaded_models).unwrap_or(max_loaded) {
                     0 => 3,
                     n => n,
                 },
             });
         }
-        let worker_threads = self
-            .worker_threads
-            .or(f.server.worker_threads)
-            .unwrap_or(2)
-            .max(1);
+        let worker_threads = self.worker_threads.or(f.server.worker_threads).unwrap_or(2).max(1);
         let faults: Vec<_> = f.faults.iter().chain(self.faults.iter()).cloned().collect();
         for r in &faults {
             r.validate().map_err(invalid)?;
@@ -520,10 +465,7 @@ impl RawConfig {
             devices,
             instances,
             keep_alive,
-            body_limit: self
-                .body_limit
-                .or(f.server.body_limit)
-                .unwrap_or(DEFAULT_BODY_LIMIT),
+            body_limit: self.body_limit.or(f.server.body_limit).unwrap_or(DEFAULT_BODY_LIMIT),
             version: DEFAULT_VERSION.to_string(),
             worker_threads,
             faults,
@@ -551,45 +493,19 @@ mod tests {
     fn every_preset_parses_and_resolves() {
         for (name, _) in PRESETS {
             let file = preset(name).unwrap();
-            RawConfig {
-                file,
-                ..Default::default()
-            }
-            .resolve()
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+            RawConfig { file, ..Default::default() }.resolve().unwrap_or_else(|e| panic!("{name}: {e}"));
         }
-        assert!(
-            preset("nope")
-                .unwrap_err()
-                .to_string()
-                .contains("dual-one-device")
-        );
+        assert!(preset("nope").unwrap_err().to_string().contains("dual-one-device"));
     }
 
     #[test]
     fn unknown_fields_and_bad_values_are_named() {
-        let e = ConfigFile::from_toml("[server]\nseeed = 3\n")
-            .unwrap_err()
-            .to_string();
+        let e = ConfigFile::from_toml("[server]\nseeed = 3\n").unwrap_err().to_string();
         assert!(e.contains("seeed"), "{e}");
-        let raw = RawConfig {
-            time_scale: Some(-1.0),
-            ..Default::default()
-        };
-        assert!(
-            raw.resolve()
-                .unwrap_err()
-                .to_string()
-                .contains("time_scale")
-        );
+        let raw = RawConfig { time_scale: Some(-1.0), ..Default::default() };
+        assert!(raw.resolve().unwrap_err().to_string().contains("time_scale"));
         let file = ConfigFile::from_toml("[[instances]]\ndevice = \"gpu9\"\n").unwrap();
-        let e = RawConfig {
-            file,
-            ..Default::default()
-        }
-        .resolve()
-        .unwrap_err()
-        .to_string();
+        let e = RawConfig { file, ..Default::default() }.resolve().unwrap_err().to_string();
         assert!(e.contains("gpu9"), "{e}");
     }
 
@@ -597,16 +513,8 @@ mod tests {
     fn file_models_override_catalogue_entries_by_name() {
         let mut m = default_catalogue().remove(0);
         m.profile.decode_tokens_per_s = 10.0;
-        let file = ConfigFile {
-            models: vec![m.clone()],
-            ..Default::default()
-        };
-        let cfg = RawConfig {
-            file,
-            ..Default::default()
-        }
-        .resolve()
-        .unwrap();
+        let file = ConfigFile { models: vec![m.clone()], ..Default::default() };
+        let cfg = RawConfig { file, ..Default::default() }.resolve().unwrap();
         let got = cfg.models.iter().find(|x| x.name == m.name).unwrap();
         assert_eq!(got.profile.decode_tokens_per_s, 10.0);
     }

@@ -52,12 +52,7 @@ struct Batch {
 
 impl Device {
     pub(crate) fn new(index: usize, spec: DeviceSpec) -> Self {
-        Device {
-            index,
-            spec,
-            state: Mutex::new(DeviceState::default()),
-            epoch: AtomicU64::new(0),
-        }
+        Device { index, spec, state: Mutex::new(DeviceState::default()), epoch: AtomicU64::new(0) }
     }
 
     fn lock(&self) -> MutexGuard<'_, DeviceState> {
@@ -69,11 +64,7 @@ impl Device {
     /// Speed of each stream of a batch of `n` when `m` batches are active on the device.
     fn speed(&self, n: usize, m: usize) -> f64 {
         let batch = 1.0 / (1.0 + self.spec.batch_penalty * (n.saturating_sub(1)) as f64);
-        let share = if m <= 1 {
-            1.0
-        } else {
-            self.spec.cross_process_efficiency / m as f64
-        };
+        let share = if m <= 1 { 1.0 } else { self.spec.cross_process_efficiency / m as f64 };
         batch * share
     }
 
@@ -92,11 +83,7 @@ impl Device {
             self.epoch.fetch_add(1, Ordering::Release);
             st.batches.retain(|_, b| b.members > 0);
             let m = st.batches.len();
-            let speeds: Vec<(BatchKey, f64)> = st
-                .batches
-                .iter()
-                .map(|(k, b)| (*k, self.speed(b.members, m)))
-                .collect();
+            let speeds: Vec<(BatchKey, f64)> = st.batches.iter().map(|(k, b)| (*k, self.speed(b.members, m))).collect();
             for (k, s) in speeds {
                 if let Some(b) = st.batches.get_mut(&k) {
                     if s > b.speed {
@@ -175,15 +162,12 @@ impl Member {
             _ => {
                 let st = self.device.lock();
                 let e = self.device.epoch.load(Ordering::Acquire);
-                let (v, t, speed) = st
-                    .batches
-                    .get(&self.key)
-                    .map_or((self.v_join, self.joined, 1.0), |b| (b.v, b.t, b.speed));
+                let (v, t, speed) =
+                    st.batches.get(&self.key).map_or((self.v_join, self.joined, 1.0), |b| (b.v, b.t, b.speed));
                 self.cache = Some((e, v, t, speed));
                 let batch = st.batches.get(&self.key).map_or(0, |b| b.members);
                 let before = (self.peers.len(), self.max_batch);
-                self.peers
-                    .extend(st.batches.keys().map(|k| k.0).filter(|i| *i != self.key.0));
+                self.peers.extend(st.batches.keys().map(|k| k.0).filter(|i| *i != self.key.0));
                 self.max_batch = self.max_batch.max(batch);
                 if (self.peers.len(), self.max_batch) != before {
                     self.seen_version += 1;
@@ -242,11 +226,7 @@ mod tests {
     fn device(eff: f64, penalty: f64) -> Arc<Device> {
         Arc::new(Device::new(
             0,
-            DeviceSpec {
-                name: "gpu".into(),
-                cross_process_efficiency: eff,
-                batch_penalty: penalty,
-            },
+            DeviceSpec { name: "gpu".into(), cross_process_efficiency: eff, batch_penalty: penalty },
         ))
     }
 
@@ -300,9 +280,6 @@ mod tests {
         let shared = (alone_from - both_from).as_secs_f64();
         let expected = 0.100 - shared / 2.0;
         let left = (a.deadline(Duration::from_millis(100)) - alone_from).as_secs_f64();
-        assert!(
-            (left - expected).abs() < 0.002,
-            "left {left}, expected {expected}"
-        );
+        assert!((left - expected).abs() < 0.002, "left {left}, expected {expected}");
     }
 }

@@ -44,28 +44,16 @@ pub struct DistSpec {
 impl DistSpec {
     /// A constant.
     pub fn constant(value: f64) -> Self {
-        DistSpec {
-            dist: DistKind::Constant,
-            mean: value,
-            cv: 0.0,
-            min: None,
-            max: None,
-        }
+        DistSpec { dist: DistKind::Constant, mean: value, cv: 0.0, min: None, max: None }
     }
 
     /// Checks the parameters, naming the field in the error.
     pub(crate) fn validate(&self, field: &str) -> Result<(), String> {
         if !self.mean.is_finite() || self.mean < 0.0 {
-            return Err(format!(
-                "{field}: mean must be a finite number >= 0, got {}",
-                self.mean
-            ));
+            return Err(format!("{field}: mean must be a finite number >= 0, got {}", self.mean));
         }
         if !self.cv.is_finite() || self.cv < 0.0 {
-            return Err(format!(
-                "{field}: cv must be a finite number >= 0, got {}",
-                self.cv
-            ));
+            return Err(format!("{field}: cv must be a finite number >= 0, got {}", self.cv));
         }
         if let (Some(lo), Some(hi)) = (self.min, self.max) {
             if lo > hi {
@@ -83,9 +71,7 @@ impl DistSpec {
         } else {
             match self.dist {
                 DistKind::Constant => Inner::Constant(mean),
-                DistKind::Normal => Normal::new(mean, cv * mean)
-                    .map(Inner::Normal)
-                    .unwrap_or(Inner::Constant(mean)),
+                DistKind::Normal => Normal::new(mean, cv * mean).map(Inner::Normal).unwrap_or(Inner::Constant(mean)),
                 DistKind::Lognormal => {
                     let sigma2 = (1.0 + cv * cv).ln();
                     LogNormal::new(mean.ln() - sigma2 / 2.0, sigma2.sqrt())
@@ -94,17 +80,11 @@ impl DistSpec {
                 }
                 DistKind::Gamma => {
                     let shape = 1.0 / (cv * cv);
-                    Gamma::new(shape, mean / shape)
-                        .map(Inner::Gamma)
-                        .unwrap_or(Inner::Constant(mean))
+                    Gamma::new(shape, mean / shape).map(Inner::Gamma).unwrap_or(Inner::Constant(mean))
                 }
             }
         };
-        Sampler {
-            inner,
-            min: self.min.unwrap_or(0.0),
-            max: self.max.unwrap_or(f64::INFINITY),
-        }
+        Sampler { inner, min: self.min.unwrap_or(0.0), max: self.max.unwrap_or(f64::INFINITY) }
     }
 }
 
@@ -155,13 +135,7 @@ mod tests {
     #[test]
     fn every_kind_has_the_requested_mean_and_cv() {
         for dist in [DistKind::Normal, DistKind::Lognormal, DistKind::Gamma] {
-            let spec = DistSpec {
-                dist,
-                mean: 8.7,
-                cv: 0.2,
-                min: None,
-                max: None,
-            };
+            let spec = DistSpec { dist, mean: 8.7, cv: 0.2, min: None, max: None };
             let (m, cv) = mean_and_cv(&spec);
             // 20k samples: the standard error of the mean is 0.2*8.7/141 = 0.012.
             assert!((m - 8.7).abs() < 0.08, "{dist:?}: mean {m}");
@@ -171,13 +145,7 @@ mod tests {
 
     #[test]
     fn samples_are_clamped_to_min_and_max() {
-        let spec = DistSpec {
-            dist: DistKind::Normal,
-            mean: 100.0,
-            cv: 1.0,
-            min: Some(50.0),
-            max: Some(120.0),
-        };
+        let spec = DistSpec { dist: DistKind::Normal, mean: 100.0, cv: 1.0, min: Some(50.0), max: Some(120.0) };
         let s = spec.sampler();
         let mut rng = Pcg64Mcg::seed_from_u64(1);
         for _ in 0..1000 {
@@ -188,27 +156,11 @@ mod tests {
 
     #[test]
     fn validate_rejects_negative_and_inverted_bounds() {
+        assert!(DistSpec { dist: DistKind::Gamma, mean: -1.0, cv: 0.1, min: None, max: None }.validate("x").is_err());
         assert!(
-            DistSpec {
-                dist: DistKind::Gamma,
-                mean: -1.0,
-                cv: 0.1,
-                min: None,
-                max: None
-            }
-            .validate("x")
-            .is_err()
-        );
-        assert!(
-            DistSpec {
-                dist: DistKind::Gamma,
-                mean: 1.0,
-                cv: 0.1,
-                min: Some(3.0),
-                max: Some(2.0)
-            }
-            .validate("x")
-            .is_err()
+            DistSpec { dist: DistKind::Gamma, mean: 1.0, cv: 0.1, min: Some(3.0), max: Some(2.0) }
+                .validate("x")
+                .is_err()
         );
         assert!(DistSpec::constant(3.0).validate("x").is_ok());
     }

@@ -25,12 +25,7 @@ pub(crate) struct ApiError {
 
 impl ApiError {
     pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            message: message.into(),
-            flavor: Flavor::Native,
-            charset: true,
-        }
+        ApiError { status, message: message.into(), flavor: Flavor::Native, charset: true }
     }
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, message)
@@ -43,10 +38,7 @@ impl ApiError {
     }
     /// The scheduler's queue is full.
     pub(crate) fn busy() -> Self {
-        Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "server busy, please try again.  maximum pending requests exceeded",
-        )
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "server busy, please try again.  maximum pending requests exceeded")
     }
     /// `model 'NAME' not found` (generate, chat, show, delete).
     pub(crate) fn model_not_found(name: &str) -> Self {
@@ -69,9 +61,7 @@ impl ApiError {
     /// The body bytes.
     pub(crate) fn body(&self) -> Vec<u8> {
         match self.flavor {
-            Flavor::Native => crate::wire::to_go_json(&NativeError {
-                error: &self.message,
-            }),
+            Flavor::Native => crate::wire::to_go_json(&NativeError { error: &self.message }),
             Flavor::OpenAi => {
                 let kind = match self.status.as_u16() {
                     400 => "invalid_request_error",
@@ -79,12 +69,7 @@ impl ApiError {
                     _ => "api_error",
                 };
                 let mut b = crate::wire::to_go_json(&OpenAiError {
-                    error: OpenAiErrorBody {
-                        message: &self.message,
-                        kind,
-                        param: None,
-                        code: None,
-                    },
+                    error: OpenAiErrorBody { message: &self.message, kind, param: None, code: None },
                 });
                 // Errors the /v1 middleware writes itself end with a newline; its own decoding
                 // errors do not (captures 28, 43 and 44).
@@ -119,14 +104,9 @@ struct OpenAiErrorBody<'a> {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         tracing::debug!(target: "sim_ollama", status = self.status.as_u16(), message = %self.message, "error response");
-        let ct = if self.charset {
-            "application/json; charset=utf-8"
-        } else {
-            "application/json"
-        };
+        let ct = if self.charset { "application/json; charset=utf-8" } else { "application/json" };
         let mut r = (self.status, self.body()).into_response();
-        r.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
         r
     }
 }

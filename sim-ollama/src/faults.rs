@@ -89,10 +89,7 @@ impl FaultRule {
             return Err("fault: every must be at least 1".into());
         }
         if !(0.0..=1.0).contains(&self.probability) {
-            return Err(format!(
-                "fault: probability must be in [0, 1], got {}",
-                self.probability
-            ));
+            return Err(format!("fault: probability must be in [0, 1], got {}", self.probability));
         }
         if let Some(s) = self.status {
             if !(400..=599).contains(&s) {
@@ -108,10 +105,7 @@ impl FaultRule {
     fn matches(&self, instance: usize, model_key: &str, endpoint: &str) -> bool {
         self.instance.is_none_or(|i| i == instance)
             && self.endpoint.as_deref().is_none_or(|e| e == endpoint)
-            && self
-                .model
-                .as_deref()
-                .is_none_or(|m| crate::names::Name::parse(m).is_some_and(|n| n.key() == model_key))
+            && self.model.as_deref().is_none_or(|m| crate::names::Name::parse(m).is_some_and(|n| n.key() == model_key))
     }
 
     /// The error text of an error fault.
@@ -137,10 +131,8 @@ impl FaultRule {
 
     /// One-line description for the trace.
     pub(crate) fn describe(&self) -> String {
-        let mut s = serde_json::to_value(self.kind)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let mut s =
+            serde_json::to_value(self.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
         if let Some(st) = self.status {
             s.push_str(&format!(" {st}"));
         }
@@ -172,10 +164,7 @@ pub(crate) struct Faults {
 
 impl Faults {
     pub(crate) fn new(seed: u64, rules: Vec<FaultRule>) -> Self {
-        Faults {
-            seed,
-            rules: Mutex::new(rules.into_iter().map(|r| (r, 0)).collect()),
-        }
+        Faults { seed, rules: Mutex::new(rules.into_iter().map(|r| (r, 0)).collect()) }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(FaultRule, u64)>> {
@@ -198,12 +187,7 @@ impl Faults {
     }
 
     /// The fault a request gets, if any: the first rule that matches and chooses it.
-    pub(crate) fn pick(
-        &self,
-        instance: usize,
-        model_key: &str,
-        endpoint: &str,
-    ) -> Option<FaultRule> {
+    pub(crate) fn pick(&self, instance: usize, model_key: &str, endpoint: &str) -> Option<FaultRule> {
         let mut rules = self.lock();
         for (i, (rule, count)) in rules.iter_mut().enumerate() {
             if !rule.matches(instance, model_key, endpoint) {
@@ -214,11 +198,7 @@ impl Faults {
                 continue;
             }
             if rule.probability < 1.0 {
-                let mut rng = SeedBuilder::new(self.seed)
-                    .str("fault")
-                    .u64(i as u64)
-                    .u64(*count)
-                    .rng();
+                let mut rng = SeedBuilder::new(self.seed).str("fault").u64(i as u64).u64(*count).rng();
                 if !rng.random_bool(rule.probability) {
                     continue;
                 }
@@ -244,14 +224,9 @@ mod tests {
         r.model = Some("tiny".into());
         let f = Faults::new(1, vec![r]);
         let key = crate::names::Name::parse("tiny").unwrap().key();
-        let picks: Vec<bool> = (0..6)
-            .map(|_| f.pick(0, &key, "/api/generate").is_some())
-            .collect();
+        let picks: Vec<bool> = (0..6).map(|_| f.pick(0, &key, "/api/generate").is_some()).collect();
         assert_eq!(picks, [false, false, true, false, false, true]);
-        assert!(
-            f.pick(0, "other", "/api/generate").is_none(),
-            "the model filter applies"
-        );
+        assert!(f.pick(0, "other", "/api/generate").is_none(), "the model filter applies");
     }
 
     #[test]
@@ -260,9 +235,7 @@ mod tests {
         r.probability = 0.3;
         let count = |seed| {
             let f = Faults::new(seed, vec![r.clone()]);
-            (0..1000)
-                .filter(|_| f.pick(0, "m", "/api/chat").is_some())
-                .count()
+            (0..1000).filter(|_| f.pick(0, "m", "/api/chat").is_some()).count()
         };
         assert_eq!(count(5), count(5), "same seed, same choices");
         let n = count(5);
@@ -274,11 +247,6 @@ mod tests {
         let mut r = rule(FaultKind::HttpError);
         r.status = Some(200);
         assert!(r.validate().unwrap_err().contains("status"));
-        assert!(
-            rule(FaultKind::SlowHeaders)
-                .validate()
-                .unwrap_err()
-                .contains("duration_ms")
-        );
+        assert!(rule(FaultKind::SlowHeaders).validate().unwrap_err().contains("duration_ms"));
     }
 }

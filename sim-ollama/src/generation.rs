@@ -75,25 +75,11 @@ impl Plan {
         let num_predict = o.num_predict.filter(|n| *n > 0).map(|n| n as usize);
         let text = tokens::generate(&mut text_rng, natural, num_predict, &o.stop, input.format);
         let prompt_tokens = tokens::count_tokens(input.rendered)
-            + if input.templated {
-                profile.template_tokens
-            } else {
-                0
-            }
+            + if input.templated { profile.template_tokens } else { 0 }
             + IMAGE_TOKENS * input.images as u32;
         let prompt_tokens = prompt_tokens.max(1);
-        let timing = Timing::new(
-            profile,
-            prompt_tokens,
-            input.time_scale,
-            content.str("timing").rng(),
-        );
-        Plan {
-            prompt_tokens,
-            text,
-            timing,
-            seed: content.str("misc").finish(),
-        }
+        let timing = Timing::new(profile, prompt_tokens, input.time_scale, content.str("timing").rng());
+        Plan { prompt_tokens, text, timing, seed: content.str("misc").finish() }
     }
 }
 
@@ -148,23 +134,8 @@ pub(crate) struct Running {
 impl Running {
     /// Gets a runner and a slot, then evaluates the prompt. Errors finish the trace record.
     pub(crate) async fn start(job: Job, mut trace: TraceGuard) -> Result<Running, ApiError> {
-        let Job {
-            instance,
-            model,
-            opts,
-            keep_alive,
-            plan,
-            clock,
-            lateness,
-            timer,
-            arrival,
-        } = job;
-        let Plan {
-            prompt_tokens,
-            text,
-            timing,
-            ..
-        } = plan;
+        let Job { instance, model, opts, keep_alive, plan, clock, lateness, timer, arrival } = job;
+        let Plan { prompt_tokens, text, timing, .. } = plan;
         trace.with(|r| r.prompt_tokens = u64::from(prompt_tokens));
         let req = RunnerRequest {
             key: model.name.key(),
@@ -216,11 +187,7 @@ impl Running {
     /// Polls for the next token; `None` after the last one.
     pub(crate) fn poll_token(&mut self, cx: &mut Context<'_>) -> Poll<Option<Emitted>> {
         match self.pacer.poll_step(cx) {
-            Poll::Ready(Some(Step {
-                index,
-                at,
-                intended,
-            })) => {
+            Poll::Ready(Some(Step { index, at, intended })) => {
                 self.last_at = at;
                 self.last_intended = intended;
                 self.emitted = index - 1;
@@ -234,10 +201,7 @@ impl Running {
                         r.max_batch = batch;
                     });
                 }
-                Poll::Ready(Some(Emitted {
-                    index: index - 2,
-                    at,
-                }))
+                Poll::Ready(Some(Emitted { index: index - 2, at }))
             }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
@@ -262,8 +226,7 @@ impl Running {
     /// The `created_at` of something emitted at `at`, or (frozen clock) at the intended
     /// offset of the last emitted step.
     pub(crate) fn stamp(&self, at: Instant) -> SystemTime {
-        self.clock
-            .stamp(at, self.lease.load_modelled + self.last_intended)
+        self.clock.stamp(at, self.lease.load_modelled + self.last_intended)
     }
 
     /// `created_at` text of the latest step.
@@ -293,15 +256,8 @@ impl Running {
         let us = |d: Duration| ((d.as_nanos() as u64 / 1000) * 1000).max(1000);
         let (total, load, prompt, eval) = if self.clock.is_frozen() {
             let load = self.lease.load_modelled;
-            let eval = self
-                .last_intended
-                .saturating_sub(self.overhead + self.prompt_work);
-            (
-                load + self.overhead + self.prompt_work + eval,
-                load,
-                self.prompt_work,
-                eval,
-            )
+            let eval = self.last_intended.saturating_sub(self.overhead + self.prompt_work);
+            (load + self.overhead + self.prompt_work + eval, load, self.prompt_work, eval)
         } else {
             (
                 now - self.arrival,

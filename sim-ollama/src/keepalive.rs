@@ -29,18 +29,10 @@ impl KeepAlive {
             Value::Null => Ok(None),
             Value::Number(n) => {
                 let secs = n.as_f64().unwrap_or(0.0);
-                Ok(Some(if secs < 0.0 {
-                    KeepAlive::Forever
-                } else {
-                    KeepAlive::For(Duration::from_secs_f64(secs))
-                }))
+                Ok(Some(if secs < 0.0 { KeepAlive::Forever } else { KeepAlive::For(Duration::from_secs_f64(secs)) }))
             }
             Value::String(s) => parse_go_duration(s).map(|ns| {
-                Some(if ns < 0 {
-                    KeepAlive::Forever
-                } else {
-                    KeepAlive::For(Duration::from_nanos(ns as u64))
-                })
+                Some(if ns < 0 { KeepAlive::Forever } else { KeepAlive::For(Duration::from_nanos(ns as u64)) })
             }),
             Value::Bool(_) => Err("Unsupported type: 'bool'".into()),
             Value::Array(_) => Err("Unsupported type: '[]interface {}'".into()),
@@ -52,19 +44,10 @@ impl KeepAlive {
     pub fn from_env_value(s: &str) -> Result<KeepAlive, String> {
         let s = s.trim();
         if let Ok(secs) = s.parse::<i64>() {
-            return Ok(if secs < 0 {
-                KeepAlive::Forever
-            } else {
-                KeepAlive::For(Duration::from_secs(secs as u64))
-            });
+            return Ok(if secs < 0 { KeepAlive::Forever } else { KeepAlive::For(Duration::from_secs(secs as u64)) });
         }
-        parse_go_duration(s).map(|ns| {
-            if ns < 0 {
-                KeepAlive::Forever
-            } else {
-                KeepAlive::For(Duration::from_nanos(ns as u64))
-            }
-        })
+        parse_go_duration(s)
+            .map(|ns| if ns < 0 { KeepAlive::Forever } else { KeepAlive::For(Duration::from_nanos(ns as u64)) })
     }
 }
 
@@ -103,9 +86,7 @@ pub(crate) fn parse_go_duration(orig: &str) -> Result<i64, String> {
         let value: f64 = s[..num_len].trim_end_matches('.').parse().unwrap_or(0.0);
         s = &s[num_len..];
         // The unit: everything up to the next digit or '.'.
-        let unit_len = s
-            .find(|c: char| c == '.' || c.is_ascii_digit())
-            .unwrap_or(s.len());
+        let unit_len = s.find(|c: char| c == '.' || c.is_ascii_digit()).unwrap_or(s.len());
         if unit_len == 0 {
             return Err(format!("time: missing unit in duration {}", go_quote(orig)));
         }
@@ -118,11 +99,7 @@ pub(crate) fn parse_go_duration(orig: &str) -> Result<i64, String> {
             "m" => 60e9,
             "h" => 3600e9,
             _ => {
-                return Err(format!(
-                    "time: unknown unit {} in duration {}",
-                    go_quote(unit),
-                    go_quote(orig)
-                ));
+                return Err(format!("time: unknown unit {} in duration {}", go_quote(unit), go_quote(orig)));
             }
         };
         total += value * scale;
@@ -153,67 +130,28 @@ mod tests {
         assert_eq!(parse_go_duration("-1m"), Ok(-60_000_000_000));
         assert_eq!(parse_go_duration("0"), Ok(0));
         assert_eq!(parse_go_duration("250ms"), Ok(250_000_000));
-        assert_eq!(
-            parse_go_duration("300").unwrap_err(),
-            "time: missing unit in duration \"300\""
-        );
-        assert_eq!(
-            parse_go_duration("abc").unwrap_err(),
-            "time: invalid duration \"abc\""
-        );
-        assert_eq!(
-            parse_go_duration("").unwrap_err(),
-            "time: invalid duration \"\""
-        );
-        assert_eq!(
-            parse_go_duration("5x").unwrap_err(),
-            "time: unknown unit \"x\" in duration \"5x\""
-        );
+        assert_eq!(parse_go_duration("300").unwrap_err(), "time: missing unit in duration \"300\"");
+        assert_eq!(parse_go_duration("abc").unwrap_err(), "time: invalid duration \"abc\"");
+        assert_eq!(parse_go_duration("").unwrap_err(), "time: invalid duration \"\"");
+        assert_eq!(parse_go_duration("5x").unwrap_err(), "time: unknown unit \"x\" in duration \"5x\"");
     }
 
     #[test]
     fn keep_alive_json_forms() {
-        assert_eq!(
-            KeepAlive::from_json(&json!(300)),
-            Ok(Some(KeepAlive::For(Duration::from_secs(300))))
-        );
-        assert_eq!(
-            KeepAlive::from_json(&json!(0.5)),
-            Ok(Some(KeepAlive::For(Duration::from_millis(500))))
-        );
-        assert_eq!(
-            KeepAlive::from_json(&json!(-1)),
-            Ok(Some(KeepAlive::Forever))
-        );
-        assert_eq!(
-            KeepAlive::from_json(&json!("-1m")),
-            Ok(Some(KeepAlive::Forever))
-        );
-        assert_eq!(
-            KeepAlive::from_json(&json!("0")),
-            Ok(Some(KeepAlive::For(Duration::ZERO)))
-        );
+        assert_eq!(KeepAlive::from_json(&json!(300)), Ok(Some(KeepAlive::For(Duration::from_secs(300)))));
+        assert_eq!(KeepAlive::from_json(&json!(0.5)), Ok(Some(KeepAlive::For(Duration::from_millis(500)))));
+        assert_eq!(KeepAlive::from_json(&json!(-1)), Ok(Some(KeepAlive::Forever)));
+        assert_eq!(KeepAlive::from_json(&json!("-1m")), Ok(Some(KeepAlive::Forever)));
+        assert_eq!(KeepAlive::from_json(&json!("0")), Ok(Some(KeepAlive::For(Duration::ZERO))));
         assert_eq!(KeepAlive::from_json(&json!(null)), Ok(None));
-        assert_eq!(
-            KeepAlive::from_json(&json!(true)).unwrap_err(),
-            "Unsupported type: 'bool'"
-        );
-        assert_eq!(
-            KeepAlive::from_json(&json!("3600")).unwrap_err(),
-            "time: missing unit in duration \"3600\""
-        );
+        assert_eq!(KeepAlive::from_json(&json!(true)).unwrap_err(), "Unsupported type: 'bool'");
+        assert_eq!(KeepAlive::from_json(&json!("3600")).unwrap_err(), "time: missing unit in duration \"3600\"");
     }
 
     #[test]
     fn env_value_accepts_bare_seconds() {
-        assert_eq!(
-            KeepAlive::from_env_value("60"),
-            Ok(KeepAlive::For(Duration::from_secs(60)))
-        );
+        assert_eq!(KeepAlive::from_env_value("60"), Ok(KeepAlive::For(Duration::from_secs(60))));
         assert_eq!(KeepAlive::from_env_value("-1"), Ok(KeepAlive::Forever));
-        assert_eq!(
-            KeepAlive::from_env_value("2h"),
-            Ok(KeepAlive::For(Duration::from_secs(7200)))
-        );
+        assert_eq!(KeepAlive::from_env_value("2h"), Ok(KeepAlive::For(Duration::from_secs(7200))));
     }
 }

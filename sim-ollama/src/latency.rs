@@ -11,20 +11,11 @@ use std::time::Duration;
 
 fn scaled_ms(ms: f64, time_scale: f64) -> Duration {
     let ns = ms * 1e6 * time_scale;
-    if ns.is_finite() && ns > 0.0 {
-        Duration::from_nanos(ns as u64)
-    } else {
-        Duration::ZERO
-    }
+    if ns.is_finite() && ns > 0.0 { Duration::from_nanos(ns as u64) } else { Duration::ZERO }
 }
 
 /// Load time of a model: cold for the first load in this process, warm afterwards.
-pub(crate) fn load_time(
-    profile: &Profile,
-    cold: bool,
-    time_scale: f64,
-    rng: &mut SimRng,
-) -> Duration {
+pub(crate) fn load_time(profile: &Profile, cold: bool, time_scale: f64, rng: &mut SimRng) -> Duration {
     let spec = match (&profile.cold_load_ms, cold) {
         (Some(c), true) => c,
         _ => &profile.load_ms,
@@ -52,20 +43,9 @@ pub(crate) struct Timing {
 }
 
 impl Timing {
-    pub(crate) fn new(
-        profile: &Profile,
-        prompt_tokens: u32,
-        time_scale: f64,
-        mut rng: SimRng,
-    ) -> Timing {
-        let prompt = scaled_ms(
-            f64::from(prompt_tokens) / profile.prompt_tokens_per_s * 1000.0,
-            time_scale,
-        );
-        let overhead = scaled_ms(
-            profile.first_token_ms.sampler().sample(&mut rng),
-            time_scale,
-        );
+    pub(crate) fn new(profile: &Profile, prompt_tokens: u32, time_scale: f64, mut rng: SimRng) -> Timing {
+        let prompt = scaled_ms(f64::from(prompt_tokens) / profile.prompt_tokens_per_s * 1000.0, time_scale);
+        let overhead = scaled_ms(profile.first_token_ms.sampler().sample(&mut rng), time_scale);
         let mean_gap_ms = 1000.0 / profile.decode_tokens_per_s; // 0 for an infinite rate
         let gap_spec = DistSpec {
             dist: profile.inter_token.dist,
@@ -74,22 +54,13 @@ impl Timing {
             min: None,
             max: None,
         };
-        Timing {
-            overhead,
-            prompt,
-            gap: gap_spec.sampler(),
-            rng,
-        }
+        Timing { overhead, prompt, gap: gap_spec.sampler(), rng }
     }
 
     /// Solo work from the previous token (or the end of prompt evaluation) to the next token.
     pub(crate) fn next_gap(&mut self) -> Duration {
         let g = self.gap.sample(&mut self.rng);
-        if g.is_finite() && g > 0.0 {
-            Duration::from_nanos(g as u64)
-        } else {
-            Duration::ZERO
-        }
+        if g.is_finite() && g > 0.0 { Duration::from_nanos(g as u64) } else { Duration::ZERO }
     }
 }
 
@@ -100,11 +71,7 @@ mod tests {
     use rand::SeedableRng;
 
     fn gemma() -> Profile {
-        default_catalogue()
-            .into_iter()
-            .find(|m| m.name == "gemma3:latest")
-            .unwrap()
-            .profile
+        default_catalogue().into_iter().find(|m| m.name == "gemma3:latest").unwrap().profile
     }
 
     #[test]

@@ -53,8 +53,7 @@ struct Args {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "sim_ollama=info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "sim_ollama=info".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -73,9 +72,7 @@ fn run(args: Args) -> Result<(), (u8, String)> {
         Ok(v) if !v.trim().is_empty() => parse_ollama_host(&v).map_err(|e| (2, e))?,
         _ => (std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 11434),
     };
-    let mut b = SimBuilder::new()
-        .host(host)
-        .port(args.port.unwrap_or(env_port));
+    let mut b = SimBuilder::new().host(host).port(args.port.unwrap_or(env_port));
     if let Some(path) = &args.config {
         b = b.config_file(path).map_err(|e| (2, e.to_string()))?;
     }
@@ -104,9 +101,7 @@ fn run(args: Args) -> Result<(), (u8, String)> {
         b = b.max_loaded_models(n);
     }
     if let Some(k) = &args.keep_alive {
-        b = b.keep_alive(
-            KeepAlive::from_env_value(k).map_err(|e| (2, format!("--keep-alive: {e}")))?,
-        );
+        b = b.keep_alive(KeepAlive::from_env_value(k).map_err(|e| (2, format!("--keep-alive: {e}")))?);
     }
     let sim = b.start().map_err(|e| match e {
         StartError::Config(_) => (2, e.to_string()),
@@ -127,14 +122,11 @@ fn run(args: Args) -> Result<(), (u8, String)> {
 
 /// Blocks until Ctrl-C or SIGTERM.
 fn wait_for_signal() -> std::io::Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async {
         #[cfg(unix)]
         {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
             tokio::select! {
                 r = tokio::signal::ctrl_c() => r,
                 _ = term.recv() => Ok(()),

@@ -33,12 +33,9 @@ pub struct LatenessSummary {
 impl Default for Lateness {
     fn default() -> Self {
         // 3 significant digits, auto-resizing: a few KB.
-        let mut h = Histogram::new(3)
-            .unwrap_or_else(|_| unreachable!("3 significant figures is a valid precision"));
+        let mut h = Histogram::new(3).unwrap_or_else(|_| unreachable!("3 significant figures is a valid precision"));
         h.auto(true);
-        Lateness {
-            hist: Mutex::new(h),
-        }
+        Lateness { hist: Mutex::new(h) }
     }
 }
 

@@ -18,11 +18,8 @@ pub(crate) struct Name {
 fn valid_part(s: &str, max: usize) -> bool {
     !s.is_empty()
         && s.len() <= max
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-        && s.chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 impl Name {
@@ -42,20 +39,12 @@ impl Name {
             [h, ns, m] => (*h, *ns, *m),
             _ => return None,
         };
-        let host_ok = !host.is_empty()
-            && host
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'));
-        if !host_ok || !valid_part(namespace, 80) || !valid_part(model, 80) || !valid_part(tag, 80)
-        {
+        let host_ok =
+            !host.is_empty() && host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'));
+        if !host_ok || !valid_part(namespace, 80) || !valid_part(model, 80) || !valid_part(tag, 80) {
             return None;
         }
-        Some(Name {
-            host: host.into(),
-            namespace: namespace.into(),
-            model: model.into(),
-            tag: tag.into(),
-        })
+        Some(Name { host: host.into(), namespace: namespace.into(), model: model.into(), tag: tag.into() })
     }
 
     /// The short display form `/api/tags` uses: `model:tag` for library models.
@@ -65,19 +54,13 @@ impl Name {
         } else if self.host == DEFAULT_HOST {
             format!("{}/{}:{}", self.namespace, self.model, self.tag)
         } else {
-            format!(
-                "{}/{}/{}:{}",
-                self.host, self.namespace, self.model, self.tag
-            )
+            format!("{}/{}/{}:{}", self.host, self.namespace, self.model, self.tag)
         }
     }
 
     /// The fully qualified form some errors print: `registry.ollama.ai/library/tiny:latest`.
     pub(crate) fn full(&self) -> String {
-        format!(
-            "{}/{}/{}:{}",
-            self.host, self.namespace, self.model, self.tag
-        )
+        format!("{}/{}/{}:{}", self.host, self.namespace, self.model, self.tag)
     }
 
     /// The key names are compared by: case-insensitive full form.
@@ -97,17 +80,9 @@ mod tests {
         assert_eq!(n.full(), "registry.ollama.ai/library/gemma3:latest");
         assert_eq!(Name::parse("GEMMA3:Latest").unwrap().key(), n.key());
         assert_eq!(Name::parse("library/gemma3:latest").unwrap().key(), n.key());
-        assert_eq!(
-            Name::parse("registry.ollama.ai/library/gemma3")
-                .unwrap()
-                .key(),
-            n.key()
-        );
+        assert_eq!(Name::parse("registry.ollama.ai/library/gemma3").unwrap().key(), n.key());
         assert_eq!(Name::parse("llama3.2:1b").unwrap().tag, "1b");
-        assert_eq!(
-            Name::parse("localhost:5000/me/m:v1").unwrap().host,
-            "localhost:5000"
-        );
+        assert_eq!(Name::parse("localhost:5000/me/m:v1").unwrap().host, "localhost:5000");
     }
 
     #[test]

@@ -86,11 +86,7 @@ impl Pacer {
                         self.late.clear();
                     }
                 }
-                let step = Step {
-                    index: self.next,
-                    at: now,
-                    intended: self.target,
-                };
+                let step = Step { index: self.next, at: now, intended: self.target };
                 self.next += 1;
                 if self.next == 1 {
                     self.target += self.timing.prompt;
@@ -101,19 +97,12 @@ impl Pacer {
             }
             // Arm the timer once per deadline; a deadline that moved (the device got slower)
             // is armed again, and one that moved earlier is announced by the device.
-            let armed = self
-                .armed
-                .as_ref()
-                .is_some_and(|(at, w)| *at == deadline && w.will_wake(cx.waker()));
+            let armed = self.armed.as_ref().is_some_and(|(at, w)| *at == deadline && w.will_wake(cx.waker()));
             if !armed {
                 self.timer.wake_at(deadline, cx.waker());
                 self.armed = Some((deadline, cx.waker().clone()));
             }
-            if !self
-                .speedup_waker
-                .as_ref()
-                .is_some_and(|w| w.will_wake(cx.waker()))
-            {
+            if !self.speedup_waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                 self.member.wake_on_speedup(cx.waker());
                 self.speedup_waker = Some(cx.waker().clone());
             }

@@ -31,11 +31,7 @@ fn go_syntax_error(body: &[u8], e: &serde_json::Error) -> String {
     }
     // serde_json reports a 1-based line and column of the offending character.
     let (line, col) = (e.line(), e.column());
-    let offset = body
-        .split(|b| *b == b'\n')
-        .take(line.saturating_sub(1))
-        .map(|l| l.len() + 1)
-        .sum::<usize>()
+    let offset = body.split(|b| *b == b'\n').take(line.saturating_sub(1)).map(|l| l.len() + 1).sum::<usize>()
         + col.saturating_sub(1);
     let c = std::str::from_utf8(&body[offset.min(body.len())..])
         .ok()
@@ -138,11 +134,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    pub(crate) fn object(
-        &self,
-        key: &str,
-        go: &str,
-    ) -> Result<Option<&'a Map<String, Value>>, ApiError> {
+    pub(crate) fn object(&self, key: &str, go: &str) -> Result<Option<&'a Map<String, Value>>, ApiError> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::Object(o)) => Ok(Some(o)),
@@ -175,9 +167,7 @@ impl<'a> Fields<'a> {
         match self.get("think") {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(if *b { Think::On } else { Think::Off })),
-            Some(Value::String(s)) if matches!(s.as_str(), "low" | "medium" | "high" | "max") => {
-                Ok(Some(Think::On))
-            }
+            Some(Value::String(s)) if matches!(s.as_str(), "low" | "medium" | "high" | "max") => Ok(Some(Think::On)),
             Some(Value::String(s)) if s == "true" => Ok(Some(Think::On)),
             Some(Value::String(s)) if s == "false" => Ok(Some(Think::Off)),
             Some(v) => Err(ApiError::bad_request(format!(
@@ -225,15 +215,8 @@ const INT_OPTIONS: &[&str] = &[
     "num_thread",
     "draft_num_predict",
 ];
-const FLOAT_OPTIONS: &[&str] = &[
-    "typical_p",
-    "top_p",
-    "min_p",
-    "temperature",
-    "repeat_penalty",
-    "presence_penalty",
-    "frequency_penalty",
-];
+const FLOAT_OPTIONS: &[&str] =
+    &["typical_p", "top_p", "min_p", "temperature", "repeat_penalty", "presence_penalty", "frequency_penalty"];
 
 impl Options {
     /// Reads an options map. Errors are 500, as the real server's scheduler returns them.
@@ -247,10 +230,7 @@ impl Options {
             let bad = |t: &str| ApiError::internal(format!("option \"{k}\" must be of type {t}"));
             if INT_OPTIONS.contains(&k.as_str()) {
                 // Integers accept JSON floats (truncated).
-                let n = v
-                    .as_i64()
-                    .or_else(|| v.as_f64().map(|f| f as i64))
-                    .ok_or_else(|| bad("integer"))?;
+                let n = v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)).ok_or_else(|| bad("integer"))?;
                 match k.as_str() {
                     "num_ctx" => o.num_ctx = Some(n),
                     "num_batch" => o.num_batch = Some(n),
@@ -275,11 +255,7 @@ impl Options {
                 let arr = v.as_array().ok_or_else(|| bad("array"))?;
                 o.stop = arr
                     .iter()
-                    .map(|s| {
-                        s.as_str()
-                            .map(str::to_string)
-                            .ok_or_else(|| bad("array of strings"))
-                    })
+                    .map(|s| s.as_str().map(str::to_string).ok_or_else(|| bad("array of strings")))
                     .collect::<Result<_, _>>()?;
             }
             // Unknown and removed keys (numa, low_vram, mirostat, ...) are ignored.
@@ -299,25 +275,10 @@ mod tests {
 
     #[test]
     fn body_errors_match_the_real_server() {
-        assert_eq!(
-            msg(decode_body(b"", "GenerateRequest")),
-            "missing request body"
-        );
-        assert_eq!(
-            msg(decode_body(b"  \n", "GenerateRequest")),
-            "missing request body"
-        );
-        assert_eq!(
-            msg(decode_body(
-                br#"{"model":"tiny","prompt":"#,
-                "GenerateRequest"
-            )),
-            "unexpected EOF"
-        );
-        assert_eq!(
-            msg(decode_body(b"xyz", "GenerateRequest")),
-            "invalid character 'x' looking for beginning of value"
-        );
+        assert_eq!(msg(decode_body(b"", "GenerateRequest")), "missing request body");
+        assert_eq!(msg(decode_body(b"  \n", "GenerateRequest")), "missing request body");
+        assert_eq!(msg(decode_body(br#"{"model":"tiny","prompt":"#, "GenerateRequest")), "unexpected EOF");
+        assert_eq!(msg(decode_body(b"xyz", "GenerateRequest")), "invalid character 'x' looking for beginning of value");
         assert_eq!(
             msg(decode_body(b"[1]", "GenerateRequest")),
             "json: cannot unmarshal array into Go value of type api.GenerateRequest"
@@ -329,10 +290,7 @@ mod tests {
 
     #[test]
     fn field_type_errors_name_the_go_struct_field() {
-        let m = json!({"stream": "yes", "prompt": 3})
-            .as_object()
-            .unwrap()
-            .clone();
+        let m = json!({"stream": "yes", "prompt": 3}).as_object().unwrap().clone();
         let f = Fields::new(&m, "GenerateRequest");
         assert_eq!(
             f.bool("stream").unwrap_err().message,
@@ -351,14 +309,8 @@ mod tests {
         assert_eq!(e.status.as_u16(), 500);
         assert_eq!(e.message, "option \"num_ctx\" must be of type integer");
         let m = json!({"stop": "x"}).as_object().unwrap().clone();
-        assert_eq!(
-            Options::from_map(Some(&m)).unwrap_err().message,
-            "option \"stop\" must be of type array"
-        );
-        let m = json!({"num_predict": 8.0, "mirostat": 2, "stop": ["a"]})
-            .as_object()
-            .unwrap()
-            .clone();
+        assert_eq!(Options::from_map(Some(&m)).unwrap_err().message, "option \"stop\" must be of type array");
+        let m = json!({"num_predict": 8.0, "mirostat": 2, "stop": ["a"]}).as_object().unwrap().clone();
         let o = Options::from_map(Some(&m)).unwrap();
         assert_eq!(o.num_predict, Some(8));
         assert_eq!(o.stop, vec!["a".to_string()]);

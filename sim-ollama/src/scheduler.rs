@@ -65,39 +65,21 @@ impl RunnerOptions {
         }
         // An unset num_gpu in the request accepts whatever is loaded.
         if req.num_gpu.is_some() && self.num_gpu != req.num_gpu {
-            diffs.push(format!(
-                "num_gpu {} -> {}",
-                fmt_opt(self.num_gpu),
-                fmt_opt(req.num_gpu)
-            ));
+            diffs.push(format!("num_gpu {} -> {}", fmt_opt(self.num_gpu), fmt_opt(req.num_gpu)));
         }
         if self.main_gpu != req.main_gpu {
-            diffs.push(format!(
-                "main_gpu {} -> {}",
-                fmt_opt(self.main_gpu),
-                fmt_opt(req.main_gpu)
-            ));
+            diffs.push(format!("main_gpu {} -> {}", fmt_opt(self.main_gpu), fmt_opt(req.main_gpu)));
         }
         if self.use_mmap != req.use_mmap {
-            diffs.push(format!(
-                "use_mmap {:?} -> {:?}",
-                self.use_mmap, req.use_mmap
-            ));
+            diffs.push(format!("use_mmap {:?} -> {:?}", self.use_mmap, req.use_mmap));
         }
         if self.num_thread != req.num_thread {
-            diffs.push(format!(
-                "num_thread {} -> {}",
-                self.num_thread, req.num_thread
-            ));
+            diffs.push(format!("num_thread {} -> {}", self.num_thread, req.num_thread));
         }
         if self.shift != req.shift {
             diffs.push(format!("shift {} -> {}", self.shift, req.shift));
         }
-        if diffs.is_empty() {
-            None
-        } else {
-            Some(diffs.join(", "))
-        }
+        if diffs.is_empty() { None } else { Some(diffs.join(", ")) }
     }
 }
 
@@ -258,11 +240,7 @@ impl Instance {
     }
 
     fn now_wall(&self) -> SystemTime {
-        if self.clock.is_frozen() {
-            crate::clock::frozen_epoch()
-        } else {
-            SystemTime::now()
-        }
+        if self.clock.is_frozen() { crate::clock::frozen_epoch() } else { SystemTime::now() }
     }
 
     /// Takes the runner if it is loaded with compatible options (or loading with them).
@@ -290,21 +268,14 @@ impl Instance {
     }
 
     /// Gets a loaded runner for a request, loading, reloading or evicting as needed.
-    pub(crate) async fn acquire(
-        self: &Arc<Self>,
-        req: RunnerRequest<'_>,
-    ) -> Result<Lease, ApiError> {
+    pub(crate) async fn acquire(self: &Arc<Self>, req: RunnerRequest<'_>) -> Result<Lease, ApiError> {
         // Fast path: loaded (or loading) with the right options: never enters the queue.
         let attached = {
             let st = self.lock();
             self.attach(&st, &req.key, &req.opts, req.keep_alive)
         };
         if let Some(runner) = attached {
-            let lease = Lease {
-                instance: Arc::clone(self),
-                runner,
-                load_modelled: Duration::ZERO,
-            };
+            let lease = Lease { instance: Arc::clone(self), runner, load_modelled: Duration::ZERO };
             return self.wait_ready(lease, &req).await;
         }
 
@@ -339,11 +310,7 @@ impl Instance {
                 Step::Attached(runner) => {
                     drop(pending);
                     drop(sched);
-                    let lease = Lease {
-                        instance: Arc::clone(self),
-                        runner,
-                        load_modelled: Duration::ZERO,
-                    };
+                    let lease = Lease { instance: Arc::clone(self), runner, load_modelled: Duration::ZERO };
                     return self.wait_ready(lease, &req).await;
                 }
                 Step::Load(runner) => {
@@ -357,11 +324,7 @@ impl Instance {
                     });
                     drop(pending);
                     let load_modelled = runner.load_time;
-                    let lease = Lease {
-                        instance: Arc::clone(self),
-                        runner,
-                        load_modelled,
-                    };
+                    let lease = Lease { instance: Arc::clone(self), runner, load_modelled };
                     return self.wait_ready(lease, &req).await;
                 }
                 Step::Wait(reason, detail) => {
@@ -381,10 +344,7 @@ impl Instance {
         }
         if let Some(r) = st.runners.get(&req.key).cloned() {
             // Loaded with other options (or already draining): reload once idle.
-            let why = r
-                .opts
-                .reload_reason(&req.opts)
-                .unwrap_or_else(|| "model is unloading".into());
+            let why = r.opts.reload_reason(&req.opts).unwrap_or_else(|| "model is unloading".into());
             let mut rs = r.lock();
             rs.draining = true;
             if rs.refs == 0 {
@@ -394,10 +354,7 @@ impl Instance {
             }
             return Step::Wait(
                 WaitReason::ReloadForOptions,
-                format!(
-                    "{} busy with {} request(s); reload for {why}",
-                    r.display, rs.refs
-                ),
+                format!("{} busy with {} request(s); reload for {why}", r.display, rs.refs),
             );
         }
         if st.runners.len() >= self.cfg.max_loaded_models {
@@ -432,18 +389,9 @@ impl Instance {
         let n = st.loads.entry(req.key.clone()).or_insert(0);
         let cold = *n == 0;
         *n += 1;
-        let mut rng = SeedBuilder::new(self.seed)
-            .str("load")
-            .u64(self.index as u64)
-            .str(&req.key)
-            .u64(*n)
-            .rng();
+        let mut rng = SeedBuilder::new(self.seed).str("load").u64(self.index as u64).str(&req.key).u64(*n).rng();
         let load_time = latency::load_time(&req.model.profile, cold, self.time_scale, &mut rng);
-        let num_parallel = if req.model.has("embedding") {
-            1
-        } else {
-            self.cfg.num_parallel
-        };
+        let num_parallel = if req.model.has("embedding") { 1 } else { self.cfg.num_parallel };
         let (ready, _) = watch::channel(false);
         let now = Instant::now();
         let runner = Arc::new(Runner {
@@ -486,19 +434,12 @@ impl Instance {
     }
 
     /// Waits until the lease's runner has loaded.
-    async fn wait_ready(
-        &self,
-        mut lease: Lease,
-        req: &RunnerRequest<'_>,
-    ) -> Result<Lease, ApiError> {
+    async fn wait_ready(&self, mut lease: Lease, req: &RunnerRequest<'_>) -> Result<Lease, ApiError> {
         if lease.runner.is_ready() {
             return Ok(lease);
         }
-        let w = req.trace.begin_wait(
-            WaitReason::ModelLoading,
-            Instant::now(),
-            format!("loading {}", lease.runner.display),
-        );
+        let w =
+            req.trace.begin_wait(WaitReason::ModelLoading, Instant::now(), format!("loading {}", lease.runner.display));
         if lease.load_modelled.is_zero() {
             // Joined a load already in progress: it shows in this request's load_duration too.
             lease.load_modelled = lease.runner.load_time;
@@ -527,11 +468,7 @@ impl Instance {
         if rs.refs == 0 {
             if rs.draining || rs.keep_alive.is_zero() {
                 drop(rs);
-                if st
-                    .runners
-                    .get(&runner.key)
-                    .is_some_and(|r| r.id == runner.id)
-                {
+                if st.runners.get(&runner.key).is_some_and(|r| r.id == runner.id) {
                     st.runners.remove(&runner.key);
                 }
             } else {
@@ -560,13 +497,7 @@ impl Instance {
     fn expire(&self, runner: &Arc<Runner>, generation: u64) {
         let mut st = self.lock();
         let rs = runner.lock();
-        if rs.refs == 0
-            && rs.idle_gen == generation
-            && st
-                .runners
-                .get(&runner.key)
-                .is_some_and(|r| r.id == runner.id)
-        {
+        if rs.refs == 0 && rs.idle_gen == generation && st.runners.get(&runner.key).is_some_and(|r| r.id == runner.id) {
             drop(rs);
             st.runners.remove(&runner.key);
             tracing::debug!(target: "sim_ollama", instance = self.index, model = %runner.display, "keep-alive expired: unloaded");
@@ -644,18 +575,11 @@ impl Lease {
         if let Ok(p) = Arc::clone(&sem).try_acquire_owned() {
             return p;
         }
-        let detail = format!(
-            "{}/{} slots of {} busy",
-            self.runner.busy_slots(),
-            self.runner.num_parallel,
-            self.runner.display
-        );
+        let detail =
+            format!("{}/{} slots of {} busy", self.runner.busy_slots(), self.runner.num_parallel, self.runner.display);
         let w = trace.begin_wait(WaitReason::SlotBusy, Instant::now(), detail);
         // The semaphore is never closed.
-        let p = sem
-            .acquire_owned()
-            .await
-            .unwrap_or_else(|_| unreachable!("slot semaphores are never closed"));
+        let p = sem.acquire_owned().await.unwrap_or_else(|_| unreachable!("slot semaphores are never closed"));
         trace.end_wait(w, Instant::now());
         p
     }

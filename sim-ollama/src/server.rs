@@ -99,11 +99,7 @@ impl SimBuilder {
     /// One instance on 127.0.0.1, an ephemeral port, seed 0, time scale 1.0, the default
     /// catalogue.
     pub fn new() -> Self {
-        SimBuilder {
-            raw: RawConfig::default(),
-            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
-            port: 0,
-        }
+        SimBuilder { raw: RawConfig::default(), host: IpAddr::V4(Ipv4Addr::LOCALHOST), port: 0 }
     }
 
     /// Reads a TOML configuration (`[server]`, `[[devices]]`, `[[instances]]`, `[[models]]`).
@@ -216,21 +212,13 @@ impl SimBuilder {
         let cfg = self.raw.resolve()?;
         let mut listeners = Vec::with_capacity(cfg.instances.len());
         for i in 0..cfg.instances.len() {
-            let port = if self.port == 0 {
-                0
-            } else {
-                self.port.saturating_add(i as u16)
-            };
+            let port = if self.port == 0 { 0 } else { self.port.saturating_add(i as u16) };
             let addr = SocketAddr::new(self.host, port);
             let l = TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
-            l.set_nonblocking(true)
-                .map_err(|source| StartError::Bind { addr, source })?;
+            l.set_nonblocking(true).map_err(|source| StartError::Bind { addr, source })?;
             listeners.push(l);
         }
-        let addrs: Vec<SocketAddr> = listeners
-            .iter()
-            .filter_map(|l| l.local_addr().ok())
-            .collect();
+        let addrs: Vec<SocketAddr> = listeners.iter().filter_map(|l| l.local_addr().ok()).collect();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(cfg.worker_threads)
             .thread_name("sim-ollama")
@@ -240,8 +228,7 @@ impl SimBuilder {
         let timer = crate::timer::Timer::start().map_err(StartError::Runtime)?;
         let shared = build_shared(cfg, rt.handle().clone(), timer);
         for (inst, a) in shared.instances.iter().zip(&addrs) {
-            inst.port
-                .store(a.port(), std::sync::atomic::Ordering::Relaxed);
+            inst.port.store(a.port(), std::sync::atomic::Ordering::Relaxed);
         }
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let serve_shared = Arc::clone(&shared);
@@ -253,31 +240,16 @@ impl SimBuilder {
             })
             .map_err(StartError::Runtime)?;
         let urls = addrs.iter().map(|a| format!("http://{a}")).collect();
-        Ok(SimHandle {
-            urls,
-            addrs,
-            shared,
-            shutdown: Some(tx),
-            thread: Some(thread),
-        })
+        Ok(SimHandle { urls, addrs, shared, shutdown: Some(tx), thread: Some(thread) })
     }
 }
 
-fn build_shared(
-    cfg: SimConfig,
-    rt: tokio::runtime::Handle,
-    timer: Arc<crate::timer::Timer>,
-) -> Arc<Shared> {
+fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::timer::Timer>) -> Arc<Shared> {
     let clock = Clock::new(cfg.frozen_clock);
     let origin = Instant::now();
-    let devices: Vec<Arc<Device>> = cfg
-        .devices
-        .iter()
-        .enumerate()
-        .map(|(i, d)| Arc::new(Device::new(i, d.clone())))
-        .collect();
-    let registry: Arc<Vec<Arc<ModelSpec>>> =
-        Arc::new(cfg.models.iter().cloned().map(Arc::new).collect());
+    let devices: Vec<Arc<Device>> =
+        cfg.devices.iter().enumerate().map(|(i, d)| Arc::new(Device::new(i, d.clone()))).collect();
+    let registry: Arc<Vec<Arc<ModelSpec>>> = Arc::new(cfg.models.iter().cloned().map(Arc::new).collect());
     let base_time = crate::clock::frozen_epoch();
     let instances = cfg
         .instances
@@ -313,11 +285,7 @@ fn build_shared(
 }
 
 /// Serves every instance until `stop` fires, then gives open streams a moment to finish.
-async fn serve(
-    shared: Arc<Shared>,
-    listeners: Vec<TcpListener>,
-    stop: tokio::sync::oneshot::Receiver<()>,
-) {
+async fn serve(shared: Arc<Shared>, listeners: Vec<TcpListener>, stop: tokio::sync::oneshot::Receiver<()>) {
     use axum::serve::ListenerExt;
     let (tx, _) = tokio::sync::watch::channel(false);
     let mut servers = Vec::new();
@@ -333,28 +301,18 @@ async fn serve(
                 continue;
             }
         };
-        let app = routes::app(AppState {
-            shared: Arc::clone(&shared),
-            instance: Arc::clone(inst),
-        });
+        let app = routes::app(AppState { shared: Arc::clone(&shared), instance: Arc::clone(inst) });
         let mut rx = tx.subscribe();
-        let server = axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
-            let _ = rx.wait_for(|s| *s).await;
-        });
+        let server = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+            .with_graceful_shutdown(async move {
+                let _ = rx.wait_for(|s| *s).await;
+            });
         servers.push(tokio::spawn(async move { server.await }));
     }
     let _ = stop.await;
     let _ = tx.send(true);
     // Streams in flight get a short grace period, then the runtime is dropped.
-    let _ = tokio::time::timeout(
-        Duration::from_millis(500),
-        futures::future::join_all(servers),
-    )
-    .await;
+    let _ = tokio::time::timeout(Duration::from_millis(500), futures::future::join_all(servers)).await;
 }
 
 /// A running simulator. Dropping it stops every instance.
@@ -381,6 +339,11 @@ impl SimHandle {
     /// Socket addresses of every instance.
     pub fn addrs(&self) -> &[SocketAddr] {
         &self.addrs
+    }
+
+    /// The instant the trace's microsecond timestamps count from.
+    pub fn origin(&self) -> Instant {
+        self.shared.origin
     }
 
     /// The master seed.
@@ -461,9 +424,7 @@ pub fn parse_ollama_host(value: &str) -> Result<(IpAddr, u16), String> {
     let s = s.trim_end_matches('/');
     let (host, port) = if let Some(rest) = s.strip_prefix('[') {
         // [::1]:port
-        let (h, tail) = rest
-            .split_once(']')
-            .ok_or_else(|| format!("OLLAMA_HOST: bad address {value:?}"))?;
+        let (h, tail) = rest.split_once(']').ok_or_else(|| format!("OLLAMA_HOST: bad address {value:?}"))?;
         (h, tail.strip_prefix(':'))
     } else {
         match s.rsplit_once(':') {
@@ -471,15 +432,11 @@ pub fn parse_ollama_host(value: &str) -> Result<(IpAddr, u16), String> {
             _ => (s, None),
         }
     };
-    let port = port
-        .and_then(|p| p.parse::<u16>().ok())
-        .unwrap_or(default_port);
+    let port = port.and_then(|p| p.parse::<u16>().ok()).unwrap_or(default_port);
     let ip = match host {
         "" => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
         "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        h => h
-            .parse::<IpAddr>()
-            .map_err(|_| format!("OLLAMA_HOST: {h:?} is not an IP address"))?,
+        h => h.parse::<IpAddr>().map_err(|_| format!("OLLAMA_HOST: {h:?} is not an IP address"))?,
     };
     Ok((ip, port))
 }
@@ -493,17 +450,11 @@ mod tests {
         let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
         assert_eq!(parse_ollama_host("127.0.0.1"), Ok((lo, 11434)));
         assert_eq!(parse_ollama_host("127.0.0.1:8080"), Ok((lo, 8080)));
-        assert_eq!(
-            parse_ollama_host(":8080"),
-            Ok((IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8080))
-        );
+        assert_eq!(parse_ollama_host(":8080"), Ok((IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8080)));
         assert_eq!(parse_ollama_host("http://127.0.0.1"), Ok((lo, 80)));
         assert_eq!(parse_ollama_host(" \"localhost:9\" "), Ok((lo, 9)));
         assert_eq!(parse_ollama_host("127.0.0.1:bad"), Ok((lo, 11434)));
-        assert_eq!(
-            parse_ollama_host("[::1]:7"),
-            Ok(("::1".parse().unwrap(), 7))
-        );
+        assert_eq!(parse_ollama_host("[::1]:7"), Ok(("::1".parse().unwrap(), 7)));
         assert!(parse_ollama_host("example.com").is_err());
     }
 }

@@ -29,74 +29,36 @@ impl Store {
         for (i, spec) in registry.iter().enumerate() {
             if let Some(name) = Name::parse(&spec.name) {
                 let modified_at = base_time - Duration::from_secs(86_400 * (i as u64 + 1));
-                models.insert(
-                    name.key(),
-                    Installed {
-                        name,
-                        spec: Arc::clone(spec),
-                        modified_at,
-                    },
-                );
+                models.insert(name.key(), Installed { name, spec: Arc::clone(spec), modified_at });
             }
         }
-        Store {
-            models: RwLock::new(models),
-            registry,
-        }
+        Store { models: RwLock::new(models), registry }
     }
 
     pub(crate) fn get(&self, name: &Name) -> Option<Installed> {
-        self.models
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&name.key())
-            .cloned()
+        self.models.read().unwrap_or_else(|e| e.into_inner()).get(&name.key()).cloned()
     }
 
     /// Installed models, newest first.
     pub(crate) fn list(&self) -> Vec<Installed> {
-        let mut v: Vec<Installed> = self
-            .models
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        v.sort_by(|a, b| {
-            b.modified_at
-                .cmp(&a.modified_at)
-                .then_with(|| a.name.key().cmp(&b.name.key()))
-        });
+        let mut v: Vec<Installed> = self.models.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        v.sort_by(|a, b| b.modified_at.cmp(&a.modified_at).then_with(|| a.name.key().cmp(&b.name.key())));
         v
     }
 
     /// The catalogue entry a pull of `name` fetches.
     pub(crate) fn registry_entry(&self, name: &Name) -> Option<Arc<ModelSpec>> {
-        self.registry
-            .iter()
-            .find(|m| Name::parse(&m.name).is_some_and(|n| n.key() == name.key()))
-            .cloned()
+        self.registry.iter().find(|m| Name::parse(&m.name).is_some_and(|n| n.key() == name.key())).cloned()
     }
 
     pub(crate) fn install(&self, name: Name, spec: Arc<ModelSpec>, at: SystemTime) {
         self.models
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(
-                name.key(),
-                Installed {
-                    name,
-                    spec,
-                    modified_at: at,
-                },
-            );
+            .insert(name.key(), Installed { name, spec, modified_at: at });
     }
 
     pub(crate) fn remove(&self, name: &Name) -> bool {
-        self.models
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&name.key())
-            .is_some()
+        self.models.write().unwrap_or_else(|e| e.into_inner()).remove(&name.key()).is_some()
     }
 }

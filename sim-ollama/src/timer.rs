@@ -55,21 +55,16 @@ pub(crate) struct Timer {
 impl Timer {
     /// Starts the timer thread.
     pub(crate) fn start() -> std::io::Result<Arc<Timer>> {
-        let t = Arc::new(Timer {
-            state: Mutex::new(State::default()),
-            cond: Condvar::new(),
-            stop: AtomicBool::new(false),
-        });
+        let t =
+            Arc::new(Timer { state: Mutex::new(State::default()), cond: Condvar::new(), stop: AtomicBool::new(false) });
         let weak = Arc::downgrade(&t);
-        std::thread::Builder::new()
-            .name("sim-ollama-timer".into())
-            .spawn(move || {
-                while let Some(t) = weak.upgrade() {
-                    if !t.run_once() {
-                        break;
-                    }
+        std::thread::Builder::new().name("sim-ollama-timer".into()).spawn(move || {
+            while let Some(t) = weak.upgrade() {
+                if !t.run_once() {
+                    break;
                 }
-            })?;
+            }
+        })?;
         Ok(t)
     }
 
@@ -83,11 +78,7 @@ impl Timer {
         st.seq += 1;
         let seq = st.seq;
         let earliest = st.heap.peek().is_none_or(|e| at < e.0.at);
-        st.heap.push(Reverse(Entry {
-            at,
-            seq,
-            waker: waker.clone(),
-        }));
+        st.heap.push(Reverse(Entry { at, seq, waker: waker.clone() }));
         drop(st);
         if earliest {
             self.cond.notify_one();
@@ -116,9 +107,10 @@ impl Timer {
                 }
             }
             if due.is_empty() {
-                let wait = st.heap.peek().map_or(Duration::from_millis(100), |e| {
-                    (e.0.at - now).min(Duration::from_millis(100))
-                });
+                let wait = st
+                    .heap
+                    .peek()
+                    .map_or(Duration::from_millis(100), |e| (e.0.at - now).min(Duration::from_millis(100)));
                 let _ = self.cond.wait_timeout(st, wait);
                 return true;
             }

@@ -209,8 +209,7 @@ pub(crate) fn count_tokens(text: &str) -> u32 {
 /// [`count_tokens`], derived from the text's bytes.
 pub(crate) fn token_ids(text: &str, count: u32, vocab: u32) -> impl Iterator<Item = u32> + '_ {
     let base = crate::seed::fnv1a(text.as_bytes());
-    (0..count)
-        .map(move |i| (crate::seed::mix(base ^ u64::from(i)) % u64::from(vocab.max(2))) as u32)
+    (0..count).map(move |i| (crate::seed::mix(base ^ u64::from(i)) % u64::from(vocab.max(2))) as u32)
 }
 
 /// How a generated text ended.
@@ -273,10 +272,7 @@ pub(crate) fn generate(
             done_reason = DoneReason::Stop;
         }
     }
-    TextPlan {
-        pieces,
-        done_reason,
-    }
+    TextPlan { pieces, done_reason }
 }
 
 fn prose(rng: &mut SimRng, n: usize) -> Vec<Cow<'static, str>> {
@@ -288,14 +284,10 @@ fn prose(rng: &mut SimRng, n: usize) -> Vec<Cow<'static, str>> {
             sentence_left = rng.random_range(6..18);
         }
         let word = WORDS[rng.random_range(0..WORDS.len())];
-        let capital = out
-            .last()
-            .is_none_or(|p| p.ends_with('.') || p.ends_with('\n'));
+        let capital = out.last().is_none_or(|p| p.ends_with('.') || p.ends_with('\n'));
         let piece = match (start_of_text, capital) {
             (true, _) => Cow::Owned(capitalise(word)),
-            (false, true) if out.last().is_some_and(|p| p.ends_with('\n')) => {
-                Cow::Owned(capitalise(word))
-            }
+            (false, true) if out.last().is_some_and(|p| p.ends_with('\n')) => Cow::Owned(capitalise(word)),
             (false, true) => Cow::Owned(format!(" {}", capitalise(word))),
             (false, false) => Cow::Owned(format!(" {word}")),
         };
@@ -330,17 +322,10 @@ fn json_object(rng: &mut SimRng, natural_len: usize) -> Vec<Cow<'static, str>> {
         first = false;
         out.push(Cow::Borrowed(WORDS[rng.random_range(0..WORDS.len())]));
         out.push(Cow::Borrowed("\": \""));
-        let words = rng
-            .random_range(1..8)
-            .min(target.saturating_sub(out.len() + 2))
-            .max(1);
+        let words = rng.random_range(1..8).min(target.saturating_sub(out.len() + 2)).max(1);
         for i in 0..words {
             let w = WORDS[rng.random_range(0..WORDS.len())];
-            out.push(if i == 0 {
-                Cow::Borrowed(w)
-            } else {
-                Cow::Owned(format!(" {w}"))
-            });
+            out.push(if i == 0 { Cow::Borrowed(w) } else { Cow::Owned(format!(" {w}")) });
         }
         out.push(Cow::Borrowed("\""));
     }
@@ -359,11 +344,7 @@ fn capitalise(w: &str) -> String {
 /// Cuts the text before the first occurrence of any stop sequence; `None` if none occurs.
 fn cut_at_stop(pieces: &[Cow<'static, str>], stop: &[String]) -> Option<Vec<Cow<'static, str>>> {
     let text: String = pieces.iter().map(|p| p.as_ref()).collect();
-    let at = stop
-        .iter()
-        .filter(|s| !s.is_empty())
-        .filter_map(|s| text.find(s.as_str()))
-        .min()?;
+    let at = stop.iter().filter(|s| !s.is_empty()).filter_map(|s| text.find(s.as_str())).min()?;
     let mut out = Vec::new();
     let mut pos = 0usize;
     for p in pieces {
@@ -413,13 +394,7 @@ mod tests {
     fn a_stop_sequence_cuts_the_text_before_it() {
         let full = generate(&mut rng(4), 60, None, &[], OutputFormat::Prose);
         let text: String = full.pieces.iter().map(|p| p.as_ref()).collect();
-        let cut = generate(
-            &mut rng(4),
-            60,
-            None,
-            &["e".to_string()],
-            OutputFormat::Prose,
-        );
+        let cut = generate(&mut rng(4), 60, None, &["e".to_string()], OutputFormat::Prose);
         let got: String = cut.pieces.iter().map(|p| p.as_ref()).collect();
         assert_eq!(got, text[..text.find('e').unwrap()]);
         assert_eq!(cut.done_reason, DoneReason::Stop);

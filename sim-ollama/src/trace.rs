@@ -218,15 +218,7 @@ impl Trace {
             explanation: String::new(),
         }));
         lock(&self.active).insert(id, Arc::clone(&rec));
-        TraceGuard {
-            trace: Arc::clone(self),
-            rec,
-            id,
-            pending: Vec::new(),
-            speed_sum: 0.0,
-            speed_min: 1.0,
-            tokens: 0,
-        }
+        TraceGuard { trace: Arc::clone(self), rec, id, pending: Vec::new(), speed_sum: 0.0, speed_min: 1.0, tokens: 0 }
     }
 
     /// Every request so far.
@@ -237,11 +229,7 @@ impl Trace {
         for r in &mut requests {
             r.explanation = explain(r);
         }
-        TraceSnapshot {
-            schema_version: TRACE_SCHEMA_VERSION,
-            dropped: self.dropped.load(Ordering::Relaxed),
-            requests,
-        }
+        TraceSnapshot { schema_version: TRACE_SCHEMA_VERSION, dropped: self.dropped.load(Ordering::Relaxed), requests }
     }
 
     /// Requests not finished yet.
@@ -290,12 +278,7 @@ impl TraceGuard {
     pub(crate) fn begin_wait(&self, reason: WaitReason, at: Instant, detail: String) -> usize {
         let from_us = self.us(at);
         self.with(|r| {
-            r.waits.push(Wait {
-                reason,
-                from_us,
-                to_us: None,
-                detail,
-            });
+            r.waits.push(Wait { reason, from_us, to_us: None, detail });
             r.waits.len() - 1
         })
     }
@@ -372,11 +355,7 @@ impl Drop for TraceGuard {
 }
 
 fn ms(us: u64) -> String {
-    if us >= 10_000 {
-        format!("{:.2} s", us as f64 / 1e6)
-    } else {
-        format!("{:.1} ms", us as f64 / 1e3)
-    }
+    if us >= 10_000 { format!("{:.2} s", us as f64 / 1e6) } else { format!("{:.1} ms", us as f64 / 1e3) }
 }
 
 /// Why a request took the time it took: waits with their reasons, loads, device sharing.
@@ -397,11 +376,7 @@ pub(crate) fn explain(r: &RequestTrace) -> String {
             WaitReason::Eviction => "for another model to be evicted",
             WaitReason::SlotBusy => "for a parallel slot",
         };
-        parts.push(format!(
-            "waited {} {what} ({})",
-            ms(to.saturating_sub(w.from_us)),
-            w.detail
-        ));
+        parts.push(format!("waited {} {what} ({})", ms(to.saturating_sub(w.from_us)), w.detail));
     }
     if r.tokens > 0 && r.mean_speed < 0.95 {
         let mut why = Vec::new();
@@ -416,11 +391,7 @@ pub(crate) fn explain(r: &RequestTrace) -> String {
             "decoded at {:.0}% of solo speed on average (lowest {:.0}%){}",
             r.mean_speed * 100.0,
             r.min_speed * 100.0,
-            if why.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", why.join("; "))
-            }
+            if why.is_empty() { String::new() } else { format!(": {}", why.join("; ")) }
         ));
     }
     if let Some(f) = &r.fault {
@@ -431,9 +402,5 @@ pub(crate) fn explain(r: &RequestTrace) -> String {
         Outcome::Error => parts.push(format!("failed: {}", r.error.as_deref().unwrap_or("error"))),
         _ => {}
     }
-    if parts.is_empty() {
-        "ran alone, without waiting".into()
-    } else {
-        parts.join("; ")
-    }
+    if parts.is_empty() { "ran alone, without waiting".into() } else { parts.join("; ") }
 }

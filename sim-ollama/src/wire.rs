@@ -13,11 +13,7 @@ use std::io::Write;
 pub(crate) struct GoFormatter;
 
 impl serde_json::ser::Formatter for GoFormatter {
-    fn write_string_fragment<W: ?Sized + Write>(
-        &mut self,
-        w: &mut W,
-        fragment: &str,
-    ) -> std::io::Result<()> {
+    fn write_string_fragment<W: ?Sized + Write>(&mut self, w: &mut W, fragment: &str) -> std::io::Result<()> {
         let mut start = 0;
         for (i, c) in fragment.char_indices() {
             let esc: Option<&[u8]> = match c {
@@ -125,11 +121,7 @@ pub(crate) struct Usage {
 
 impl Usage {
     pub(crate) fn new(prompt: u64, completion: u64) -> Usage {
-        Usage {
-            prompt_tokens: prompt,
-            completion_tokens: completion,
-            total_tokens: prompt + completion,
-        }
+        Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion }
     }
 }
 
@@ -137,37 +129,18 @@ impl Usage {
 #[derive(Debug, Clone)]
 pub(crate) enum Wire {
     /// `/api/generate` NDJSON; `context` holds the prompt's token ids unless raw.
-    Generate {
-        model: String,
-        context: Option<Vec<u32>>,
-    },
+    Generate { model: String, context: Option<Vec<u32>> },
     /// `/api/chat` NDJSON.
     Chat { model: String },
     /// `/v1/chat/completions` SSE.
-    OpenAiChat {
-        id: String,
-        model: String,
-        created: u64,
-        include_usage: bool,
-    },
+    OpenAiChat { id: String, model: String, created: u64, include_usage: bool },
     /// `/v1/completions` SSE.
-    OpenAiCompletion {
-        id: String,
-        model: String,
-        include_usage: bool,
-    },
+    OpenAiCompletion { id: String, model: String, include_usage: bool },
 }
 
 impl Wire {
     /// Appends the line of one token. `first` is true for the first token of the stream.
-    pub(crate) fn token(
-        &self,
-        out: &mut BytesMut,
-        piece: &str,
-        created_at: &str,
-        created_unix: u64,
-        first: bool,
-    ) {
+    pub(crate) fn token(&self, out: &mut BytesMut, piece: &str, created_at: &str, created_unix: u64, first: bool) {
         match self {
             Wire::Generate { model, .. } => {
                 out.put_slice(b"{\"model\":");
@@ -187,18 +160,14 @@ impl Wire {
                 write_json_str(out, piece);
                 out.put_slice(b"},\"done\":false}\n");
             }
-            Wire::OpenAiChat {
-                id, model, created, ..
-            } => {
+            Wire::OpenAiChat { id, model, created, .. } => {
                 out.put_slice(b"data: {\"id\":\"");
                 out.put_slice(id.as_bytes());
                 out.put_slice(b"\",\"object\":\"chat.completion.chunk\",\"created\":");
                 out.put_slice(created.to_string().as_bytes());
                 out.put_slice(b",\"model\":");
                 write_json_str(out, model);
-                out.put_slice(
-                    b",\"system_fingerprint\":\"fp_ollama\",\"choices\":[{\"index\":0,\"delta\":{",
-                );
+                out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"choices\":[{\"index\":0,\"delta\":{");
                 if first {
                     out.put_slice(b"\"role\":\"assistant\",");
                 }
@@ -206,11 +175,7 @@ impl Wire {
                 write_json_str(out, piece);
                 out.put_slice(b"},\"finish_reason\":null}]}\n\n");
             }
-            Wire::OpenAiCompletion {
-                id,
-                model,
-                include_usage,
-            } => {
+            Wire::OpenAiCompletion { id, model, include_usage } => {
                 completion_chunk(out, id, model, created_unix, piece, None, *include_usage);
             }
         }
@@ -229,9 +194,7 @@ impl Wire {
     ) {
         match self {
             Wire::Generate { model, context } => {
-                let ctx: Option<Vec<u32>> = context
-                    .as_ref()
-                    .map(|c| c.iter().chain(output_ids).copied().collect());
+                let ctx: Option<Vec<u32>> = context.as_ref().map(|c| c.iter().chain(output_ids).copied().collect());
                 let f = GenerateFinal {
                     model,
                     created_at,
@@ -248,10 +211,7 @@ impl Wire {
                 let f = ChatFinal {
                     model,
                     created_at,
-                    message: Message {
-                        role: "assistant",
-                        content: "",
-                    },
+                    message: Message { role: "assistant", content: "" },
                     done: true,
                     done_reason: reason.as_str(),
                     metrics,
@@ -259,12 +219,7 @@ impl Wire {
                 write_go_json(&mut out.writer(), &f);
                 out.put_u8(b'\n');
             }
-            Wire::OpenAiChat {
-                id,
-                model,
-                created,
-                include_usage,
-            } => {
+            Wire::OpenAiChat { id, model, created, include_usage } => {
                 out.put_slice(b"data: {\"id\":\"");
                 out.put_slice(id.as_bytes());
                 out.put_slice(b"\",\"object\":\"chat.completion.chunk\",\"created\":");
@@ -281,31 +236,14 @@ impl Wire {
                     out.put_slice(created.to_string().as_bytes());
                     out.put_slice(b",\"model\":");
                     write_json_str(out, model);
-                    out.put_slice(
-                        b",\"system_fingerprint\":\"fp_ollama\",\"choices\":[],\"usage\":",
-                    );
-                    write_go_json(
-                        &mut out.writer(),
-                        &Usage::new(metrics.prompt_eval_count, metrics.eval_count),
-                    );
+                    out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"choices\":[],\"usage\":");
+                    write_go_json(&mut out.writer(), &Usage::new(metrics.prompt_eval_count, metrics.eval_count));
                     out.put_slice(b"}\n\n");
                 }
                 out.put_slice(b"data: [DONE]\n\n");
             }
-            Wire::OpenAiCompletion {
-                id,
-                model,
-                include_usage,
-            } => {
-                completion_chunk(
-                    out,
-                    id,
-                    model,
-                    created_unix,
-                    "",
-                    Some(reason.as_str()),
-                    *include_usage,
-                );
+            Wire::OpenAiCompletion { id, model, include_usage } => {
+                completion_chunk(out, id, model, created_unix, "", Some(reason.as_str()), *include_usage);
                 if *include_usage {
                     out.put_slice(b"data: {\"id\":\"");
                     out.put_slice(id.as_bytes());
@@ -314,10 +252,7 @@ impl Wire {
                     out.put_slice(b",\"choices\":[],\"model\":");
                     write_json_str(out, model);
                     out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"usage\":");
-                    write_go_json(
-                        &mut out.writer(),
-                        &Usage::new(metrics.prompt_eval_count, metrics.eval_count),
-                    );
+                    write_go_json(&mut out.writer(), &Usage::new(metrics.prompt_eval_count, metrics.eval_count));
                     out.put_slice(b"}\n\n");
                 }
                 out.put_slice(b"data: [DONE]\n\n");
@@ -335,9 +270,7 @@ impl Wire {
             }
             // The /v1 writers pass the error object through as if it were a chunk: one more
             // chunk with empty content, then the end, with no finish_reason and no [DONE].
-            Wire::OpenAiChat {
-                id, model, created, ..
-            } => {
+            Wire::OpenAiChat { id, model, created, .. } => {
                 out.put_slice(b"data: {\"id\":\"");
                 out.put_slice(id.as_bytes());
                 out.put_slice(b"\",\"object\":\"chat.completion.chunk\",\"created\":");
@@ -346,11 +279,7 @@ impl Wire {
                 write_json_str(out, model);
                 out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"finish_reason\":null}]}\n\n");
             }
-            Wire::OpenAiCompletion {
-                id,
-                model,
-                include_usage,
-            } => {
+            Wire::OpenAiCompletion { id, model, include_usage } => {
                 completion_chunk(out, id, model, 0, "", None, *include_usage);
             }
         }
@@ -385,9 +314,7 @@ fn completion_chunk(
     write_json_str(out, model);
     out.put_slice(b",\"system_fingerprint\":\"fp_ollama\"");
     if include_usage {
-        out.put_slice(
-            b",\"usage\":{\"prompt_tokens\":0,\"completion_tokens\":0,\"total_tokens\":0}",
-        );
+        out.put_slice(b",\"usage\":{\"prompt_tokens\":0,\"completion_tokens\":0,\"total_tokens\":0}");
     }
     out.put_slice(b"}\n\n");
 }
@@ -406,10 +333,7 @@ mod tests {
     #[test]
     fn token_lines_are_valid_json_with_ollamas_field_order() {
         let mut b = BytesMut::new();
-        Wire::Chat {
-            model: "tiny".into(),
-        }
-        .token(&mut b, "Hi&", "2026-01-01T00:00:00Z", 0, true);
+        Wire::Chat { model: "tiny".into() }.token(&mut b, "Hi&", "2026-01-01T00:00:00Z", 0, true);
         assert_eq!(
             &b[..],
             &b"{\"model\":\"tiny\",\"created_at\":\"2026-01-01T00:00:00Z\",\"message\":{\"role\":\"assistant\",\"content\":\"Hi\\u0026\"},\"done\":false}\n"[..]
@@ -427,11 +351,7 @@ mod tests {
             eval_count: 0,
             eval_duration: 0,
         };
-        Wire::Generate {
-            model: "m".into(),
-            context: None,
-        }
-        .finish(&mut b, DoneReason::Stop, "t", 0, &m, &[]);
+        Wire::Generate { model: "m".into(), context: None }.finish(&mut b, DoneReason::Stop, "t", 0, &m, &[]);
         let s = std::str::from_utf8(&b).unwrap();
         assert_eq!(
             s,

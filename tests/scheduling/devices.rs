@@ -13,23 +13,11 @@ fn rate(v: &serde_json::Value) -> f64 {
 }
 
 async fn two_streams(preset: &str) -> (f64, f64, sim_ollama::TraceSnapshot) {
-    let sim = SimBuilder::new()
-        .preset(preset)
-        .unwrap()
-        .time_scale(SCALE)
-        .start()
-        .unwrap();
+    let sim = SimBuilder::new().preset(preset).unwrap().time_scale(SCALE).start().unwrap();
     let (u0, u1) = (sim.urls()[0].clone(), sim.urls()[1].clone());
-    tokio::join!(
-        load(&u0, "gemma3", json!({})),
-        load(&u1, "gemma3", json!({}))
-    );
-    let body =
-        json!({"model": "gemma3", "prompt": "Analyse the data", "options": {"num_predict": 300}});
-    let (a, b) = tokio::join!(
-        generate(&u0, "collector", body.clone()),
-        generate(&u1, "insight", body.clone())
-    );
+    tokio::join!(load(&u0, "gemma3", json!({})), load(&u1, "gemma3", json!({})));
+    let body = json!({"model": "gemma3", "prompt": "Analyse the data", "options": {"num_predict": 300}});
+    let (a, b) = tokio::join!(generate(&u0, "collector", body.clone()), generate(&u1, "insight", body.clone()));
     (rate(&a), rate(&b), sim.trace())
 }
 
@@ -39,22 +27,11 @@ async fn timing_two_instances_on_one_device_each_get_about_half_the_solo_rate() 
     // 114.5 tok/s alone x 0.78 / 2 = 44.7 tok/s while both decode (the shared data: 41-50).
     // The bounds allow for the streams not starting at exactly the same instant.
     for r in [a, b] {
-        assert!(
-            (42.0..53.0).contains(&r),
-            "per-stream rate {r:.1} tok/s; both: {a:.1}, {b:.1}"
-        );
+        assert!((42.0..53.0).contains(&r), "per-stream rate {r:.1} tok/s; both: {a:.1}, {b:.1}");
     }
-    let rec = trace
-        .requests
-        .iter()
-        .find(|r| r.agent == "insight")
-        .unwrap();
+    let rec = trace.requests.iter().find(|r| r.agent == "insight").unwrap();
     assert_eq!(rec.shared_device_with, vec![0]);
-    assert!(
-        rec.explanation.contains("device shared with instance 0"),
-        "{}",
-        rec.explanation
-    );
+    assert!(rec.explanation.contains("device shared with instance 0"), "{}", rec.explanation);
     Ok(())
 }
 
@@ -62,17 +39,9 @@ async fn timing_two_instances_on_one_device_each_get_about_half_the_solo_rate() 
 async fn timing_two_instances_on_two_devices_each_get_the_full_rate() -> Result {
     let (a, b, trace) = two_streams("dual-two-devices").await;
     for r in [a, b] {
-        assert!(
-            (105.0..121.0).contains(&r),
-            "per-stream rate {r:.1} tok/s; both: {a:.1}, {b:.1}"
-        );
+        assert!((105.0..121.0).contains(&r), "per-stream rate {r:.1} tok/s; both: {a:.1}, {b:.1}");
     }
-    assert!(
-        trace
-            .requests
-            .iter()
-            .all(|r| r.shared_device_with.is_empty())
-    );
+    assert!(trace.requests.iter().all(|r| r.shared_device_with.is_empty()));
     Ok(())
 }
 
@@ -80,18 +49,11 @@ async fn timing_two_instances_on_two_devices_each_get_the_full_rate() -> Result 
 async fn timing_parallel_slots_batch_better_than_processes_time_slicing() -> Result {
     // Two streams batched in one process (batch_penalty 0.15): 114.5 / 1.15 = 99.6 tok/s
     // each, against 47 for two processes on one device.
-    let sim = SimBuilder::new()
-        .preset("single-4slots")?
-        .time_scale(SCALE)
-        .start()?;
+    let sim = SimBuilder::new().preset("single-4slots")?.time_scale(SCALE).start()?;
     let u = sim.url().to_string();
     load(&u, "gemma3", json!({})).await;
-    let body =
-        json!({"model": "gemma3", "prompt": "Analyse the data", "options": {"num_predict": 300}});
-    let (a, b) = tokio::join!(
-        generate(&u, "a", body.clone()),
-        generate(&u, "b", body.clone())
-    );
+    let body = json!({"model": "gemma3", "prompt": "Analyse the data", "options": {"num_predict": 300}});
+    let (a, b) = tokio::join!(generate(&u, "a", body.clone()), generate(&u, "b", body.clone()));
     for r in [rate(&a), rate(&b)] {
         assert!((92.0..106.0).contains(&r), "per-stream rate {r:.1} tok/s");
     }

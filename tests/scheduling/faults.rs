@@ -16,12 +16,7 @@ fn body() -> Value {
 /// Streams a request and returns (status, lines, time to headers, body error if any).
 async fn stream(url: &str) -> (u16, Vec<String>, Duration, Option<String>) {
     let t0 = Instant::now();
-    let r = client()
-        .post(format!("{url}/api/generate"))
-        .json(&body())
-        .send()
-        .await
-        .expect("sent");
+    let r = client().post(format!("{url}/api/generate")).json(&body()).send().await.expect("sent");
     let headers = t0.elapsed();
     let status = r.status().as_u16();
     let mut s = r.bytes_stream();
@@ -36,10 +31,7 @@ async fn stream(url: &str) -> (u16, Vec<String>, Duration, Option<String>) {
             }
         }
     }
-    let lines = String::from_utf8_lossy(&buf)
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let lines = String::from_utf8_lossy(&buf).lines().map(str::to_string).collect();
     (status, lines, headers, err)
 }
 
@@ -62,33 +54,19 @@ async fn assert_healthy(sim: &SimHandle) {
 
 #[tokio::test]
 async fn an_http_error_fault_answers_with_that_status_before_streaming() -> Result {
-    let sim = SimBuilder::new()
-        .fault(rule(json!({"kind": "http_error", "status": 503})))
-        .start()?;
+    let sim = SimBuilder::new().fault(rule(json!({"kind": "http_error", "status": 503}))).start()?;
     let (status, lines, _, _) = stream(sim.url()).await;
     assert_eq!(status, 503);
-    assert_eq!(
-        lines,
-        ["{\"error\":\"server busy, please try again.  maximum pending requests exceeded\"}"]
-    );
-    assert!(
-        sim.trace().requests[0]
-            .fault
-            .as_deref()
-            .unwrap()
-            .starts_with("http_error 503")
-    );
+    assert_eq!(lines, ["{\"error\":\"server busy, please try again.  maximum pending requests exceeded\"}"]);
+    assert!(sim.trace().requests[0].fault.as_deref().unwrap().starts_with("http_error 503"));
     assert_healthy(&sim).await;
     Ok(())
 }
 
 #[tokio::test]
 async fn an_error_line_fault_ends_the_stream_with_an_error_object_and_no_done() -> Result {
-    let sim = SimBuilder::new()
-        .fault(rule(
-            json!({"kind": "error_line", "after_tokens": 3, "message": "boom"}),
-        ))
-        .start()?;
+    let sim =
+        SimBuilder::new().fault(rule(json!({"kind": "error_line", "after_tokens": 3, "message": "boom"}))).start()?;
     let (status, lines, _, err) = stream(sim.url()).await;
     assert_eq!((status, err), (200, None));
     assert_eq!(lines.len(), 4, "{lines:?}");
@@ -101,11 +79,7 @@ async fn an_error_line_fault_ends_the_stream_with_an_error_object_and_no_done() 
 
 #[tokio::test]
 async fn a_stall_fault_pauses_the_stream_then_resumes_it() -> Result {
-    let sim = SimBuilder::new()
-        .fault(rule(
-            json!({"kind": "stall", "after_tokens": 2, "duration_ms": 300}),
-        ))
-        .start()?;
+    let sim = SimBuilder::new().fault(rule(json!({"kind": "stall", "after_tokens": 2, "duration_ms": 300}))).start()?;
     let t0 = Instant::now();
     let (_, lines, _, err) = stream(sim.url()).await;
     assert_eq!(err, None);
@@ -117,9 +91,7 @@ async fn a_stall_fault_pauses_the_stream_then_resumes_it() -> Result {
 
 #[tokio::test]
 async fn a_disconnect_fault_drops_the_connection_mid_body() -> Result {
-    let sim = SimBuilder::new()
-        .fault(rule(json!({"kind": "disconnect", "after_tokens": 2})))
-        .start()?;
+    let sim = SimBuilder::new().fault(rule(json!({"kind": "disconnect", "after_tokens": 2}))).start()?;
     let (status, lines, _, err) = stream(sim.url()).await;
     assert_eq!(status, 200);
     assert!(err.is_some(), "the client sees a broken body");
@@ -130,9 +102,7 @@ async fn a_disconnect_fault_drops_the_connection_mid_body() -> Result {
 
 #[tokio::test]
 async fn a_truncate_fault_ends_the_body_cleanly_without_done() -> Result {
-    let sim = SimBuilder::new()
-        .fault(rule(json!({"kind": "truncate", "after_tokens": 2})))
-        .start()?;
+    let sim = SimBuilder::new().fault(rule(json!({"kind": "truncate", "after_tokens": 2}))).start()?;
     let (status, lines, _, err) = stream(sim.url()).await;
     assert_eq!((status, err), (200, None));
     assert_eq!(lines.len(), 2);
@@ -143,15 +113,10 @@ async fn a_truncate_fault_ends_the_body_cleanly_without_done() -> Result {
 
 #[tokio::test]
 async fn a_malformed_line_fault_inserts_one_invalid_line() -> Result {
-    let sim = SimBuilder::new()
-        .fault(rule(json!({"kind": "malformed_line", "after_tokens": 2})))
-        .start()?;
+    let sim = SimBuilder::new().fault(rule(json!({"kind": "malformed_line", "after_tokens": 2}))).start()?;
     let (_, lines, _, err) = stream(sim.url()).await;
     assert_eq!(err, None);
-    let invalid = lines
-        .iter()
-        .filter(|l| serde_json::from_str::<Value>(l).is_err())
-        .count();
+    let invalid = lines.iter().filter(|l| serde_json::from_str::<Value>(l).is_err()).count();
     assert_eq!(invalid, 1, "{lines:?}");
     assert!(lines.last().unwrap().contains("\"done\":true"));
     assert_healthy(&sim).await;
@@ -160,9 +125,7 @@ async fn a_malformed_line_fault_inserts_one_invalid_line() -> Result {
 
 #[tokio::test]
 async fn a_slow_headers_fault_holds_the_status_line_back() -> Result {
-    let sim = SimBuilder::new()
-        .fault(rule(json!({"kind": "slow_headers", "duration_ms": 300})))
-        .start()?;
+    let sim = SimBuilder::new().fault(rule(json!({"kind": "slow_headers", "duration_ms": 300}))).start()?;
     let (status, _, headers, _) = stream(sim.url()).await;
     assert_eq!(status, 200);
     assert!(headers >= Duration::from_millis(300), "{headers:?}");
@@ -175,18 +138,11 @@ async fn faults_are_switched_at_run_time_over_http_with_filters_and_every() -> R
     let sim = SimBuilder::new().instances(2).start()?;
     let put = client()
         .put(format!("{}/sim/faults", sim.url()))
-        .json(
-            &json!({"faults": [{"kind": "http_error", "status": 500, "instance": 1, "every": 2}]}),
-        )
+        .json(&json!({"faults": [{"kind": "http_error", "status": 500, "instance": 1, "every": 2}]}))
         .send()
         .await?;
     assert_eq!(put.status(), 200);
-    let got: Value = client()
-        .get(format!("{}/sim/faults", sim.url()))
-        .send()
-        .await?
-        .json()
-        .await?;
+    let got: Value = client().get(format!("{}/sim/faults", sim.url())).send().await?.json().await?;
     assert_eq!(got["faults"][0]["instance"], 1);
     // Instance 0 is not affected; on instance 1 every second request fails.
     let statuses = |u: String| async move {
@@ -198,16 +154,9 @@ async fn faults_are_switched_at_run_time_over_http_with_filters_and_every() -> R
     };
     assert_eq!(statuses(sim.urls()[0].clone()).await, [200, 200, 200, 200]);
     assert_eq!(statuses(sim.urls()[1].clone()).await, [200, 500, 200, 500]);
-    let bad = client()
-        .put(format!("{}/sim/faults", sim.url()))
-        .json(&json!([{"kind": "explode"}]))
-        .send()
-        .await?;
+    let bad = client().put(format!("{}/sim/faults", sim.url())).json(&json!([{"kind": "explode"}])).send().await?;
     assert_eq!(bad.status(), 400);
-    let del = client()
-        .delete(format!("{}/sim/faults", sim.url()))
-        .send()
-        .await?;
+    let del = client().delete(format!("{}/sim/faults", sim.url())).send().await?;
     assert_eq!(del.status(), 200);
     assert_eq!(statuses(sim.urls()[1].clone()).await, [200, 200, 200, 200]);
     Ok(())

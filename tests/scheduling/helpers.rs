@@ -17,10 +17,7 @@ pub async fn generate(url: &str, agent: &str, body: Value) -> Value {
         .text()
         .await
         .expect("body read");
-    text.lines()
-        .last()
-        .map(|l| serde_json::from_str(l).expect("final line is JSON"))
-        .unwrap_or(Value::Null)
+    text.lines().last().map(|l| serde_json::from_str(l).expect("final line is JSON")).unwrap_or(Value::Null)
 }
 
 /// Loads a model (empty prompt).
@@ -31,19 +28,11 @@ pub async fn load(url: &str, model: &str, options: Value) {
         .send()
         .await
         .expect("load sent");
-    assert_eq!(
-        r.status(),
-        200,
-        "load of {model}: {}",
-        r.text().await.unwrap_or_default()
-    );
+    assert_eq!(r.status(), 200, "load of {model}: {}", r.text().await.unwrap_or_default());
 }
 
 /// The trace record of agent `agent` (the last one with that label).
-pub fn by_agent<'a>(
-    trace: &'a sim_ollama::TraceSnapshot,
-    agent: &str,
-) -> &'a sim_ollama::RequestTrace {
+pub fn by_agent<'a>(trace: &'a sim_ollama::TraceSnapshot, agent: &str) -> &'a sim_ollama::RequestTrace {
     trace
         .requests
         .iter()

@@ -8,11 +8,7 @@ use std::time::{Duration, Instant};
 async fn thousands_of_aborted_streams_leak_no_slot_task_or_request() -> Result {
     // Two instances with 4 slots each; 2,000 streams are dropped at random points (before the
     // headers, after the first chunk, after a few chunks).
-    let sim = SimBuilder::new()
-        .instances(2)
-        .num_parallel(4)
-        .time_scale(0.05)
-        .start()?;
+    let sim = SimBuilder::new().instances(2).num_parallel(4).time_scale(0.05).start()?;
     let client = reqwest::Client::new();
     // Baseline: both models loaded and idle (servers plus one keep-alive timer each), with no
     // connection open.
@@ -24,11 +20,7 @@ async fn thousands_of_aborted_streams_leak_no_slot_task_or_request() -> Result {
     let body = json!({"model": "llama3.2:1b", "prompt": "go", "options": {"num_predict": 400}});
     let mut handles = Vec::new();
     for i in 0..2000usize {
-        let (c, u, b) = (
-            client.clone(),
-            format!("{}/api/generate", sim.urls()[i % 2]),
-            body.clone(),
-        );
+        let (c, u, b) = (client.clone(), format!("{}/api/generate", sim.urls()[i % 2]), body.clone());
         handles.push(tokio::spawn(async move {
             let fut = async {
                 let r = c.post(&u).json(&b).send().await?;
@@ -54,19 +46,12 @@ async fn thousands_of_aborted_streams_leak_no_slot_task_or_request() -> Result {
     let t0 = Instant::now();
     loop {
         let m = sim.metrics();
-        let busy: usize = m
-            .instances
-            .iter()
-            .map(|i| i.active + i.waiting_for_slot + i.pending)
-            .sum();
+        let busy: usize = m.instances.iter().map(|i| i.active + i.waiting_for_slot + i.pending).sum();
         let streams: usize = m.devices.iter().map(|d| d.streams).sum();
         if busy == 0 && streams == 0 && m.requests_in_flight == 0 && m.tasks <= idle_tasks {
             break;
         }
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "left behind after 5 s: {m:#?} (idle tasks {idle_tasks})"
-        );
+        assert!(t0.elapsed() < Duration::from_secs(5), "left behind after 5 s: {m:#?} (idle tasks {idle_tasks})");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // And the server still serves.
@@ -78,12 +63,7 @@ async fn thousands_of_aborted_streams_leak_no_slot_task_or_request() -> Result {
         .json()
         .await?;
     assert_eq!(v["eval_count"], 3);
-    let cancelled = sim
-        .trace()
-        .requests
-        .iter()
-        .filter(|r| r.outcome == sim_ollama::Outcome::Cancelled)
-        .count();
+    let cancelled = sim.trace().requests.iter().filter(|r| r.outcome == sim_ollama::Outcome::Cancelled).count();
     assert!(cancelled > 1000, "{cancelled} cancelled requests recorded");
     Ok(())
 }

@@ -9,49 +9,25 @@ fn body(n: u32) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_slot_serializes_two_requests() -> Result {
-    let sim = SimBuilder::new()
-        .preset("single-1slot")?
-        .time_scale(0.1)
-        .start()?;
+    let sim = SimBuilder::new().preset("single-1slot")?.time_scale(0.1).start()?;
     let u = sim.url();
     load(u, "llama3.2:1b", json!({})).await;
     let (a, b) = tokio::join!(generate(u, "a", body(40)), generate(u, "b", body(40)));
-    assert_eq!(
-        (a["eval_count"].as_u64(), b["eval_count"].as_u64()),
-        (Some(40), Some(40))
-    );
+    assert_eq!((a["eval_count"].as_u64(), b["eval_count"].as_u64()), (Some(40), Some(40)));
     let t = sim.trace();
     let (ra, rb) = (by_agent(&t, "a"), by_agent(&t, "b"));
-    let (first, second) = if ra.first_token_us < rb.first_token_us {
-        (ra, rb)
-    } else {
-        (rb, ra)
-    };
+    let (first, second) = if ra.first_token_us < rb.first_token_us { (ra, rb) } else { (rb, ra) };
     // The second request's first token comes after the first's last token: the slot is held
     // for the whole stream.
-    assert!(
-        second.token_us[0] >= *first.token_us.last().unwrap(),
-        "{first:#?}\n{second:#?}"
-    );
-    assert!(
-        second
-            .waits
-            .iter()
-            .any(|w| w.reason == WaitReason::SlotBusy),
-        "{:?}",
-        second.waits
-    );
+    assert!(second.token_us[0] >= *first.token_us.last().unwrap(), "{first:#?}\n{second:#?}");
+    assert!(second.waits.iter().any(|w| w.reason == WaitReason::SlotBusy), "{:?}", second.waits);
     assert!(
         second.explanation.contains("waited") && second.explanation.contains("parallel slot"),
         "{}",
         second.explanation
     );
     // Slot waiting is in total_duration, not in load_duration.
-    let (fa, fb) = if ra.id == first.id {
-        (&a, &b)
-    } else {
-        (&b, &a)
-    };
+    let (fa, fb) = if ra.id == first.id { (&a, &b) } else { (&b, &a) };
     assert!(fb["total_duration"].as_u64() > fa["total_duration"].as_u64());
     assert!(fb["load_duration"].as_u64().unwrap() < 5_000_000, "{fb}");
     Ok(())
@@ -66,8 +42,7 @@ async fn two_slots_overlap_two_requests() -> Result {
     let t = sim.trace();
     let (ra, rb) = (by_agent(&t, "a"), by_agent(&t, "b"));
     assert!(
-        rb.token_us[0] < *ra.token_us.last().unwrap()
-            && ra.token_us[0] < *rb.token_us.last().unwrap(),
+        rb.token_us[0] < *ra.token_us.last().unwrap() && ra.token_us[0] < *rb.token_us.last().unwrap(),
         "the streams overlap"
     );
     assert!(!rb.waits.iter().any(|w| w.reason == WaitReason::SlotBusy));
@@ -76,8 +51,7 @@ async fn two_slots_overlap_two_requests() -> Result {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_different_num_ctx_reloads_after_in_flight_requests_and_sampling_options_do_not() -> Result
-{
+async fn a_different_num_ctx_reloads_after_in_flight_requests_and_sampling_options_do_not() -> Result {
     let sim = SimBuilder::new().time_scale(0.1).start()?;
     let u = sim.url();
     let with = |ctx: u32, temp: f64, n: u32| json!({"model": "llama3.2:1b", "prompt": "x", "options": {"num_ctx": ctx, "temperature": temp, "num_predict": n}});
@@ -91,26 +65,15 @@ async fn a_different_num_ctx_reloads_after_in_flight_requests_and_sampling_optio
     let t = sim.trace();
     let (ra, rb) = (by_agent(&t, "a"), by_agent(&t, "b"));
     assert!(
-        rb.waits
-            .iter()
-            .any(|w| w.reason == WaitReason::ReloadForOptions
-                && w.detail.contains("num_ctx 2048 -> 4096")),
+        rb.waits.iter().any(|w| w.reason == WaitReason::ReloadForOptions && w.detail.contains("num_ctx 2048 -> 4096")),
         "{:?}",
         rb.waits
     );
-    assert!(
-        rb.runner_us.unwrap() >= ra.end_us.unwrap(),
-        "the reload waited for the in-flight request"
-    );
+    assert!(rb.runner_us.unwrap() >= ra.end_us.unwrap(), "the reload waited for the in-flight request");
     assert_eq!(rb.loads.len(), 1);
     // The reload's modelled load (warm llama3.2: ~180 ms x 0.1) shows in load_duration.
     assert!(b["load_duration"].as_u64().unwrap() >= rb.loads[0].duration_us * 1000);
-    let ps: Value = client()
-        .get(format!("{u}/api/ps"))
-        .send()
-        .await?
-        .json()
-        .await?;
+    let ps: Value = client().get(format!("{u}/api/ps")).send().await?.json().await?;
     assert_eq!(ps["models"][0]["context_length"], 4096);
     // Sampling options never reload.
     generate(u, "c", with(4096, 0.2, 3)).await;
@@ -122,72 +85,33 @@ async fn a_different_num_ctx_reloads_after_in_flight_requests_and_sampling_optio
 async fn keep_alive_expiry_unloads_and_its_formats_are_honoured() -> Result {
     let sim = SimBuilder::new().time_scale(0.01).start()?;
     let u = sim.url();
-    let ps = || async {
-        client()
-            .get(format!("{u}/api/ps"))
-            .send()
-            .await
-            .unwrap()
-            .json::<Value>()
-            .await
-            .unwrap()
-    };
-    generate(u, "a", json!({"model": "tiny", "prompt": "x", "keep_alive": "300ms", "options": {"num_predict": 2}})).await;
+    let ps = || async { client().get(format!("{u}/api/ps")).send().await.unwrap().json::<Value>().await.unwrap() };
+    generate(u, "a", json!({"model": "tiny", "prompt": "x", "keep_alive": "300ms", "options": {"num_predict": 2}}))
+        .await;
     assert_eq!(ps().await["models"].as_array().map(Vec::len), Some(1));
     tokio::time::sleep(std::time::Duration::from_millis(700)).await;
     assert_eq!(ps().await["models"], json!([]), "expired after 300 ms");
     // Negative = forever: expires_at is centuries ahead.
-    generate(
-        u,
-        "b",
-        json!({"model": "tiny", "prompt": "x", "keep_alive": -1, "options": {"num_predict": 2}}),
-    )
-    .await;
-    let exp = ps().await["models"][0]["expires_at"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    generate(u, "b", json!({"model": "tiny", "prompt": "x", "keep_alive": -1, "options": {"num_predict": 2}})).await;
+    let exp = ps().await["models"][0]["expires_at"].as_str().unwrap().to_string();
     assert!(exp.as_str() > "2300", "{exp}");
     // Without keep_alive, a loaded model keeps its previous value.
-    generate(
-        u,
-        "c",
-        json!({"model": "tiny", "prompt": "x", "options": {"num_predict": 2}}),
-    )
-    .await;
+    generate(u, "c", json!({"model": "tiny", "prompt": "x", "options": {"num_predict": 2}})).await;
     assert!(ps().await["models"][0]["expires_at"].as_str().unwrap() > "2300");
     // keep_alive 0 with a prompt: served, then unloaded when idle.
-    generate(
-        u,
-        "d",
-        json!({"model": "tiny", "prompt": "x", "keep_alive": 0, "options": {"num_predict": 2}}),
-    )
-    .await;
+    generate(u, "d", json!({"model": "tiny", "prompt": "x", "keep_alive": 0, "options": {"num_predict": 2}})).await;
     assert_eq!(ps().await["models"], json!([]));
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_loaded_models_evicts_an_idle_model() -> Result {
-    let sim = SimBuilder::new()
-        .max_loaded_models(1)
-        .time_scale(0.01)
-        .start()?;
+    let sim = SimBuilder::new().max_loaded_models(1).time_scale(0.01).start()?;
     let u = sim.url();
     load(u, "tiny", json!({})).await;
     load(u, "llama3.2:1b", json!({})).await;
-    let ps: Value = client()
-        .get(format!("{u}/api/ps"))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let names: Vec<&str> = ps["models"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["name"].as_str().unwrap())
-        .collect();
+    let ps: Value = client().get(format!("{u}/api/ps")).send().await?.json().await?;
+    let names: Vec<&str> = ps["models"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["llama3.2:1b"]);
     Ok(())
 }

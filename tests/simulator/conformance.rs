@@ -11,9 +11,7 @@ async fn post(url: &str, body: Value) -> Result<reqwest::Response> {
 }
 
 fn keys(v: &Value) -> Vec<&str> {
-    v.as_object()
-        .map(|o| o.keys().map(String::as_str).collect())
-        .unwrap_or_default()
+    v.as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default()
 }
 
 #[test]
@@ -26,10 +24,7 @@ fn root_and_version_answer_like_ollama_including_head() {
     let h = raw_blocking(addr, "HEAD", "/", None, &[]);
     assert_eq!((h.status, h.header("content-length")), (200, Some("17")));
     let v = raw_blocking(addr, "GET", "/api/version", None, &[]);
-    assert_eq!(
-        v.header("content-type"),
-        Some("application/json; charset=utf-8")
-    );
+    assert_eq!(v.header("content-type"), Some("application/json; charset=utf-8"));
     assert_eq!(v.json(), json!({"version": "0.33.0"}));
     let hv = raw_blocking(addr, "HEAD", "/api/version", None, &[]);
     assert_eq!(hv.status, 200);
@@ -39,29 +34,10 @@ fn root_and_version_answer_like_ollama_including_head() {
 #[tokio::test]
 async fn tags_lists_the_catalogue_with_details_and_capabilities() -> Result {
     let sim = SimBuilder::new().start()?;
-    let v: Value = client()
-        .get(format!("{}/api/tags", sim.url()))
-        .send()
-        .await?
-        .json()
-        .await?;
+    let v: Value = client().get(format!("{}/api/tags", sim.url())).send().await?.json().await?;
     let models = v["models"].as_array().expect("models array");
-    let gemma = models
-        .iter()
-        .find(|m| m["name"] == "gemma3:latest")
-        .expect("gemma3 listed");
-    assert_eq!(
-        keys(gemma),
-        [
-            "name",
-            "model",
-            "modified_at",
-            "size",
-            "digest",
-            "details",
-            "capabilities"
-        ]
-    );
+    let gemma = models.iter().find(|m| m["name"] == "gemma3:latest").expect("gemma3 listed");
+    assert_eq!(keys(gemma), ["name", "model", "modified_at", "size", "digest", "details", "capabilities"]);
     assert_eq!(
         keys(&gemma["details"]),
         [
@@ -77,11 +53,7 @@ async fn tags_lists_the_catalogue_with_details_and_capabilities() -> Result {
     );
     assert_eq!(gemma["digest"].as_str().map(str::len), Some(64));
     assert_created_at(gemma["modified_at"].as_str().unwrap());
-    assert!(
-        models
-            .iter()
-            .any(|m| m["capabilities"] == json!(["embedding"]))
-    );
+    assert!(models.iter().any(|m| m["capabilities"] == json!(["embedding"])));
     Ok(())
 }
 
@@ -89,71 +61,29 @@ async fn tags_lists_the_catalogue_with_details_and_capabilities() -> Result {
 async fn an_empty_prompt_loads_the_model_and_keep_alive_zero_unloads_it() -> Result {
     let sim = SimBuilder::new().start()?;
     let u = sim.url();
-    let ps: Value = client()
-        .get(format!("{u}/api/ps"))
-        .send()
-        .await?
-        .json()
-        .await?;
+    let ps: Value = client().get(format!("{u}/api/ps")).send().await?.json().await?;
     assert_eq!(ps, json!({"models": []}));
 
     let r = post(&format!("{u}/api/generate"), json!({"model": "tiny"})).await?;
-    assert_eq!(
-        r.headers()["content-type"],
-        "application/json; charset=utf-8"
-    );
+    assert_eq!(r.headers()["content-type"], "application/json; charset=utf-8");
     let v: Value = r.json().await?;
+    assert_eq!(keys(&v), ["model", "created_at", "response", "done", "done_reason"]);
     assert_eq!(
-        keys(&v),
-        ["model", "created_at", "response", "done", "done_reason"]
-    );
-    assert_eq!(
-        (
-            v["model"].as_str(),
-            v["done_reason"].as_str(),
-            v["done"].as_bool()
-        ),
+        (v["model"].as_str(), v["done_reason"].as_str(), v["done"].as_bool()),
         (Some("tiny"), Some("load"), Some(true))
     );
 
-    let ps: Value = client()
-        .get(format!("{u}/api/ps"))
-        .send()
-        .await?
-        .json()
-        .await?;
+    let ps: Value = client().get(format!("{u}/api/ps")).send().await?.json().await?;
     let m = &ps["models"][0];
-    assert_eq!(
-        keys(m),
-        [
-            "name",
-            "model",
-            "size",
-            "digest",
-            "details",
-            "expires_at",
-            "size_vram",
-            "context_length"
-        ]
-    );
+    assert_eq!(keys(m), ["name", "model", "size", "digest", "details", "expires_at", "size_vram", "context_length"]);
     assert_eq!(m["name"], "tiny:latest");
     assert_eq!(m["context_length"], 4096);
 
-    let v: Value = post(
-        &format!("{u}/api/chat"),
-        json!({"model": "tiny", "messages": [], "keep_alive": 0}),
-    )
-    .await?
-    .json()
-    .await?;
+    let v: Value =
+        post(&format!("{u}/api/chat"), json!({"model": "tiny", "messages": [], "keep_alive": 0})).await?.json().await?;
     assert_eq!(v["done_reason"], "unload");
     assert_eq!(v["message"], json!({"role": "assistant", "content": ""}));
-    let ps: Value = client()
-        .get(format!("{u}/api/ps"))
-        .send()
-        .await?
-        .json()
-        .await?;
+    let ps: Value = client().get(format!("{u}/api/ps")).send().await?.json().await?;
     assert_eq!(ps, json!({"models": []}));
     Ok(())
 }
@@ -169,10 +99,7 @@ async fn generate_streams_ndjson_tokens_then_a_final_object_with_metrics() -> Re
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["content-type"], "application/x-ndjson");
     let text = r.text().await?;
-    let lines: Vec<Value> = text
-        .lines()
-        .map(serde_json::from_str)
-        .collect::<std::result::Result<_, _>>()?;
+    let lines: Vec<Value> = text.lines().map(serde_json::from_str).collect::<std::result::Result<_, _>>()?;
     assert_eq!(lines.len(), 9, "8 tokens and a final object:\n{text}");
     for l in &lines[..8] {
         assert_eq!(keys(l), ["model", "created_at", "response", "done"]);
@@ -199,28 +126,13 @@ async fn generate_streams_ndjson_tokens_then_a_final_object_with_metrics() -> Re
         ]
     );
     assert_eq!(
-        (
-            last["done"].as_bool(),
-            last["done_reason"].as_str(),
-            last["response"].as_str()
-        ),
+        (last["done"].as_bool(), last["done_reason"].as_str(), last["response"].as_str()),
         (Some(true), Some("length"), Some(""))
     );
     assert_eq!(last["eval_count"], 8);
-    let ns = |k: &str| {
-        last[k]
-            .as_u64()
-            .unwrap_or_else(|| panic!("{k} is an integer"))
-    };
-    assert!(
-        ns("total_duration")
-            >= ns("load_duration") + ns("prompt_eval_duration") + ns("eval_duration")
-    );
-    assert_eq!(
-        ns("prompt_eval_duration") % 1000,
-        0,
-        "whole microseconds, as the real server"
-    );
+    let ns = |k: &str| last[k].as_u64().unwrap_or_else(|| panic!("{k} is an integer"));
+    assert!(ns("total_duration") >= ns("load_duration") + ns("prompt_eval_duration") + ns("eval_duration"));
+    assert_eq!(ns("prompt_eval_duration") % 1000, 0, "whole microseconds, as the real server");
     let ctx = last["context"].as_array().unwrap();
     assert_eq!(ctx.len() as u64, ns("prompt_eval_count") + 8);
     Ok(())
@@ -230,27 +142,18 @@ async fn generate_streams_ndjson_tokens_then_a_final_object_with_metrics() -> Re
 async fn generate_without_streaming_returns_one_object_with_the_whole_text() -> Result {
     let sim = SimBuilder::new().start()?;
     let u = format!("{}/api/generate", sim.url());
-    let body =
-        json!({"model": "tiny", "prompt": "Hello world", "options": {"seed": 1, "num_predict": 8}});
+    let body = json!({"model": "tiny", "prompt": "Hello world", "options": {"seed": 1, "num_predict": 8}});
     let streamed: String = post(&u, body.clone())
         .await?
         .text()
         .await?
         .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["response"]
-                .as_str()
-                .unwrap_or("")
-                .to_string()
-        })
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["response"].as_str().unwrap_or("").to_string())
         .collect();
     let mut nb = body;
     nb["stream"] = json!(false);
     let r = post(&u, nb).await?;
-    assert_eq!(
-        r.headers()["content-type"],
-        "application/json; charset=utf-8"
-    );
+    assert_eq!(r.headers()["content-type"], "application/json; charset=utf-8");
     assert!(r.headers().get("content-length").is_some());
     let v: Value = r.json().await?;
     assert_eq!(v["response"].as_str(), Some(streamed.as_str()));
@@ -263,17 +166,15 @@ async fn raw_mode_has_no_context_and_stop_sequences_end_with_stop() -> Result {
     let sim = SimBuilder::new().start()?;
     let u = format!("{}/api/generate", sim.url());
     let v: Value = post(&u, json!({"model": "tiny", "prompt": "Hello", "raw": true, "stream": false, "options": {"seed": 1, "num_predict": 8}})).await?.json().await?;
-    assert!(
-        v.get("context").is_none(),
-        "raw responses carry no context: {v}"
-    );
-    let full: Value = post(&u, json!({"model": "tiny", "prompt": "Hi", "stream": false, "options": {"seed": 3, "num_predict": 40}})).await?.json().await?;
+    assert!(v.get("context").is_none(), "raw responses carry no context: {v}");
+    let full: Value =
+        post(&u, json!({"model": "tiny", "prompt": "Hi", "stream": false, "options": {"seed": 3, "num_predict": 40}}))
+            .await?
+            .json()
+            .await?;
     let text = full["response"].as_str().unwrap();
     let cut: Value = post(&u, json!({"model": "tiny", "prompt": "Hi", "stream": false, "options": {"seed": 3, "num_predict": 40, "stop": ["e"]}})).await?.json().await?;
-    assert_eq!(
-        cut["response"].as_str(),
-        Some(&text[..text.find('e').unwrap()])
-    );
+    assert_eq!(cut["response"].as_str(), Some(&text[..text.find('e').unwrap()]));
     assert_eq!(cut["done_reason"], "stop");
     Ok(())
 }
@@ -285,10 +186,7 @@ async fn chat_streams_messages_and_accepts_system_and_tools() -> Result {
     let tools = json!([{"type": "function", "function": {"name": "get_weather", "description": "w", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]);
     let body = json!({"model": "llama3.2:1b", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"}], "tools": tools, "options": {"num_predict": 5}});
     let text = post(&u, body.clone()).await?.text().await?;
-    let lines: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 6);
     assert_eq!(keys(&lines[0]), ["model", "created_at", "message", "done"]);
     assert_eq!(lines[0]["message"]["role"], "assistant");
@@ -313,10 +211,7 @@ async fn chat_streams_messages_and_accepts_system_and_tools() -> Result {
     let mut nb = body;
     nb["stream"] = json!(false);
     let v: Value = post(&u, nb).await?.json().await?;
-    let streamed: String = lines
-        .iter()
-        .map(|l| l["message"]["content"].as_str().unwrap())
-        .collect();
+    let streamed: String = lines.iter().map(|l| l["message"]["content"].as_str().unwrap()).collect();
     assert_eq!(v["message"]["content"].as_str(), Some(streamed.as_str()));
     Ok(())
 }
@@ -325,17 +220,14 @@ async fn chat_streams_messages_and_accepts_system_and_tools() -> Result {
 async fn embed_vectors_are_normalised_and_legacy_embeddings_are_not() -> Result {
     let sim = SimBuilder::new().time_scale(0.01).start()?;
     let u = sim.url();
-    let v: Value = post(&format!("{u}/api/embed"), json!({"model": "nomic-embed-text", "input": ["the cat sat", "the cat ran", "quantum flux"]})).await?.json().await?;
-    assert_eq!(
-        keys(&v),
-        [
-            "model",
-            "embeddings",
-            "total_duration",
-            "load_duration",
-            "prompt_eval_count"
-        ]
-    );
+    let v: Value = post(
+        &format!("{u}/api/embed"),
+        json!({"model": "nomic-embed-text", "input": ["the cat sat", "the cat ran", "quantum flux"]}),
+    )
+    .await?
+    .json()
+    .await?;
+    assert_eq!(keys(&v), ["model", "embeddings", "total_duration", "load_duration", "prompt_eval_count"]);
     let vecs: Vec<Vec<f64>> = serde_json::from_value(v["embeddings"].clone())?;
     assert_eq!(vecs.len(), 3);
     assert_eq!(vecs[0].len(), 768);
@@ -343,49 +235,27 @@ async fn embed_vectors_are_normalised_and_legacy_embeddings_are_not() -> Result 
     for x in &vecs {
         assert!((dot(x, x) - 1.0).abs() < 1e-4);
     }
-    assert!(
-        dot(&vecs[0], &vecs[1]) > dot(&vecs[0], &vecs[2]),
-        "texts sharing words are closer"
-    );
-    let d: Value = post(
-        &format!("{u}/api/embed"),
-        json!({"model": "nomic-embed-text", "input": "x", "dimensions": 64}),
-    )
-    .await?
-    .json()
-    .await?;
+    assert!(dot(&vecs[0], &vecs[1]) > dot(&vecs[0], &vecs[2]), "texts sharing words are closer");
+    let d: Value =
+        post(&format!("{u}/api/embed"), json!({"model": "nomic-embed-text", "input": "x", "dimensions": 64}))
+            .await?
+            .json()
+            .await?;
     assert_eq!(d["embeddings"][0].as_array().map(Vec::len), Some(64));
-    let e: Value = post(
-        &format!("{u}/api/embeddings"),
-        json!({"model": "nomic-embed-text", "prompt": "the cat sat"}),
-    )
-    .await?
-    .json()
-    .await?;
+    let e: Value = post(&format!("{u}/api/embeddings"), json!({"model": "nomic-embed-text", "prompt": "the cat sat"}))
+        .await?
+        .json()
+        .await?;
     assert_eq!(keys(&e), ["embedding"]);
     let ev: Vec<f64> = serde_json::from_value(e["embedding"].clone())?;
-    assert!(
-        (dot(&ev, &ev) - 1.0).abs() > 0.1,
-        "legacy vectors are not normalised"
-    );
-    let empty: Value = post(
-        &format!("{u}/api/embed"),
-        json!({"model": "nomic-embed-text", "input": []}),
-    )
-    .await?
-    .json()
-    .await?;
-    assert_eq!(
-        empty,
-        json!({"model": "nomic-embed-text", "embeddings": []})
-    );
-    let o: Value = post(
-        &format!("{u}/v1/embeddings"),
-        json!({"model": "nomic-embed-text", "input": ["a", "b"]}),
-    )
-    .await?
-    .json()
-    .await?;
+    assert!((dot(&ev, &ev) - 1.0).abs() > 0.1, "legacy vectors are not normalised");
+    let empty: Value =
+        post(&format!("{u}/api/embed"), json!({"model": "nomic-embed-text", "input": []})).await?.json().await?;
+    assert_eq!(empty, json!({"model": "nomic-embed-text", "embeddings": []}));
+    let o: Value = post(&format!("{u}/v1/embeddings"), json!({"model": "nomic-embed-text", "input": ["a", "b"]}))
+        .await?
+        .json()
+        .await?;
     assert_eq!(keys(&o), ["object", "data", "model", "usage"]);
     assert_eq!(o["data"][1]["index"], 1);
     Ok(())
@@ -394,24 +264,10 @@ async fn embed_vectors_are_normalised_and_legacy_embeddings_are_not() -> Result 
 #[tokio::test]
 async fn show_reports_details_model_info_and_capabilities() -> Result {
     let sim = SimBuilder::new().start()?;
-    let v: Value = post(
-        &format!("{}/api/show", sim.url()),
-        json!({"model": "gemma3"}),
-    )
-    .await?
-    .json()
-    .await?;
+    let v: Value = post(&format!("{}/api/show", sim.url()), json!({"model": "gemma3"})).await?.json().await?;
     assert_eq!(
         keys(&v),
-        [
-            "modelfile",
-            "parameters",
-            "template",
-            "details",
-            "model_info",
-            "capabilities",
-            "modified_at"
-        ]
+        ["modelfile", "parameters", "template", "details", "model_info", "capabilities", "modified_at"]
     );
     assert_eq!(v["model_info"]["gemma3.context_length"], 131072);
     assert_eq!(v["capabilities"], json!(["completion", "vision"]));
@@ -423,83 +279,31 @@ async fn pull_copy_and_delete_change_what_is_installed() -> Result {
     let sim = SimBuilder::new().time_scale(0.01).start()?;
     let u = sim.url();
     let names = |v: &Value| {
-        v["models"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m["name"].as_str().unwrap().to_string())
-            .collect::<Vec<_>>()
+        v["models"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap().to_string()).collect::<Vec<_>>()
     };
-    let r = client()
-        .delete(format!("{u}/api/delete"))
-        .json(&json!({"model": "tiny"}))
-        .send()
-        .await?;
+    let r = client().delete(format!("{u}/api/delete")).json(&json!({"model": "tiny"})).send().await?;
     assert_eq!((r.status().as_u16(), r.text().await?.as_str()), (200, ""));
-    let tags: Value = client()
-        .get(format!("{u}/api/tags"))
-        .send()
-        .await?
-        .json()
-        .await?;
+    let tags: Value = client().get(format!("{u}/api/tags")).send().await?.json().await?;
     assert!(!names(&tags).contains(&"tiny:latest".to_string()));
-    let r = post(
-        &format!("{u}/api/generate"),
-        json!({"model": "tiny", "prompt": "x"}),
-    )
-    .await?;
+    let r = post(&format!("{u}/api/generate"), json!({"model": "tiny", "prompt": "x"})).await?;
     assert_eq!(r.status(), 404);
 
-    let text = post(&format!("{u}/api/pull"), json!({"model": "tiny"}))
-        .await?
-        .text()
-        .await?;
+    let text = post(&format!("{u}/api/pull"), json!({"model": "tiny"})).await?.text().await?;
     let statuses: Vec<String> = text
         .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["status"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["status"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(
-        statuses.first().map(String::as_str),
-        Some("pulling manifest")
-    );
+    assert_eq!(statuses.first().map(String::as_str), Some("pulling manifest"));
     assert_eq!(statuses.last().map(String::as_str), Some("success"));
-    assert!(
-        statuses
-            .iter()
-            .any(|s| s.starts_with("pulling ") && s.len() == "pulling ".len() + 12)
-    );
-    let r = post(
-        &format!("{u}/api/generate"),
-        json!({"model": "tiny", "prompt": "x", "stream": false}),
-    )
-    .await?;
+    assert!(statuses.iter().any(|s| s.starts_with("pulling ") && s.len() == "pulling ".len() + 12));
+    let r = post(&format!("{u}/api/generate"), json!({"model": "tiny", "prompt": "x", "stream": false})).await?;
     assert_eq!(r.status(), 200, "the pulled model is usable");
 
-    let r = post(
-        &format!("{u}/api/copy"),
-        json!({"source": "tiny", "destination": "mine:v1"}),
-    )
-    .await?;
+    let r = post(&format!("{u}/api/copy"), json!({"source": "tiny", "destination": "mine:v1"})).await?;
     assert_eq!((r.status().as_u16(), r.text().await?.as_str()), (200, ""));
-    let tags: Value = client()
-        .get(format!("{u}/api/tags"))
-        .send()
-        .await?
-        .json()
-        .await?;
+    let tags: Value = client().get(format!("{u}/api/tags")).send().await?.json().await?;
     assert_eq!(names(&tags)[0], "mine:v1", "newest first");
-    let ns: Value = post(
-        &format!("{u}/api/pull"),
-        json!({"model": "gemma3", "stream": false}),
-    )
-    .await?
-    .json()
-    .await?;
+    let ns: Value = post(&format!("{u}/api/pull"), json!({"model": "gemma3", "stream": false})).await?.json().await?;
     assert_eq!(ns, json!({"status": "success"}));
     Ok(())
 }
@@ -516,60 +320,29 @@ async fn openai_chat_streams_sse_with_role_first_finish_usage_and_done() -> Resu
     assert!(events.iter().all(|e| e.starts_with("data: ")), "{text}");
     assert_eq!(events.len(), 8 + 3, "8 tokens, finish, usage, [DONE]");
     assert_eq!(*events.last().unwrap(), "data: [DONE]");
-    let chunks: Vec<Value> = events[..10]
-        .iter()
-        .map(|e| serde_json::from_str(&e[6..]).unwrap())
-        .collect();
-    assert_eq!(
-        keys(&chunks[0]),
-        [
-            "id",
-            "object",
-            "created",
-            "model",
-            "system_fingerprint",
-            "choices"
-        ]
-    );
+    let chunks: Vec<Value> = events[..10].iter().map(|e| serde_json::from_str(&e[6..]).unwrap()).collect();
+    assert_eq!(keys(&chunks[0]), ["id", "object", "created", "model", "system_fingerprint", "choices"]);
     assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
-    assert!(
-        chunks[1]["choices"][0]["delta"].get("role").is_none(),
-        "role only on the first chunk"
-    );
+    assert!(chunks[1]["choices"][0]["delta"].get("role").is_none(), "role only on the first chunk");
     assert!(chunks[0]["id"].as_str().unwrap().starts_with("chatcmpl-"));
-    assert!(
-        chunks
-            .iter()
-            .all(|c| c["id"] == chunks[0]["id"] && c["created"] == chunks[0]["created"])
-    );
-    assert_eq!(
-        chunks[8]["choices"][0],
-        json!({"index": 0, "delta": {}, "finish_reason": "length"})
-    );
+    assert!(chunks.iter().all(|c| c["id"] == chunks[0]["id"] && c["created"] == chunks[0]["created"]));
+    assert_eq!(chunks[8]["choices"][0], json!({"index": 0, "delta": {}, "finish_reason": "length"}));
     assert_eq!(chunks[9]["choices"], json!([]));
     assert_eq!(chunks[9]["usage"]["completion_tokens"], 8);
 
-    let plain = post(&u, json!({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "stream": true, "max_tokens": 2})).await?.text().await?;
-    assert!(!plain.contains("usage"), "usage only with include_usage");
-    let v: Value = post(
+    let plain = post(
         &u,
-        json!({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}),
+        json!({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "stream": true, "max_tokens": 2}),
     )
     .await?
-    .json()
+    .text()
     .await?;
-    assert_eq!(
-        keys(&v),
-        [
-            "id",
-            "object",
-            "created",
-            "model",
-            "system_fingerprint",
-            "choices",
-            "usage"
-        ]
-    );
+    assert!(!plain.contains("usage"), "usage only with include_usage");
+    let v: Value = post(&u, json!({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}))
+        .await?
+        .json()
+        .await?;
+    assert_eq!(keys(&v), ["id", "object", "created", "model", "system_fingerprint", "choices", "usage"]);
     assert_eq!(v["object"], "chat.completion");
     Ok(())
 }
@@ -587,18 +360,7 @@ async fn openai_completions_and_models_have_openais_shapes() -> Result {
     let raw = r.text().await?;
     assert!(raw.ends_with('\n'), "/v1 bodies end with a newline");
     let v: Value = serde_json::from_str(&raw)?;
-    assert_eq!(
-        keys(&v),
-        [
-            "id",
-            "object",
-            "created",
-            "model",
-            "system_fingerprint",
-            "choices",
-            "usage"
-        ]
-    );
+    assert_eq!(keys(&v), ["id", "object", "created", "model", "system_fingerprint", "choices", "usage"]);
     assert_eq!(keys(&v["choices"][0]), ["text", "index", "finish_reason"]);
     let s = post(
         &format!("{u}/v1/completions"),
@@ -608,24 +370,13 @@ async fn openai_completions_and_models_have_openais_shapes() -> Result {
     .text()
     .await?;
     let events: Vec<&str> = s.split("\n\n").filter(|e| !e.is_empty()).collect();
-    let last_chunk: Value =
-        serde_json::from_str(events[events.len() - 2].strip_prefix("data: ").unwrap())?;
+    let last_chunk: Value = serde_json::from_str(events[events.len() - 2].strip_prefix("data: ").unwrap())?;
     assert_eq!(last_chunk["choices"][0]["finish_reason"], "length");
     assert_eq!(last_chunk["choices"][0]["text"], "");
-    let m: Value = client()
-        .get(format!("{u}/v1/models"))
-        .send()
-        .await?
-        .json()
-        .await?;
+    let m: Value = client().get(format!("{u}/v1/models")).send().await?.json().await?;
     assert_eq!(m["object"], "list");
     assert_eq!(keys(&m["data"][0]), ["id", "object", "created", "owned_by"]);
-    let one: Value = client()
-        .get(format!("{u}/v1/models/tiny"))
-        .send()
-        .await?
-        .json()
-        .await?;
+    let one: Value = client().get(format!("{u}/v1/models/tiny")).send().await?.json().await?;
     assert_eq!(one["id"], "tiny");
     Ok(())
 }
@@ -634,32 +385,13 @@ async fn openai_completions_and_models_have_openais_shapes() -> Result {
 async fn v1_models_data_is_null_when_nothing_is_installed() -> Result {
     let sim = SimBuilder::new().start()?;
     let u = sim.url();
-    let tags: Value = client()
-        .get(format!("{u}/api/tags"))
-        .send()
-        .await?
-        .json()
-        .await?;
+    let tags: Value = client().get(format!("{u}/api/tags")).send().await?.json().await?;
     for m in tags["models"].as_array().unwrap() {
-        client()
-            .delete(format!("{u}/api/delete"))
-            .json(&json!({"model": m["name"]}))
-            .send()
-            .await?;
+        client().delete(format!("{u}/api/delete")).json(&json!({"model": m["name"]})).send().await?;
     }
-    let body = client()
-        .get(format!("{u}/v1/models"))
-        .send()
-        .await?
-        .text()
-        .await?;
+    let body = client().get(format!("{u}/v1/models")).send().await?.text().await?;
     assert_eq!(body, "{\"object\":\"list\",\"data\":null}\n");
-    let tags = client()
-        .get(format!("{u}/api/tags"))
-        .send()
-        .await?
-        .text()
-        .await?;
+    let tags = client().get(format!("{u}/api/tags")).send().await?.text().await?;
     assert_eq!(tags, "{\"models\":[]}");
     Ok(())
 }
@@ -671,11 +403,7 @@ async fn a_client_that_disconnects_mid_stream_frees_its_slot_at_once() -> Result
     let sim = SimBuilder::new().time_scale(0.3).start()?;
     let u = format!("{}/api/generate", sim.url());
     post(&u, json!({"model": "llama3.2:1b"})).await?; // load
-    let mut r = post(
-        &u,
-        json!({"model": "llama3.2:1b", "prompt": "long", "options": {"num_predict": 1000}}),
-    )
-    .await?;
+    let mut r = post(&u, json!({"model": "llama3.2:1b", "prompt": "long", "options": {"num_predict": 1000}})).await?;
     let first = r.chunk().await?;
     assert!(first.is_some());
     drop(r);
@@ -685,13 +413,12 @@ async fn a_client_that_disconnects_mid_stream_frees_its_slot_at_once() -> Result
         if m.instances[0].active == 0 && m.instances[0].loaded[0].busy_slots == 0 {
             break;
         }
-        assert!(
-            t0.elapsed() < std::time::Duration::from_millis(500),
-            "the slot is still busy: {m:?}"
-        );
+        assert!(t0.elapsed() < std::time::Duration::from_millis(500), "the slot is still busy: {m:?}");
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    let next = post(&u, json!({"model": "llama3.2:1b", "prompt": "next", "stream": false, "options": {"num_predict": 2}})).await?;
+    let next =
+        post(&u, json!({"model": "llama3.2:1b", "prompt": "next", "stream": false, "options": {"num_predict": 2}}))
+            .await?;
     assert_eq!(next.status(), 200);
     let trace = sim.trace();
     let cancelled = trace

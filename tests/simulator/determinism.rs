@@ -7,13 +7,7 @@ use std::sync::OnceLock;
 fn sims() -> &'static [sim_ollama::SimHandle; 3] {
     static SIMS: OnceLock<[sim_ollama::SimHandle; 3]> = OnceLock::new();
     SIMS.get_or_init(|| {
-        let s = |seed| {
-            SimBuilder::new()
-                .seed(seed)
-                .frozen_clock(true)
-                .start()
-                .expect("simulator starts")
-        };
+        let s = |seed| SimBuilder::new().seed(seed).frozen_clock(true).start().expect("simulator starts");
         [s(11), s(11), s(12)]
     })
 }
@@ -29,8 +23,7 @@ fn generate_body(prompt: &str, num_predict: u32, stream: bool, seed: Option<i64>
     if let Some(s) = seed {
         options["seed"] = s.into();
     }
-    serde_json::json!({"model": "tiny", "prompt": prompt, "stream": stream, "options": options})
-        .to_string()
+    serde_json::json!({"model": "tiny", "prompt": prompt, "stream": stream, "options": options}).to_string()
 }
 
 proptest! {
@@ -61,12 +54,7 @@ proptest! {
 
 #[test]
 fn frozen_clock_generate_stream_matches_its_snapshot() {
-    let sim = SimBuilder::new()
-        .seed(3)
-        .frozen_clock(true)
-        .time_scale(0.01)
-        .start()
-        .unwrap();
+    let sim = SimBuilder::new().seed(3).frozen_clock(true).time_scale(0.01).start().unwrap();
     let body = r#"{"model":"gemma3","prompt":"Why is the sky blue?","options":{"num_predict":12}}"#;
     let text = exchange(&sim, "/api/generate", body);
     snapshot_settings().bind(|| insta::assert_snapshot!("frozen_generate_stream", text));
@@ -74,12 +62,7 @@ fn frozen_clock_generate_stream_matches_its_snapshot() {
 
 #[test]
 fn frozen_clock_openai_chat_stream_matches_its_snapshot() {
-    let sim = SimBuilder::new()
-        .seed(3)
-        .frozen_clock(true)
-        .time_scale(0.01)
-        .start()
-        .unwrap();
+    let sim = SimBuilder::new().seed(3).frozen_clock(true).time_scale(0.01).start().unwrap();
     let body = r#"{"model":"llama3.2:1b","messages":[{"role":"user","content":"Say hello"}],"stream":true,"stream_options":{"include_usage":true},"max_tokens":6}"#;
     let text = exchange(&sim, "/v1/chat/completions", body);
     snapshot_settings().bind(|| insta::assert_snapshot!("frozen_openai_chat_stream", text));

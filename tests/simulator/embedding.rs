@@ -4,8 +4,7 @@
 use crate::util::{Result, raw_async, raw_blocking};
 use sim_ollama::SimBuilder;
 
-const BODY: &str =
-    r#"{"model":"tiny","prompt":"Hello","stream":false,"options":{"num_predict":4}}"#;
+const BODY: &str = r#"{"model":"tiny","prompt":"Hello","stream":false,"options":{"num_predict":4}}"#;
 
 #[test]
 fn from_plain_threads_without_any_runtime() {
@@ -19,13 +18,8 @@ fn from_plain_threads_without_any_runtime() {
 #[tokio::test(flavor = "current_thread")]
 async fn from_a_current_thread_tokio_test_and_dropped_inside_it() -> Result {
     let sim = SimBuilder::new().start()?;
-    let v: serde_json::Value = reqwest::Client::new()
-        .post(format!("{}/api/generate", sim.url()))
-        .body(BODY)
-        .send()
-        .await?
-        .json()
-        .await?;
+    let v: serde_json::Value =
+        reqwest::Client::new().post(format!("{}/api/generate", sim.url())).body(BODY).send().await?.json().await?;
     assert_eq!(v["eval_count"], 4);
     drop(sim); // must not panic inside the caller's runtime
     Ok(())
@@ -47,9 +41,7 @@ fn from_async_std() {
     let sim = SimBuilder::new().start().unwrap();
     let addr = sim.addrs()[0];
     let r = async_std::task::block_on(async {
-        let s = async_std::net::TcpStream::connect(addr)
-            .await
-            .expect("connects");
+        let s = async_std::net::TcpStream::connect(addr).await.expect("connects");
         raw_async(s, addr, "POST", "/api/generate", Some(BODY)).await
     });
     assert_eq!((r.status, r.json()["eval_count"].as_u64()), (200, Some(4)));

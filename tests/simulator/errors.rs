@@ -60,14 +60,7 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
         "application/json; charset=utf-8",
         r#"{"error":"Unsupported type: 'bool'"}"#,
     ),
-    (
-        "POST",
-        "/api/generate",
-        Some(""),
-        400,
-        "application/json; charset=utf-8",
-        r#"{"error":"missing request body"}"#,
-    ),
+    ("POST", "/api/generate", Some(""), 400, "application/json; charset=utf-8", r#"{"error":"missing request body"}"#),
     (
         "POST",
         "/api/generate",
@@ -119,9 +112,7 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
     (
         "POST",
         "/api/chat",
-        Some(
-            r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"think":true,"stream":false}"#,
-        ),
+        Some(r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"think":true,"stream":false}"#),
         400,
         "application/json; charset=utf-8",
         r#"{"error":"\"tiny\" does not support thinking"}"#,
@@ -144,14 +135,7 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
         "application/json; charset=utf-8",
         r#"{"error":"model 'nosuchmodel:latest' not found"}"#,
     ),
-    (
-        "POST",
-        "/api/show",
-        Some(r#"{}"#),
-        400,
-        "application/json; charset=utf-8",
-        r#"{"error":"model is required"}"#,
-    ),
+    ("POST", "/api/show", Some(r#"{}"#), 400, "application/json; charset=utf-8", r#"{"error":"model is required"}"#),
     (
         "POST",
         "/api/embed",
@@ -200,30 +184,9 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
         "application/json; charset=utf-8",
         r#"{"error":"model 'nosuchmodel' not found"}"#,
     ),
-    (
-        "GET",
-        "/api/nonexistent",
-        None,
-        404,
-        "text/plain",
-        "404 page not found",
-    ),
-    (
-        "PUT",
-        "/api/generate",
-        Some(r#"{"model":"tiny","prompt":"hi"}"#),
-        405,
-        "text/plain",
-        "405 method not allowed",
-    ),
-    (
-        "GET",
-        "/api/generate",
-        None,
-        405,
-        "text/plain",
-        "405 method not allowed",
-    ),
+    ("GET", "/api/nonexistent", None, 404, "text/plain", "404 page not found"),
+    ("PUT", "/api/generate", Some(r#"{"model":"tiny","prompt":"hi"}"#), 405, "text/plain", "405 method not allowed"),
+    ("GET", "/api/generate", None, 405, "text/plain", "405 method not allowed"),
     (
         "POST",
         "/v1/chat/completions",
@@ -283,15 +246,13 @@ fn every_error_has_the_real_servers_status_content_type_and_body() {
         let r = raw_blocking(addr, method, path, *body, &[]);
         let got = (r.status, r.header("content-type").unwrap_or(""), r.text());
         if got != (*status, *ct, expected.to_string()) {
-            failures.push(format!("{method} {path} {body:?}\n  expected {status} {ct:?} {expected}\n  got      {} {:?} {}", got.0, got.1, got.2));
+            failures.push(format!(
+                "{method} {path} {body:?}\n  expected {status} {ct:?} {expected}\n  got      {} {:?} {}",
+                got.0, got.1, got.2
+            ));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
 }
 
 #[test]
@@ -310,10 +271,7 @@ fn a_foreign_origin_is_forbidden_and_a_local_one_allowed() {
         "OPTIONS",
         "/api/generate",
         None,
-        &[
-            ("Origin", "http://example.com"),
-            ("Access-Control-Request-Method", "POST"),
-        ],
+        &[("Origin", "http://example.com"), ("Access-Control-Request-Method", "POST")],
     );
     assert_eq!((r.status, r.body.len()), (403, 0));
     let ok = raw_blocking(
@@ -321,16 +279,10 @@ fn a_foreign_origin_is_forbidden_and_a_local_one_allowed() {
         "OPTIONS",
         "/api/generate",
         None,
-        &[
-            ("Origin", "http://localhost:3000"),
-            ("Access-Control-Request-Method", "POST"),
-        ],
+        &[("Origin", "http://localhost:3000"), ("Access-Control-Request-Method", "POST")],
     );
     assert_eq!(ok.status, 204);
-    assert_eq!(
-        ok.header("access-control-allow-origin"),
-        Some("http://localhost:3000")
-    );
+    assert_eq!(ok.header("access-control-allow-origin"), Some("http://localhost:3000"));
 }
 
 #[test]
@@ -346,10 +298,7 @@ fn a_body_over_the_limit_gets_413_in_ollamas_shape() -> Result {
     let big = format!(r#"{{"model":"tiny","prompt":"{}"}}"#, "x".repeat(4096));
     let r = raw_blocking(sim.addrs()[0], "POST", "/api/generate", Some(&big), &[]);
     assert_eq!(r.status, 413);
-    assert_eq!(
-        r.json()["error"],
-        "request body too large: the limit is 1024 bytes"
-    );
+    assert_eq!(r.json()["error"], "request body too large: the limit is 1024 bytes");
     Ok(())
 }
 
@@ -360,39 +309,22 @@ fn the_503_limit_applies_to_requests_that_need_the_scheduler() -> Result {
     let sim = SimBuilder::new().max_queue(1).time_scale(0.2).start()?;
     let addr = sim.addrs()[0];
     let body = r#"{"model":"gemma3","prompt":"hi","stream":false,"options":{"num_predict":1}}"#;
-    let first =
-        std::thread::spawn(move || raw_blocking(addr, "POST", "/api/generate", Some(body), &[]));
+    let first = std::thread::spawn(move || raw_blocking(addr, "POST", "/api/generate", Some(body), &[]));
     // Wait until the first request is loading (it holds the scheduler), then send two more.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while sim
-        .trace()
-        .requests
-        .first()
-        .is_none_or(|r| r.loads.is_empty())
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the first request never started loading"
-        );
+    while sim.trace().requests.first().is_none_or(|r| r.loads.is_empty()) {
+        assert!(std::time::Instant::now() < deadline, "the first request never started loading");
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    let other =
-        r#"{"model":"llama3.2:1b","prompt":"hi","stream":false,"options":{"num_predict":1}}"#;
-    let second =
-        std::thread::spawn(move || raw_blocking(addr, "POST", "/api/generate", Some(other), &[]));
+    let other = r#"{"model":"llama3.2:1b","prompt":"hi","stream":false,"options":{"num_predict":1}}"#;
+    let second = std::thread::spawn(move || raw_blocking(addr, "POST", "/api/generate", Some(other), &[]));
     while sim.metrics().instances[0].pending < 1 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the second request never queued"
-        );
+        assert!(std::time::Instant::now() < deadline, "the second request never queued");
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
     let third = raw_blocking(addr, "POST", "/api/generate", Some(other), &[]);
     assert_eq!(third.status, 503);
-    assert_eq!(
-        third.json()["error"],
-        "server busy, please try again.  maximum pending requests exceeded"
-    );
+    assert_eq!(third.json()["error"], "server busy, please try again.  maximum pending requests exceeded");
     assert_eq!(first.join().unwrap().status, 200);
     assert_eq!(second.join().unwrap().status, 200);
     Ok(())

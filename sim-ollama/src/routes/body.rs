@@ -36,15 +36,8 @@ pub(crate) struct TokenBody {
 
 impl TokenBody {
     /// A body whose first chunk (the first token, already emitted) is `first`.
-    pub(crate) fn new(
-        run: Running,
-        wire: Wire,
-        first: Bytes,
-        done: bool,
-        fault: Option<FaultRule>,
-    ) -> Self {
-        let fault =
-            fault.filter(|f| !matches!(f.kind, FaultKind::HttpError | FaultKind::SlowHeaders));
+    pub(crate) fn new(run: Running, wire: Wire, first: Bytes, done: bool, fault: Option<FaultRule>) -> Self {
+        let fault = fault.filter(|f| !matches!(f.kind, FaultKind::HttpError | FaultKind::SlowHeaders));
         TokenBody {
             run,
             wire,
@@ -70,45 +63,19 @@ impl TokenBody {
 pub(crate) fn write_finish(run: &mut Running, wire: &Wire, out: &mut BytesMut) {
     let now = Instant::now();
     let metrics = run.metrics(now);
-    let ids = if matches!(
-        wire,
-        Wire::Generate {
-            context: Some(_),
-            ..
-        }
-    ) {
-        run.output_ids()
-    } else {
-        Vec::new()
-    };
-    wire.finish(
-        out,
-        run.done_reason(),
-        &run.created_at(now),
-        run.created_unix(now),
-        &metrics,
-        &ids,
-    );
+    let ids = if matches!(wire, Wire::Generate { context: Some(_), .. }) { run.output_ids() } else { Vec::new() };
+    wire.finish(out, run.done_reason(), &run.created_at(now), run.created_unix(now), &metrics, &ids);
     run.finish(Outcome::Done, None);
 }
 
 /// Appends the line of token `i`, emitted at `at`.
 pub(crate) fn write_token(run: &Running, wire: &Wire, out: &mut BytesMut, i: usize, at: Instant) {
-    wire.token(
-        out,
-        run.piece(i),
-        &run.created_at(at),
-        run.created_unix(at),
-        i == 0,
-    );
+    wire.token(out, run.piece(i), &run.created_at(at), run.created_unix(at), i == 0);
 }
 
 /// The error a body yields to make hyper drop the connection mid-body.
 fn injected_disconnect() -> std::io::Error {
-    std::io::Error::new(
-        std::io::ErrorKind::ConnectionAborted,
-        "sim-ollama: injected disconnect",
-    )
+    std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "sim-ollama: injected disconnect")
 }
 
 impl Stream for TokenBody {
@@ -145,18 +112,12 @@ impl Stream for TokenBody {
             match f.kind {
                 FaultKind::ErrorLine => {
                     this.wire.error(&mut buf, &f.message_or_default());
-                    this.run.finish(
-                        Outcome::Error,
-                        Some(format!("{} (injected: {what})", f.message_or_default())),
-                    );
+                    this.run.finish(Outcome::Error, Some(format!("{} (injected: {what})", f.message_or_default())));
                     this.done = true;
                     return Poll::Ready(Some(Ok(buf.freeze())));
                 }
                 FaultKind::Disconnect => {
-                    this.run.finish(
-                        Outcome::Error,
-                        Some(format!("connection dropped (injected: {what})")),
-                    );
+                    this.run.finish(Outcome::Error, Some(format!("connection dropped (injected: {what})")));
                     // Pause so that the tokens already written reach the client, then drop.
                     let mut pause = Box::pin(tokio::time::sleep(Duration::from_millis(5)));
                     if pause.as_mut().poll(cx).is_pending() {
@@ -167,10 +128,7 @@ impl Stream for TokenBody {
                     return Poll::Ready(Some(Err(injected_disconnect())));
                 }
                 FaultKind::Truncate => {
-                    this.run.finish(
-                        Outcome::Error,
-                        Some(format!("stream ended without done (injected: {what})")),
-                    );
+                    this.run.finish(Outcome::Error, Some(format!("stream ended without done (injected: {what})")));
                     this.done = true;
                     return Poll::Ready(None);
                 }
@@ -180,9 +138,7 @@ impl Stream for TokenBody {
                 }
                 FaultKind::Stall => {
                     // Forever when no duration is given: until the client gives up.
-                    let d = f
-                        .duration_ms
-                        .map_or(Duration::from_secs(365 * 24 * 3600), Duration::from_millis);
+                    let d = f.duration_ms.map_or(Duration::from_secs(365 * 24 * 3600), Duration::from_millis);
                     this.run.delay(d);
                     let mut sleep = Box::pin(tokio::time::sleep(d));
                     if sleep.as_mut().poll(cx).is_pending() {
@@ -209,10 +165,6 @@ impl Stream for TokenBody {
                 Poll::Pending => break,
             }
         }
-        if buf.is_empty() {
-            Poll::Pending
-        } else {
-            Poll::Ready(Some(Ok(buf.freeze())))
-        }
+        if buf.is_empty() { Poll::Pending } else { Poll::Ready(Some(Ok(buf.freeze()))) }
     }
 }

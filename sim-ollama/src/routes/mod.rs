@@ -57,10 +57,7 @@ pub(crate) fn app(state: AppState) -> Router {
         .route("/sim/metrics", get(sim::metrics))
         .route(
             "/sim/faults",
-            get(sim::get_faults)
-                .put(sim::put_faults)
-                .post(sim::post_faults)
-                .delete(sim::delete_faults),
+            get(sim::get_faults).put(sim::put_faults).post(sim::post_faults).delete(sim::delete_faults),
         )
         .fallback(fallback)
         .layer(middleware::from_fn(go_style_errors))
@@ -95,11 +92,7 @@ const KNOWN_PATHS: &[&str] = &[
 async fn fallback(method: Method, uri: axum::http::Uri) -> Response {
     let path = uri.path();
     if path.len() > 1 && path.ends_with('/') && KNOWN_PATHS.contains(&path.trim_end_matches('/')) {
-        let status = if method == Method::GET {
-            StatusCode::MOVED_PERMANENTLY
-        } else {
-            StatusCode::TEMPORARY_REDIRECT
-        };
+        let status = if method == Method::GET { StatusCode::MOVED_PERMANENTLY } else { StatusCode::TEMPORARY_REDIRECT };
         let to = path.trim_end_matches('/');
         return (status, [(header::LOCATION, to.to_string())]).into_response();
     }
@@ -108,8 +101,7 @@ async fn fallback(method: Method, uri: axum::http::Uri) -> Response {
 
 fn text(status: StatusCode, body: &'static str) -> Response {
     let mut r = (status, body).into_response();
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     r
 }
 
@@ -118,9 +110,7 @@ async fn go_style_errors(req: Request, next: Next) -> Response {
     let r = next.run(req).await;
     if r.status() == StatusCode::METHOD_NOT_ALLOWED {
         let (mut parts, _) = r.into_parts();
-        parts
-            .headers
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
         parts.headers.remove(header::CONTENT_LENGTH);
         return Response::from_parts(parts, Body::from("405 method not allowed"));
     }
@@ -130,35 +120,19 @@ async fn go_style_errors(req: Request, next: Next) -> Response {
 /// Origins the real server allows by default (any port).
 fn origin_allowed(origin: &str) -> bool {
     let lower = origin.to_ascii_lowercase();
-    for scheme in [
-        "app://",
-        "file://",
-        "tauri://",
-        "vscode-webview://",
-        "vscode-file://",
-    ] {
+    for scheme in ["app://", "file://", "tauri://", "vscode-webview://", "vscode-file://"] {
         if lower.starts_with(scheme) {
             return true;
         }
     }
-    let rest = lower
-        .strip_prefix("http://")
-        .or_else(|| lower.strip_prefix("https://"));
+    let rest = lower.strip_prefix("http://").or_else(|| lower.strip_prefix("https://"));
     let Some(rest) = rest else { return false };
     let host = rest.split('/').next().unwrap_or("");
-    let host = host.rsplit_once(':').map_or(host, |(h, port)| {
-        if port.bytes().all(|b| b.is_ascii_digit()) {
-            h
-        } else {
-            host
-        }
-    });
+    let host =
+        host.rsplit_once(':').map_or(host, |(h, port)| if port.bytes().all(|b| b.is_ascii_digit()) { h } else { host });
     matches!(host, "localhost" | "127.0.0.1" | "0.0.0.0" | "[::1]")
         || std::env::var("OLLAMA_ORIGINS").is_ok_and(|list| {
-            list.split(',')
-                .map(str::trim)
-                .filter(|p| !p.is_empty())
-                .any(|p| wildcard_match(p, origin))
+            list.split(',').map(str::trim).filter(|p| !p.is_empty()).any(|p| wildcard_match(p, origin))
         })
 }
 
@@ -176,37 +150,21 @@ fn wildcard_match(pattern: &str, s: &str) -> bool {
 /// CORS as the real server applies it: requests with a foreign `Origin` get 403; allowed
 /// origins get the CORS headers, and preflights 204.
 async fn cors(req: Request, next: Next) -> Response {
-    let origin = req
-        .headers()
-        .get(header::ORIGIN)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let origin = req.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_string);
     let Some(origin) = origin else {
         return next.run(req).await;
     };
-    let own_host = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let same_host = origin
-        .split("://")
-        .nth(1)
-        .is_some_and(|h| h.eq_ignore_ascii_case(own_host));
+    let own_host = req.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let same_host = origin.split("://").nth(1).is_some_and(|h| h.eq_ignore_ascii_case(own_host));
     if !same_host && !origin_allowed(&origin) {
         let mut r = StatusCode::FORBIDDEN.into_response();
         if req.method() == Method::OPTIONS {
-            r.headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static("POST"));
+            r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
         }
         return r;
     }
     let preflight = req.method() == Method::OPTIONS;
-    let mut r = if preflight {
-        StatusCode::NO_CONTENT.into_response()
-    } else {
-        next.run(req).await
-    };
+    let mut r = if preflight { StatusCode::NO_CONTENT.into_response() } else { next.run(req).await };
     let h = r.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&origin) {
         h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
@@ -221,25 +179,16 @@ async fn cors(req: Request, next: Next) -> Response {
             header::ACCESS_CONTROL_ALLOW_HEADERS,
             HeaderValue::from_static("Authorization,Content-Type,User-Agent,Accept,X-Requested-With,OpenAI-Beta,X-Agent,x-stainless-lang,x-stainless-package-version,x-stainless-os,x-stainless-arch,x-stainless-retry-count,x-stainless-runtime,x-stainless-runtime-version,x-stainless-async,x-stainless-helper-method,x-stainless-poll-helper,x-stainless-custom-poll-interval,x-stainless-timeout"),
         );
-        h.insert(
-            header::ACCESS_CONTROL_MAX_AGE,
-            HeaderValue::from_static("43200"),
-        );
+        h.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("43200"));
     }
     r
 }
 
 /// The body of a POST, or 413 past the limit, in Ollama's error shape.
-pub(crate) fn body_bytes(
-    body: Result<Bytes, BytesRejection>,
-    limit: usize,
-) -> Result<Bytes, ApiError> {
+pub(crate) fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, ApiError> {
     body.map_err(|rej| {
         if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("request body too large: the limit is {limit} bytes"),
-            )
+            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body too large: the limit is {limit} bytes"))
         } else {
             ApiError::bad_request(rej.body_text())
         }
@@ -260,21 +209,12 @@ pub(crate) fn agent_label(headers: &HeaderMap, peer: Option<SocketAddr>) -> (Str
 
 /// A JSON response with the native content type.
 pub(crate) fn json_response<T: serde::Serialize>(status: StatusCode, v: &T) -> Response {
-    bytes_response(
-        status,
-        "application/json; charset=utf-8",
-        crate::wire::to_go_json(v),
-    )
+    bytes_response(status, "application/json; charset=utf-8", crate::wire::to_go_json(v))
 }
 
-pub(crate) fn bytes_response(
-    status: StatusCode,
-    content_type: &'static str,
-    body: Vec<u8>,
-) -> Response {
+pub(crate) fn bytes_response(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response {
     let mut r = (status, body).into_response();
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
 }
 
@@ -293,13 +233,7 @@ mod tests {
 
     #[test]
     fn wildcards_match_prefix_and_suffix() {
-        assert!(wildcard_match(
-            "https://*.example.com",
-            "https://a.example.com"
-        ));
-        assert!(!wildcard_match(
-            "https://*.example.com",
-            "https://a.example.org"
-        ));
+        assert!(wildcard_match("https://*.example.com", "https://a.example.com"));
+        assert!(!wildcard_match("https://*.example.com", "https://a.example.org"));
     }
 }

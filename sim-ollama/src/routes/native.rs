@@ -37,22 +37,13 @@ pub(crate) struct Peer(pub(crate) Option<SocketAddr>);
 impl<S: Send + Sync> FromRequestParts<S> for Peer {
     type Rejection = std::convert::Infallible;
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(Peer(
-            parts
-                .extensions
-                .get::<ConnectInfo<SocketAddr>>()
-                .map(|c| c.0),
-        ))
+        Ok(Peer(parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0)))
     }
 }
 
 /// `GET /` and `HEAD /`.
 pub(crate) async fn root() -> Response {
-    bytes_response(
-        StatusCode::OK,
-        "text/plain; charset=utf-8",
-        b"Ollama is running".to_vec(),
-    )
+    bytes_response(StatusCode::OK, "text/plain; charset=utf-8", b"Ollama is running".to_vec())
 }
 
 #[derive(Serialize)]
@@ -62,12 +53,7 @@ struct Version<'a> {
 
 /// `GET /api/version`.
 pub(crate) async fn version(State(s): State<AppState>) -> Response {
-    json_response(
-        StatusCode::OK,
-        &Version {
-            version: &s.shared.cfg.version,
-        },
-    )
+    json_response(StatusCode::OK, &Version { version: &s.shared.cfg.version })
 }
 
 #[derive(Serialize)]
@@ -183,44 +169,25 @@ struct Show<'a> {
 }
 
 /// `POST /api/show`.
-pub(crate) async fn show(
-    State(s): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
+pub(crate) async fn show(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
     let body = body_bytes(body, s.shared.cfg.body_limit)?;
     let map = decode_body(&body, "ShowRequest")?;
     let f = Fields::new(&map, "ShowRequest");
-    let model = f
-        .string("model")?
-        .filter(|m| !m.is_empty())
-        .or(f.string("name")?.filter(|m| !m.is_empty()));
+    let model = f.string("model")?.filter(|m| !m.is_empty()).or(f.string("name")?.filter(|m| !m.is_empty()));
     let Some(model) = model else {
         return Err(ApiError::bad_request("model is required"));
     };
     let _verbose = f.bool("verbose")?;
     let name = Name::parse(&model).ok_or_else(|| ApiError::model_not_found(&model))?;
-    let m = s
-        .instance
-        .store
-        .get(&name)
-        .ok_or_else(|| ApiError::model_not_found(&name.display()))?;
+    let m = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&name.display()))?;
     let spec = &m.spec;
     let arch = spec.family.replace('-', "_");
     let mut info = Map::new();
     info.insert("general.architecture".into(), Value::from(arch.clone()));
-    info.insert(
-        "general.parameter_count".into(),
-        Value::from(parameter_count(&spec.parameter_size)),
-    );
+    info.insert("general.parameter_count".into(), Value::from(parameter_count(&spec.parameter_size)));
     info.insert("general.quantization_version".into(), Value::from(2));
-    info.insert(
-        format!("{arch}.context_length"),
-        Value::from(spec.context_length),
-    );
-    info.insert(
-        format!("{arch}.embedding_length"),
-        Value::from(spec.embedding_length),
-    );
+    info.insert(format!("{arch}.context_length"), Value::from(spec.context_length));
+    info.insert(format!("{arch}.embedding_length"), Value::from(spec.embedding_length));
     info.insert("tokenizer.ggml.tokens".into(), Value::Null);
     let display = m.name.display();
     let mut modelfile = format!(
@@ -272,21 +239,12 @@ fn common(f: &Fields<'_>) -> Result<Common, ApiError> {
     let _logprobs = f.bool("logprobs")?;
     if let Some(n) = f.int("top_logprobs")? {
         if !(0..=20).contains(&n) {
-            return Err(ApiError::bad_request(
-                "top_logprobs must be between 0 and 20",
-            ));
+            return Err(ApiError::bad_request("top_logprobs must be between 0 and 20"));
         }
     }
     let options_map = f.object("options", "map[string]interface {}")?.cloned();
     let format = f.map.get("format").filter(|v| !v.is_null()).cloned();
-    Ok(Common {
-        stream,
-        keep_alive,
-        think,
-        shift,
-        options_map,
-        format,
-    })
+    Ok(Common { stream, keep_alive, think, shift, options_map, format })
 }
 
 /// `format`: `"json"` or a schema object; anything else fails when inference starts.
@@ -296,9 +254,9 @@ pub(crate) fn output_format(format: Option<&Value>) -> Result<OutputFormat, ApiE
         Some(Value::String(s)) if s.is_empty() => Ok(OutputFormat::Prose),
         Some(Value::String(s)) if s == "json" => Ok(OutputFormat::Json),
         Some(Value::Object(_)) => Ok(OutputFormat::Json),
-        Some(other) => Err(ApiError::internal(format!(
-            "invalid format: {other}; expected \"json\" or a valid JSON Schema"
-        ))),
+        Some(other) => {
+            Err(ApiError::internal(format!("invalid format: {other}; expected \"json\" or a valid JSON Schema")))
+        }
     }
 }
 
@@ -329,10 +287,7 @@ pub(crate) fn begin_trace(
 }
 
 /// Finishes a trace with the error a handler returns.
-pub(crate) fn traced<T>(
-    trace: &mut Option<TraceGuard>,
-    r: Result<T, ApiError>,
-) -> Result<T, ApiError> {
+pub(crate) fn traced<T>(trace: &mut Option<TraceGuard>, r: Result<T, ApiError>) -> Result<T, ApiError> {
     if let (Err(e), Some(t)) = (&r, trace.as_mut()) {
         t.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
     }
@@ -342,10 +297,7 @@ pub(crate) fn traced<T>(
 /// Looks a model up, with generate/chat's not-found text (the name as sent).
 fn resolve(s: &AppState, model: &str) -> Result<Installed, ApiError> {
     let name = Name::parse(model).ok_or_else(|| ApiError::model_not_found(model))?;
-    s.instance
-        .store
-        .get(&name)
-        .ok_or_else(|| ApiError::model_not_found(model))
+    s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(model))
 }
 
 /// The job of a generation request.
@@ -397,11 +349,7 @@ async fn load_only(
 }
 
 fn now_stamp(s: &AppState) -> String {
-    let t = if s.shared.clock.is_frozen() {
-        crate::clock::frozen_epoch()
-    } else {
-        SystemTime::now()
-    };
+    let t = if s.shared.clock.is_frozen() { crate::clock::frozen_epoch() } else { SystemTime::now() };
     rfc3339(t)
 }
 
@@ -421,17 +369,12 @@ pub(crate) fn pick_fault(
     endpoint: &str,
     trace: &TraceGuard,
 ) -> Result<Option<FaultRule>, ApiError> {
-    let Some(f) = s
-        .shared
-        .faults
-        .pick(s.instance.index, &model.name.key(), endpoint)
-    else {
+    let Some(f) = s.shared.faults.pick(s.instance.index, &model.name.key(), endpoint) else {
         return Ok(None);
     };
     trace.with(|r| r.fault = Some(f.describe()));
     if f.kind == FaultKind::HttpError {
-        let status = StatusCode::from_u16(f.status.unwrap_or(500))
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status = StatusCode::from_u16(f.status.unwrap_or(500)).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         return Err(ApiError::new(status, f.message_or_default()));
     }
     Ok(Some(f))
@@ -445,10 +388,7 @@ pub(crate) async fn respond(
     fault: Option<FaultRule>,
     collect: impl FnOnce(&Running, String, Instant) -> Response,
 ) -> Response {
-    let slow_headers = fault
-        .as_ref()
-        .filter(|f| f.kind == FaultKind::SlowHeaders)
-        .and_then(|f| f.duration_ms);
+    let slow_headers = fault.as_ref().filter(|f| f.kind == FaultKind::SlowHeaders).and_then(|f| f.duration_ms);
     if stream {
         let mut buf = BytesMut::new();
         let done = match run.next_token().await {
@@ -470,8 +410,7 @@ pub(crate) async fn respond(
         };
         let body = Body::from_stream(TokenBody::new(run, wire, buf.freeze(), done, fault));
         let mut r = (StatusCode::OK, body).into_response();
-        r.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
         r
     } else {
         let mut text = String::new();
@@ -492,18 +431,12 @@ pub(crate) async fn respond(
                     match f.kind {
                         // A failure during a non-streamed generation is the HTTP status.
                         FaultKind::ErrorLine => {
-                            run.finish(
-                                Outcome::Error,
-                                Some(format!("{} (injected: {what})", f.message_or_default())),
-                            );
+                            run.finish(Outcome::Error, Some(format!("{} (injected: {what})", f.message_or_default())));
                             return ApiError::internal(f.message_or_default()).into_response();
                         }
                         // The others break the body: headers, then a dropped connection.
                         FaultKind::Disconnect | FaultKind::Truncate | FaultKind::MalformedLine => {
-                            run.finish(
-                                Outcome::Error,
-                                Some(format!("body broken (injected: {what})")),
-                            );
+                            run.finish(Outcome::Error, Some(format!("body broken (injected: {what})")));
                             let broken = futures::stream::iter([
                                 Ok(Bytes::from_static(b"{\"model\":")),
                                 Err(std::io::Error::new(
@@ -552,16 +485,8 @@ pub(crate) async fn generate(
     let f = Fields::new(&map, "GenerateRequest");
     let model_s = f.string("model")?.unwrap_or_default();
     let c = common(&f)?;
-    let mut trace = Some(begin_trace(
-        &s,
-        arrival,
-        "/api/generate",
-        &model_s,
-        &headers,
-        peer,
-        c.stream,
-        c.options_map.as_ref(),
-    ));
+    let mut trace =
+        Some(begin_trace(&s, arrival, "/api/generate", &model_s, &headers, peer, c.stream, c.options_map.as_ref()));
     let r = generate_inner(&s, &f, model_s, c, arrival, &mut trace).await;
     traced(&mut trace, r)
 }
@@ -583,55 +508,34 @@ async fn generate_inner(
     let images = f.string_array("images")?.map_or(0, |v| v.len());
     let model = resolve(s, &model_s)?;
     if raw && (template.is_some() || system.is_some() || context > 0) {
-        return Err(ApiError::bad_request(
-            "raw mode does not support template, system, or context",
-        ));
+        return Err(ApiError::bad_request("raw mode does not support template, system, or context"));
     }
     let spec = &model.spec;
     if !spec.has("completion") {
-        return Err(ApiError::bad_request(format!(
-            "\"{model_s}\" does not support generate"
-        )));
+        return Err(ApiError::bad_request(format!("\"{model_s}\" does not support generate")));
     }
     if c.think == Some(Think::On) && !spec.has("thinking") {
-        return Err(ApiError::bad_request(format!(
-            "\"{model_s}\" does not support thinking"
-        )));
+        return Err(ApiError::bad_request(format!("\"{model_s}\" does not support thinking")));
     }
     if !suffix.is_empty() && !spec.has("insert") {
-        return Err(ApiError::bad_request(format!(
-            "{} does not support insert",
-            model.name.full()
-        )));
+        return Err(ApiError::bad_request(format!("{} does not support insert", model.name.full())));
     }
     if prompt.is_empty() && c.keep_alive.is_some_and(|k| k.is_zero()) {
         s.instance.unload(&model.name.key());
         if let Some(mut t) = trace.take() {
             t.finish(Outcome::Done, 200, None);
         }
-        let body = GenerateLoad {
-            model: &model_s,
-            created_at: now_stamp(s),
-            response: "",
-            done: true,
-            done_reason: "unload",
-        };
+        let body =
+            GenerateLoad { model: &model_s, created_at: now_stamp(s), response: "", done: true, done_reason: "unload" };
         return Ok(json_response(StatusCode::OK, &body));
     }
     let options = Options::from_map(c.options_map.as_ref())?;
     let format = output_format(c.format.as_ref())?;
     if prompt.is_empty() {
-        let mut t = trace
-            .take()
-            .unwrap_or_else(|| unreachable!("the trace is taken once"));
+        let mut t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
         load_only(s, &model, &options, c.shift, c.keep_alive, &mut t).await?;
-        let body = GenerateLoad {
-            model: &model_s,
-            created_at: now_stamp(s),
-            response: "",
-            done: true,
-            done_reason: "load",
-        };
+        let body =
+            GenerateLoad { model: &model_s, created_at: now_stamp(s), response: "", done: true, done_reason: "load" };
         return Ok(json_response(StatusCode::OK, &body));
     }
     let rendered = match (&system, raw) {
@@ -656,18 +560,11 @@ async fn generate_inner(
         s,
         &job.model,
         "/api/generate",
-        trace
-            .as_ref()
-            .unwrap_or_else(|| unreachable!("the trace is taken once")),
+        trace.as_ref().unwrap_or_else(|| unreachable!("the trace is taken once")),
     )?;
-    let t = trace
-        .take()
-        .unwrap_or_else(|| unreachable!("the trace is taken once"));
+    let t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
     let run = Running::start(job, t).await?;
-    let wire = Wire::Generate {
-        model: model_s.clone(),
-        context: context_ids.clone(),
-    };
+    let wire = Wire::Generate { model: model_s.clone(), context: context_ids.clone() };
     Ok(respond(run, wire, c.stream, fault, move |run, text, now| {
         let metrics = run.metrics(now);
         let ctx: Option<Vec<u32>> = context_ids.map(|mut c| {
@@ -725,11 +622,7 @@ fn parse_messages(f: &Fields<'_>) -> Result<Vec<ChatMessage>, ApiError> {
         let content = mf.string("content")?.unwrap_or_default();
         let images = mf.string_array("images")?.map_or(0, |v| v.len());
         let _ = mf.array("tool_calls", "[]api.ToolCall")?;
-        out.push(ChatMessage {
-            role,
-            content,
-            images,
-        });
+        out.push(ChatMessage { role, content, images });
     }
     Ok(out)
 }
@@ -759,16 +652,8 @@ pub(crate) async fn chat(
     if model_s.is_empty() {
         return Err(ApiError::bad_request("model is required"));
     }
-    let mut trace = Some(begin_trace(
-        &s,
-        arrival,
-        "/api/chat",
-        &model_s,
-        &headers,
-        peer,
-        c.stream,
-        c.options_map.as_ref(),
-    ));
+    let mut trace =
+        Some(begin_trace(&s, arrival, "/api/chat", &model_s, &headers, peer, c.stream, c.options_map.as_ref()));
     let r = chat_inner(&s, &f, model_s, c, arrival, &mut trace).await;
     traced(&mut trace, r)
 }
@@ -786,53 +671,31 @@ async fn chat_inner(
     let model = resolve(s, &model_s)?;
     let spec = &model.spec;
     if !spec.has("completion") {
-        return Err(ApiError::bad_request(format!(
-            "\"{model_s}\" does not support chat"
-        )));
+        return Err(ApiError::bad_request(format!("\"{model_s}\" does not support chat")));
     }
     if c.think == Some(Think::On) && !spec.has("thinking") {
-        return Err(ApiError::bad_request(format!(
-            "\"{model_s}\" does not support thinking"
-        )));
+        return Err(ApiError::bad_request(format!("\"{model_s}\" does not support thinking")));
     }
     if tools > 0 && !spec.has("tools") {
-        return Err(ApiError::bad_request(format!(
-            "{} does not support tools",
-            model.name.full()
-        )));
+        return Err(ApiError::bad_request(format!("{} does not support tools", model.name.full())));
     }
-    let empty = Message {
-        role: "assistant",
-        content: "",
-    };
+    let empty = Message { role: "assistant", content: "" };
     if messages.is_empty() && c.keep_alive.is_some_and(|k| k.is_zero()) {
         s.instance.unload(&model.name.key());
         if let Some(mut t) = trace.take() {
             t.finish(Outcome::Done, 200, None);
         }
-        let body = ChatLoad {
-            model: &model_s,
-            created_at: now_stamp(s),
-            message: empty,
-            done: true,
-            done_reason: "unload",
-        };
+        let body =
+            ChatLoad { model: &model_s, created_at: now_stamp(s), message: empty, done: true, done_reason: "unload" };
         return Ok(json_response(StatusCode::OK, &body));
     }
     let options = Options::from_map(c.options_map.as_ref())?;
     let format = output_format(c.format.as_ref())?;
     if messages.is_empty() {
-        let mut t = trace
-            .take()
-            .unwrap_or_else(|| unreachable!("the trace is taken once"));
+        let mut t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
         load_only(s, &model, &options, c.shift, c.keep_alive, &mut t).await?;
-        let body = ChatLoad {
-            model: &model_s,
-            created_at: now_stamp(s),
-            message: empty,
-            done: true,
-            done_reason: "load",
-        };
+        let body =
+            ChatLoad { model: &model_s, created_at: now_stamp(s), message: empty, done: true, done_reason: "load" };
         return Ok(json_response(StatusCode::OK, &body));
     }
     let rendered = render_messages(&messages);
@@ -853,27 +716,18 @@ async fn chat_inner(
         s,
         &job.model,
         "/api/chat",
-        trace
-            .as_ref()
-            .unwrap_or_else(|| unreachable!("the trace is taken once")),
+        trace.as_ref().unwrap_or_else(|| unreachable!("the trace is taken once")),
     )?;
-    let t = trace
-        .take()
-        .unwrap_or_else(|| unreachable!("the trace is taken once"));
+    let t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
     let run = Running::start(job, t).await?;
-    let wire = Wire::Chat {
-        model: model_s.clone(),
-    };
+    let wire = Wire::Chat { model: model_s.clone() };
     Ok(respond(run, wire, c.stream, fault, move |run, text, now| {
         let metrics = run.metrics(now);
         let created_at = run.created_at(now);
         let fin = ChatFinal {
             model: &model_s,
             created_at: &created_at,
-            message: Message {
-                role: "assistant",
-                content: &text,
-            },
+            message: Message { role: "assistant", content: &text },
             done: true,
             done_reason: run.done_reason().as_str(),
             metrics: &metrics,
@@ -892,11 +746,7 @@ pub(crate) fn embedding(model_key: &str, text: &str, dims: usize) -> Vec<f64> {
     let words: Vec<&str> = text.split_whitespace().collect();
     let words = if words.is_empty() { vec![text] } else { words };
     for w in words {
-        let mut rng = crate::seed::SeedBuilder::new(0)
-            .str("embedding")
-            .str(model_key)
-            .str(&w.to_lowercase())
-            .rng();
+        let mut rng = crate::seed::SeedBuilder::new(0).str("embedding").str(model_key).str(&w.to_lowercase()).rng();
         for x in v.iter_mut() {
             *x += rng.random_range(-1.0..1.0);
         }
@@ -923,10 +773,7 @@ pub(crate) async fn run_embedding(
     trace: TraceGuard,
 ) -> Result<(u64, u64, u64), ApiError> {
     let rendered = inputs.join("\n");
-    let tokens: u32 = inputs
-        .iter()
-        .map(|t| crate::tokens::count_tokens(t).max(1))
-        .sum();
+    let tokens: u32 = inputs.iter().map(|t| crate::tokens::count_tokens(t).max(1)).sum();
     let plan = Plan::new(&PlanInput {
         sim_seed: s.shared.cfg.seed,
         time_scale: s.shared.cfg.time_scale,
@@ -934,19 +781,13 @@ pub(crate) async fn run_embedding(
         rendered: &rendered,
         templated: false,
         images: 0,
-        options: &Options {
-            num_predict: None,
-            ..options.clone()
-        },
+        options: &Options { num_predict: None, ..options.clone() },
         default_temperature: 0.8,
         format: OutputFormat::Prose,
     });
     let plan = Plan {
         prompt_tokens: tokens.max(1),
-        text: crate::tokens::TextPlan {
-            pieces: Vec::new(),
-            done_reason: crate::tokens::DoneReason::Stop,
-        },
+        text: crate::tokens::TextPlan { pieces: Vec::new(), done_reason: crate::tokens::DoneReason::Stop },
         ..plan
     };
     let job = job(s, model, options, true, keep_alive, plan, arrival);
@@ -974,11 +815,7 @@ fn is_zero(v: &u64) -> bool {
 
 /// Looks up an embedding model with embed's not-found text and capability check.
 pub(crate) fn resolve_embedding_model(s: &AppState, model_s: &str) -> Result<Installed, ApiError> {
-    let not_found = || {
-        ApiError::not_found(format!(
-            "model \"{model_s}\" not found, try pulling it first"
-        ))
-    };
+    let not_found = || ApiError::not_found(format!("model \"{model_s}\" not found, try pulling it first"));
     let name = Name::parse(model_s).ok_or_else(not_found)?;
     let m = s.instance.store.get(&name).ok_or_else(not_found)?;
     if !m.spec.has("embedding") {
@@ -998,11 +835,7 @@ pub(crate) fn embed_inputs(v: Option<&Value>) -> Result<Vec<String>, ApiError> {
         Some(Value::String(s)) => Ok(vec![s.clone()]),
         Some(Value::Array(a)) => a
             .iter()
-            .map(|x| {
-                x.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| ApiError::bad_request("invalid input type"))
-            })
+            .map(|x| x.as_str().map(str::to_string).ok_or_else(|| ApiError::bad_request("invalid input type")))
             .collect(),
         Some(_) => Err(ApiError::bad_request("invalid input type")),
     }
@@ -1030,16 +863,7 @@ pub(crate) async fn embed(
     }
     let model = resolve_embedding_model(&s, &model_s)?;
     let options = Options::from_map(options_map)?;
-    let mut trace = begin_trace(
-        &s,
-        arrival,
-        "/api/embed",
-        &model_s,
-        &headers,
-        peer,
-        false,
-        options_map,
-    );
+    let mut trace = begin_trace(&s, arrival, "/api/embed", &model_s, &headers, peer, false, options_map);
     if inputs.is_empty() {
         load_only(&s, &model, &options, true, keep_alive, &mut trace).await?;
         return Ok(json_response(
@@ -1059,8 +883,7 @@ pub(crate) async fn embed(
     };
     let key = model.name.key();
     let full = model.spec.embedding_length as usize;
-    let (total, load, count) =
-        run_embedding(&s, model, &options, keep_alive, &inputs, arrival, trace).await?;
+    let (total, load, count) = run_embedding(&s, model, &options, keep_alive, &inputs, arrival, trace).await?;
     let embeddings = inputs
         .iter()
         .map(|t| {
@@ -1107,43 +930,17 @@ pub(crate) async fn embeddings(
     }
     let model = resolve_embedding_model(&s, &model_s)?;
     let options = Options::from_map(options_map)?;
-    let mut trace = begin_trace(
-        &s,
-        arrival,
-        "/api/embeddings",
-        &model_s,
-        &headers,
-        peer,
-        false,
-        options_map,
-    );
+    let mut trace = begin_trace(&s, arrival, "/api/embeddings", &model_s, &headers, peer, false, options_map);
     if prompt.is_empty() {
         load_only(&s, &model, &options, true, keep_alive, &mut trace).await?;
-        return Ok(json_response(
-            StatusCode::OK,
-            &EmbeddingResponse {
-                embedding: Vec::new(),
-            },
-        ));
+        return Ok(json_response(StatusCode::OK, &EmbeddingResponse { embedding: Vec::new() }));
     }
     let key = model.name.key();
     let dims = model.spec.embedding_length as usize;
-    run_embedding(
-        &s,
-        model,
-        &options,
-        keep_alive,
-        std::slice::from_ref(&prompt),
-        arrival,
-        trace,
-    )
-    .await?;
+    run_embedding(&s, model, &options, keep_alive, std::slice::from_ref(&prompt), arrival, trace).await?;
     // Unnormalised, like the legacy endpoint: scale by a per-text magnitude.
     let v = embedding(&key, &prompt, dims);
-    Ok(json_response(
-        StatusCode::OK,
-        &EmbeddingResponse { embedding: v },
-    ))
+    Ok(json_response(StatusCode::OK, &EmbeddingResponse { embedding: v }))
 }
 
 #[derive(Serialize)]
@@ -1160,27 +957,15 @@ struct Progress<'a> {
 }
 
 fn progress(status: impl Into<String>) -> Progress<'static> {
-    Progress {
-        status: status.into(),
-        digest: None,
-        total: 0,
-        completed: 0,
-        _p: std::marker::PhantomData,
-    }
+    Progress { status: status.into(), digest: None, total: 0, completed: 0, _p: std::marker::PhantomData }
 }
 
 /// `POST /api/pull`: a simulated progress stream that installs a catalogue model.
-pub(crate) async fn pull(
-    State(s): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
+pub(crate) async fn pull(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
     let body = body_bytes(body, s.shared.cfg.body_limit)?;
     let map = decode_body(&body, "PullRequest")?;
     let f = Fields::new(&map, "PullRequest");
-    let model_s = f
-        .string("model")?
-        .filter(|m| !m.is_empty())
-        .or(f.string("name")?.filter(|m| !m.is_empty()));
+    let model_s = f.string("model")?.filter(|m| !m.is_empty()).or(f.string("name")?.filter(|m| !m.is_empty()));
     let _insecure = f.bool("insecure")?;
     let stream = f.bool("stream")?.unwrap_or(true);
     let Some(model_s) = model_s else {
@@ -1211,16 +996,8 @@ pub(crate) async fn pull(
             _p: std::marker::PhantomData,
         });
     }
-    lines.extend([
-        progress("verifying sha256 digest"),
-        progress("writing manifest"),
-        progress("success"),
-    ]);
-    let installed_at = if s.shared.clock.is_frozen() {
-        crate::clock::frozen_epoch()
-    } else {
-        SystemTime::now()
-    };
+    lines.extend([progress("verifying sha256 digest"), progress("writing manifest"), progress("success")]);
+    let installed_at = if s.shared.clock.is_frozen() { crate::clock::frozen_epoch() } else { SystemTime::now() };
     if !stream {
         // A download of a few simulated steps, paced like the stream.
         tokio::time::sleep(pull_step(&s) * steps as u32).await;
@@ -1229,14 +1006,9 @@ pub(crate) async fn pull(
     }
     let step = pull_step(&s);
     let inst = Arc::clone(&s.instance);
-    let stream = async_stream(lines, step, move || {
-        inst.store.install(name, spec, installed_at)
-    });
+    let stream = async_stream(lines, step, move || inst.store.install(name, spec, installed_at));
     let mut r = (StatusCode::OK, Body::from_stream(stream)).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-ndjson"),
-    );
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
     Ok(r)
 }
 
@@ -1252,50 +1024,35 @@ fn async_stream(
 ) -> impl futures::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send {
     let n = lines.len();
     let mut on_done = Some(on_done);
-    futures::stream::unfold(
-        (lines.into_iter().enumerate(), Instant::now()),
-        move |(mut it, start)| {
-            let done = if it.len() == 1 { on_done.take() } else { None };
-            async move {
-                let (i, p) = it.next()?;
-                if i > 0 && i + 3 < n {
-                    tokio::time::sleep_until((start + step * i as u32).into()).await;
-                }
-                if let Some(f) = done {
-                    f();
-                }
-                let mut b = wire::to_go_json(&p);
-                b.push(b'\n');
-                Some((Ok(Bytes::from(b)), (it, start)))
+    futures::stream::unfold((lines.into_iter().enumerate(), Instant::now()), move |(mut it, start)| {
+        let done = if it.len() == 1 { on_done.take() } else { None };
+        async move {
+            let (i, p) = it.next()?;
+            if i > 0 && i + 3 < n {
+                tokio::time::sleep_until((start + step * i as u32).into()).await;
             }
-        },
-    )
+            if let Some(f) = done {
+                f();
+            }
+            let mut b = wire::to_go_json(&p);
+            b.push(b'\n');
+            Some((Ok(Bytes::from(b)), (it, start)))
+        }
+    })
 }
 
 /// `POST /api/copy`: 200 with an empty body.
-pub(crate) async fn copy(
-    State(s): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
+pub(crate) async fn copy(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
     let body = body_bytes(body, s.shared.cfg.body_limit)?;
     let map = decode_body(&body, "CopyRequest")?;
     let f = Fields::new(&map, "CopyRequest");
     let src_s = f.string("source")?.unwrap_or_default();
     let dst_s = f.string("destination")?.unwrap_or_default();
-    let src = Name::parse(&src_s)
-        .ok_or_else(|| ApiError::bad_request(format!("source \"{src_s}\" is invalid")))?;
-    let dst = Name::parse(&dst_s)
-        .ok_or_else(|| ApiError::bad_request(format!("destination \"{dst_s}\" is invalid")))?;
-    let m = s
-        .instance
-        .store
-        .get(&src)
-        .ok_or_else(|| ApiError::not_found(format!("model \"{src_s}\" not found")))?;
-    let at = if s.shared.clock.is_frozen() {
-        crate::clock::frozen_epoch()
-    } else {
-        SystemTime::now()
-    };
+    let src = Name::parse(&src_s).ok_or_else(|| ApiError::bad_request(format!("source \"{src_s}\" is invalid")))?;
+    let dst =
+        Name::parse(&dst_s).ok_or_else(|| ApiError::bad_request(format!("destination \"{dst_s}\" is invalid")))?;
+    let m = s.instance.store.get(&src).ok_or_else(|| ApiError::not_found(format!("model \"{src_s}\" not found")))?;
+    let at = if s.shared.clock.is_frozen() { crate::clock::frozen_epoch() } else { SystemTime::now() };
     s.instance.store.install(dst, m.spec, at);
     Ok(StatusCode::OK.into_response())
 }
@@ -1308,10 +1065,7 @@ pub(crate) async fn delete(
     let body = body_bytes(body, s.shared.cfg.body_limit)?;
     let map = decode_body(&body, "DeleteRequest")?;
     let f = Fields::new(&map, "DeleteRequest");
-    let model_s = f
-        .string("model")?
-        .filter(|m| !m.is_empty())
-        .or(f.string("name")?.filter(|m| !m.is_empty()));
+    let model_s = f.string("model")?.filter(|m| !m.is_empty()).or(f.string("name")?.filter(|m| !m.is_empty()));
     let Some(model_s) = model_s else {
         return Err(ApiError::bad_request("model is required"));
     };

@@ -30,11 +30,7 @@ fn v1_json<T: Serialize>(v: &T) -> Response {
 }
 
 /// Decodes a `/v1` body; decoding errors keep the charset content type.
-fn decode(
-    body: Result<Bytes, BytesRejection>,
-    limit: usize,
-    go_type: &str,
-) -> Result<Map<String, Value>, ApiError> {
+fn decode(body: Result<Bytes, BytesRejection>, limit: usize, go_type: &str) -> Result<Map<String, Value>, ApiError> {
     let body = body_bytes(body, limit).map_err(|e| e.openai().with_charset())?;
     decode_body(&body, go_type).map_err(|e| e.openai().with_charset())
 }
@@ -53,10 +49,7 @@ fn options(f: &Fields<'_>) -> Result<Options, ApiError> {
     o.stop = match f.map.get("stop") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(a)) => a
-            .iter()
-            .filter_map(|v| v.as_str().map(str::to_string))
-            .collect(),
+        Some(Value::Array(a)) => a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
         Some(_) => return Err(ApiError::bad_request("invalid type for 'stop' field")),
     };
     Ok(o)
@@ -89,15 +82,11 @@ fn message_content(v: Option<&Value>) -> Result<(String, usize), ApiError> {
             let mut images = 0;
             for p in parts {
                 match p.get("type").and_then(Value::as_str) {
-                    Some("text") => {
-                        text.push_str(p.get("text").and_then(Value::as_str).unwrap_or(""))
-                    }
+                    Some("text") => text.push_str(p.get("text").and_then(Value::as_str).unwrap_or("")),
                     Some("image_url") => {
                         let url = p
                             .get("image_url")
-                            .and_then(|u| {
-                                u.as_str().or_else(|| u.get("url").and_then(Value::as_str))
-                            })
+                            .and_then(|u| u.as_str().or_else(|| u.get("url").and_then(Value::as_str)))
                             .unwrap_or("");
                         if url.starts_with("http://") || url.starts_with("https://") {
                             return Err(ApiError::bad_request(
@@ -149,10 +138,7 @@ pub(crate) async fn chat_completions(
     let arrival = Instant::now();
     let map = decode(body, s.shared.cfg.body_limit, "ChatCompletionRequest")?;
     let f = Fields::new(&map, "ChatCompletionRequest");
-    let model_s = f
-        .string("model")
-        .map_err(ApiError::openai)?
-        .unwrap_or_default();
+    let model_s = f.string("model").map_err(ApiError::openai)?.unwrap_or_default();
     let stream = f.bool("stream").map_err(ApiError::openai)?.unwrap_or(false);
     let mut trace = None;
     let r = async {
@@ -163,17 +149,9 @@ pub(crate) async fn chat_completions(
         };
         let mut messages = Vec::with_capacity(msgs.len());
         for m in msgs {
-            let role = m
-                .get("role")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_lowercase();
+            let role = m.get("role").and_then(Value::as_str).unwrap_or("").to_lowercase();
             let (content, images) = message_content(m.get("content"))?;
-            messages.push(ChatMessage {
-                role,
-                content,
-                images,
-            });
+            messages.push(ChatMessage { role, content, images });
         }
         let options = options(&f)?;
         let format = response_format(&f)?;
@@ -182,32 +160,14 @@ pub(crate) async fn chat_completions(
         if model_s.is_empty() {
             return Err(ApiError::bad_request("model is required"));
         }
-        trace = Some(begin_trace(
-            &s,
-            arrival,
-            "/v1/chat/completions",
-            &model_s,
-            &headers,
-            peer,
-            stream,
-            None,
-        ));
+        trace = Some(begin_trace(&s, arrival, "/v1/chat/completions", &model_s, &headers, peer, stream, None));
         let name = Name::parse(&model_s).ok_or_else(|| ApiError::model_not_found(&model_s))?;
-        let model = s
-            .instance
-            .store
-            .get(&name)
-            .ok_or_else(|| ApiError::model_not_found(&model_s))?;
+        let model = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model_s))?;
         if !model.spec.has("completion") {
-            return Err(ApiError::bad_request(format!(
-                "\"{model_s}\" does not support chat"
-            )));
+            return Err(ApiError::bad_request(format!("\"{model_s}\" does not support chat")));
         }
         if tools > 0 && !model.spec.has("tools") {
-            return Err(ApiError::bad_request(format!(
-                "{} does not support tools",
-                model.name.full()
-            )));
+            return Err(ApiError::bad_request(format!("{} does not support tools", model.name.full())));
         }
         let rendered = render_messages(&messages);
         let plan = Plan::new(&PlanInput {
@@ -227,49 +187,36 @@ pub(crate) async fn chat_completions(
             &s,
             &job.model,
             "/v1/chat/completions",
-            trace
-                .as_ref()
-                .unwrap_or_else(|| unreachable!("the trace was begun")),
+            trace.as_ref().unwrap_or_else(|| unreachable!("the trace was begun")),
         )?;
         let t = take(&mut trace);
         let run = Running::start(job, t).await?;
         let created = unix_seconds(run.stamp(Instant::now()));
-        let wire = Wire::OpenAiChat {
-            id: id.clone(),
-            model: model_s.clone(),
-            created,
-            include_usage: usage,
-        };
-        Ok(
-            native::respond(run, wire, stream, fault, move |run, text, now| {
-                let m = run.metrics(now);
-                v1_json(&ChatCompletion {
-                    id,
-                    object: "chat.completion",
-                    created: run.created_unix(now),
-                    model: &model_s,
-                    system_fingerprint: "fp_ollama",
-                    choices: [Choice {
-                        index: 0,
-                        message: ChoiceMessage {
-                            role: "assistant",
-                            content: &text,
-                        },
-                        finish_reason: run.done_reason().as_str(),
-                    }],
-                    usage: Usage::new(m.prompt_eval_count, m.eval_count),
-                })
+        let wire = Wire::OpenAiChat { id: id.clone(), model: model_s.clone(), created, include_usage: usage };
+        Ok(native::respond(run, wire, stream, fault, move |run, text, now| {
+            let m = run.metrics(now);
+            v1_json(&ChatCompletion {
+                id,
+                object: "chat.completion",
+                created: run.created_unix(now),
+                model: &model_s,
+                system_fingerprint: "fp_ollama",
+                choices: [Choice {
+                    index: 0,
+                    message: ChoiceMessage { role: "assistant", content: &text },
+                    finish_reason: run.done_reason().as_str(),
+                }],
+                usage: Usage::new(m.prompt_eval_count, m.eval_count),
             })
-            .await,
-        )
+        })
+        .await)
     }
     .await;
     traced(&mut trace, r).map_err(ApiError::openai)
 }
 
 fn take(t: &mut Option<TraceGuard>) -> TraceGuard {
-    t.take()
-        .unwrap_or_else(|| unreachable!("the trace is begun before the generation starts"))
+    t.take().unwrap_or_else(|| unreachable!("the trace is begun before the generation starts"))
 }
 
 #[derive(Serialize)]
@@ -300,10 +247,7 @@ pub(crate) async fn completions(
     let arrival = Instant::now();
     let map = decode(body, s.shared.cfg.body_limit, "CompletionRequest")?;
     let f = Fields::new(&map, "CompletionRequest");
-    let model_s = f
-        .string("model")
-        .map_err(ApiError::openai)?
-        .unwrap_or_default();
+    let model_s = f.string("model").map_err(ApiError::openai)?.unwrap_or_default();
     let stream = f.bool("stream").map_err(ApiError::openai)?.unwrap_or(false);
     let mut trace = None;
     let r = async {
@@ -314,26 +258,11 @@ pub(crate) async fn completions(
         if model_s.is_empty() {
             return Err(ApiError::model_not_found(""));
         }
-        trace = Some(begin_trace(
-            &s,
-            arrival,
-            "/v1/completions",
-            &model_s,
-            &headers,
-            peer,
-            stream,
-            None,
-        ));
+        trace = Some(begin_trace(&s, arrival, "/v1/completions", &model_s, &headers, peer, stream, None));
         let name = Name::parse(&model_s).ok_or_else(|| ApiError::model_not_found(&model_s))?;
-        let model = s
-            .instance
-            .store
-            .get(&name)
-            .ok_or_else(|| ApiError::model_not_found(&model_s))?;
+        let model = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model_s))?;
         if !model.spec.has("completion") {
-            return Err(ApiError::bad_request(format!(
-                "\"{model_s}\" does not support generate"
-            )));
+            return Err(ApiError::bad_request(format!("\"{model_s}\" does not support generate")));
         }
         let rendered = format!("{prompt}{suffix}");
         let plan = Plan::new(&PlanInput {
@@ -353,36 +282,24 @@ pub(crate) async fn completions(
             &s,
             &job.model,
             "/v1/completions",
-            trace
-                .as_ref()
-                .unwrap_or_else(|| unreachable!("the trace was begun")),
+            trace.as_ref().unwrap_or_else(|| unreachable!("the trace was begun")),
         )?;
         let t = take(&mut trace);
         let run = Running::start(job, t).await?;
-        let wire = Wire::OpenAiCompletion {
-            id: id.clone(),
-            model: model_s.clone(),
-            include_usage: usage,
-        };
-        Ok(
-            native::respond(run, wire, stream, fault, move |run, text, now| {
-                let m = run.metrics(now);
-                v1_json(&Completion {
-                    id,
-                    object: "text_completion",
-                    created: run.created_unix(now),
-                    model: &model_s,
-                    system_fingerprint: "fp_ollama",
-                    choices: [TextChoice {
-                        text: &text,
-                        index: 0,
-                        finish_reason: run.done_reason().as_str(),
-                    }],
-                    usage: Usage::new(m.prompt_eval_count, m.eval_count),
-                })
+        let wire = Wire::OpenAiCompletion { id: id.clone(), model: model_s.clone(), include_usage: usage };
+        Ok(native::respond(run, wire, stream, fault, move |run, text, now| {
+            let m = run.metrics(now);
+            v1_json(&Completion {
+                id,
+                object: "text_completion",
+                created: run.created_unix(now),
+                model: &model_s,
+                system_fingerprint: "fp_ollama",
+                choices: [TextChoice { text: &text, index: 0, finish_reason: run.done_reason().as_str() }],
+                usage: Usage::new(m.prompt_eval_count, m.eval_count),
             })
-            .await,
-        )
+        })
+        .await)
     }
     .await;
     traced(&mut trace, r).map_err(ApiError::openai)
@@ -435,9 +352,7 @@ pub(crate) async fn embeddings(
             None | Some("") | Some("float") => false,
             Some("base64") => true,
             Some(other) => {
-                return Err(ApiError::bad_request(format!(
-                    "invalid encoding format: {other}"
-                )));
+                return Err(ApiError::bad_request(format!("invalid encoding format: {other}")));
             }
         };
         let dimensions = f.int("dimensions")?;
@@ -445,64 +360,30 @@ pub(crate) async fn embeddings(
             return Err(ApiError::bad_request("model is required"));
         }
         let model = native::resolve_embedding_model(&s, &model_s)?;
-        let trace = begin_trace(
-            &s,
-            arrival,
-            "/v1/embeddings",
-            &model_s,
-            &headers,
-            peer,
-            false,
-            None,
-        );
+        let trace = begin_trace(&s, arrival, "/v1/embeddings", &model_s, &headers, peer, false, None);
         let key = model.name.key();
         let full = model.spec.embedding_length as usize;
-        let dims = dimensions
-            .filter(|d| *d > 0)
-            .map_or(full, |d| (d as usize).min(full));
-        let (_, _, count) = native::run_embedding(
-            &s,
-            model,
-            &Options::default(),
-            None,
-            &inputs,
-            arrival,
-            trace,
-        )
-        .await?;
+        let dims = dimensions.filter(|d| *d > 0).map_or(full, |d| (d as usize).min(full));
+        let (_, _, count) =
+            native::run_embedding(&s, model, &Options::default(), None, &inputs, arrival, trace).await?;
         let data = inputs
             .iter()
             .enumerate()
             .map(|(index, t)| {
                 let mut v = native::embedding(&key, t, full);
                 v.truncate(dims);
-                let n = v
-                    .iter()
-                    .map(|x| x * x)
-                    .sum::<f64>()
-                    .sqrt()
-                    .max(f64::MIN_POSITIVE);
+                let n = v.iter().map(|x| x * x).sum::<f64>().sqrt().max(f64::MIN_POSITIVE);
                 let v: Vec<f32> = v.iter().map(|x| (x / n) as f32).collect();
-                let embedding = if base64 {
-                    Value::from(base64_f32(&v))
-                } else {
-                    serde_json::to_value(&v).unwrap_or(Value::Null)
-                };
-                EmbeddingData {
-                    object: "embedding",
-                    embedding,
-                    index,
-                }
+                let embedding =
+                    if base64 { Value::from(base64_f32(&v)) } else { serde_json::to_value(&v).unwrap_or(Value::Null) };
+                EmbeddingData { object: "embedding", embedding, index }
             })
             .collect();
         Ok(v1_json(&EmbeddingList {
             object: "list",
             data,
             model: &model_s,
-            usage: EmbeddingUsage {
-                prompt_tokens: count,
-                total_tokens: count,
-            },
+            usage: EmbeddingUsage { prompt_tokens: count, total_tokens: count },
         }))
     }
     .await;
@@ -546,23 +427,13 @@ pub(crate) async fn models(State(s): State<AppState>) -> Response {
             owned_by: owned_by(&m.name),
         })
         .collect();
-    v1_json(&ModelList {
-        object: "list",
-        data: if data.is_empty() { None } else { Some(data) },
-    })
+    v1_json(&ModelList { object: "list", data: if data.is_empty() { None } else { Some(data) } })
 }
 
 /// `GET /v1/models/{model}`: the id is echoed as requested.
-pub(crate) async fn model(
-    State(s): State<AppState>,
-    Path(model): Path<String>,
-) -> Result<Response, ApiError> {
+pub(crate) async fn model(State(s): State<AppState>, Path(model): Path<String>) -> Result<Response, ApiError> {
     let name = Name::parse(&model).ok_or_else(|| ApiError::model_not_found(&model).openai())?;
-    let m = s
-        .instance
-        .store
-        .get(&name)
-        .ok_or_else(|| ApiError::model_not_found(&model).openai())?;
+    let m = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model).openai())?;
     Ok(v1_json(&ModelObject {
         id: model,
         object: "model",

@@ -140,8 +140,8 @@ struct FaultList {
 
 /// Reads `{"faults":[...]}`, a bare array, or one rule.
 fn read_rules(body: &[u8]) -> Result<Vec<FaultRule>, ApiError> {
-    let v: serde_json::Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("invalid fault rules: {e}")))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid fault rules: {e}")))?;
     let rules: Vec<FaultRule> = match v {
         serde_json::Value::Array(_) => serde_json::from_value(v),
         serde_json::Value::Object(ref o) if o.contains_key("faults") => {
@@ -158,12 +158,7 @@ fn read_rules(body: &[u8]) -> Result<Vec<FaultRule>, ApiError> {
 
 /// `GET /sim/faults`: the rules in force.
 pub(crate) async fn get_faults(State(s): State<AppState>) -> Response {
-    json_response(
-        StatusCode::OK,
-        &FaultList {
-            faults: s.shared.faults.rules(),
-        },
-    )
+    json_response(StatusCode::OK, &FaultList { faults: s.shared.faults.rules() })
 }
 
 /// `PUT /sim/faults`: replaces the rules.
@@ -173,12 +168,7 @@ pub(crate) async fn put_faults(
 ) -> Result<Response, ApiError> {
     let rules = read_rules(&body_bytes(body, s.shared.cfg.body_limit)?)?;
     s.shared.faults.set(rules);
-    Ok(json_response(
-        StatusCode::OK,
-        &FaultList {
-            faults: s.shared.faults.rules(),
-        },
-    ))
+    Ok(json_response(StatusCode::OK, &FaultList { faults: s.shared.faults.rules() }))
 }
 
 /// `POST /sim/faults`: adds rules.
@@ -189,12 +179,7 @@ pub(crate) async fn post_faults(
     for r in read_rules(&body_bytes(body, s.shared.cfg.body_limit)?)? {
         s.shared.faults.add(r);
     }
-    Ok(json_response(
-        StatusCode::OK,
-        &FaultList {
-            faults: s.shared.faults.rules(),
-        },
-    ))
+    Ok(json_response(StatusCode::OK, &FaultList { faults: s.shared.faults.rules() }))
 }
 
 /// `DELETE /sim/faults`: removes every rule.

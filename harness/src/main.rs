@@ -1,0 +1,254 @@
+//! `harness`: the runtime x scenario matrix, one cell, or the list of what exists.
+//!
+//! Exit codes: 0 when it ran (whatever the verdicts), 2 for bad arguments, 1 when it could not
+//! run (a server unreachable, a runtime that does not start, results that cannot be written).
+
+use clap::{Args, Parser, Subcommand};
+use harness::matrix::{self, MatrixPlan, Progress, Target};
+use harness::report::RunResult;
+use harness::runtime::VARIANTS;
+use harness::workload;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Multi-agent Ollama workloads on every Rust async runtime, with verdicts.
+#[derive(Debug, Parser)]
+#[command(name = "harness", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Runs runtimes x scenarios x runs (on the embedded simulator unless --endpoints).
+    Matrix(MatrixArgs),
+    /// Runs one cell: one runtime, one scenario.
+    Run(RunArgs),
+    /// Lists the runtime variants and the scenarios.
+    List,
+}
+
+#[derive(Debug, Args)]
+struct Common {
+    /// Concurrent runs per cell.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Master seed of the simulator.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Time scale of the simulator (default: each scenario's, else 0.01).
+    #[arg(long)]
+    time_scale: Option<f64>,
+    /// Solo runs per agent for the baselines (median).
+    #[arg(long, default_value_t = 1)]
+    solo_runs: usize,
+    /// Output directory for results.json, summary.md and CSV.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Live mode: comma-separated base URLs of real Ollama servers.
+    #[arg(long, value_delimiter = ',')]
+    endpoints: Vec<String>,
+    /// Live mode: the model to use.
+    #[arg(long)]
+    model: Option<String>,
+    /// Extra scenario files (*.toml) to load.
+    #[arg(long)]
+    scenarios_dir: Option<PathBuf>,
+    /// Abandon a call after this many seconds.
+    #[arg(long, default_value_t = 120.0)]
+    timeout_s: f64,
+}
+
+#[derive(Debug, Args)]
+struct MatrixArgs {
+    /// Comma-separated variants, or `all`, `correct` (no controls), `controls`.
+    #[arg(long, value_delimiter = ',', default_values_t = vec!["correct".to_string()])]
+    runtimes: Vec<String>,
+    /// Comma-separated scenarios, `tag:NAME`, or `all`.
+    #[arg(long, value_delimiter = ',', default_values_t = vec!["tag:study".to_string()])]
+    scenarios: Vec<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// The runtime variant.
+    #[arg(long)]
+    runtime: String,
+    /// The scenario.
+    #[arg(long)]
+    scenario: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+fn expand_runtimes(names: &[String]) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for n in names {
+        let add: Vec<&str> = match n.as_str() {
+            "all" => VARIANTS.iter().map(|v| v.name).collect(),
+            "correct" => VARIANTS.iter().filter(|v| v.control.is_none()).map(|v| v.name).collect(),
+            "controls" => VARIANTS.iter().filter(|v| v.control.is_some()).map(|v| v.name).collect(),
+            other if VARIANTS.iter().any(|v| v.name == other) => vec![other],
+            other => {
+                let names: Vec<&str> = VARIANTS.iter().map(|v| v.name).collect();
+                return Err(format!(
+                    "unknown runtime variant {other:?}; variants: {}, or all / correct / controls",
+                    names.join(", ")
+                ));
+            }
+        };
+        for a in add {
+            if !out.iter().any(|x| x == a) {
+                out.push(a.to_string());
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn plan(runtimes: Vec<String>, scenarios: Vec<String>, c: Common) -> Result<MatrixPlan, String> {
+    let scenarios = workload::select(&scenarios, c.scenarios_dir.as_deref()).map_err(|e| e.to_string())?;
+    let target = match (c.endpoints.is_empty(), c.model) {
+        (true, None) => Target::Simulator,
+        (false, Some(model)) => {
+            Target::Live { endpoints: c.endpoints.iter().map(|e| e.trim_end_matches('/').to_string()).collect(), model }
+        }
+        (false, None) => return Err("live mode needs --model with --endpoints".into()),
+        (true, Some(_)) => return Err("--model is for live mode: give --endpoints too".into()),
+    };
+    if c.runs == 0 {
+        return Err("--runs must be at least 1".into());
+    }
+    if let Some(t) = c.time_scale {
+        if !(t > 0.0 && t.is_finite()) {
+            return Err(format!("--time-scale must be > 0, got {t}"));
+        }
+    }
+    Ok(MatrixPlan {
+        runtimes,
+        scenarios,
+        runs: c.runs,
+        seed: c.seed,
+        time_scale: c.time_scale,
+        solo_runs: c.solo_runs,
+        target,
+        out: c.out,
+        timeout: Duration::from_secs_f64(c.timeout_s.max(0.1)),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+    })
+}
+
+/// A progress bar on a terminal; plain lines on stderr in CI or when not a terminal.
+struct Bar {
+    bar: Option<indicatif::ProgressBar>,
+    cells: usize,
+    cell: String,
+}
+
+impl Bar {
+    fn new(total_runs: u64) -> Self {
+        let interactive = std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
+        let bar = interactive.then(|| {
+            let b = indicatif::ProgressBar::new(total_runs);
+            b.set_style(
+                indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs, ETA {eta} {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            b
+        });
+        Bar { bar, cells: 0, cell: String::new() }
+    }
+}
+
+impl Progress for Bar {
+    fn cell(&mut self, index: usize, cells: usize, runtime: &str, scenario: &str) {
+        self.cells = cells;
+        self.cell = format!("cell {index}/{cells}: {runtime} x {scenario}");
+        match &self.bar {
+            Some(b) => b.set_message(self.cell.clone()),
+            None => eprintln!("{}", self.cell),
+        }
+    }
+    fn step(&mut self, _: &str) {}
+    fn run(&mut self, r: &RunResult) {
+        match &self.bar {
+            Some(b) => b.inc(1),
+            None => eprintln!(
+                "  run {}: true efficiency {:.1}%, apparent {:.1}%: {}",
+                r.run,
+                r.efficiency_true * 100.0,
+                r.efficiency_apparent * 100.0,
+                r.verdict
+            ),
+        }
+    }
+}
+
+fn execute(p: MatrixPlan) -> ExitCode {
+    let total = (p.runtimes.len() * p.scenarios.len() * p.runs) as u64;
+    let mut bar = Bar::new(total);
+    let started = std::time::Instant::now();
+    match matrix::run(&p, &mut bar) {
+        Ok(results) => {
+            if let Some(b) = &bar.bar {
+                b.finish_and_clear();
+            }
+            println!("{}", harness::report::markdown(&results));
+            eprintln!(
+                "harness: {} runs in {} cells in {:.1} s{}",
+                results.runs.len(),
+                results.summary.len(),
+                started.elapsed().as_secs_f64(),
+                p.out.as_ref().map_or(String::new(), |d| format!("; results in {}", d.display()))
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let planned = match cli.command {
+        Command::List => {
+            println!("runtime variants:");
+            for v in VARIANTS {
+                let ctl = v.control.map_or(String::new(), |c| format!(" [control: {c}]"));
+                println!("  {:<20} {}; {}{ctl}", v.name, v.runtime, v.http);
+            }
+            println!("\nscenarios:");
+            for s in workload::builtin() {
+                println!(
+                    "  {:<40} [{}] {} agents on {}: {}",
+                    s.name,
+                    s.tags.join(","),
+                    s.agent_count(),
+                    s.preset,
+                    s.description
+                );
+            }
+            return ExitCode::SUCCESS;
+        }
+        Command::Matrix(m) => expand_runtimes(&m.runtimes).and_then(|r| plan(r, m.scenarios, m.common)),
+        Command::Run(r) => expand_runtimes(&[r.runtime]).and_then(|rt| plan(rt, vec![r.scenario], r.common)),
+    };
+    match planned {
+        Ok(p) => execute(p),
+        Err(e) => {
+            eprintln!("harness: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

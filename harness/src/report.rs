@@ -1,0 +1,318 @@
+//! Reports: `results.json` (every run and a summary per cell), `summary.md` (a table like
+//! the study's, with true and apparent efficiency side by side) and CSV. Files are rewritten
+//! atomically after every run, so an interrupted matrix keeps what it finished.
+
+use crate::measure::{AgentTimes, CallMetrics, ServerEvidence};
+use crate::stats::{Summary, percentile, summarize};
+use crate::verdict::{PARALLEL_MIN, SERIALIZED_MAX_SPEEDUP, Verdict};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Version of `results.json`'s schema.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One run of one cell.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Runtime variant.
+    pub runtime: String,
+    /// Scenario.
+    pub scenario: String,
+    /// Run number, from 1.
+    pub run: usize,
+    /// Wall time of the concurrent run, seconds (time-scaled on the simulator).
+    pub wall_s: f64,
+    /// Sum of solo durations / (agents x wall).
+    pub efficiency_true: f64,
+    /// The study's formula: sum of concurrent durations / (agents x wall).
+    pub efficiency_apparent: f64,
+    /// Sum of solo durations / wall.
+    pub speedup: f64,
+    /// parallel / degraded / serialized / failed.
+    pub verdict: Verdict,
+    /// Why, in a sentence.
+    pub reason: String,
+    /// Each agent's solo and concurrent durations.
+    pub agents: Vec<AgentTimes>,
+    /// Per-call client metrics.
+    pub calls: Vec<CallMetrics>,
+    /// What the simulator saw (absent in live mode).
+    pub server: Option<ServerEvidence>,
+}
+
+/// Statistics and verdict of one cell (runtime x scenario).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CellSummary {
+    /// Runtime variant.
+    pub runtime: String,
+    /// Scenario.
+    pub scenario: String,
+    /// The control's deliberate bug, for control variants.
+    pub control: Option<String>,
+    /// Runs.
+    pub runs: usize,
+    /// True efficiency over runs.
+    pub efficiency_true: Summary,
+    /// Apparent (study) efficiency over runs.
+    pub efficiency_apparent: Summary,
+    /// Speedup over runs.
+    pub speedup: Summary,
+    /// Wall time over runs, seconds.
+    pub wall_s: Summary,
+    /// Median TTFT over all calls, ms.
+    pub ttft_ms_p50: f64,
+    /// Median inter-token latency over all calls, ms.
+    pub itl_ms_p50: f64,
+    /// 99th percentile of the calls' ITL p99, ms.
+    pub itl_ms_p99: f64,
+    /// Median client-side tokens/s over calls.
+    pub tok_per_s_p50: f64,
+    /// The cell's verdict (from its median run).
+    pub verdict: Verdict,
+    /// The median run's reason.
+    pub reason: String,
+    /// Runs per verdict.
+    pub verdicts: std::collections::BTreeMap<String, usize>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Results {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `simulator` or `live`.
+    pub mode: String,
+    /// Whether runs carry the simulator's trace evidence (false in live mode).
+    pub server_trace: bool,
+    /// Master seed of the simulator.
+    pub seed: u64,
+    /// The command line.
+    pub command: String,
+    /// Verdict thresholds, for readers of the file.
+    pub thresholds: Thresholds,
+    /// Every run, in the order they ran.
+    pub runs: Vec<RunResult>,
+    /// One entry per cell.
+    pub summary: Vec<CellSummary>,
+}
+
+/// The verdict thresholds.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Thresholds {
+    /// True efficiency at or above this is parallel.
+    pub parallel_min_efficiency: f64,
+    /// Speedup at or below this is serialized.
+    pub serialized_max_speedup: f64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds { parallel_min_efficiency: PARALLEL_MIN, serialized_max_speedup: SERIALIZED_MAX_SPEEDUP }
+    }
+}
+
+/// Summarises the runs of one cell.
+pub fn summarize_cell(runtime: &str, scenario: &str, control: Option<&str>, runs: &[&RunResult]) -> CellSummary {
+    let f = |g: fn(&RunResult) -> f64| summarize(&runs.iter().map(|r| g(r)).collect::<Vec<_>>());
+    let calls: Vec<&CallMetrics> = runs.iter().flat_map(|r| r.calls.iter()).collect();
+    let col = |g: fn(&CallMetrics) -> Option<f64>| calls.iter().filter_map(|c| g(c)).collect::<Vec<f64>>();
+    // The median run (by true efficiency) gives the cell's verdict and reason.
+    let mut sorted: Vec<&&RunResult> = runs.iter().collect();
+    sorted.sort_by(|a, b| a.efficiency_true.total_cmp(&b.efficiency_true));
+    let median = sorted.get(sorted.len() / 2);
+    let mut verdicts = std::collections::BTreeMap::new();
+    for r in runs {
+        *verdicts.entry(r.verdict.to_string()).or_insert(0) += 1;
+    }
+    CellSummary {
+        runtime: runtime.to_string(),
+        scenario: scenario.to_string(),
+        control: control.map(str::to_string),
+        runs: runs.len(),
+        efficiency_true: f(|r| r.efficiency_true),
+        efficiency_apparent: f(|r| r.efficiency_apparent),
+        speedup: f(|r| r.speedup),
+        wall_s: f(|r| r.wall_s),
+        ttft_ms_p50: percentile(&col(|c| c.ttft_ms), 0.5),
+        itl_ms_p50: percentile(&col(|c| c.itl_p50_ms), 0.5),
+        itl_ms_p99: percentile(&col(|c| c.itl_p99_ms), 0.99),
+        tok_per_s_p50: percentile(&col(|c| c.tok_per_s), 0.5),
+        verdict: median.map_or(Verdict::Failed, |r| r.verdict),
+        reason: median.map_or_else(String::new, |r| r.reason.clone()),
+        verdicts,
+    }
+}
+
+fn pct(x: f64) -> String {
+    if x.is_nan() { "-".into() } else { format!("{:.1}", x * 100.0) }
+}
+
+/// The Markdown summary.
+pub fn markdown(r: &Results) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# Runtime x scenario matrix\n");
+    let _ = writeln!(
+        s,
+        "Mode: {} (seed {}){}. True efficiency = sum of solo durations / (agents x concurrent wall); apparent = the study's formula (sum of concurrent durations / (agents x wall)). Verdicts: parallel >= {:.0} % true efficiency, serialized at speedup <= {:.2}x, degraded in between.\n",
+        r.mode,
+        r.seed,
+        if r.server_trace { "" } else { "; no server trace in live mode, reasons come from client timings only" },
+        r.thresholds.parallel_min_efficiency * 100.0,
+        r.thresholds.serialized_max_speedup
+    );
+    let _ = writeln!(s, "## By runtime (all scenarios)\n");
+    let _ = writeln!(
+        s,
+        "| runtime | peak true eff (%) | mean true eff (%) | sd (pp) | mean apparent eff (%) | peak speedup (x) | verdicts |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    let mut runtimes: Vec<&str> = Vec::new();
+    for c in &r.summary {
+        if !runtimes.contains(&c.runtime.as_str()) {
+            runtimes.push(&c.runtime);
+        }
+    }
+    for rt in &runtimes {
+        let runs: Vec<&RunResult> = r.runs.iter().filter(|x| &x.runtime == rt).collect();
+        let t = summarize(&runs.iter().map(|x| x.efficiency_true).collect::<Vec<_>>());
+        let a = summarize(&runs.iter().map(|x| x.efficiency_apparent).collect::<Vec<_>>());
+        let sp = summarize(&runs.iter().map(|x| x.speedup).collect::<Vec<_>>());
+        let mut counts = std::collections::BTreeMap::new();
+        for x in &runs {
+            *counts.entry(x.verdict.to_string()).or_insert(0) += 1;
+        }
+        let v: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        let _ = writeln!(
+            s,
+            "| {rt} | {} | {} | {:.1} | {} | {:.2} | {} |",
+            pct(t.max),
+            pct(t.mean),
+            t.sd * 100.0,
+            pct(a.mean),
+            sp.max,
+            v.join(", ")
+        );
+    }
+    let _ = writeln!(s, "\n## By cell\n");
+    let _ = writeln!(
+        s,
+        "| runtime | scenario | runs | true eff (%) mean [95% CI] | apparent eff (%) | speedup (x) | TTFT p50 (ms) | ITL p50 (ms) | verdict | reason |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
+    for c in &r.summary {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} [{}, {}] | {} | {:.2} | {:.1} | {:.2} | {} | {} |",
+            c.runtime,
+            c.scenario,
+            c.runs,
+            pct(c.efficiency_true.mean),
+            pct(c.efficiency_true.ci95_low),
+            pct(c.efficiency_true.ci95_high),
+            pct(c.efficiency_apparent.mean),
+            c.speedup.mean,
+            c.ttft_ms_p50,
+            c.itl_ms_p50,
+            c.verdict,
+            c.reason.replace('|', "/")
+        );
+    }
+    s
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+}
+
+/// `runs.csv`.
+pub fn runs_csv(r: &Results) -> String {
+    let mut s =
+        String::from("runtime,scenario,run,wall_s,efficiency_true,efficiency_apparent,speedup,verdict,reason\n");
+    for x in &r.runs {
+        let _ = writeln!(
+            s,
+            "{},{},{},{:.6},{:.6},{:.6},{:.6},{},{}",
+            csv_field(&x.runtime),
+            csv_field(&x.scenario),
+            x.run,
+            x.wall_s,
+            x.efficiency_true,
+            x.efficiency_apparent,
+            x.speedup,
+            x.verdict,
+            csv_field(&x.reason)
+        );
+    }
+    s
+}
+
+/// `summary.csv`.
+pub fn summary_csv(r: &Results) -> String {
+    let mut s = String::from(
+        "runtime,scenario,runs,eff_true_mean,eff_true_sd,eff_true_ci95_low,eff_true_ci95_high,eff_true_min,eff_true_max,eff_apparent_mean,speedup_mean,wall_s_mean,ttft_ms_p50,itl_ms_p50,verdict,reason\n",
+    );
+    for c in &r.summary {
+        let e = &c.efficiency_true;
+        let _ = writeln!(
+            s,
+            "{},{},{},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.3},{:.3},{},{}",
+            csv_field(&c.runtime),
+            csv_field(&c.scenario),
+            c.runs,
+            e.mean,
+            e.sd,
+            e.ci95_low,
+            e.ci95_high,
+            e.min,
+            e.max,
+            c.efficiency_apparent.mean,
+            c.speedup.mean,
+            c.wall_s.mean,
+            c.ttft_ms_p50,
+            c.itl_ms_p50,
+            c.verdict,
+            csv_field(&c.reason)
+        );
+    }
+    s
+}
+
+/// Writes `path` atomically: a temporary file in the same directory, then a rename.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let tmp: PathBuf = path.with_extension(format!("{}.tmp", path.extension().and_then(|e| e.to_str()).unwrap_or("")));
+    std::fs::write(&tmp, contents)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Writes every output file into `dir`.
+pub fn write_all(dir: &Path, r: &Results) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let json = serde_json::to_vec_pretty(r).map_err(std::io::Error::other)?;
+    write_atomic(&dir.join("results.json"), &json)?;
+    write_atomic(&dir.join("summary.md"), markdown(r).as_bytes())?;
+    write_atomic(&dir.join("runs.csv"), runs_csv(r).as_bytes())?;
+    write_atomic(&dir.join("summary.csv"), summary_csv(r).as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_fields_are_quoted_when_needed() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("a, \"b\""), "\"a, \"\"b\"\"\"");
+    }
+
+    #[test]
+    fn atomic_writes_leave_no_temporary_file() {
+        let dir = std::env::temp_dir().join(format!("harness-report-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("results.json");
+        write_atomic(&p, b"{}").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"{}");
+        assert!(!dir.join("results.json.tmp").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,462 @@
+//! Runtime variants: an async runtime, an HTTP stack, and (for controls) a deliberate,
+//! named serialization bug. All live in one binary and are chosen by name. Each variant
+//! builds its runtime once, outside the timed region, and runs a whole job (all agents) on it.
+
+use crate::client::{CallOpts, CallRecord, OneConnection, Stack, bridge};
+use crate::workload::{AgentPlan, Call};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What one agent did.
+#[derive(Debug, Clone)]
+pub struct AgentRecord {
+    /// Agent name.
+    pub name: String,
+    /// Instance it used.
+    pub instance: usize,
+    /// When it started its first call.
+    pub start: Instant,
+    /// When it finished its last call (or gave up).
+    pub end: Instant,
+    /// Its calls, in order.
+    pub calls: Vec<CallRecord>,
+}
+
+/// One run: the agents to run together, and where.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The agents.
+    pub agents: Vec<AgentPlan>,
+    /// Base URL of every instance.
+    pub urls: Vec<String>,
+    /// Model name.
+    pub model: String,
+    /// Time scale of local work (the simulator's, so local work shrinks with the calls).
+    pub time_scale: f64,
+    /// Expected gap between tokens of one stream alone (the blocking control blocks this long
+    /// per token).
+    pub token_gap: Duration,
+    /// A call that takes longer than this is abandoned with an error.
+    pub timeout: Duration,
+}
+
+/// A runtime variant with its runtime built.
+pub trait Executor {
+    /// Runs every agent of the job, as the variant does, and returns what each did.
+    fn run(&mut self, job: &Job) -> Vec<AgentRecord>;
+}
+
+/// A variant's description.
+#[derive(Debug, Clone, Copy)]
+pub struct VariantInfo {
+    /// Name on the command line.
+    pub name: &'static str,
+    /// The async runtime.
+    pub runtime: &'static str,
+    /// The HTTP stack.
+    pub http: &'static str,
+    /// The deliberate bug of a control, in words; `None` for correct variants.
+    pub control: Option<&'static str>,
+}
+
+/// Every variant: the study's five runtimes (each non-tokio one with its ecosystem's HTTP
+/// stack and with the study's bridge), then the controls.
+pub const VARIANTS: &[VariantInfo] = &[
+    VariantInfo {
+        name: "tokio-default",
+        runtime: "tokio multi-thread, one spawned task per agent",
+        http: "reqwest",
+        control: None,
+    },
+    VariantInfo {
+        name: "tokio-localset",
+        runtime: "tokio current-thread, LocalSet, spawn_local (!Send client)",
+        http: "reqwest",
+        control: None,
+    },
+    VariantInfo { name: "async-std", runtime: "async-std tasks", http: "reqwest inside async-compat", control: None },
+    VariantInfo {
+        name: "async-std-bridge",
+        runtime: "async-std tasks",
+        http: "reqwest spawned on a global tokio runtime (the study's bridge)",
+        control: None,
+    },
+    VariantInfo {
+        name: "smol",
+        runtime: "smol tasks",
+        http: "hyper over smol's TcpStream (smol-hyper)",
+        control: None,
+    },
+    VariantInfo {
+        name: "smol-bridge",
+        runtime: "smol tasks",
+        http: "reqwest spawned on a global tokio runtime (the study's bridge)",
+        control: None,
+    },
+    VariantInfo {
+        name: "smol-1kb",
+        runtime: "smol tasks",
+        http: "hyper over smol's TcpStream, read 1 KB at a time",
+        control: None,
+    },
+    VariantInfo {
+        name: "smol-1kb-bridge",
+        runtime: "smol tasks",
+        http: "the study's bridge, bytes held until 1 KB arrived (BytesStream1KB)",
+        control: None,
+    },
+    VariantInfo {
+        name: "ctl-mutex-semaphore",
+        runtime: "async-std tasks",
+        http: "the study's bridge",
+        control: Some("an async Mutex used as a semaphore around each agent (the study's async-std bug)"),
+    },
+    VariantInfo {
+        name: "ctl-blocking-sleep",
+        runtime: "tokio current-thread, LocalSet",
+        http: "reqwest",
+        control: Some("std::thread::sleep for each token inside async code on a single-threaded executor"),
+    },
+    VariantInfo {
+        name: "ctl-block-on",
+        runtime: "tokio current-thread, LocalSet",
+        http: "the study's bridge",
+        control: Some("futures::executor::block_on inside a task"),
+    },
+    VariantInfo {
+        name: "ctl-one-permit",
+        runtime: "tokio multi-thread",
+        http: "reqwest",
+        control: Some("a semaphore with one permit around each call"),
+    },
+    VariantInfo {
+        name: "ctl-one-connection",
+        runtime: "tokio multi-thread",
+        http: "one HTTP/1.1 connection per instance shared by all agents",
+        control: Some("a client with one connection"),
+    },
+    VariantInfo {
+        name: "ctl-sequential",
+        runtime: "tokio multi-thread",
+        http: "reqwest",
+        control: Some("agents awaited one after the other"),
+    },
+];
+
+/// Looks a variant up.
+pub fn info(name: &str) -> Option<&'static VariantInfo> {
+    VARIANTS.iter().find(|v| v.name == name)
+}
+
+/// The request body of a call.
+pub fn body(call: &Call, model: &str) -> Vec<u8> {
+    let mut options = call.options.clone();
+    options.insert("num_predict".into(), serde_json::Value::from(call.tokens));
+    let v = if call.endpoint == "/api/chat" {
+        serde_json::json!({"model": model, "messages": [{"role": "user", "content": call.prompt}], "stream": true, "options": options})
+    } else {
+        serde_json::json!({"model": model, "prompt": call.prompt, "stream": true, "options": options})
+    };
+    serde_json::to_vec(&v).unwrap_or_default()
+}
+
+/// How an agent waits for its local work.
+#[derive(Debug, Clone, Copy)]
+enum Sleeper {
+    /// tokio's timer (tokio variants, and async-std inside async-compat).
+    Tokio,
+    /// async-io's timer (smol and async-std without tokio).
+    AsyncIo,
+}
+
+impl Sleeper {
+    async fn sleep(self, d: Duration) {
+        if d.is_zero() {
+            return;
+        }
+        match self {
+            Sleeper::Tokio => tokio::time::sleep(d).await,
+            Sleeper::AsyncIo => {
+                async_io::Timer::after(d).await;
+            }
+        }
+    }
+}
+
+/// How each call is made.
+#[derive(Debug, Clone)]
+enum CallMode {
+    /// Await the stack's call.
+    Await,
+    /// Await it while holding the one permit.
+    OnePermit(Arc<tokio::sync::Semaphore>),
+    /// Block the executor thread on the (bridged) call.
+    BlockOn,
+}
+
+fn call_opts(agent: &AgentPlan, job: &Job, per_token_block: bool) -> CallOpts {
+    CallOpts {
+        per_token_block: per_token_block.then_some(job.token_gap),
+        agent: agent.name.clone(),
+        timeout: job.timeout,
+    }
+}
+
+/// One agent: its calls in order, local work between them.
+async fn run_agent(
+    stack: &Stack,
+    sleeper: Sleeper,
+    mode: &CallMode,
+    agent: &AgentPlan,
+    job: &Job,
+    per_token_block: bool,
+) -> AgentRecord {
+    let start = Instant::now();
+    let opts = call_opts(agent, job, per_token_block);
+    let url_base = job.urls.get(agent.instance).cloned().unwrap_or_else(|| job.urls[0].clone());
+    let mut calls = Vec::with_capacity(agent.calls.len());
+    for (i, c) in agent.calls.iter().enumerate() {
+        let url = format!("{url_base}{}", c.endpoint);
+        let b = body(c, &job.model);
+        let rec = match mode {
+            CallMode::Await => stack.call(&url, b, &opts).await,
+            CallMode::OnePermit(sem) => {
+                let _permit = sem.acquire().await;
+                stack.call(&url, b, &opts).await
+            }
+            CallMode::BlockOn => {
+                let (s, o) = (stack.clone(), opts.clone());
+                futures::executor::block_on(bridge(async move { s.call(&url, b, &o).await }))
+            }
+        };
+        let failed = rec.error.is_some();
+        calls.push(rec);
+        if failed {
+            break;
+        }
+        if i + 1 < agent.calls.len() {
+            sleeper.sleep(Duration::from_secs_f64(c.local_work_ms / 1000.0 * job.time_scale)).await;
+        }
+    }
+    AgentRecord { name: agent.name.clone(), instance: agent.instance, start, end: Instant::now(), calls }
+}
+
+/// Builds a variant's runtime.
+pub fn build(name: &str) -> Result<Box<dyn Executor>, String> {
+    let rt_multi = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| format!("tokio runtime: {e}"))
+    };
+    let rt_current = || {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| format!("tokio runtime: {e}"))
+    };
+    let reqwest = || reqwest::Client::builder().build().map_err(|e| format!("reqwest client: {e}"));
+    Ok(match name {
+        "tokio-default" => {
+            Box::new(TokioMulti { rt: rt_multi()?, stack: Stack::Reqwest(reqwest()?), mode: MultiMode::Spawn })
+        }
+        "ctl-one-permit" => {
+            Box::new(TokioMulti { rt: rt_multi()?, stack: Stack::Reqwest(reqwest()?), mode: MultiMode::OnePermit })
+        }
+        "ctl-sequential" => {
+            Box::new(TokioMulti { rt: rt_multi()?, stack: Stack::Reqwest(reqwest()?), mode: MultiMode::Sequential })
+        }
+        "ctl-one-connection" => Box::new(TokioMulti {
+            rt: rt_multi()?,
+            stack: Stack::OneConnection(Arc::new(OneConnection::default())),
+            mode: MultiMode::Spawn,
+        }),
+        "tokio-localset" => {
+            Box::new(TokioLocal { rt: rt_current()?, stack: Stack::Reqwest(reqwest()?), mode: LocalMode::Spawn })
+        }
+        "ctl-blocking-sleep" => Box::new(TokioLocal {
+            rt: rt_current()?,
+            stack: Stack::Reqwest(reqwest()?),
+            mode: LocalMode::BlockingSleep,
+        }),
+        "ctl-block-on" => Box::new(TokioLocal {
+            rt: rt_current()?,
+            stack: Stack::Bridge { client: reqwest()?, accumulate: None },
+            mode: LocalMode::BlockOn,
+        }),
+        "async-std" => Box::new(AsyncStd { stack: Stack::Reqwest(reqwest()?), compat: true, mutex: false }),
+        "async-std-bridge" => Box::new(AsyncStd {
+            stack: Stack::Bridge { client: reqwest()?, accumulate: None },
+            compat: false,
+            mutex: false,
+        }),
+        "ctl-mutex-semaphore" => Box::new(AsyncStd {
+            stack: Stack::Bridge { client: reqwest()?, accumulate: None },
+            compat: false,
+            mutex: true,
+        }),
+        "smol" => Box::new(Smol { stack: Stack::HyperSmol { read_cap: None } }),
+        "smol-1kb" => Box::new(Smol { stack: Stack::HyperSmol { read_cap: Some(1024) } }),
+        "smol-bridge" => Box::new(Smol { stack: Stack::Bridge { client: reqwest()?, accumulate: None } }),
+        "smol-1kb-bridge" => Box::new(Smol { stack: Stack::Bridge { client: reqwest()?, accumulate: Some(1024) } }),
+        other => {
+            let names: Vec<&str> = VARIANTS.iter().map(|v| v.name).collect();
+            return Err(format!("unknown runtime variant {other:?}; variants: {}", names.join(", ")));
+        }
+    })
+}
+
+enum MultiMode {
+    Spawn,
+    OnePermit,
+    Sequential,
+}
+
+struct TokioMulti {
+    rt: tokio::runtime::Runtime,
+    stack: Stack,
+    mode: MultiMode,
+}
+
+impl Executor for TokioMulti {
+    fn run(&mut self, job: &Job) -> Vec<AgentRecord> {
+        let job = Arc::new(job.clone());
+        let stack = self.stack.clone();
+        let mode = match self.mode {
+            MultiMode::OnePermit => CallMode::OnePermit(Arc::new(tokio::sync::Semaphore::new(1))),
+            _ => CallMode::Await,
+        };
+        let sequential = matches!(self.mode, MultiMode::Sequential);
+        self.rt.block_on(async move {
+            if sequential {
+                let mut out = Vec::new();
+                for a in &job.agents {
+                    out.push(run_agent(&stack, Sleeper::Tokio, &mode, a, &job, false).await);
+                }
+                return out;
+            }
+            let handles: Vec<_> = (0..job.agents.len())
+                .map(|i| {
+                    let (stack, job, mode) = (stack.clone(), Arc::clone(&job), mode.clone());
+                    tokio::spawn(
+                        async move { run_agent(&stack, Sleeper::Tokio, &mode, &job.agents[i], &job, false).await },
+                    )
+                })
+                .collect();
+            let mut out = Vec::new();
+            for h in handles {
+                out.push(h.await.unwrap_or_else(|e| panic!("an agent task panicked: {e}")));
+            }
+            out
+        })
+    }
+}
+
+enum LocalMode {
+    Spawn,
+    BlockingSleep,
+    BlockOn,
+}
+
+struct TokioLocal {
+    rt: tokio::runtime::Runtime,
+    stack: Stack,
+    mode: LocalMode,
+}
+
+impl Executor for TokioLocal {
+    fn run(&mut self, job: &Job) -> Vec<AgentRecord> {
+        // An Rc'd client and job: the agent futures are !Send, as LocalSet allows.
+        let stack = Rc::new(self.stack.clone());
+        let job = Rc::new(job.clone());
+        let (mode, block) = match self.mode {
+            LocalMode::Spawn => (CallMode::Await, false),
+            LocalMode::BlockingSleep => (CallMode::Await, true),
+            LocalMode::BlockOn => (CallMode::BlockOn, false),
+        };
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&self.rt, async move {
+            let handles: Vec<_> = (0..job.agents.len())
+                .map(|i| {
+                    let (stack, job, mode) = (Rc::clone(&stack), Rc::clone(&job), mode.clone());
+                    tokio::task::spawn_local(async move {
+                        run_agent(&stack, Sleeper::Tokio, &mode, &job.agents[i], &job, block).await
+                    })
+                })
+                .collect();
+            let mut out = Vec::new();
+            for h in handles {
+                out.push(h.await.unwrap_or_else(|e| panic!("an agent task panicked: {e}")));
+            }
+            out
+        })
+    }
+}
+
+struct AsyncStd {
+    stack: Stack,
+    /// Wrap each agent in async-compat (the ecosystem's way to run tokio-based clients).
+    compat: bool,
+    /// The study's bug: an async Mutex held for each agent's whole run.
+    mutex: bool,
+}
+
+impl Executor for AsyncStd {
+    fn run(&mut self, job: &Job) -> Vec<AgentRecord> {
+        let job = Arc::new(job.clone());
+        let lock = Arc::new(async_std::sync::Mutex::new(()));
+        let (compat, mutex) = (self.compat, self.mutex);
+        async_std::task::block_on(async {
+            let handles: Vec<_> = (0..job.agents.len())
+                .map(|i| {
+                    let (stack, job, lock) = (self.stack.clone(), Arc::clone(&job), Arc::clone(&lock));
+                    async_std::task::spawn(async move {
+                        let _guard = if mutex { Some(lock.lock().await) } else { None };
+                        if compat {
+                            async_compat::Compat::new(run_agent(
+                                &stack,
+                                Sleeper::Tokio,
+                                &CallMode::Await,
+                                &job.agents[i],
+                                &job,
+                                false,
+                            ))
+                            .await
+                        } else {
+                            run_agent(&stack, Sleeper::AsyncIo, &CallMode::Await, &job.agents[i], &job, false).await
+                        }
+                    })
+                })
+                .collect();
+            let mut out = Vec::new();
+            for h in handles {
+                out.push(h.await);
+            }
+            out
+        })
+    }
+}
+
+struct Smol {
+    stack: Stack,
+}
+
+impl Executor for Smol {
+    fn run(&mut self, job: &Job) -> Vec<AgentRecord> {
+        let job = Arc::new(job.clone());
+        smol::block_on(async {
+            let handles: Vec<_> = (0..job.agents.len())
+                .map(|i| {
+                    let (stack, job) = (self.stack.clone(), Arc::clone(&job));
+                    smol::spawn(async move {
+                        run_agent(&stack, Sleeper::AsyncIo, &CallMode::Await, &job.agents[i], &job, false).await
+                    })
+                })
+                .collect();
+            let mut out = Vec::new();
+            for h in handles {
+                out.push(h.await);
+            }
+            out
+        })
+    }
+}

@@ -1,0 +1,111 @@
+//! Statistics over runs: mean, standard deviation, 95 % confidence interval (Student's t),
+//! min, max, median; Cohen's d between two samples.
+
+use serde::{Deserialize, Serialize};
+
+/// Summary of a sample.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Sample size.
+    pub n: usize,
+    /// Mean.
+    pub mean: f64,
+    /// Sample standard deviation (n - 1).
+    pub sd: f64,
+    /// Lower bound of the 95 % confidence interval of the mean.
+    pub ci95_low: f64,
+    /// Upper bound.
+    pub ci95_high: f64,
+    /// Smallest value.
+    pub min: f64,
+    /// Median.
+    pub median: f64,
+    /// Largest value.
+    pub max: f64,
+}
+
+/// Two-sided 97.5 % quantiles of Student's t for 1..=30 degrees of freedom.
+const T975: [f64; 30] = [
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
+    2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+];
+
+fn t975(df: usize) -> f64 {
+    match df {
+        0 => f64::NAN,
+        1..=30 => T975[df - 1],
+        _ => 1.96,
+    }
+}
+
+/// Summarises a sample (NaNs are ignored). An empty sample gives NaNs and n = 0.
+pub fn summarize(values: &[f64]) -> Summary {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return Summary {
+            n,
+            mean: f64::NAN,
+            sd: f64::NAN,
+            ci95_low: f64::NAN,
+            ci95_high: f64::NAN,
+            min: f64::NAN,
+            median: f64::NAN,
+            max: f64::NAN,
+        };
+    }
+    let mean = v.iter().sum::<f64>() / n as f64;
+    let sd = if n > 1 { (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt() } else { 0.0 };
+    let half = if n > 1 { t975(n - 1) * sd / (n as f64).sqrt() } else { 0.0 };
+    let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+    Summary { n, mean, sd, ci95_low: mean - half, ci95_high: mean + half, min: v[0], median, max: v[n - 1] }
+}
+
+/// Cohen's d of `b` against `a` (pooled standard deviation); NaN when undefined.
+pub fn cohens_d(a: &[f64], b: &[f64]) -> f64 {
+    let (sa, sb) = (summarize(a), summarize(b));
+    if sa.n < 2 || sb.n < 2 {
+        return f64::NAN;
+    }
+    let pooled =
+        (((sa.n - 1) as f64 * sa.sd.powi(2) + (sb.n - 1) as f64 * sb.sd.powi(2)) / (sa.n + sb.n - 2) as f64).sqrt();
+    if pooled == 0.0 {
+        return if sb.mean == sa.mean { 0.0 } else { f64::INFINITY.copysign(sb.mean - sa.mean) };
+    }
+    (sb.mean - sa.mean) / pooled
+}
+
+/// Percentile (0..=1) of a sample by nearest rank; NaN when empty.
+pub fn percentile(values: &[f64], p: f64) -> f64 {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_of_a_known_sample() {
+        let s = summarize(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]);
+        assert_eq!(s.n, 8);
+        assert!((s.mean - 5.0).abs() < 1e-12);
+        assert!((s.sd - 2.138).abs() < 1e-3);
+        // t(7) = 2.365: half width 2.365 * 2.138 / sqrt(8) = 1.788.
+        assert!((s.ci95_high - 6.788).abs() < 1e-3, "{s:?}");
+        assert_eq!((s.min, s.median, s.max), (2.0, 4.5, 9.0));
+    }
+
+    #[test]
+    fn cohens_d_matches_the_textbook() {
+        let a = [1.0, 2.0, 3.0, 4.0, 5.0];
+        let b = [3.0, 4.0, 5.0, 6.0, 7.0];
+        assert!((cohens_d(&a, &b) - 1.2649).abs() < 1e-3);
+        assert!(cohens_d(&a, &[1.0]).is_nan());
+    }
+}

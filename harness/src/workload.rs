@@ -1,0 +1,275 @@
+//! Workloads and scenarios: an agent is a sequence of LLM calls with local work between
+//! them; a scenario assigns agents to instances of a deployment (a simulator preset). Written
+//! in TOML in `fixtures/scenarios/`; the built-in ones are compiled in.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// One LLM call of an agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Call {
+    /// `/api/generate` or `/api/chat`.
+    #[serde(default = "default_endpoint")]
+    pub endpoint: String,
+    /// The prompt (the user message for chat).
+    pub prompt: String,
+    /// Expected output length; sent as `num_predict` so runs are comparable.
+    pub tokens: u32,
+    /// Other Ollama options (`num_gpu`, `num_ctx`, `temperature`, ...).
+    #[serde(default)]
+    pub options: serde_json::Map<String, serde_json::Value>,
+    /// Local work after the call, milliseconds of modelled time (scaled like the simulator).
+    #[serde(default)]
+    pub local_work_ms: f64,
+}
+
+fn default_endpoint() -> String {
+    "/api/generate".into()
+}
+
+/// An agent: calls made one after the other.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSpec {
+    /// Name (with `count` > 1, agents are named `name-1`, `name-2`, ...).
+    pub name: String,
+    /// Instance index; absent = round-robin over the deployment's instances.
+    #[serde(default)]
+    pub instance: Option<usize>,
+    /// How many identical agents.
+    #[serde(default = "one")]
+    pub count: usize,
+    /// The calls.
+    pub calls: Vec<Call>,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// A scenario: a deployment and the agents that run on it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Name used on the command line and in reports.
+    pub name: String,
+    /// What it shows, in a sentence.
+    #[serde(default)]
+    pub description: String,
+    /// Simulator preset (`fixtures/presets/`) of the deployment.
+    pub preset: String,
+    /// Model every call uses.
+    #[serde(default = "default_model")]
+    pub model: String,
+    /// Time scale for the embedded simulator when the command line gives none.
+    #[serde(default)]
+    pub time_scale: Option<f64>,
+    /// Tags for selecting scenarios (`study`, `deployment`, `scaling`, `ci`, ...).
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// The agents.
+    pub agents: Vec<AgentSpec>,
+}
+
+fn default_model() -> String {
+    "gemma3:latest".into()
+}
+
+/// An agent as it runs: its own name and instance, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentPlan {
+    /// Unique name in the run.
+    pub name: String,
+    /// Instance index.
+    pub instance: usize,
+    /// The calls.
+    pub calls: Vec<Call>,
+}
+
+/// Errors reading scenarios.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum WorkloadError {
+    /// TOML error, with the file.
+    Parse(String),
+    /// A value is wrong, with a reason.
+    Invalid(String),
+    /// No scenario of that name.
+    Unknown(String),
+}
+
+impl std::fmt::Display for WorkloadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WorkloadError::Parse(e) => write!(f, "harness scenario: {e}"),
+            WorkloadError::Invalid(e) => write!(f, "harness scenario: {e}"),
+            WorkloadError::Unknown(e) => write!(f, "harness: unknown scenario {e}"),
+        }
+    }
+}
+
+impl std::error::Error for WorkloadError {}
+
+impl Scenario {
+    /// Parses a scenario.
+    pub fn from_toml(text: &str) -> Result<Scenario, WorkloadError> {
+        let s: Scenario = toml::from_str(text).map_err(|e| WorkloadError::Parse(e.to_string()))?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    fn validate(&self) -> Result<(), WorkloadError> {
+        let bad = |m: String| Err(WorkloadError::Invalid(format!("{}: {m}", self.name)));
+        if self.agents.is_empty() {
+            return bad("no agents".into());
+        }
+        for a in &self.agents {
+            if a.calls.is_empty() || a.count == 0 {
+                return bad(format!("agent {} has no calls or count 0", a.name));
+            }
+            for c in &a.calls {
+                if c.endpoint != "/api/generate" && c.endpoint != "/api/chat" {
+                    return bad(format!(
+                        "agent {}: endpoint must be /api/generate or /api/chat, got {}",
+                        a.name, c.endpoint
+                    ));
+                }
+                if c.tokens == 0 || !(c.local_work_ms >= 0.0) {
+                    return bad(format!("agent {}: tokens must be > 0 and local_work_ms >= 0", a.name));
+                }
+            }
+        }
+        if sim_ollama::config::preset(&self.preset).is_err() {
+            return bad(format!("unknown preset {:?}", self.preset));
+        }
+        Ok(())
+    }
+
+    /// Number of instances of the scenario's deployment.
+    pub fn instances(&self) -> usize {
+        sim_ollama::config::preset(&self.preset).map(|f| f.instances.len().max(1)).unwrap_or(1)
+    }
+
+    /// The agents as they run, with names made unique and instances resolved against
+    /// `instances` endpoints.
+    pub fn plan(&self, instances: usize) -> Vec<AgentPlan> {
+        let mut out = Vec::new();
+        let mut rr = 0usize;
+        for a in &self.agents {
+            for i in 0..a.count {
+                let name = if a.count == 1 { a.name.clone() } else { format!("{}-{}", a.name, i + 1) };
+                let instance = match a.instance {
+                    Some(n) => n.min(instances.saturating_sub(1)),
+                    None => {
+                        rr += 1;
+                        (rr - 1) % instances.max(1)
+                    }
+                };
+                out.push(AgentPlan { name, instance, calls: a.calls.clone() });
+            }
+        }
+        out
+    }
+
+    /// Total agents.
+    pub fn agent_count(&self) -> usize {
+        self.agents.iter().map(|a| a.count).sum()
+    }
+}
+
+/// The built-in scenarios, compiled in from `fixtures/scenarios/`.
+pub const BUILTIN: &[&str] = &[
+    include_str!("../../fixtures/scenarios/baseline_vs_chimera_gpu80_ctx512.toml"),
+    include_str!("../../fixtures/scenarios/chimera_hetero_gpu80-100_ctx512-1024.toml"),
+    include_str!("../../fixtures/scenarios/chimera_homo_gpu80_ctx512.toml"),
+    include_str!("../../fixtures/scenarios/chimera_homo_gpu80_ctx1024.toml"),
+    include_str!("../../fixtures/scenarios/chimera_homo_gpu80_ctx2048.toml"),
+    include_str!("../../fixtures/scenarios/chimera_homo_gpu100_ctx512.toml"),
+    include_str!("../../fixtures/scenarios/deploy_single_1slot.toml"),
+    include_str!("../../fixtures/scenarios/deploy_single_4slots.toml"),
+    include_str!("../../fixtures/scenarios/deploy_dual_one_device.toml"),
+    include_str!("../../fixtures/scenarios/deploy_dual_two_devices.toml"),
+    include_str!("../../fixtures/scenarios/scale_2.toml"),
+    include_str!("../../fixtures/scenarios/scale_4.toml"),
+    include_str!("../../fixtures/scenarios/scale_8.toml"),
+    include_str!("../../fixtures/scenarios/scale_16.toml"),
+    include_str!("../../fixtures/scenarios/scale_32.toml"),
+    include_str!("../../fixtures/scenarios/hetero_short_long.toml"),
+];
+
+/// Every built-in scenario.
+pub fn builtin() -> Vec<Scenario> {
+    // The built-ins are parsed by a unit test, so a bad one cannot ship.
+    BUILTIN.iter().filter_map(|t| Scenario::from_toml(t).ok()).collect()
+}
+
+/// Scenarios by name, tag (`tag:study`) or `all`, from the built-ins and an optional
+/// directory of extra `*.toml` files.
+pub fn select(names: &[String], dir: Option<&Path>) -> Result<Vec<Scenario>, WorkloadError> {
+    let mut all = builtin();
+    if let Some(d) = dir {
+        let entries = std::fs::read_dir(d).map_err(|e| WorkloadError::Parse(format!("{}: {e}", d.display())))?;
+        let mut paths: Vec<_> =
+            entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "toml")).collect();
+        paths.sort();
+        for p in paths {
+            let text =
+                std::fs::read_to_string(&p).map_err(|e| WorkloadError::Parse(format!("{}: {e}", p.display())))?;
+            let s = Scenario::from_toml(&text).map_err(|e| WorkloadError::Parse(format!("{}: {e}", p.display())))?;
+            all.retain(|x| x.name != s.name);
+            all.push(s);
+        }
+    }
+    let mut out: Vec<Scenario> = Vec::new();
+    for n in names {
+        let picked: Vec<Scenario> = if n == "all" {
+            all.clone()
+        } else if let Some(tag) = n.strip_prefix("tag:") {
+            all.iter().filter(|s| s.tags.iter().any(|t| t == tag)).cloned().collect()
+        } else {
+            all.iter().filter(|s| &s.name == n).cloned().collect()
+        };
+        if picked.is_empty() {
+            let known: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
+            return Err(WorkloadError::Unknown(format!("{n:?}; known: {}, or tag:NAME, or all", known.join(", "))));
+        }
+        for p in picked {
+            if !out.iter().any(|x| x.name == p.name) {
+                out.push(p);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_scenario_parses() {
+        for t in BUILTIN {
+            Scenario::from_toml(t).unwrap_or_else(|e| panic!("{e}\n{t}"));
+        }
+        assert_eq!(builtin().len(), BUILTIN.len());
+        assert_eq!(select(&["tag:study".into()], None).unwrap().len(), 6);
+    }
+
+    #[test]
+    fn agents_are_replicated_and_spread_round_robin() {
+        let s = Scenario::from_toml(
+            "name = \"x\"\npreset = \"dual-two-devices\"\n[[agents]]\nname = \"a\"\ncount = 3\n[[agents.calls]]\nprompt = \"p\"\ntokens = 5\n",
+        )
+        .unwrap();
+        let p = s.plan(2);
+        let got: Vec<(String, usize)> = p.iter().map(|a| (a.name.clone(), a.instance)).collect();
+        assert_eq!(got, [("a-1".to_string(), 0), ("a-2".to_string(), 1), ("a-3".to_string(), 0)]);
+    }
+
+    #[test]
+    fn unknown_names_list_the_known_ones() {
+        let e = select(&["nope".into()], None).unwrap_err().to_string();
+        assert!(e.contains("scale_8"), "{e}");
+    }
+}
