@@ -284,6 +284,7 @@ pub fn run(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, Ma
                     efficiency_true: eff.efficiency_true,
                     efficiency_apparent: eff.efficiency_apparent,
                     speedup: eff.speedup,
+                    saving: eff.saving,
                     verdict: v,
                     reason,
                     agents: times,

@@ -89,6 +89,11 @@ pub struct Efficiency {
     pub efficiency_apparent: f64,
     /// Sum of solo durations / wall.
     pub speedup: f64,
+    /// Share of the possible saving achieved: (sum of solo - wall) / (sum of solo - longest
+    /// solo). 1.0 = as fast as the longest agent alone (ideal), 0.0 = no faster than one
+    /// after the other, negative = slower than that. Unlike the true efficiency it is 1.0 for a
+    /// perfect run of unequal agents, so verdicts use it.
+    pub saving: f64,
 }
 
 /// Computes the efficiencies. `solo` holds each agent's solo duration, by name.
@@ -109,6 +114,7 @@ pub fn efficiency(agents: &[AgentRecord], solo: &BTreeMap<String, f64>) -> (Effi
         })
         .collect();
     let solo_sum: f64 = times.iter().map(|t| t.solo_s).sum();
+    let solo_max: f64 = times.iter().map(|t| t.solo_s).fold(0.0, f64::max);
     let conc_sum: f64 = times.iter().map(|t| t.concurrent_s).sum();
     let e = if wall > 0.0 {
         Efficiency {
@@ -116,9 +122,16 @@ pub fn efficiency(agents: &[AgentRecord], solo: &BTreeMap<String, f64>) -> (Effi
             efficiency_true: solo_sum / (n * wall),
             efficiency_apparent: conc_sum / (n * wall),
             speedup: solo_sum / wall,
+            saving: if solo_sum > solo_max { (solo_sum - wall) / (solo_sum - solo_max) } else { f64::NAN },
         }
     } else {
-        Efficiency { wall_s: wall, efficiency_true: f64::NAN, efficiency_apparent: f64::NAN, speedup: f64::NAN }
+        Efficiency {
+            wall_s: wall,
+            efficiency_true: f64::NAN,
+            efficiency_apparent: f64::NAN,
+            speedup: f64::NAN,
+            saving: f64::NAN,
+        }
     };
     (e, times)
 }

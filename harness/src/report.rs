@@ -4,7 +4,7 @@
 
 use crate::measure::{AgentTimes, CallMetrics, ServerEvidence};
 use crate::stats::{Summary, percentile, summarize};
-use crate::verdict::{PARALLEL_MIN, SERIALIZED_MAX_SPEEDUP, Verdict};
+use crate::verdict::{PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING, Verdict};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -29,6 +29,8 @@ pub struct RunResult {
     pub efficiency_apparent: f64,
     /// Sum of solo durations / wall.
     pub speedup: f64,
+    /// Share of the possible saving achieved (see the verdict module).
+    pub saving: f64,
     /// parallel / degraded / serialized / failed.
     pub verdict: Verdict,
     /// Why, in a sentence.
@@ -58,6 +60,8 @@ pub struct CellSummary {
     pub efficiency_apparent: Summary,
     /// Speedup over runs.
     pub speedup: Summary,
+    /// Share of the possible saving, over runs.
+    pub saving: Summary,
     /// Wall time over runs, seconds.
     pub wall_s: Summary,
     /// Median TTFT over all calls, ms.
@@ -97,18 +101,18 @@ pub struct Results {
     pub summary: Vec<CellSummary>,
 }
 
-/// The verdict thresholds.
+/// The verdict thresholds, on the share of the possible saving.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Thresholds {
-    /// True efficiency at or above this is parallel.
-    pub parallel_min_efficiency: f64,
-    /// Speedup at or below this is serialized.
-    pub serialized_max_speedup: f64,
+    /// A saving at or above this is parallel.
+    pub parallel_min_saving: f64,
+    /// A saving at or below this is serialized.
+    pub serialized_max_saving: f64,
 }
 
 impl Default for Thresholds {
     fn default() -> Self {
-        Thresholds { parallel_min_efficiency: PARALLEL_MIN, serialized_max_speedup: SERIALIZED_MAX_SPEEDUP }
+        Thresholds { parallel_min_saving: PARALLEL_MIN_SAVING, serialized_max_saving: SERIALIZED_MAX_SAVING }
     }
 }
 
@@ -119,7 +123,7 @@ pub fn summarize_cell(runtime: &str, scenario: &str, control: Option<&str>, runs
     let col = |g: fn(&CallMetrics) -> Option<f64>| calls.iter().filter_map(|c| g(c)).collect::<Vec<f64>>();
     // The median run (by true efficiency) gives the cell's verdict and reason.
     let mut sorted: Vec<&&RunResult> = runs.iter().collect();
-    sorted.sort_by(|a, b| a.efficiency_true.total_cmp(&b.efficiency_true));
+    sorted.sort_by(|a, b| a.saving.total_cmp(&b.saving));
     let median = sorted.get(sorted.len() / 2);
     let mut verdicts = std::collections::BTreeMap::new();
     for r in runs {
@@ -133,6 +137,7 @@ pub fn summarize_cell(runtime: &str, scenario: &str, control: Option<&str>, runs
         efficiency_true: f(|r| r.efficiency_true),
         efficiency_apparent: f(|r| r.efficiency_apparent),
         speedup: f(|r| r.speedup),
+        saving: f(|r| r.saving),
         wall_s: f(|r| r.wall_s),
         ttft_ms_p50: percentile(&col(|c| c.ttft_ms), 0.5),
         itl_ms_p50: percentile(&col(|c| c.itl_p50_ms), 0.5),
@@ -154,12 +159,12 @@ pub fn markdown(r: &Results) -> String {
     let _ = writeln!(s, "# Runtime x scenario matrix\n");
     let _ = writeln!(
         s,
-        "Mode: {} (seed {}){}. True efficiency = sum of solo durations / (agents x concurrent wall); apparent = the study's formula (sum of concurrent durations / (agents x wall)). Verdicts: parallel >= {:.0} % true efficiency, serialized at speedup <= {:.2}x, degraded in between.\n",
+        "Mode: {} (seed {}){}. True efficiency = sum of solo durations / (agents x concurrent wall); apparent = the study's formula (sum of concurrent durations / (agents x wall)); saving = share of the possible time saving achieved, (sum of solo - wall) / (sum of solo - longest solo). Verdicts: parallel at a saving >= {:.0} %, serialized at <= {:.0} %, degraded in between.\n",
         r.mode,
         r.seed,
         if r.server_trace { "" } else { "; no server trace in live mode, reasons come from client timings only" },
-        r.thresholds.parallel_min_efficiency * 100.0,
-        r.thresholds.serialized_max_speedup
+        r.thresholds.parallel_min_saving * 100.0,
+        r.thresholds.serialized_max_saving * 100.0
     );
     let _ = writeln!(s, "## By runtime (all scenarios)\n");
     let _ = writeln!(
@@ -197,13 +202,13 @@ pub fn markdown(r: &Results) -> String {
     let _ = writeln!(s, "\n## By cell\n");
     let _ = writeln!(
         s,
-        "| runtime | scenario | runs | true eff (%) mean [95% CI] | apparent eff (%) | speedup (x) | TTFT p50 (ms) | ITL p50 (ms) | verdict | reason |"
+        "| runtime | scenario | runs | true eff (%) mean [95% CI] | apparent eff (%) | speedup (x) | saving (%) | TTFT p50 (ms) | ITL p50 (ms) | verdict | reason |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
     for c in &r.summary {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} [{}, {}] | {} | {:.2} | {:.1} | {:.2} | {} | {} |",
+            "| {} | {} | {} | {} [{}, {}] | {} | {:.2} | {} | {:.1} | {:.3} | {} | {} |",
             c.runtime,
             c.scenario,
             c.runs,
@@ -212,6 +217,7 @@ pub fn markdown(r: &Results) -> String {
             pct(c.efficiency_true.ci95_high),
             pct(c.efficiency_apparent.mean),
             c.speedup.mean,
+            pct(c.saving.mean),
             c.ttft_ms_p50,
             c.itl_ms_p50,
             c.verdict,
@@ -228,11 +234,11 @@ fn csv_field(s: &str) -> String {
 /// `runs.csv`.
 pub fn runs_csv(r: &Results) -> String {
     let mut s =
-        String::from("runtime,scenario,run,wall_s,efficiency_true,efficiency_apparent,speedup,verdict,reason\n");
+        String::from("runtime,scenario,run,wall_s,efficiency_true,efficiency_apparent,speedup,saving,verdict,reason\n");
     for x in &r.runs {
         let _ = writeln!(
             s,
-            "{},{},{},{:.6},{:.6},{:.6},{:.6},{},{}",
+            "{},{},{},{:.6},{:.6},{:.6},{:.6},{:.6},{},{}",
             csv_field(&x.runtime),
             csv_field(&x.scenario),
             x.run,
@@ -240,6 +246,7 @@ pub fn runs_csv(r: &Results) -> String {
             x.efficiency_true,
             x.efficiency_apparent,
             x.speedup,
+            x.saving,
             x.verdict,
             csv_field(&x.reason)
         );

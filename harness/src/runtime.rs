@@ -153,6 +153,9 @@ pub fn info(name: &str) -> Option<&'static VariantInfo> {
 pub fn body(call: &Call, model: &str) -> Vec<u8> {
     let mut options = call.options.clone();
     options.insert("num_predict".into(), serde_json::Value::from(call.tokens));
+    // The simulator's natural answer length (real Ollama ignores unknown options), so every
+    // run has the scenario's lengths.
+    options.insert("sim_tokens".into(), serde_json::Value::from(call.tokens));
     let v = if call.endpoint == "/api/chat" {
         serde_json::json!({"model": model, "messages": [{"role": "user", "content": call.prompt}], "stream": true, "options": options})
     } else {

@@ -1,9 +1,13 @@
 //! Verdicts: parallel, degraded or serialized, with the reason in a sentence built from the
 //! client's timings and, on the embedded simulator, the server's trace.
 //!
-//! Thresholds: **parallel** when the true efficiency is at least 85 %; **serialized** when
-//! running together gains (almost) nothing: speedup at most 1.15 (for two agents, a true
-//! efficiency of at most 57.5 %); **degraded** in between.
+//! Verdicts use the share of the possible saving a run achieved,
+//! `(sum of solo - wall) / (sum of solo - longest solo)`: 1.0 when the agents together take
+//! no longer than the longest one alone, 0.0 when they take as long as one after the other.
+//! **parallel** at 0.80 or more (two equal agents: a true efficiency of 83 %);
+//! **serialized** at 0.15 or less (two equal agents: 54 %, a speedup of 1.08x), including
+//! runs slower than sequential; **degraded** in between. Unlike the true efficiency, the
+//! saving is 1.0 for a perfect run of agents of unequal length.
 
 use crate::measure::{Efficiency, ServerEvidence};
 use crate::runtime::AgentRecord;
@@ -41,18 +45,25 @@ impl std::fmt::Display for Verdict {
     }
 }
 
-/// True efficiency at or above this is parallel.
-pub const PARALLEL_MIN: f64 = 0.85;
-/// Speedup at or below this is serialized.
-pub const SERIALIZED_MAX_SPEEDUP: f64 = 1.15;
+/// A saving at or above this is parallel.
+pub const PARALLEL_MIN_SAVING: f64 = 0.80;
+/// A saving at or below this is serialized.
+pub const SERIALIZED_MAX_SAVING: f64 = 0.15;
 
 /// The verdict of efficiencies alone.
 pub fn classify(e: &Efficiency) -> Verdict {
-    if e.efficiency_true.is_nan() {
-        Verdict::Failed
-    } else if e.efficiency_true >= PARALLEL_MIN {
+    if e.saving.is_nan() {
+        // One agent (or none): there is no saving to achieve; judge the efficiency alone.
+        if e.efficiency_true.is_nan() {
+            Verdict::Failed
+        } else if e.efficiency_true >= PARALLEL_MIN_SAVING {
+            Verdict::Parallel
+        } else {
+            Verdict::Degraded
+        }
+    } else if e.saving >= PARALLEL_MIN_SAVING {
         Verdict::Parallel
-    } else if e.speedup <= SERIALIZED_MAX_SPEEDUP {
+    } else if e.saving <= SERIALIZED_MAX_SAVING {
         Verdict::Serialized
     } else {
         Verdict::Degraded
@@ -198,16 +209,37 @@ fn client_reason(agents: &[AgentRecord], effs: &str) -> String {
 mod tests {
     use super::*;
 
-    fn eff(t: f64, s: f64) -> Efficiency {
-        Efficiency { wall_s: 1.0, efficiency_true: t, efficiency_apparent: 0.9, speedup: s }
+    fn saving(x: f64) -> Efficiency {
+        Efficiency { wall_s: 1.0, efficiency_true: 0.5, efficiency_apparent: 0.9, speedup: 1.0, saving: x }
     }
 
     #[test]
     fn thresholds_split_the_three_verdicts() {
-        assert_eq!(classify(&eff(0.99, 1.98)), Verdict::Parallel);
-        assert_eq!(classify(&eff(0.85, 1.70)), Verdict::Parallel);
-        assert_eq!(classify(&eff(0.70, 1.40)), Verdict::Degraded);
-        assert_eq!(classify(&eff(0.55, 1.10)), Verdict::Serialized);
-        assert_eq!(classify(&eff(f64::NAN, f64::NAN)), Verdict::Failed);
+        assert_eq!(classify(&saving(0.99)), Verdict::Parallel);
+        assert_eq!(classify(&saving(0.80)), Verdict::Parallel);
+        assert_eq!(classify(&saving(0.50)), Verdict::Degraded);
+        assert_eq!(classify(&saving(0.15)), Verdict::Serialized);
+        assert_eq!(classify(&saving(-0.3)), Verdict::Serialized);
+        assert_eq!(classify(&saving(f64::NAN)), Verdict::Degraded, "one agent at 50 % of its solo speed");
+        let none = Efficiency { efficiency_true: f64::NAN, ..saving(f64::NAN) };
+        assert_eq!(classify(&none), Verdict::Failed);
+    }
+
+    #[test]
+    fn a_perfect_run_of_unequal_agents_saves_everything_it_could() {
+        use crate::measure::efficiency;
+        let t0 = std::time::Instant::now();
+        let rec = |name: &str, secs: f64| crate::runtime::AgentRecord {
+            name: name.into(),
+            instance: 0,
+            start: t0,
+            end: t0 + std::time::Duration::from_secs_f64(secs),
+            calls: Vec::new(),
+        };
+        let solo = [("a".to_string(), 0.39), ("b".to_string(), 0.64)].into_iter().collect();
+        let (e, _) = efficiency(&[rec("a", 0.39), rec("b", 0.64)], &solo);
+        assert!((e.saving - 1.0).abs() < 1e-9, "{e:?}");
+        assert!((e.efficiency_true - 1.03 / 1.28).abs() < 1e-9, "the true efficiency of this perfect run is 80 %");
+        assert_eq!(classify(&e), Verdict::Parallel);
     }
 }

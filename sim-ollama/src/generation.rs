@@ -71,7 +71,10 @@ impl Plan {
             .u64(o.top_p.unwrap_or(0.9).to_bits());
         let profile = &input.model.spec.profile;
         let mut text_rng = content.str("text").rng();
-        let natural = latency::output_len(profile, &mut text_rng);
+        let natural = match o.sim_tokens {
+            Some(n) if n > 0 => n as usize,
+            _ => latency::output_len(profile, &mut text_rng),
+        };
         let num_predict = o.num_predict.filter(|n| *n > 0).map(|n| n as usize);
         let text = tokens::generate(&mut text_rng, natural, num_predict, &o.stop, input.format);
         let prompt_tokens = tokens::count_tokens(input.rendered)

@@ -200,9 +200,13 @@ pub(crate) struct Options {
     pub(crate) top_k: Option<i64>,
     pub(crate) top_p: Option<f64>,
     pub(crate) stop: Vec<String>,
+    /// Simulator extension: the model's natural answer length (real Ollama ignores unknown
+    /// options), so workloads get the lengths they ask for.
+    pub(crate) sim_tokens: Option<i64>,
 }
 
 const INT_OPTIONS: &[&str] = &[
+    "sim_tokens",
     "num_keep",
     "seed",
     "num_predict",
@@ -240,6 +244,7 @@ impl Options {
                     "num_predict" => o.num_predict = Some(n),
                     "seed" => o.seed = Some(n),
                     "top_k" => o.top_k = Some(n),
+                    "sim_tokens" => o.sim_tokens = Some(n),
                     _ => {}
                 }
             } else if FLOAT_OPTIONS.contains(&k.as_str()) {

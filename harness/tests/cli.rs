@@ -1,0 +1,99 @@
+//! The `harness` binary: list, a small matrix with its output files, and exit codes.
+
+use std::process::Command;
+
+fn harness() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_harness"));
+    c.env("CI", "true");
+    c
+}
+
+#[test]
+fn list_names_every_variant_and_scenario() {
+    let out = harness().arg("list").output().expect("runs");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for name in ["tokio-default", "smol-1kb", "ctl-mutex-semaphore", "chimera_homo_gpu80_ctx512", "scale_32"] {
+        assert!(text.contains(name), "{name} missing from:\n{text}");
+    }
+}
+
+#[test]
+fn a_matrix_writes_json_markdown_and_csv_and_exits_0() {
+    let dir = std::env::temp_dir().join(format!("harness-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = harness()
+        .args([
+            "matrix",
+            "--runtimes",
+            "tokio-default,ctl-sequential",
+            "--scenarios",
+            "deploy_dual_two_devices",
+            "--runs",
+            "2",
+            "--time-scale",
+            "0.02",
+            "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for f in ["results.json", "summary.md", "runs.csv", "summary.csv"] {
+        assert!(dir.join(f).exists(), "{f} written");
+    }
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["runs"].as_array().map(Vec::len), Some(4));
+    let run = &v["runs"][0];
+    for k in [
+        "runtime",
+        "scenario",
+        "run",
+        "wall_s",
+        "efficiency_true",
+        "efficiency_apparent",
+        "speedup",
+        "verdict",
+        "reason",
+        "calls",
+    ] {
+        assert!(run.get(k).is_some(), "runs[0].{k}");
+    }
+    assert_eq!(v["summary"].as_array().map(Vec::len), Some(2));
+    // Progress is plain lines on stderr when not on a terminal.
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cell 1/2"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_arguments_exit_2_and_unreachable_servers_exit_1() {
+    let out = harness().args(["run", "--runtime", "nope", "--scenario", "scale_2"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("tokio-default"));
+    let out = harness()
+        .args(["run", "--runtime", "tokio-default", "--scenario", "scale_2", "--endpoints", "http://127.0.0.1:9"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2), "--endpoints without --model");
+    let out = harness()
+        .args([
+            "run",
+            "--runtime",
+            "tokio-default",
+            "--scenario",
+            "scale_2",
+            "--endpoints",
+            "http://127.0.0.1:9",
+            "--model",
+            "gemma3",
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot reach http://127.0.0.1:9"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,28 @@
+use crate::helpers::{plan, run, two_agents};
+use harness::verdict::Verdict;
+
+#[test]
+fn the_same_agents_on_a_one_slot_instance_are_serialized_by_the_server() {
+    let r = run(&plan(&["tokio-default", "smol"], vec![two_agents("one_slot", "single-1slot")], 2));
+    for c in &r.summary {
+        assert_eq!(c.verdict, Verdict::Serialized, "{}: {}", c.runtime, c.reason);
+        assert!(c.reason.contains("1 slot") && c.reason.contains("serialized by the server"), "{}", c.reason);
+    }
+}
+
+#[test]
+fn two_instances_on_one_device_are_flagged_as_no_real_speedup() {
+    let r = run(&plan(&["tokio-default"], vec![two_agents("one_device", "dual-one-device")], 2));
+    let c = &r.summary[0];
+    assert_eq!(c.verdict, Verdict::Serialized, "{}", c.reason);
+    assert!(c.reason.contains("no real speedup"), "{}", c.reason);
+    // The study's formula reads this as a success; the true efficiency does not.
+    assert!(c.efficiency_apparent.median > 0.85, "apparent {:?}", c.efficiency_apparent);
+    assert!(c.efficiency_true.median < 0.6, "true {:?}", c.efficiency_true);
+}
+
+#[test]
+fn two_instances_on_two_devices_are_parallel() {
+    let r = run(&plan(&["tokio-default"], vec![two_agents("two_devices", "dual-two-devices")], 2));
+    assert_eq!(r.summary[0].verdict, Verdict::Parallel, "{}", r.summary[0].reason);
+}

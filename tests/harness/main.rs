@@ -1,0 +1,17 @@
+//! The harness: every runtime variant, the controls, the verdicts, live mode, reports.
+//! See: issue 4. These tests measure wall time, so the whole binary runs in the serial
+//! timing group (`.config/nextest.toml`).
+
+#[path = "../util.rs"]
+mod util;
+
+// Helpers: small scenarios and a matrix runner.
+mod helpers;
+// Correct variants read parallel; every control is caught with its reason.
+mod variants;
+// Deployments: one slot serializes at the server; one device gives no real speedup.
+mod deployments;
+// Live mode against a separate sim-ollama process and against failing servers (wiremock).
+mod live;
+// Reports: files, schema, atomic writes, the CLI.
+mod reports;
