@@ -15,6 +15,7 @@
 //! - [`verdict`]: parallel / degraded / serialized, with the reason.
 //! - [`stats`]: mean, sd, 95 % CI, effect size.
 //! - [`report`]: `results.json`, `summary.md`, CSV, written atomically.
+//! - [`thresholds`]: `fixtures/thresholds.toml`, what each cell must read.
 
 pub mod client;
 pub mod matrix;
@@ -22,5 +23,6 @@ pub mod measure;
 pub mod report;
 pub mod runtime;
 pub mod stats;
+pub mod thresholds;
 pub mod verdict;
 pub mod workload;

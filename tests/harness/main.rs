@@ -7,8 +7,6 @@ mod util;
 
 // Helpers: small scenarios and a matrix runner.
 mod helpers;
-// Correct variants read parallel; every control is caught with its reason.
-mod variants;
 // Deployments: one slot serializes at the server; one device gives no real speedup.
 mod deployments;
 // Live mode against a separate sim-ollama process and against failing servers (wiremock).

@@ -1,0 +1,175 @@
+//! `fixtures/thresholds.toml`: what each runtime variant x scenario cell must read. Used by
+//! the regression suite (verdicts, efficiency bounds, reasons) and by `harness compare`
+//! (largest accepted fall of efficiency).
+
+use crate::report::CellSummary;
+use crate::runtime;
+use crate::verdict::Verdict;
+use serde::Deserialize;
+
+/// The compiled-in thresholds.
+pub const DEFAULT_TOML: &str = include_str!("../../fixtures/thresholds.toml");
+
+/// One rule.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// A variant name, `correct`, `controls`, or `*`.
+    pub runtime: String,
+    /// A scenario name or `*`.
+    pub scenario: String,
+    /// Expected verdict.
+    #[serde(default)]
+    pub verdict: Option<Verdict>,
+    /// Lowest median true efficiency accepted.
+    #[serde(default)]
+    pub min_efficiency: Option<f64>,
+    /// Highest median true efficiency accepted.
+    #[serde(default)]
+    pub max_efficiency: Option<f64>,
+    /// A phrase the reason must contain.
+    #[serde(default)]
+    pub reason_contains: Option<String>,
+    /// Largest accepted fall of the mean true efficiency between two reports.
+    #[serde(default)]
+    pub max_drop: Option<f64>,
+}
+
+/// The rules.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Thresholds {
+    /// In file order.
+    pub rule: Vec<Rule>,
+}
+
+fn runtime_score(rule: &str, runtime: &str) -> Option<u8> {
+    let control = runtime::info(runtime).is_some_and(|v| v.control.is_some());
+    match rule {
+        "*" => Some(0),
+        "correct" if !control => Some(1),
+        "controls" if control => Some(1),
+        r if r == runtime => Some(2),
+        _ => None,
+    }
+}
+
+impl Thresholds {
+    /// Parses the TOML.
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| format!("thresholds: {e}"))
+    }
+
+    /// The compiled-in thresholds.
+    pub fn builtin() -> Self {
+        // Checked by a unit test.
+        Self::from_toml(DEFAULT_TOML).unwrap_or(Thresholds { rule: Vec::new() })
+    }
+
+    /// The most specific rule with a value for `field` that applies to the cell. Rules are
+    /// merged field by field, so a specific rule need not repeat the general ones.
+    fn pick<T: Clone>(&self, runtime: &str, scenario: &str, field: impl Fn(&Rule) -> Option<T>) -> Option<T> {
+        let mut best: Option<(u8, T)> = None;
+        for r in &self.rule {
+            let Some(rs) = runtime_score(&r.runtime, runtime) else { continue };
+            let ss = match r.scenario.as_str() {
+                "*" => 0,
+                s if s == scenario => 2,
+                _ => continue,
+            };
+            let Some(v) = field(r) else { continue };
+            let score = rs * 3 + ss;
+            if best.as_ref().is_none_or(|(b, _)| score >= *b) {
+                best = Some((score, v));
+            }
+        }
+        best.map(|(_, v)| v)
+    }
+
+    /// The largest accepted fall of the mean true efficiency for a cell.
+    pub fn max_drop(&self, runtime: &str, scenario: &str) -> f64 {
+        self.pick(runtime, scenario, |r| r.max_drop).unwrap_or(0.05)
+    }
+
+    /// Checks a cell; each failure is a sentence naming the cell, the figure and the reason.
+    pub fn check(&self, c: &CellSummary) -> Vec<String> {
+        let (rt, sc) = (c.runtime.as_str(), c.scenario.as_str());
+        let name = format!("{rt} x {sc}");
+        let eff = c.efficiency_true.median;
+        let mut out = Vec::new();
+        if let Some(v) = self.pick(rt, sc, |r| r.verdict) {
+            if c.verdict != v {
+                out.push(format!(
+                    "{name}: verdict {} where {v} was expected (median true efficiency {:.1}%): {}",
+                    c.verdict,
+                    eff * 100.0,
+                    c.reason
+                ));
+            }
+        }
+        if let Some(min) = self.pick(rt, sc, |r| r.min_efficiency) {
+            if !(eff >= min) {
+                out.push(format!(
+                    "{name}: median true efficiency {:.1}% is below the minimum {:.0}%: {}",
+                    eff * 100.0,
+                    min * 100.0,
+                    c.reason
+                ));
+            }
+        }
+        if let Some(max) = self.pick(rt, sc, |r| r.max_efficiency) {
+            if !(eff <= max) {
+                out.push(format!(
+                    "{name}: median true efficiency {:.1}% is above the maximum {:.0}%: {}",
+                    eff * 100.0,
+                    max * 100.0,
+                    c.reason
+                ));
+            }
+        }
+        if let Some(phrase) = self.pick(rt, sc, |r| r.reason_contains.clone()) {
+            if !c.reason.contains(&phrase) {
+                out.push(format!("{name}: the reason should say {phrase:?} but says: {}", c.reason));
+            }
+        }
+        out
+    }
+}
+
+/// The band a true efficiency falls in, for snapshots: wide enough that run-to-run noise
+/// does not cross an edge (every cell sits at least 8 points from one), narrow enough that a
+/// parallel cell falling below 90 % shows.
+pub fn band(efficiency: f64) -> &'static str {
+    match efficiency {
+        e if e >= 0.90 => ">= 90%",
+        e if e >= 0.60 => "60-90%",
+        e if e >= 0.30 => "30-60%",
+        e if e >= 0.0 => "< 30%",
+        _ => "n/a",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_thresholds_parse_and_the_most_specific_rule_wins() {
+        let t = Thresholds::from_toml(DEFAULT_TOML).unwrap();
+        assert_eq!(t.pick("tokio-default", "scale_8", |r| r.verdict), Some(Verdict::Parallel));
+        assert_eq!(t.pick("ctl-one-connection", "deploy_dual_two_devices", |r| r.verdict), Some(Verdict::Parallel));
+        assert_eq!(t.pick("ctl-sequential", "deploy_dual_two_devices", |r| r.verdict), Some(Verdict::Serialized));
+        assert_eq!(
+            t.pick("ctl-sequential", "scale_8", |r| r.reason_contains.clone()).as_deref(),
+            Some("serialized in the client")
+        );
+        assert_eq!(t.max_drop("smol", "scale_8"), 0.05);
+    }
+
+    #[test]
+    fn bands_have_fixed_edges() {
+        assert_eq!(band(0.995), ">= 90%");
+        assert_eq!(band(0.5), "30-60%");
+        assert_eq!(band(0.12), "< 30%");
+        assert_eq!(band(f64::NAN), "n/a");
+    }
+}

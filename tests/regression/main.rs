@@ -1,0 +1,11 @@
+//! The regression gate: every runtime variant x the CI scenarios on the embedded simulator,
+//! each cell checked against `fixtures/thresholds.toml` and the verdict table snapshot-checked
+//! (`snapshots/verdicts_*.snap`: variant, verdict, efficiency band; never raw floats).
+//! A change that serializes agents or costs efficiency fails here. See: issue 5.
+//! The whole binary runs in the serial timing group.
+
+#[path = "../util.rs"]
+mod util;
+
+// One test per CI scenario: all variants, thresholds, snapshot.
+mod matrix;
