@@ -494,3 +494,26 @@ where
 {
     futures::executor::block_on(bridge(f))
 }
+
+/// What a whole NDJSON stream said, however its bytes were split.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedStream {
+    /// Tokens (lines with non-empty content).
+    pub tokens: usize,
+    /// `eval_count` of the final object.
+    pub eval_count: Option<u64>,
+    /// The first problem seen.
+    pub error: Option<String>,
+}
+
+/// Parses a stream delivered in `chunks`, as every client stack does.
+pub fn parse_stream<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> ParsedStream {
+    let now = Instant::now();
+    let mut rec = CallRecord::new(now);
+    let mut lines = Lines::default();
+    for c in chunks {
+        lines.feed(&mut rec, c, now, None);
+    }
+    let rec = lines.finish(rec);
+    ParsedStream { tokens: rec.tokens.len(), eval_count: rec.eval_count, error: rec.error }
+}
