@@ -71,11 +71,14 @@ impl Plan {
             .u64(o.top_p.unwrap_or(0.9).to_bits());
         let profile = &input.model.spec.profile;
         let mut text_rng = content.str("text").rng();
+        // Generation is bounded by the context, as the real server bounds it: no request can
+        // ask for more than four context windows of tokens.
+        let cap = (input.model.spec.context_length as usize).saturating_mul(4).max(1);
         let natural = match o.sim_tokens {
-            Some(n) if n > 0 => n as usize,
+            Some(n) if n > 0 => (n as usize).min(cap),
             _ => latency::output_len(profile, &mut text_rng),
         };
-        let num_predict = o.num_predict.filter(|n| *n > 0).map(|n| n as usize);
+        let num_predict = o.num_predict.filter(|n| *n > 0).map(|n| (n as usize).min(cap));
         let text = tokens::generate(&mut text_rng, natural, num_predict, &o.stop, input.format);
         let prompt_tokens = tokens::count_tokens(input.rendered)
             + if input.templated { profile.template_tokens } else { 0 }

@@ -29,7 +29,12 @@ impl KeepAlive {
             Value::Null => Ok(None),
             Value::Number(n) => {
                 let secs = n.as_f64().unwrap_or(0.0);
-                Ok(Some(if secs < 0.0 { KeepAlive::Forever } else { KeepAlive::For(Duration::from_secs_f64(secs)) }))
+                // Too large for a duration: as good as forever (the real server overflows).
+                Ok(Some(if secs < 0.0 {
+                    KeepAlive::Forever
+                } else {
+                    Duration::try_from_secs_f64(secs).map_or(KeepAlive::Forever, KeepAlive::For)
+                }))
             }
             Value::String(s) => parse_go_duration(s).map(|ns| {
                 Some(if ns < 0 { KeepAlive::Forever } else { KeepAlive::For(Duration::from_nanos(ns as u64)) })
@@ -144,6 +149,7 @@ mod tests {
         assert_eq!(KeepAlive::from_json(&json!("-1m")), Ok(Some(KeepAlive::Forever)));
         assert_eq!(KeepAlive::from_json(&json!("0")), Ok(Some(KeepAlive::For(Duration::ZERO))));
         assert_eq!(KeepAlive::from_json(&json!(null)), Ok(None));
+        assert_eq!(KeepAlive::from_json(&json!(1e300)), Ok(Some(KeepAlive::Forever)), "no panic on huge numbers");
         assert_eq!(KeepAlive::from_json(&json!(true)).unwrap_err(), "Unsupported type: 'bool'");
         assert_eq!(KeepAlive::from_json(&json!("3600")).unwrap_err(), "time: missing unit in duration \"3600\"");
     }

@@ -117,7 +117,8 @@ impl Pacer {
 
     /// Shifts every later deadline by `d`.
     pub(crate) fn delay(&mut self, d: Duration) {
-        self.delay += d;
+        // Bounded, so deadlines stay representable: a year is as good as forever here.
+        self.delay = self.delay.saturating_add(d).min(Duration::from_secs(365 * 24 * 3600));
     }
 
     /// Waits for the next step.

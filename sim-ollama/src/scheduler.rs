@@ -476,7 +476,8 @@ impl Instance {
                 match rs.keep_alive {
                     KeepAlive::Forever => rs.expires_at = self.now_wall() + FOREVER,
                     KeepAlive::For(d) => {
-                        rs.expires_at = self.now_wall() + d;
+                        // A keep-alive too long to add is forever.
+                        rs.expires_at = self.now_wall().checked_add(d).unwrap_or(self.now_wall() + FOREVER);
                         let generation = rs.idle_gen;
                         let (inst, r) = (Arc::clone(self), Arc::clone(runner));
                         let task = self.rt.spawn(async move {

@@ -115,3 +115,22 @@ async fn max_loaded_models_evicts_an_idle_model() -> Result {
     assert_eq!(names, ["llama3.2:1b"]);
     Ok(())
 }
+
+#[tokio::test]
+async fn absurd_values_are_answered_not_panicked_on() -> Result {
+    // Found by the properties: a keep_alive of 1e300 seconds panicked the handler.
+    let sim = SimBuilder::new().start()?;
+    let u = sim.url();
+    for body in [
+        json!({"model": "tiny", "prompt": "x", "keep_alive": 1e300, "options": {"num_predict": 2}}),
+        json!({"model": "tiny", "prompt": "x", "keep_alive": "2562047h", "options": {"num_predict": 2}}),
+        json!({"model": "tiny", "prompt": "x", "options": {"num_predict": 3, "sim_tokens": 9_000_000_000_000_000_000u64}}),
+        json!({"model": "tiny", "prompt": "x", "options": {"num_predict": i64::MAX, "num_ctx": i64::MAX}}),
+    ] {
+        let r = client().post(format!("{u}/api/generate")).json(&body).send().await?;
+        assert_eq!(r.status(), 200, "{body}");
+        let last: Value = serde_json::from_str(r.text().await?.lines().last().unwrap())?;
+        assert_eq!(last["done"], true, "{body}");
+    }
+    Ok(())
+}
