@@ -298,6 +298,7 @@ pub fn run(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, Ma
                 let summary = report::summarize_cell(rt, &s.name, control, &cell_runs);
                 results.summary.retain(|c| !(&c.runtime == rt && c.scenario == s.name));
                 results.summary.push(summary);
+                report::fill_effect_sizes(&mut results);
                 if let Some(dir) = &plan.out {
                     report::write_all(dir, &results).map_err(MatrixError::Output)?;
                 }

@@ -78,6 +78,10 @@ pub struct CellSummary {
     pub reason: String,
     /// Runs per verdict.
     pub verdicts: std::collections::BTreeMap<String, usize>,
+    /// Cohen's d of this cell's true efficiency against the same scenario's `tokio-default`
+    /// cell (absent for that cell, or when it did not run).
+    #[serde(default)]
+    pub effect_size_vs_tokio_default: Option<f64>,
 }
 
 /// The whole report.
@@ -146,6 +150,32 @@ pub fn summarize_cell(runtime: &str, scenario: &str, control: Option<&str>, runs
         verdict: median.map_or(Verdict::Failed, |r| r.verdict),
         reason: median.map_or_else(String::new, |r| r.reason.clone()),
         verdicts,
+        effect_size_vs_tokio_default: None,
+    }
+}
+
+/// The baseline variant effect sizes are measured against.
+pub const EFFECT_BASELINE: &str = "tokio-default";
+
+/// Fills every cell's effect size against the same scenario's baseline cell.
+pub fn fill_effect_sizes(r: &mut Results) {
+    let eff = |rt: &str, sc: &str| -> Vec<f64> {
+        r.runs.iter().filter(|x| x.runtime == rt && x.scenario == sc).map(|x| x.efficiency_true).collect()
+    };
+    let sizes: Vec<Option<f64>> = r
+        .summary
+        .iter()
+        .map(|c| {
+            if c.runtime == EFFECT_BASELINE {
+                return None;
+            }
+            let base = eff(EFFECT_BASELINE, &c.scenario);
+            let d = crate::stats::cohens_d(&base, &eff(&c.runtime, &c.scenario));
+            (!base.is_empty() && !d.is_nan()).then_some(d)
+        })
+        .collect();
+    for (c, d) in r.summary.iter_mut().zip(sizes) {
+        c.effect_size_vs_tokio_default = d;
     }
 }
 
@@ -198,6 +228,17 @@ pub fn markdown(r: &Results) -> String {
             sp.max,
             v.join(", ")
         );
+    }
+    if r.summary.iter().any(|c| c.effect_size_vs_tokio_default.is_some()) {
+        let _ = writeln!(s, "\n## Effect sizes against {EFFECT_BASELINE} (true efficiency, Cohen's d)\n");
+        let _ = writeln!(s, "| runtime | scenario | mean difference (pp) | Cohen's d |");
+        let _ = writeln!(s, "|---|---|---|---|");
+        for c in &r.summary {
+            let Some(d) = c.effect_size_vs_tokio_default else { continue };
+            let base = r.summary.iter().find(|b| b.runtime == EFFECT_BASELINE && b.scenario == c.scenario);
+            let diff = base.map_or(f64::NAN, |b| (c.efficiency_true.mean - b.efficiency_true.mean) * 100.0);
+            let _ = writeln!(s, "| {} | {} | {:+.1} | {:+.2} |", c.runtime, c.scenario, diff, d);
+        }
     }
     let _ = writeln!(s, "\n## By cell\n");
     let _ = writeln!(

@@ -141,8 +141,8 @@ impl Thresholds {
 pub fn band(efficiency: f64) -> &'static str {
     match efficiency {
         e if e >= 0.90 => ">= 90%",
-        e if e >= 0.60 => "60-90%",
-        e if e >= 0.30 => "30-60%",
+        e if e >= 0.65 => "65-90%",
+        e if e >= 0.30 => "30-65%",
         e if e >= 0.0 => "< 30%",
         _ => "n/a",
     }
@@ -168,7 +168,7 @@ mod tests {
     #[test]
     fn bands_have_fixed_edges() {
         assert_eq!(band(0.995), ">= 90%");
-        assert_eq!(band(0.5), "30-60%");
+        assert_eq!(band(0.5), "30-65%");
         assert_eq!(band(0.12), "< 30%");
         assert_eq!(band(f64::NAN), "n/a");
     }

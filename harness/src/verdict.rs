@@ -6,7 +6,8 @@
 //! no longer than the longest one alone, 0.0 when they take as long as one after the other.
 //! **parallel** at 0.80 or more (two equal agents: a true efficiency of 83 %);
 //! **serialized** at 0.15 or less (two equal agents: 54 %, a speedup of 1.08x), including
-//! runs slower than sequential; **degraded** in between. Unlike the true efficiency, the
+//! runs slower than sequential, and, on the simulator, whenever the server never decoded two
+//! streams at once; **degraded** in between. Unlike the true efficiency, the
 //! saving is 1.0 for a perfect run of agents of unequal length.
 
 use crate::measure::{Efficiency, ServerEvidence};
@@ -81,7 +82,13 @@ pub fn judge(e: &Efficiency, agents: &[AgentRecord], server: Option<&ServerEvide
         let err = failed[0].calls.iter().find_map(|c| c.error.clone()).unwrap_or_default();
         return (Verdict::Failed, format!("every agent failed; {}: {err}", failed[0].name));
     }
-    let v = classify(e);
+    let mut v = classify(e);
+    // A server-side criterion, immune to timing noise: when the server never decoded two of
+    // the run's streams at the same time, the run was serialized, whatever short runs' solo
+    // baselines make the efficiency read.
+    if server.is_some_and(|s| s.requests > 1 && s.max_decoding <= 1) {
+        v = Verdict::Serialized;
+    }
     let n = agents.len();
     let effs = format!(
         "true efficiency {} (apparent {}), speedup {:.2}x",
