@@ -16,8 +16,10 @@
 //! - [`stats`]: mean, sd, 95 % CI, effect size.
 //! - [`report`]: `results.json`, `summary.md`, CSV, written atomically.
 //! - [`thresholds`]: `fixtures/thresholds.toml`, what each cell must read.
+//! - [`compare`]: two reports cell by cell, for CI.
 
 pub mod client;
+pub mod compare;
 pub mod matrix;
 pub mod measure;
 pub mod report;

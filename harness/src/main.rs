@@ -1,7 +1,8 @@
 //! `harness`: the runtime x scenario matrix, one cell, or the list of what exists.
 //!
 //! Exit codes: 0 when it ran (whatever the verdicts), 2 for bad arguments, 1 when it could not
-//! run (a server unreachable, a runtime that does not start, results that cannot be written).
+//! run (a server unreachable, a runtime that does not start, results that cannot be written,
+//! unreadable reports); `compare` exits 3 when a cell regressed.
 
 use clap::{Args, Parser, Subcommand};
 use harness::matrix::{self, MatrixPlan, Progress, Target};
@@ -29,6 +30,53 @@ enum Command {
     Run(RunArgs),
     /// Lists the runtime variants and the scenarios.
     List,
+    /// Compares two results.json files cell by cell; exits 3 when a cell regressed.
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, Args)]
+struct CompareArgs {
+    /// The baseline results.json.
+    baseline: PathBuf,
+    /// The current results.json.
+    current: PathBuf,
+    /// Thresholds file (default: the compiled-in fixtures/thresholds.toml).
+    #[arg(long)]
+    thresholds: Option<PathBuf>,
+}
+
+fn read_results(p: &std::path::Path) -> Result<harness::report::Results, String> {
+    let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{} is not a harness results.json: {e}", p.display()))
+}
+
+fn compare(a: CompareArgs) -> ExitCode {
+    let loaded = (|| -> Result<_, String> {
+        let base = read_results(&a.baseline)?;
+        let cur = read_results(&a.current)?;
+        let t = match &a.thresholds {
+            Some(p) => harness::thresholds::Thresholds::from_toml(
+                &std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?,
+            )?,
+            None => harness::thresholds::Thresholds::builtin(),
+        };
+        Ok((base, cur, t))
+    })();
+    match loaded {
+        Ok((base, cur, t)) => {
+            let changes = harness::compare::compare(&base, &cur, &t);
+            println!("{}", harness::compare::markdown(&changes));
+            if changes.iter().any(|c| c.status == harness::compare::Status::Regressed) {
+                ExitCode::from(3)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            eprintln!("harness compare: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -241,6 +289,7 @@ fn main() -> ExitCode {
             }
             return ExitCode::SUCCESS;
         }
+        Command::Compare(c) => return compare(c),
         Command::Matrix(m) => expand_runtimes(&m.runtimes).and_then(|r| plan(r, m.scenarios, m.common)),
         Command::Run(r) => expand_runtimes(&[r.runtime]).and_then(|rt| plan(rt, vec![r.scenario], r.common)),
     };

@@ -97,3 +97,54 @@ fn bad_arguments_exit_2_and_unreachable_servers_exit_1() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn compare_passes_an_unchanged_run_and_fails_an_injected_regression() {
+    let dir = std::env::temp_dir().join(format!("harness-compare-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = harness()
+        .args([
+            "matrix",
+            "--runtimes",
+            "tokio-default",
+            "--scenarios",
+            "deploy_dual_two_devices",
+            "--runs",
+            "3",
+            "--time-scale",
+            "0.02",
+            "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let base = dir.join("results.json");
+
+    let same = harness().arg("compare").arg(&base).arg(&base).output().expect("runs");
+    assert_eq!(same.status.code(), Some(0), "{}", String::from_utf8_lossy(&same.stdout));
+    assert!(String::from_utf8_lossy(&same.stdout).contains("no regression"));
+
+    // Inject a regression: every run 20 points less efficient, and serialized.
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&base).unwrap()).unwrap();
+    for r in v["runs"].as_array_mut().unwrap() {
+        let e = r["efficiency_true"].as_f64().unwrap();
+        r["efficiency_true"] = serde_json::json!(e - 0.20);
+        r["verdict"] = serde_json::json!("serialized");
+    }
+    v["summary"][0]["verdict"] = serde_json::json!("serialized");
+    let cur = dir.join("current.json");
+    std::fs::write(&cur, serde_json::to_vec(&v).unwrap()).unwrap();
+    let worse = harness().arg("compare").arg(&base).arg(&cur).output().expect("runs");
+    let text = String::from_utf8_lossy(&worse.stdout);
+    assert_eq!(worse.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("1 cell(s) regressed") && text.contains("**REGRESSED**: true efficiency fell 20.0 points"),
+        "{text}"
+    );
+    assert!(text.contains("parallel -> serialized"), "{text}");
+
+    let bad = harness().arg("compare").arg(&base).arg(dir.join("nope.json")).output().expect("runs");
+    assert_eq!(bad.status.code(), Some(1));
+    let _ = std::fs::remove_dir_all(&dir);
+}

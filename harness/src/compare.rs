@@ -1,0 +1,243 @@
+//! `harness compare BASELINE.json CURRENT.json`: per cell, the change in true efficiency with
+//! its 95 % confidence interval (Welch) and effect size (Cohen's d), verdict changes, and
+//! whether the cell regressed beyond `fixtures/thresholds.toml` (`max_drop`). Markdown
+//! output, suitable for a CI comment.
+
+use crate::report::{Results, RunResult};
+use crate::stats::{cohens_d, summarize};
+use crate::thresholds::Thresholds;
+use crate::verdict::Verdict;
+use std::fmt::Write as _;
+
+/// How a cell compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Within the accepted drop, verdict not worse.
+    Ok,
+    /// Better by more than the accepted drop.
+    Improved,
+    /// Worse beyond the accepted drop, or a worse verdict.
+    Regressed,
+    /// Only in the current report.
+    New,
+    /// Only in the baseline.
+    Missing,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Improved => "improved",
+            Status::Regressed => "**REGRESSED**",
+            Status::New => "new",
+            Status::Missing => "missing",
+        }
+    }
+}
+
+/// One cell's comparison.
+#[derive(Debug, Clone)]
+pub struct CellChange {
+    /// Runtime.
+    pub runtime: String,
+    /// Scenario.
+    pub scenario: String,
+    /// Baseline mean true efficiency.
+    pub before: f64,
+    /// Current mean true efficiency.
+    pub after: f64,
+    /// after - before.
+    pub delta: f64,
+    /// 95 % confidence interval of the difference (Welch); NaN with fewer than 2 runs a side.
+    pub ci: (f64, f64),
+    /// Cohen's d, current against baseline.
+    pub effect: f64,
+    /// Verdicts before and after.
+    pub verdicts: (Option<Verdict>, Option<Verdict>),
+    /// The largest accepted drop for this cell.
+    pub max_drop: f64,
+    /// The outcome.
+    pub status: Status,
+    /// Why, when it regressed.
+    pub why: String,
+}
+
+fn t975(df: f64) -> f64 {
+    // Student's t, two-sided 95 %, by degrees of freedom (interpolated on a few points).
+    const T: [(f64, f64); 12] = [
+        (1.0, 12.706),
+        (2.0, 4.303),
+        (3.0, 3.182),
+        (4.0, 2.776),
+        (5.0, 2.571),
+        (6.0, 2.447),
+        (8.0, 2.306),
+        (10.0, 2.228),
+        (15.0, 2.131),
+        (20.0, 2.086),
+        (30.0, 2.042),
+        (120.0, 1.980),
+    ];
+    if !(df >= 1.0) {
+        return f64::NAN;
+    }
+    for w in T.windows(2) {
+        if df <= w[1].0 {
+            let f = (df - w[0].0) / (w[1].0 - w[0].0);
+            return w[0].1 + f * (w[1].1 - w[0].1);
+        }
+    }
+    1.96
+}
+
+fn runs<'a>(r: &'a Results, rt: &str, sc: &str) -> Vec<&'a RunResult> {
+    r.runs.iter().filter(|x| x.runtime == rt && x.scenario == sc).collect()
+}
+
+/// Verdicts ordered from best to worst, for "did it get worse".
+fn rank(v: Verdict) -> u8 {
+    match v {
+        Verdict::Parallel => 0,
+        Verdict::Degraded => 1,
+        Verdict::Serialized => 2,
+        Verdict::Failed => 3,
+    }
+}
+
+/// Compares two reports cell by cell.
+pub fn compare(base: &Results, cur: &Results, thresholds: &Thresholds) -> Vec<CellChange> {
+    let mut cells: Vec<(String, String)> = Vec::new();
+    for c in base.summary.iter().chain(cur.summary.iter()) {
+        let k = (c.runtime.clone(), c.scenario.clone());
+        if !cells.contains(&k) {
+            cells.push(k);
+        }
+    }
+    cells
+        .into_iter()
+        .map(|(rt, sc)| {
+            let a: Vec<f64> = runs(base, &rt, &sc).iter().map(|r| r.efficiency_true).collect();
+            let b: Vec<f64> = runs(cur, &rt, &sc).iter().map(|r| r.efficiency_true).collect();
+            let (sa, sb) = (summarize(&a), summarize(&b));
+            let va = base.summary.iter().find(|c| c.runtime == rt && c.scenario == sc).map(|c| c.verdict);
+            let vb = cur.summary.iter().find(|c| c.runtime == rt && c.scenario == sc).map(|c| c.verdict);
+            let delta = sb.mean - sa.mean;
+            let ci = if sa.n >= 2 && sb.n >= 2 {
+                let (qa, qb) = (sa.sd.powi(2) / sa.n as f64, sb.sd.powi(2) / sb.n as f64);
+                let se = (qa + qb).sqrt();
+                let df = if se > 0.0 {
+                    (qa + qb).powi(2) / (qa.powi(2) / (sa.n - 1) as f64 + qb.powi(2) / (sb.n - 1) as f64)
+                } else {
+                    120.0
+                };
+                let h = t975(df) * se;
+                (delta - h, delta + h)
+            } else {
+                (f64::NAN, f64::NAN)
+            };
+            let max_drop = thresholds.max_drop(&rt, &sc);
+            let (status, why) = match (sa.n, sb.n) {
+                (0, _) => (Status::New, String::new()),
+                (_, 0) => (Status::Missing, String::new()),
+                _ => {
+                    let worse_verdict = matches!((va, vb), (Some(x), Some(y)) if rank(y) > rank(x));
+                    // A drop counts when it is beyond the accepted one and, with enough runs to
+                    // tell, not explained by noise (the interval lies below zero).
+                    let significant = ci.1.is_nan() || ci.1 < 0.0;
+                    if delta < -max_drop && significant {
+                        (
+                            Status::Regressed,
+                            format!(
+                                "true efficiency fell {:.1} points (accepted: {:.1})",
+                                -delta * 100.0,
+                                max_drop * 100.0
+                            ),
+                        )
+                    } else if worse_verdict {
+                        (
+                            Status::Regressed,
+                            format!(
+                                "verdict {} -> {}",
+                                va.map_or("-", Verdict::as_str),
+                                vb.map_or("-", Verdict::as_str)
+                            ),
+                        )
+                    } else if delta > max_drop {
+                        (Status::Improved, String::new())
+                    } else {
+                        (Status::Ok, String::new())
+                    }
+                }
+            };
+            CellChange {
+                runtime: rt,
+                scenario: sc,
+                before: sa.mean,
+                after: sb.mean,
+                delta,
+                ci,
+                effect: cohens_d(&a, &b),
+                verdicts: (va, vb),
+                max_drop,
+                status,
+                why,
+            }
+        })
+        .collect()
+}
+
+fn pct(x: f64) -> String {
+    if x.is_nan() { "-".into() } else { format!("{:.1}", x * 100.0) }
+}
+
+/// The comparison as Markdown.
+pub fn markdown(changes: &[CellChange]) -> String {
+    let regressed = changes.iter().filter(|c| c.status == Status::Regressed).count();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "## Efficiency comparison: {}\n",
+        if regressed == 0 { "no regression".to_string() } else { format!("{regressed} cell(s) regressed") }
+    );
+    let _ = writeln!(
+        s,
+        "| runtime | scenario | true eff before (%) | after (%) | change (pp) [95% CI] | Cohen's d | verdict | status |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
+    for c in changes {
+        let v = match c.verdicts {
+            (Some(a), Some(b)) if a == b => a.to_string(),
+            (a, b) => format!("{} -> {}", a.map_or("-", Verdict::as_str), b.map_or("-", Verdict::as_str)),
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:+.1} [{}, {}] | {} | {} | {}{} |",
+            c.runtime,
+            c.scenario,
+            pct(c.before),
+            pct(c.after),
+            c.delta * 100.0,
+            pct(c.ci.0),
+            pct(c.ci.1),
+            if c.effect.is_nan() { "-".into() } else { format!("{:+.2}", c.effect) },
+            v,
+            c.status.as_str(),
+            if c.why.is_empty() { String::new() } else { format!(": {}", c.why) }
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn student_t_is_interpolated_between_table_points() {
+        assert!((t975(4.0) - 2.776).abs() < 1e-9);
+        assert!((t975(7.0) - (2.447 + 2.306) / 2.0).abs() < 1e-9);
+        assert_eq!(t975(1000.0), 1.96);
+        assert!(t975(0.5).is_nan());
+    }
+}
