@@ -17,9 +17,11 @@
 //! - [`report`]: `results.json`, `summary.md`, CSV, written atomically.
 //! - [`thresholds`]: `fixtures/thresholds.toml`, what each cell must read.
 //! - [`compare`]: two reports cell by cell, for CI.
+//! - [`exec`]: judge any program from the server's trace.
 
 pub mod client;
 pub mod compare;
+pub mod exec;
 pub mod matrix;
 pub mod measure;
 pub mod report;

@@ -2,7 +2,8 @@
 //!
 //! Exit codes: 0 when it ran (whatever the verdicts), 2 for bad arguments, 1 when it could not
 //! run (a server unreachable, a runtime that does not start, results that cannot be written,
-//! unreadable reports); `compare` exits 3 when a cell regressed.
+//! unreadable reports); `compare` exits 3 when a cell regressed; `exec` passes the command's
+//! own non-zero exit code through, and exits 4 when `--expect` does not match the verdict.
 
 use clap::{Args, Parser, Subcommand};
 use harness::matrix::{self, MatrixPlan, Progress, Target};
@@ -32,6 +33,97 @@ enum Command {
     List,
     /// Compares two results.json files cell by cell; exits 3 when a cell regressed.
     Compare(CompareArgs),
+    /// Runs a program against the simulator and judges its concurrency from the trace.
+    Exec(ExecArgs),
+}
+
+#[derive(Debug, Args)]
+struct ExecArgs {
+    /// Deployment preset (default: `ideal`, so any serialization is the program's).
+    #[arg(long, conflicts_with = "config")]
+    preset: Option<String>,
+    /// Simulator configuration file instead of a preset.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Number of instances (default: the preset's).
+    #[arg(long)]
+    instances: Option<usize>,
+    /// Time scale of the simulator.
+    #[arg(long, default_value_t = 0.1)]
+    time_scale: f64,
+    /// Master seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Exit 4 when the verdict is not this one (parallel, degraded, serialized).
+    #[arg(long)]
+    expect: Option<harness::verdict::Verdict>,
+    /// Also write the report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// The command and its arguments (after `--`).
+    #[arg(trailing_var_arg = true, required = true, num_args = 1..)]
+    command: Vec<String>,
+}
+
+fn exec(a: ExecArgs) -> ExitCode {
+    let builder = sim_ollama::SimBuilder::new().seed(a.seed).time_scale(a.time_scale);
+    let builder = match (&a.config, &a.preset) {
+        (Some(p), _) => builder.config_file(p),
+        (None, Some(n)) => builder.preset(n),
+        (None, None) => builder.preset("ideal"),
+    };
+    let builder = match builder {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("harness exec: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let builder = match a.instances {
+        Some(n) => builder.instances(n),
+        None => builder,
+    };
+    let sim = match builder.start() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("harness exec: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let status = std::process::Command::new(&a.command[0])
+        .args(&a.command[1..])
+        .env("OLLAMA_HOST", sim.url())
+        .env("SIM_OLLAMA_URLS", sim.urls().join(","))
+        .status();
+    let status = match status {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("harness exec: cannot run {:?}: {e}", a.command[0]);
+            return ExitCode::from(1);
+        }
+    };
+    let report = harness::exec::judge(&sim.trace());
+    eprint!("{}", harness::exec::render(&report));
+    if let Some(p) = &a.json {
+        if let Err(e) = serde_json::to_vec_pretty(&report)
+            .map_err(std::io::Error::other)
+            .and_then(|b| harness::report::write_atomic(p, &b))
+        {
+            eprintln!("harness exec: cannot write {}: {e}", p.display());
+            return ExitCode::from(1);
+        }
+    }
+    if !status.success() {
+        // The command's own exit code is passed through.
+        return ExitCode::from(status.code().map_or(1, |c| c.clamp(1, 255) as u8));
+    }
+    match a.expect {
+        Some(v) if v != report.verdict => {
+            eprintln!("harness exec: expected {v}, got {}", report.verdict);
+            ExitCode::from(4)
+        }
+        _ => ExitCode::SUCCESS,
+    }
 }
 
 #[derive(Debug, Args)]
@@ -290,6 +382,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Command::Compare(c) => return compare(c),
+        Command::Exec(e) => return exec(e),
         Command::Matrix(m) => expand_runtimes(&m.runtimes).and_then(|r| plan(r, m.scenarios, m.common)),
         Command::Run(r) => expand_runtimes(&[r.runtime]).and_then(|rt| plan(rt, vec![r.scenario], r.common)),
     };

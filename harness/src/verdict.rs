@@ -40,6 +40,19 @@ impl Verdict {
     }
 }
 
+impl std::str::FromStr for Verdict {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "parallel" => Ok(Verdict::Parallel),
+            "degraded" => Ok(Verdict::Degraded),
+            "serialized" => Ok(Verdict::Serialized),
+            "failed" => Ok(Verdict::Failed),
+            other => Err(format!("{other:?} is not a verdict: parallel, degraded, serialized")),
+        }
+    }
+}
+
 impl std::fmt::Display for Verdict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

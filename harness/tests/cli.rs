@@ -148,3 +148,53 @@ fn compare_passes_an_unchanged_run_and_fails_an_injected_regression() {
     assert_eq!(bad.status.code(), Some(1));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn example(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test path");
+    exe.parent().and_then(|d| d.parent()).map(|d| d.join("examples").join(name)).expect("target dir")
+}
+
+fn exec(expect: &str, program: &[&str]) -> std::process::Output {
+    harness()
+        .args(["exec", "--time-scale", "0.05", "--expect", expect, "--"])
+        .args(program)
+        .output()
+        .expect("harness exec runs")
+}
+
+#[test]
+fn exec_passes_a_correct_python_asyncio_program_and_catches_a_blocking_one() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/exec/agents_asyncio.py");
+    let ok = exec("parallel", &["python3", script, "concurrent"]);
+    let err = String::from_utf8_lossy(&ok.stderr);
+    assert_eq!(ok.status.code(), Some(0), "{err}");
+    assert!(err.contains("harness exec: parallel") && err.contains("py-0") && err.contains("3 agent(s)"), "{err}");
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("agents done"), "the program's output is passed through");
+
+    let bad = exec("parallel", &["python3", script, "blocking"]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(4), "{err}");
+    assert!(err.contains("harness exec: serialized") && err.contains("no two were ever in flight at once"), "{err}");
+}
+
+#[test]
+fn exec_passes_a_correct_rust_program_and_catches_a_sequential_one() {
+    let bin = example("agents");
+    assert!(bin.exists(), "{} is built with the tests", bin.display());
+    let bin = bin.to_string_lossy().into_owned();
+    let ok = exec("parallel", &[&bin]);
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+    let bad = exec("parallel", &[&bin, "--sequential"]);
+    assert_eq!(bad.status.code(), Some(4), "{}", String::from_utf8_lossy(&bad.stderr));
+    let matched = exec("serialized", &[&bin, "--sequential"]);
+    assert_eq!(matched.status.code(), Some(0), "--expect serialized matches");
+}
+
+#[test]
+fn exec_passes_the_commands_own_failure_through() {
+    let out = harness().args(["exec", "--", "sh", "-c", "exit 7"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(7));
+    let out = harness().args(["exec", "--", "/no/such/program"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot run"));
+}
