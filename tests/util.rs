@@ -156,3 +156,31 @@ pub fn snapshot_settings() -> insta::Settings {
     s.set_prepend_module_to_snapshot(false);
     s
 }
+
+/// Checks that an XML/SVG/HTML document's tags balance (void HTML elements and self-closing
+/// tags aside); returns the first problem.
+pub fn tags_balance(doc: &str, void: &[&str]) -> std::result::Result<(), String> {
+    let mut stack: Vec<String> = Vec::new();
+    let mut rest = doc;
+    while let Some(start) = rest.find('<') {
+        let Some(end) = rest[start..].find('>') else { return Err("an unclosed '<'".into()) };
+        let tag = &rest[start + 1..start + end];
+        rest = &rest[start + end + 1..];
+        if tag.starts_with('!') || tag.starts_with('?') || tag.ends_with('/') {
+            continue;
+        }
+        let name: String = tag.trim_start_matches('/').chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
+        if void.contains(&name.as_str()) {
+            continue;
+        }
+        if tag.starts_with('/') {
+            match stack.pop() {
+                Some(open) if open == name => {}
+                other => return Err(format!("</{name}> closes {other:?}")),
+            }
+        } else {
+            stack.push(name);
+        }
+    }
+    if stack.is_empty() { Ok(()) } else { Err(format!("unclosed: {stack:?}")) }
+}

@@ -18,6 +18,7 @@
 //! - [`thresholds`]: `fixtures/thresholds.toml`, what each cell must read.
 //! - [`compare`]: two reports cell by cell, for CI.
 //! - [`exec`]: judge any program from the server's trace.
+//! - [`timeline`]: SVG timelines of runs and the HTML report of a matrix.
 
 pub mod client;
 pub mod compare;
@@ -28,5 +29,6 @@ pub mod report;
 pub mod runtime;
 pub mod stats;
 pub mod thresholds;
+pub mod timeline;
 pub mod verdict;
 pub mod workload;

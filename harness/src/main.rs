@@ -60,6 +60,9 @@ struct ExecArgs {
     /// Also write the report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also draw the run's timeline (SVG) here.
+    #[arg(long)]
+    timeline: Option<PathBuf>,
     /// The command and its arguments (after `--`).
     #[arg(trailing_var_arg = true, required = true, num_args = 1..)]
     command: Vec<String>,
@@ -102,8 +105,19 @@ fn exec(a: ExecArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let report = harness::exec::judge(&sim.trace());
+    let trace = sim.trace();
+    let report = harness::exec::judge(&trace);
     eprint!("{}", harness::exec::render(&report));
+    if let Some(p) = &a.timeline {
+        let title = format!("harness exec: {}", a.command.join(" "));
+        let drawn = harness::timeline::svg(&title, &harness::timeline::lanes(&trace))
+            .map_err(std::io::Error::other)
+            .and_then(|doc| harness::report::write_atomic(p, doc.as_bytes()));
+        if let Err(e) = drawn {
+            eprintln!("harness exec: cannot write {}: {e}", p.display());
+            return ExitCode::from(1);
+        }
+    }
     if let Some(p) = &a.json {
         if let Err(e) = serde_json::to_vec_pretty(&report)
             .map_err(std::io::Error::other)

@@ -265,10 +265,24 @@ pub fn run(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, Ma
                 }
                 let recs = exec.run(&job(&d, agents.clone(), gap, plan.timeout));
                 let (eff, times) = measure::efficiency(&recs, &solo);
+                let trace = d.sim.as_ref().map(|sim| sim.trace());
                 let server = d
                     .sim
                     .as_ref()
-                    .map(|sim| measure::server_evidence(&sim.trace(), sim.origin(), d.slots.clone(), &recs));
+                    .zip(trace.as_ref())
+                    .map(|(sim, t)| measure::server_evidence(t, sim.origin(), d.slots.clone(), &recs));
+                let timeline = match (&plan.out, &trace) {
+                    (Some(dir), Some(t)) => {
+                        let rel = format!("timelines/{rt}__{}__{r}.svg", s.name);
+                        let title = format!("{rt} x {} run {r}", s.name);
+                        let doc = crate::timeline::svg(&title, &crate::timeline::lanes(t))
+                            .map_err(|e| MatrixError::Output(std::io::Error::other(e)))?;
+                        std::fs::create_dir_all(dir.join("timelines")).map_err(MatrixError::Output)?;
+                        report::write_atomic(&dir.join(&rel), doc.as_bytes()).map_err(MatrixError::Output)?;
+                        Some(rel)
+                    }
+                    _ => None,
+                };
                 let (v, reason) = verdict::judge(&eff, &recs, server.as_ref());
                 let calls: Vec<CallMetrics> = recs
                     .iter()
@@ -290,6 +304,7 @@ pub fn run(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, Ma
                     agents: times,
                     calls,
                     server,
+                    timeline,
                 };
                 progress.run(&run);
                 results.runs.push(run);

@@ -1,5 +1,6 @@
 //! Reports: `results.json` (every run and a summary per cell), `summary.md` (a table like
-//! the study's, with true and apparent efficiency side by side) and CSV. Files are rewritten
+//! the study's, with true and apparent efficiency side by side), CSV, and `report.html`
+//! (charts and links to every run's timeline). Files are rewritten
 //! atomically after every run, so an interrupted matrix keeps what it finished.
 
 use crate::measure::{AgentTimes, CallMetrics, ServerEvidence};
@@ -41,6 +42,10 @@ pub struct RunResult {
     pub calls: Vec<CallMetrics>,
     /// What the simulator saw (absent in live mode).
     pub server: Option<ServerEvidence>,
+    /// Path of the run's SVG timeline, relative to the output directory (simulator mode with
+    /// an output directory only).
+    #[serde(default)]
+    pub timeline: Option<String>,
 }
 
 /// Statistics and verdict of one cell (runtime x scenario).
@@ -340,6 +345,13 @@ pub fn write_all(dir: &Path, r: &Results) -> std::io::Result<()> {
     write_atomic(&dir.join("results.json"), &json)?;
     write_atomic(&dir.join("summary.md"), markdown(r).as_bytes())?;
     write_atomic(&dir.join("runs.csv"), runs_csv(r).as_bytes())?;
+    let timelines: Vec<(String, String, usize, String)> = r
+        .runs
+        .iter()
+        .filter_map(|x| Some((x.runtime.clone(), x.scenario.clone(), x.run, x.timeline.clone()?)))
+        .collect();
+    let html = crate::timeline::html(r, &timelines).map_err(std::io::Error::other)?;
+    write_atomic(&dir.join("report.html"), html.as_bytes())?;
     write_atomic(&dir.join("summary.csv"), summary_csv(r).as_bytes())
 }
 

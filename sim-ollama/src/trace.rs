@@ -3,7 +3,7 @@
 //! ([`SimHandle::trace`](crate::SimHandle::trace)) and over HTTP (`GET /sim/trace`,
 //! `DELETE /sim/trace`). The JSON schema is documented in `docs/trace.md`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,7 +16,7 @@ pub const TRACE_SCHEMA_VERSION: u32 = 1;
 const MAX_FINISHED: usize = 200_000;
 
 /// How a request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// Still running.
@@ -30,7 +30,7 @@ pub enum Outcome {
 }
 
 /// Why a request waited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WaitReason {
     /// Waited for the instance's scheduler, busy with another request's load.
@@ -48,7 +48,7 @@ pub enum WaitReason {
 }
 
 /// One interval a request spent waiting.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Wait {
     /// Why.
     pub reason: WaitReason,
@@ -61,7 +61,7 @@ pub struct Wait {
 }
 
 /// A model load a request paid for or waited on.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Load {
     /// Start, microseconds since the simulator started.
     pub start_us: u64,
@@ -74,7 +74,7 @@ pub struct Load {
 }
 
 /// Everything recorded about one request.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestTrace {
     /// Unique per simulator, increasing in arrival order.
     pub id: u64,
@@ -146,7 +146,7 @@ pub struct Trace {
 }
 
 /// A snapshot of the trace, as `GET /sim/trace` returns it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TraceSnapshot {
     /// [`TRACE_SCHEMA_VERSION`].
     pub schema_version: u32,

@@ -1,0 +1,320 @@
+//! Pictures: an SVG timeline of a run (one lane per request: waiting, loading, waiting for a
+//! slot, prompt evaluation, decoding, with every token as a tick), and the self-contained
+//! HTML report of a matrix (the summary table, true and apparent efficiency per runtime and
+//! scenario as charts, links to every run's timeline). Drawn with plotters' SVG backend.
+
+use crate::report::Results;
+use plotters::prelude::*;
+use sim_ollama::{RequestTrace, TraceSnapshot};
+use std::fmt::Write as _;
+
+/// A phase of a request's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting for the scheduler, a reload or an eviction.
+    Waiting,
+    /// A model load.
+    Loading,
+    /// Holding a runner, waiting for a parallel slot.
+    SlotWait,
+    /// Prompt evaluation (and the overhead before it).
+    Prompt,
+    /// Emitting tokens.
+    Decoding,
+}
+
+impl Phase {
+    fn color(self) -> RGBColor {
+        match self {
+            Phase::Waiting => RGBColor(200, 200, 200),
+            Phase::Loading => RGBColor(240, 170, 60),
+            Phase::SlotWait => RGBColor(220, 80, 80),
+            Phase::Prompt => RGBColor(150, 120, 200),
+            Phase::Decoding => RGBColor(80, 150, 220),
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Waiting => "waiting (scheduler, reload, eviction)",
+            Phase::Loading => "model load",
+            Phase::SlotWait => "waiting for a slot",
+            Phase::Prompt => "prompt evaluation",
+            Phase::Decoding => "decoding (ticks: tokens)",
+        }
+    }
+    const ALL: [Phase; 5] = [Phase::Waiting, Phase::Loading, Phase::SlotWait, Phase::Prompt, Phase::Decoding];
+}
+
+/// One lane: a request.
+#[derive(Debug, Clone)]
+pub struct Lane {
+    /// `agent #id endpoint`.
+    pub label: String,
+    /// (from s, to s, phase).
+    pub spans: Vec<(f64, f64, Phase)>,
+    /// Token times, s.
+    pub tokens: Vec<f64>,
+}
+
+fn lane(r: &RequestTrace, t0: u64) -> Lane {
+    let s = |us: u64| us.saturating_sub(t0) as f64 / 1e6;
+    let end = r.end_us.unwrap_or_else(|| r.token_us.last().copied().unwrap_or(r.received_us));
+    let runner = r.runner_us.unwrap_or(end);
+    let mut spans = Vec::new();
+    // Before the runner: loads, and waiting around them.
+    let mut cursor = r.received_us;
+    let mut loads: Vec<(u64, u64)> =
+        r.loads.iter().map(|l| (l.start_us.max(r.received_us), (l.start_us + l.duration_us).min(runner))).collect();
+    loads.sort();
+    for (a, b) in loads {
+        if a > cursor {
+            spans.push((s(cursor), s(a), Phase::Waiting));
+        }
+        if b > a {
+            spans.push((s(a), s(b), Phase::Loading));
+        }
+        cursor = cursor.max(b);
+    }
+    if runner > cursor {
+        spans.push((s(cursor), s(runner), Phase::Waiting));
+    }
+    let slot = r.slot_us.unwrap_or(end);
+    if slot > runner {
+        spans.push((s(runner), s(slot), Phase::SlotWait));
+    }
+    let first = r.first_token_us.unwrap_or(end);
+    if first > slot {
+        spans.push((s(slot), s(first), Phase::Prompt));
+    }
+    if end > first && r.first_token_us.is_some() {
+        spans.push((s(first), s(end), Phase::Decoding));
+    }
+    let label = format!("{} #{} {}", r.agent, r.id, r.endpoint.trim_start_matches("/api/"));
+    Lane { label, spans, tokens: r.token_us.iter().map(|t| s(*t)).collect() }
+}
+
+/// Lanes of every model request of a trace, in arrival order.
+pub fn lanes(trace: &TraceSnapshot) -> Vec<Lane> {
+    let reqs: Vec<&RequestTrace> = trace
+        .requests
+        .iter()
+        .filter(|r| r.endpoint != "/api/tags" && (r.tokens > 0 || !r.loads.is_empty() || r.first_token_us.is_some()))
+        .collect();
+    let t0 = reqs.iter().map(|r| r.received_us).min().unwrap_or(0);
+    reqs.iter().map(|r| lane(r, t0)).collect()
+}
+
+/// Draws lanes as an SVG document.
+pub fn svg(title: &str, lanes: &[Lane]) -> Result<String, String> {
+    let n = lanes.len().max(1);
+    let t_max = lanes.iter().flat_map(|l| l.spans.iter().map(|s| s.1)).fold(0.0f64, f64::max).max(1e-3) * 1.02;
+    let label_width = lanes.iter().map(|l| l.label.len()).max().unwrap_or(10).clamp(10, 48) as u32 * 7 + 20;
+    let height = 110 + 26 * n as u32 + 22 * Phase::ALL.len() as u32;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (1100, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let legend_h = 22 * Phase::ALL.len() as u32 + 10;
+        let (chart_area, legend_area) = root.split_vertically(height - legend_h);
+        let mut chart = ChartBuilder::on(&chart_area)
+            .caption(title, ("sans-serif", 16))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(label_width)
+            .build_cartesian_2d(0f64..t_max, (0..n - 1).into_segmented())
+            .map_err(|e| e.to_string())?;
+        let labels: Vec<String> = lanes.iter().map(|l| l.label.clone()).collect();
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(n)
+            .y_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) if *i < n => labels.get(n - 1 - *i).cloned().unwrap_or_default(),
+                _ => String::new(),
+            })
+            .x_desc("seconds since the first request")
+            .label_style(("sans-serif", 12))
+            .draw()
+            .map_err(|e| e.to_string())?;
+        for (k, l) in lanes.iter().enumerate() {
+            // Arrival order from the top.
+            let i = n - 1 - k;
+            chart
+                .draw_series(l.spans.iter().map(|(a, b, p)| {
+                    let mut r = Rectangle::new(
+                        [(*a, SegmentValue::Exact(i)), (*b, SegmentValue::Exact(i + 1))],
+                        p.color().filled(),
+                    );
+                    r.set_margin(4, 4, 0, 0);
+                    r
+                }))
+                .map_err(|e| e.to_string())?;
+            // Every token as a tick (thinned to at most 400 per lane to keep files small).
+            let step = (l.tokens.len() / 400).max(1);
+            chart
+                .draw_series(l.tokens.iter().step_by(step).map(|t| {
+                    let mut r = Rectangle::new(
+                        [(*t, SegmentValue::Exact(i)), (*t + t_max / 2000.0, SegmentValue::Exact(i + 1))],
+                        RGBColor(20, 60, 120).filled(),
+                    );
+                    r.set_margin(8, 8, 0, 0);
+                    r
+                }))
+                .map_err(|e| e.to_string())?;
+        }
+        for (k, p) in Phase::ALL.iter().enumerate() {
+            let y = 5 + 22 * k as i32;
+            legend_area
+                .draw(&Rectangle::new([(label_width as i32, y), (label_width as i32 + 18, y + 14)], p.color().filled()))
+                .map_err(|e| e.to_string())?;
+            legend_area
+                .draw(&Text::new(p.name(), (label_width as i32 + 26, y + 1), ("sans-serif", 13)))
+                .map_err(|e| e.to_string())?;
+        }
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(out)
+}
+
+/// A horizontal bar chart of true and apparent efficiency per runtime, for one scenario.
+fn efficiency_chart(scenario: &str, rows: &[(String, f64, f64)]) -> Result<String, String> {
+    let n = rows.len().max(1);
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (760, 70 + 34 * n as u32)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let names: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
+        let mut chart = ChartBuilder::on(&root)
+            .caption(format!("{scenario}: true (dark) and apparent (light) efficiency, %"), ("sans-serif", 14))
+            .margin(8)
+            .x_label_area_size(24)
+            .y_label_area_size(170)
+            .build_cartesian_2d(0f64..110f64, (0..n - 1).into_segmented())
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(n)
+            .y_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) if *i < n => names.get(n - 1 - *i).cloned().unwrap_or_default(),
+                _ => String::new(),
+            })
+            .label_style(("sans-serif", 12))
+            .draw()
+            .map_err(|e| e.to_string())?;
+        for (k, (_, t, a)) in rows.iter().enumerate() {
+            let i = n - 1 - k;
+            let mut dark = Rectangle::new(
+                [(0.0, SegmentValue::Exact(i)), (t * 100.0, SegmentValue::Exact(i + 1))],
+                RGBColor(40, 90, 170).filled(),
+            );
+            dark.set_margin(4, 17, 0, 0);
+            let mut light = Rectangle::new(
+                [(0.0, SegmentValue::Exact(i)), (a * 100.0, SegmentValue::Exact(i + 1))],
+                RGBColor(160, 195, 235).filled(),
+            );
+            light.set_margin(17, 4, 0, 0);
+            chart.draw_series([dark, light]).map_err(|e| e.to_string())?;
+        }
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(out)
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// The self-contained HTML report of a matrix. `timelines` maps (runtime, scenario, run) to a
+/// relative path of its SVG timeline.
+pub fn html(r: &Results, timelines: &[(String, String, usize, String)]) -> Result<String, String> {
+    let mut s = String::from(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>harness report</title><style>body{font-family:sans-serif;margin:24px;max-width:1200px}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}th{background:#f0f0f0}.parallel{color:#176e2b}.degraded{color:#a06000}.serialized,.failed{color:#b00020}</style></head><body>\n",
+    );
+    let _ = writeln!(
+        s,
+        "<h1>Runtime x scenario matrix</h1><p>Mode: {} (seed {}). True efficiency = sum of solo durations / (agents x concurrent wall); apparent = the study's formula.</p>",
+        esc(&r.mode),
+        r.seed
+    );
+    let _ = writeln!(
+        s,
+        "<h2>Summary</h2><table><tr><th>runtime</th><th>scenario</th><th>runs</th><th>true eff (%)</th><th>95% CI</th><th>apparent (%)</th><th>speedup</th><th>verdict</th><th>reason</th></tr>"
+    );
+    for c in &r.summary {
+        let _ = writeln!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>[{:.1}, {:.1}]</td><td>{:.1}</td><td>{:.2}x</td><td class=\"{}\">{}</td><td>{}</td></tr>",
+            esc(&c.runtime),
+            esc(&c.scenario),
+            c.runs,
+            c.efficiency_true.mean * 100.0,
+            c.efficiency_true.ci95_low * 100.0,
+            c.efficiency_true.ci95_high * 100.0,
+            c.efficiency_apparent.mean * 100.0,
+            c.speedup.mean,
+            c.verdict,
+            c.verdict,
+            esc(&c.reason)
+        );
+    }
+    s.push_str("</table>\n<h2>Efficiency per runtime and scenario</h2>\n");
+    let mut scenarios: Vec<&str> = Vec::new();
+    for c in &r.summary {
+        if !scenarios.contains(&c.scenario.as_str()) {
+            scenarios.push(&c.scenario);
+        }
+    }
+    for sc in &scenarios {
+        let rows: Vec<(String, f64, f64)> = r
+            .summary
+            .iter()
+            .filter(|c| c.scenario == *sc)
+            .map(|c| (c.runtime.clone(), c.efficiency_true.mean, c.efficiency_apparent.mean))
+            .collect();
+        s.push_str(&efficiency_chart(sc, &rows)?);
+        s.push('\n');
+    }
+    if !timelines.is_empty() {
+        s.push_str("<h2>Timelines</h2><ul>\n");
+        for (rt, sc, run, path) in timelines {
+            let _ = writeln!(s, "<li><a href=\"{}\">{} x {} run {}</a></li>", esc(path), esc(rt), esc(sc), run);
+        }
+        s.push_str("</ul>\n");
+    }
+    s.push_str("</body></html>\n");
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(id: u64, agent: &str, received: u64, first: u64, end: u64) -> RequestTrace {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "instance": 0, "device": 0, "endpoint": "/api/generate", "model": "m", "agent": agent,
+            "client": "c", "stream": true, "options": null, "received_us": received, "runner_us": received + 10,
+            "slot_us": received + 500, "first_token_us": first, "end_us": end, "outcome": "done", "status": 200,
+            "error": null, "prompt_tokens": 3, "tokens": 3, "token_us": [first, first + 100, first + 200],
+            "loads": [], "waits": [], "min_speed": 1.0, "mean_speed": 1.0, "shared_device_with": [], "max_batch": 1,
+            "fault": null, "explanation": ""
+        }))
+        .expect("a trace record")
+    }
+
+    #[test]
+    fn a_timeline_has_one_lane_per_request_with_its_phases() {
+        let trace = TraceSnapshot {
+            schema_version: 1,
+            dropped: 0,
+            requests: vec![req(1, "a", 0, 1000, 5000), req(2, "b", 100, 6000, 9000)],
+        };
+        let l = lanes(&trace);
+        assert_eq!(l.len(), 2);
+        assert!(l[1].spans.iter().any(|s| s.2 == Phase::SlotWait));
+        let doc = svg("test", &l).unwrap();
+        assert!(doc.starts_with("<svg") && doc.trim_end().ends_with("</svg>"), "well-formed document");
+        assert!(doc.contains("a #1 generate") && doc.contains("b #2 generate"), "every lane is labelled");
+        assert!(doc.contains("waiting for a slot"), "the legend names the phases");
+    }
+}
