@@ -19,12 +19,14 @@
 //! - [`compare`]: two reports cell by cell, for CI.
 //! - [`exec`]: judge any program from the server's trace.
 //! - [`timeline`]: SVG timelines of runs and the HTML report of a matrix.
+//! - [`record`]: per-token timings of a live server, for the simulator to replay.
 
 pub mod client;
 pub mod compare;
 pub mod exec;
 pub mod matrix;
 pub mod measure;
+pub mod record;
 pub mod report;
 pub mod runtime;
 pub mod stats;

@@ -35,6 +35,57 @@ enum Command {
     Compare(CompareArgs),
     /// Runs a program against the simulator and judges its concurrency from the trace.
     Exec(ExecArgs),
+    /// Records per-token timings of a live server as NDJSON, for the simulator to replay.
+    Record(RecordArgs),
+}
+
+#[derive(Debug, Args)]
+struct RecordArgs {
+    /// Base URL of the server.
+    #[arg(long)]
+    endpoint: String,
+    /// Model to call.
+    #[arg(long)]
+    model: String,
+    /// Calls to record (after one unrecorded warm-up call).
+    #[arg(long, default_value_t = 20)]
+    calls: usize,
+    /// num_predict of each call.
+    #[arg(long, default_value_t = 512)]
+    max_tokens: u32,
+    /// Prompt of each call.
+    #[arg(long, default_value = "Summarise the state of the project in a few paragraphs.")]
+    prompt: String,
+    /// Output file (NDJSON), e.g. fixtures/traces/my-gpu.ndjson.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+fn record(a: RecordArgs) -> ExitCode {
+    let plan = harness::record::RecordPlan {
+        endpoint: a.endpoint,
+        model: a.model,
+        calls: a.calls,
+        max_tokens: a.max_tokens,
+        prompt: a.prompt,
+        timeout: Duration::from_secs(300),
+    };
+    match harness::record::record(&plan) {
+        Ok(calls) => match harness::report::write_atomic(&a.out, harness::record::to_ndjson(&calls).as_bytes()) {
+            Ok(()) => {
+                eprintln!("harness record: {} calls written to {}", calls.len(), a.out.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("harness record: cannot write {}: {e}", a.out.display());
+                ExitCode::from(1)
+            }
+        },
+        Err(e) => {
+            eprintln!("harness record: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -397,6 +448,7 @@ fn main() -> ExitCode {
         }
         Command::Compare(c) => return compare(c),
         Command::Exec(e) => return exec(e),
+        Command::Record(r) => return record(r),
         Command::Matrix(m) => expand_runtimes(&m.runtimes).and_then(|r| plan(r, m.scenarios, m.common)),
         Command::Run(r) => expand_runtimes(&[r.runtime]).and_then(|rt| plan(rt, vec![r.scenario], r.common)),
     };

@@ -110,6 +110,53 @@ pub struct Profile {
     /// Tokens the chat template adds around every prompt.
     #[serde(default)]
     pub template_tokens: u32,
+    /// An empirical profile recorded from a real server (`harness record`): when present,
+    /// time to first token, inter-token gaps and answer lengths are drawn from it (seeded),
+    /// instead of from the distributions above. Loads still use `load_ms`.
+    #[serde(default)]
+    pub replay: Option<Replay>,
+    /// NDJSON file written by `harness record` to read `replay` from (relative to the working
+    /// directory).
+    #[serde(default)]
+    pub replay_file: Option<String>,
+}
+
+/// Recorded timings of a real server: per call, the time to first token, the gaps between
+/// tokens, and the number of tokens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Replay {
+    /// Time to first token of each recorded call, ms (warm calls: no load).
+    pub ttft_ms: Vec<f64>,
+    /// Every inter-token gap of every call, ms.
+    pub gaps_ms: Vec<f64>,
+    /// Tokens of each call.
+    pub tokens: Vec<f64>,
+}
+
+impl Replay {
+    /// Reads the NDJSON `harness record` writes: one call per line with `ttft_ms`, `gaps_ms`
+    /// and `tokens` (other fields are ignored).
+    pub fn from_ndjson(text: &str) -> Result<Replay, String> {
+        let mut r = Replay::default();
+        for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let v: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("line {}: {e}", i + 1))?;
+            let num = |k: &str| {
+                v.get(k).and_then(serde_json::Value::as_f64).ok_or_else(|| format!("line {}: no number {k:?}", i + 1))
+            };
+            r.ttft_ms.push(num("ttft_ms")?);
+            r.tokens.push(num("tokens")?);
+            let gaps = v
+                .get("gaps_ms")
+                .and_then(serde_json::Value::as_array)
+                .ok_or_else(|| format!("line {}: no gaps_ms array", i + 1))?;
+            r.gaps_ms.extend(gaps.iter().filter_map(serde_json::Value::as_f64));
+        }
+        if r.ttft_ms.is_empty() || r.gaps_ms.is_empty() {
+            return Err("no recorded calls with tokens".into());
+        }
+        Ok(r)
+    }
 }
 
 fn zero_dist() -> DistSpec {
@@ -402,6 +449,14 @@ impl RawConfig {
         }
         if models.is_empty() {
             return Err(invalid("the catalogue has no models".into()));
+        }
+        for m in models.iter_mut() {
+            if let (Some(path), None) = (&m.profile.replay_file, &m.profile.replay) {
+                let text =
+                    std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.clone(), source })?;
+                m.profile.replay =
+                    Some(Replay::from_ndjson(&text).map_err(|e| invalid(format!("model {:?}: {path}: {e}", m.name)))?);
+            }
         }
         for m in &models {
             m.validate().map_err(invalid)?;

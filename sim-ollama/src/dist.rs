@@ -98,6 +98,8 @@ pub(crate) struct Sampler {
 
 #[derive(Debug, Clone)]
 enum Inner {
+    /// Values recorded from a real server, drawn uniformly (a bootstrap).
+    Empirical(std::sync::Arc<Vec<f64>>),
     Constant(f64),
     Normal(Normal<f64>),
     LogNormal(LogNormal<f64>),
@@ -105,9 +107,19 @@ enum Inner {
 }
 
 impl Sampler {
+    /// A sampler drawing uniformly from recorded values, each multiplied by `scale`.
+    pub(crate) fn empirical(values: &[f64], scale: f64) -> Sampler {
+        let v: Vec<f64> = values.iter().map(|x| x * scale).filter(|x| x.is_finite() && *x >= 0.0).collect();
+        if v.is_empty() {
+            return Sampler { inner: Inner::Constant(0.0), min: 0.0, max: f64::INFINITY };
+        }
+        Sampler { inner: Inner::Empirical(std::sync::Arc::new(v)), min: 0.0, max: f64::INFINITY }
+    }
+
     /// Draws one value, clamped to `[min, max]` (and never negative).
     pub(crate) fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
         let x = match &self.inner {
+            Inner::Empirical(v) => v[rand::RngExt::random_range(rng, 0..v.len())],
             Inner::Constant(v) => *v,
             Inner::Normal(d) => d.sample(rng),
             Inner::LogNormal(d) => d.sample(rng),

@@ -25,7 +25,11 @@ pub(crate) fn load_time(profile: &Profile, cold: bool, time_scale: f64, rng: &mu
 
 /// The model's natural answer length when the request does not bound it.
 pub(crate) fn output_len(profile: &Profile, rng: &mut SimRng) -> usize {
-    (profile.output_tokens.sampler().sample(rng).round() as usize).max(1)
+    let s = match &profile.replay {
+        Some(r) => Sampler::empirical(&r.tokens, 1.0),
+        None => profile.output_tokens.sampler(),
+    };
+    (s.sample(rng).round() as usize).max(1)
 }
 
 /// The intended schedule of one stream, in solo work: an overhead no duration field accounts
@@ -40,10 +44,19 @@ pub(crate) struct Timing {
     pub(crate) prompt: Duration,
     gap: Sampler,
     rng: SimRng,
+    /// The first token costs no gap of its own (replayed TTFTs already include it).
+    first_free: bool,
 }
 
 impl Timing {
     pub(crate) fn new(profile: &Profile, prompt_tokens: u32, time_scale: f64, mut rng: SimRng) -> Timing {
+        if let Some(r) = &profile.replay {
+            // A recorded TTFT covers the overhead, the prompt evaluation and the first token
+            // together: the first token leaves when it ends.
+            let overhead = scaled_ms(Sampler::empirical(&r.ttft_ms, 1.0).sample(&mut rng), time_scale);
+            let gap = Sampler::empirical(&r.gaps_ms, 1e6 * time_scale);
+            return Timing { overhead, prompt: Duration::ZERO, gap, rng, first_free: true };
+        }
         let prompt = scaled_ms(f64::from(prompt_tokens) / profile.prompt_tokens_per_s * 1000.0, time_scale);
         let overhead = scaled_ms(profile.first_token_ms.sampler().sample(&mut rng), time_scale);
         let mean_gap_ms = 1000.0 / profile.decode_tokens_per_s; // 0 for an infinite rate
@@ -54,11 +67,14 @@ impl Timing {
             min: None,
             max: None,
         };
-        Timing { overhead, prompt, gap: gap_spec.sampler(), rng }
+        Timing { overhead, prompt, gap: gap_spec.sampler(), rng, first_free: false }
     }
 
     /// Solo work from the previous token (or the end of prompt evaluation) to the next token.
     pub(crate) fn next_gap(&mut self) -> Duration {
+        if std::mem::take(&mut self.first_free) {
+            return Duration::ZERO;
+        }
         let g = self.gap.sample(&mut self.rng);
         if g.is_finite() && g > 0.0 { Duration::from_nanos(g as u64) } else { Duration::ZERO }
     }
@@ -92,6 +108,22 @@ mod tests {
         assert_eq!(short, Duration::from_millis(25));
         assert_eq!(long, Duration::from_millis(250));
         assert_eq!(scaled, Duration::from_micros(2500));
+    }
+
+    #[test]
+    fn a_replayed_profile_draws_from_the_recorded_values() {
+        let mut p = gemma();
+        p.replay =
+            Some(crate::config::Replay { ttft_ms: vec![100.0, 300.0], gaps_ms: vec![5.0, 15.0], tokens: vec![42.0] });
+        let mut t = Timing::new(&p, 500, 1.0, SimRng::seed_from_u64(2));
+        assert!(t.overhead == Duration::from_millis(100) || t.overhead == Duration::from_millis(300));
+        assert_eq!(t.prompt, Duration::ZERO);
+        assert_eq!(t.next_gap(), Duration::ZERO, "the recorded TTFT includes the first token");
+        for _ in 0..50 {
+            let g = t.next_gap();
+            assert!(g == Duration::from_millis(5) || g == Duration::from_millis(15), "{g:?}");
+        }
+        assert_eq!(output_len(&p, &mut SimRng::seed_from_u64(1)), 42);
     }
 
     #[test]

@@ -54,7 +54,7 @@ mod timer;
 mod tokens;
 mod wire;
 
-pub use config::{ConfigError, ConfigFile, DeviceSpec, InstanceSpec, ModelSpec, Profile};
+pub use config::{ConfigError, ConfigFile, DeviceSpec, InstanceSpec, ModelSpec, Profile, Replay};
 pub use faults::{FaultKind, FaultRule};
 pub use keepalive::KeepAlive;
 pub use metrics::LatenessSummary;

@@ -13,3 +13,5 @@ mod deployments;
 mod live;
 // Reports: files, schema, atomic writes, the CLI.
 mod reports;
+// Record a server's timings, replay them as an empirical profile.
+mod replay;
