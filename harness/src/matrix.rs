@@ -251,12 +251,13 @@ pub fn run(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, Ma
                 by_shape.push((shape, m));
                 progress.step("solo baseline");
             }
-            let gap =
-                Duration::from_secs_f64(percentile(&solo_itl, 0.5).max(0.0).min(1.0).max(if solo_itl.is_empty() {
-                    0.0
-                } else {
-                    1e-6
-                }));
+            // The blocking control blocks for one solo inter-token gap per token (0 when the
+            // baseline had no gaps: a single token), at most a second.
+            let gap = Duration::from_secs_f64(if solo_itl.is_empty() {
+                0.0
+            } else {
+                percentile(&solo_itl, 0.5).clamp(1e-6, 1.0)
+            });
             let control = runtime::info(rt).and_then(|v| v.control);
 
             for r in 1..=plan.runs {

@@ -938,7 +938,7 @@ pub(crate) async fn embeddings(
     let key = model.name.key();
     let dims = model.spec.embedding_length as usize;
     run_embedding(&s, model, &options, keep_alive, std::slice::from_ref(&prompt), arrival, trace).await?;
-    // Unnormalised, like the legacy endpoint: scale by a per-text magnitude.
+    // Not normalised, as the legacy endpoint's vectors are not.
     let v = embedding(&key, &prompt, dims);
     Ok(json_response(StatusCode::OK, &EmbeddingResponse { embedding: v }))
 }
