@@ -245,6 +245,15 @@ async fn run_agent(
     AgentRecord { name: agent.name.clone(), instance: agent.instance, start, end: Instant::now(), calls }
 }
 
+/// Waits for tokio agent tasks, in order. A panicking agent is a bug in the harness.
+async fn join_tokio(handles: Vec<tokio::task::JoinHandle<AgentRecord>>) -> Vec<AgentRecord> {
+    futures::future::join_all(handles)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|e| panic!("an agent task panicked: {e}")))
+        .collect()
+}
+
 /// Builds a variant's runtime.
 pub fn build(name: &str) -> Result<Box<dyn Executor>, String> {
     let rt_multi = || {
@@ -345,11 +354,7 @@ impl Executor for TokioMulti {
                     )
                 })
                 .collect();
-            let mut out = Vec::new();
-            for h in handles {
-                out.push(h.await.unwrap_or_else(|e| panic!("an agent task panicked: {e}")));
-            }
-            out
+            join_tokio(handles).await
         })
     }
 }
@@ -386,11 +391,7 @@ impl Executor for TokioLocal {
                     })
                 })
                 .collect();
-            let mut out = Vec::new();
-            for h in handles {
-                out.push(h.await.unwrap_or_else(|e| panic!("an agent task panicked: {e}")));
-            }
-            out
+            join_tokio(handles).await
         })
     }
 }
@@ -430,11 +431,7 @@ impl Executor for AsyncStd {
                     })
                 })
                 .collect();
-            let mut out = Vec::new();
-            for h in handles {
-                out.push(h.await);
-            }
-            out
+            futures::future::join_all(handles).await
         })
     }
 }
@@ -455,11 +452,7 @@ impl Executor for Smol {
                     })
                 })
                 .collect();
-            let mut out = Vec::new();
-            for h in handles {
-                out.push(h.await);
-            }
-            out
+            futures::future::join_all(handles).await
         })
     }
 }

@@ -245,6 +245,12 @@ impl Running {
         unix_seconds(self.stamp(at))
     }
 
+    /// Both forms of the latest step's timestamp, computed once.
+    pub(crate) fn created(&self, at: Instant) -> (String, u64) {
+        let t = self.stamp(at);
+        (rfc3339(t), unix_seconds(t))
+    }
+
     /// Why the text ended.
     pub(crate) fn done_reason(&self) -> DoneReason {
         self.text.done_reason

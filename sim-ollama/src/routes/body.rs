@@ -64,13 +64,15 @@ pub(crate) fn write_finish(run: &mut Running, wire: &Wire, out: &mut BytesMut) {
     let now = Instant::now();
     let metrics = run.metrics(now);
     let ids = if matches!(wire, Wire::Generate { context: Some(_), .. }) { run.output_ids() } else { Vec::new() };
-    wire.finish(out, run.done_reason(), &run.created_at(now), run.created_unix(now), &metrics, &ids);
+    let (created_at, created_unix) = run.created(now);
+    wire.finish(out, run.done_reason(), &created_at, created_unix, &metrics, &ids);
     run.finish(Outcome::Done, None);
 }
 
 /// Appends the line of token `i`, emitted at `at`.
 pub(crate) fn write_token(run: &Running, wire: &Wire, out: &mut BytesMut, i: usize, at: Instant) {
-    wire.token(out, run.piece(i), &run.created_at(at), run.created_unix(at), i == 0);
+    let (created_at, created_unix) = run.created(at);
+    wire.token(out, run.piece(i), &created_at, created_unix, i == 0);
 }
 
 /// The error a body yields to make hyper drop the connection mid-body.
