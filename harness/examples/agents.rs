@@ -3,7 +3,8 @@
 //!     OLLAMA_HOST=http://127.0.0.1:11434 cargo run -p harness --example agents [-- --sequential]
 //!
 //! `--sequential` awaits the agents one after the other: the bug `harness exec` should catch.
-//! Each agent sends its name in the X-Agent header.
+//! Each agent sends its name in the X-Agent header. (`examples/agent-check` is the fuller
+//! example: a user's crate that checks its agents with the judge in its own tests.)
 
 use std::time::Duration;
 

@@ -95,13 +95,15 @@ fn runs<'a>(r: &'a Results, rt: &str, sc: &str) -> Vec<&'a RunResult> {
     r.runs.iter().filter(|x| x.runtime == rt && x.scenario == sc).collect()
 }
 
-/// Verdicts ordered from best to worst, for "did it get worse".
+/// Verdicts ordered from best to worst, for "did it get worse". A cell that became
+/// inconclusive lost its evidence: worse than any judged verdict, better than failing.
 fn rank(v: Verdict) -> u8 {
     match v {
         Verdict::Parallel => 0,
         Verdict::Degraded => 1,
         Verdict::Serialized => 2,
-        Verdict::Failed => 3,
+        Verdict::Inconclusive => 3,
+        Verdict::Failed => 4,
     }
 }
 

@@ -11,13 +11,14 @@
 //! - [`runtime`]: the variants (tokio, LocalSet, async-std, smol, 1 KB reads, the study's
 //!   bridge) and the controls with deliberate serialization bugs.
 //! - [`client`]: the HTTP stacks that stream a call and time every token.
-//! - [`measure`]: per-call metrics, efficiencies, server-side evidence from the trace.
-//! - [`verdict`]: parallel / degraded / serialized, with the reason.
+//! - [`measure`]: per-call metrics and efficiencies against measured solo baselines.
+//! - [`verdict`]: a run's verdict: the simulator's judge (`sim_ollama::judge`) told what the
+//!   client saw, or, in live mode, the measured efficiencies.
 //! - [`stats`]: mean, sd, 95 % CI, effect size.
 //! - [`report`]: `results.json`, `summary.md`, CSV, written atomically.
 //! - [`thresholds`]: `fixtures/thresholds.toml`, what each cell must read.
 //! - [`compare`]: two reports cell by cell, for CI.
-//! - [`exec`]: judge any program from the server's trace.
+//! - [`exec`]: run any program against the simulator and print the judge's report.
 //! - [`timeline`]: SVG timelines of runs and the HTML report of a matrix.
 //! - [`record`]: per-token timings of a live server, for the simulator to replay.
 

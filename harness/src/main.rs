@@ -100,18 +100,26 @@ struct ExecArgs {
     #[arg(long)]
     instances: Option<usize>,
     /// Time scale of the simulator.
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, default_value_t = 0.1, value_parser = positive_finite)]
     time_scale: f64,
     /// Master seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Exit 4 when the verdict is not this one (parallel, degraded, serialized).
+    /// How many agents the program runs that should run at once (needed for unlabelled
+    /// programs whose agents make several unrelated calls; with X-Agent labels, fewer than the
+    /// labelled agents says the program limits itself by design).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    agents: Option<u64>,
+    /// Exit 4 when the verdict is not this one (parallel, degraded, serialized, inconclusive).
     #[arg(long)]
-    expect: Option<harness::verdict::Verdict>,
-    /// Also write the report as JSON here.
+    expect: Option<sim_ollama::Verdict>,
+    /// Exit 4 when the share of the possible saving achieved is below this (0-1), or unknown.
+    #[arg(long, value_parser = unit_interval)]
+    min_saving: Option<f64>,
+    /// Also write the report as JSON here (schema: docs/judge.md).
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Also draw the run's timeline (SVG) here.
+    /// Also draw the run's timeline (SVG, one lane per agent) here.
     #[arg(long)]
     timeline: Option<PathBuf>,
     /// The command and its arguments (after `--`).
@@ -119,49 +127,42 @@ struct ExecArgs {
     command: Vec<String>,
 }
 
+fn positive_finite(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    if v.is_finite() && v > 0.0 { Ok(v) } else { Err(format!("{s} must be a positive, finite number")) }
+}
+
+fn unit_interval(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    if (0.0..=1.0).contains(&v) { Ok(v) } else { Err(format!("{s} must be between 0 and 1")) }
+}
+
 fn exec(a: ExecArgs) -> ExitCode {
-    let builder = sim_ollama::SimBuilder::new().seed(a.seed).time_scale(a.time_scale);
-    let builder = match (&a.config, &a.preset) {
-        (Some(p), _) => builder.config_file(p),
-        (None, Some(n)) => builder.preset(n),
-        (None, None) => builder.preset("ideal"),
+    let plan = harness::exec::ExecPlan {
+        preset: a.preset,
+        config: a.config,
+        instances: a.instances,
+        time_scale: a.time_scale,
+        seed: a.seed,
+        agents: a.agents.map(|n| n as usize),
+        command: a.command,
     };
-    let builder = match builder {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("harness exec: {e}");
+    let outcome = match harness::exec::run(&plan) {
+        Ok(o) => o,
+        Err(e @ harness::exec::ExecError::Config(_)) => {
+            eprintln!("{e}");
             return ExitCode::from(2);
         }
-    };
-    let builder = match a.instances {
-        Some(n) => builder.instances(n),
-        None => builder,
-    };
-    let sim = match builder.start() {
-        Ok(s) => s,
         Err(e) => {
-            eprintln!("harness exec: {e}");
+            eprintln!("{e}");
             return ExitCode::from(1);
         }
     };
-    let status = std::process::Command::new(&a.command[0])
-        .args(&a.command[1..])
-        .env("OLLAMA_HOST", sim.url())
-        .env("SIM_OLLAMA_URLS", sim.urls().join(","))
-        .status();
-    let status = match status {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("harness exec: cannot run {:?}: {e}", a.command[0]);
-            return ExitCode::from(1);
-        }
-    };
-    let trace = sim.trace();
-    let report = harness::exec::judge(&trace);
-    eprint!("{}", harness::exec::render(&report));
+    eprint!("{}", harness::exec::render(&outcome));
+    let report = &outcome.report;
     if let Some(p) = &a.timeline {
-        let title = format!("harness exec: {}", a.command.join(" "));
-        let drawn = harness::timeline::svg(&title, &harness::timeline::lanes(&trace))
+        let title = format!("harness exec: {}", plan.command.join(" "));
+        let drawn = harness::timeline::svg(&title, &harness::timeline::agent_lanes(&outcome.trace, report))
             .map_err(std::io::Error::other)
             .and_then(|doc| harness::report::write_atomic(p, doc.as_bytes()));
         if let Err(e) = drawn {
@@ -170,7 +171,16 @@ fn exec(a: ExecArgs) -> ExitCode {
         }
     }
     if let Some(p) = &a.json {
-        if let Err(e) = serde_json::to_vec_pretty(&report)
+        let doc = harness::exec::ExecJson {
+            schema_version: harness::exec::EXEC_SCHEMA_VERSION,
+            command: &plan.command,
+            exit_code: outcome.status.code(),
+            process_wall_s: outcome.process_wall_s,
+            seed: plan.seed,
+            deployment: plan.deployment(),
+            report,
+        };
+        if let Err(e) = serde_json::to_vec_pretty(&doc)
             .map_err(std::io::Error::other)
             .and_then(|b| harness::report::write_atomic(p, &b))
         {
@@ -178,17 +188,39 @@ fn exec(a: ExecArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     }
-    if !status.success() {
+    if !outcome.status.success() {
         // The command's own exit code is passed through.
-        return ExitCode::from(status.code().map_or(1, |c| c.clamp(1, 255) as u8));
+        return ExitCode::from(outcome.status.code().map_or(1, |c| c.clamp(1, 255) as u8));
     }
-    match a.expect {
-        Some(v) if v != report.verdict => {
+    let mut failed = false;
+    if let Some(v) = a.expect {
+        if v != report.verdict {
             eprintln!("harness exec: expected {v}, got {}", report.verdict);
-            ExitCode::from(4)
+            failed = true;
         }
-        _ => ExitCode::SUCCESS,
     }
+    if let Some(min) = a.min_saving {
+        match report.time.saving {
+            Some(s) if s >= min => {}
+            Some(s) => {
+                eprintln!(
+                    "harness exec: saved {:.0}% of the possible saving, below the minimum {:.0}%",
+                    s * 100.0,
+                    min * 100.0
+                );
+                failed = true;
+            }
+            None => {
+                eprintln!(
+                    "harness exec: no saving could be measured ({}), so the minimum {:.0}% is not met",
+                    report.reason,
+                    min * 100.0
+                );
+                failed = true;
+            }
+        }
+    }
+    if failed { ExitCode::from(4) } else { ExitCode::SUCCESS }
 }
 
 #[derive(Debug, Args)]

@@ -79,7 +79,7 @@ impl std::fmt::Display for MatrixError {
 impl std::error::Error for MatrixError {}
 
 /// Progress callbacks (a bar on a terminal, plain lines otherwise).
-pub trait Progress {
+pub trait Progress: Send {
     /// A cell begins.
     fn cell(&mut self, index: usize, cells: usize, runtime: &str, scenario: &str);
     /// A run (or a baseline) ended.
@@ -104,15 +104,6 @@ struct Deployment {
     urls: Vec<String>,
     model: String,
     time_scale: f64,
-    slots: BTreeMap<usize, usize>,
-}
-
-fn slots_of(preset: &str) -> BTreeMap<usize, usize> {
-    let Ok(f) = sim_ollama::config::preset(preset) else { return BTreeMap::new() };
-    let default = f.server.num_parallel.unwrap_or(1);
-    (0..f.instances.len().max(1))
-        .map(|i| (i, f.instances.get(i).and_then(|x| x.num_parallel).unwrap_or(default)))
-        .collect()
 }
 
 fn deploy(plan: &MatrixPlan, s: &Scenario) -> Result<Deployment, MatrixError> {
@@ -127,15 +118,11 @@ fn deploy(plan: &MatrixPlan, s: &Scenario) -> Result<Deployment, MatrixError> {
                 .start()
                 .map_err(|e| MatrixError::Simulator(e.to_string()))?;
             let urls = sim.urls().to_vec();
-            Ok(Deployment { sim: Some(sim), urls, model: s.model.clone(), time_scale, slots: slots_of(&s.preset) })
+            Ok(Deployment { sim: Some(sim), urls, model: s.model.clone(), time_scale })
         }
-        Target::Live { endpoints, model } => Ok(Deployment {
-            sim: None,
-            urls: endpoints.clone(),
-            model: model.clone(),
-            time_scale: 1.0,
-            slots: BTreeMap::new(),
-        }),
+        Target::Live { endpoints, model } => {
+            Ok(Deployment { sim: None, urls: endpoints.clone(), model: model.clone(), time_scale: 1.0 })
+        }
     }
 }
 
@@ -192,8 +179,26 @@ fn warm_up(exec: &mut dyn Executor, d: &Deployment, agents: &[AgentPlan], timeou
     }
 }
 
-/// Runs the plan.
+/// Runs the plan. It blocks the calling thread until the matrix is done. Each runtime variant
+/// builds and drives its own runtime, which cannot be done on a thread that already runs an
+/// async runtime; called from async code (a `#[tokio::test]`, say), the matrix therefore runs on
+/// a thread of its own while the caller's thread waits for it (use `spawn_blocking` if that
+/// runtime must keep serving meanwhile).
 pub fn run(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, MatrixError> {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name("harness-matrix".into())
+                .spawn_scoped(s, || run_here(plan, progress))
+                .map_err(|e| MatrixError::Runtime(format!("cannot start the matrix thread: {e}")))?
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        });
+    }
+    run_here(plan, progress)
+}
+
+fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, MatrixError> {
     if let Target::Live { endpoints, model } = &plan.target {
         check_live(endpoints, model)?;
     }
@@ -241,8 +246,14 @@ pub fn run(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, Ma
                     let recs = exec.run(&job(&d, vec![a.clone()], Duration::ZERO, plan.timeout));
                     if let Some(r) = recs.first() {
                         ds.push(duration_s(r));
+                        // The mean gap of each call (first to last token over the gaps), not
+                        // every gap: tokens that arrive bunched in one read would make the
+                        // median gap ~0 on a loaded machine, and the blocking control's sleep
+                        // with it.
                         for c in &r.calls {
-                            solo_itl.extend(c.tokens.windows(2).map(|w| (w[1] - w[0]).as_secs_f64()));
+                            if let (Some(a), Some(b), true) = (c.tokens.first(), c.tokens.last(), c.tokens.len() > 1) {
+                                solo_itl.push((*b - *a).as_secs_f64() / (c.tokens.len() - 1) as f64);
+                            }
                         }
                     }
                 }
@@ -252,7 +263,8 @@ pub fn run(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, Ma
                 progress.step("solo baseline");
             }
             // The blocking control blocks for one solo inter-token gap per token (0 when the
-            // baseline had no gaps: a single token), at most a second.
+            // baseline had no gaps: a single token), at most a second: the median of the solo
+            // calls' mean gaps.
             let gap = Duration::from_secs_f64(if solo_itl.is_empty() {
                 0.0
             } else {
@@ -266,12 +278,11 @@ pub fn run(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, Ma
                 }
                 let recs = exec.run(&job(&d, agents.clone(), gap, plan.timeout));
                 let (eff, times) = measure::efficiency(&recs, &solo);
-                let trace = d.sim.as_ref().map(|sim| sim.trace());
-                let server = d
-                    .sim
-                    .as_ref()
-                    .zip(trace.as_ref())
-                    .map(|(sim, t)| measure::server_evidence(t, sim.origin(), d.slots.clone(), &recs));
+                let trace = d.sim.as_ref().map(|sim| {
+                    // Answers the agents have read may still be finishing on the server.
+                    let _ = sim.wait_idle(Duration::from_secs(2));
+                    sim.trace()
+                });
                 let timeline = match (&plan.out, &trace) {
                     (Some(dir), Some(t)) => {
                         let rel = format!("timelines/{rt}__{}__{r}.svg", s.name);
@@ -284,7 +295,17 @@ pub fn run(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, Ma
                     }
                     _ => None,
                 };
-                let (v, reason) = verdict::judge(&eff, &recs, server.as_ref());
+                let (v, reason, judged, saving) = match (&d.sim, &trace) {
+                    (Some(sim), Some(t)) => {
+                        let (v, reason, rep) = verdict::judge_simulated(t, sim.origin(), &recs, &eff);
+                        let saving = rep.time.saving.unwrap_or(f64::NAN);
+                        (v, reason, Some(rep), saving)
+                    }
+                    _ => {
+                        let (v, reason) = verdict::judge_live(&eff, &recs);
+                        (v, reason, None, eff.saving)
+                    }
+                };
                 let calls: Vec<CallMetrics> = recs
                     .iter()
                     .flat_map(|a| {
@@ -299,12 +320,12 @@ pub fn run(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, Ma
                     efficiency_true: eff.efficiency_true,
                     efficiency_apparent: eff.efficiency_apparent,
                     speedup: eff.speedup,
-                    saving: eff.saving,
+                    saving,
                     verdict: v,
                     reason,
                     agents: times,
                     calls,
-                    server,
+                    judge: judged,
                     timeline,
                 };
                 progress.run(&run);

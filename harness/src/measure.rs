@@ -1,11 +1,11 @@
-//! Measurement: per-call client timings, per-run efficiencies, and the server-side evidence
-//! read from the simulator's trace.
+//! Measurement: per-call client timings and per-run efficiencies against the measured solo
+//! baselines. What the server saw is the judge's (`sim_ollama::judge`), not measured here.
 
 use crate::client::CallRecord;
 use crate::runtime::AgentRecord;
 use crate::stats::percentile;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// Client-side metrics of one call.
@@ -134,115 +134,4 @@ pub fn efficiency(agents: &[AgentRecord], solo: &BTreeMap<String, f64>) -> (Effi
         }
     };
     (e, times)
-}
-
-/// What the server saw during a run (embedded simulator only).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ServerEvidence {
-    /// Requests in the run.
-    pub requests: usize,
-    /// Most requests the server held at once (received, not yet ended).
-    pub max_concurrency: usize,
-    /// Most requests decoding at once (between first token and end).
-    pub max_decoding: usize,
-    /// Fraction of the server-busy time with two or more requests decoding.
-    pub decode_overlap: f64,
-    /// Requests that arrived only after every earlier request had ended.
-    pub arrived_after_previous_ended: usize,
-    /// Seconds spent waiting for a parallel slot, summed over requests.
-    pub slot_wait_s: f64,
-    /// Slots of the instances used (`num_parallel`), by instance.
-    pub slots: BTreeMap<usize, usize>,
-    /// Mean decode speed as a fraction of solo, over requests (token-weighted).
-    pub mean_speed: f64,
-    /// Devices on which requests from different instances decoded together.
-    pub shared_devices: Vec<usize>,
-    /// Distinct client connections the requests came over.
-    pub connections: usize,
-    /// Median delay between the server emitting a token and the agent receiving it, ms.
-    pub client_lag_p50_ms: f64,
-    /// 90th percentile of that delay, ms.
-    pub client_lag_p90_ms: f64,
-    /// Median duration of a request on the server, ms (for scale).
-    pub request_p50_ms: f64,
-}
-
-/// Reads the evidence from a trace taken after a run (the trace was cleared before it).
-/// `origin` maps the trace's microseconds to instants; `agents` are the client's records, to
-/// match client token arrivals with server emissions.
-pub fn server_evidence(
-    trace: &sim_ollama::TraceSnapshot,
-    origin: Instant,
-    slots: BTreeMap<usize, usize>,
-    agents: &[AgentRecord],
-) -> ServerEvidence {
-    let reqs: Vec<&sim_ollama::RequestTrace> =
-        trace.requests.iter().filter(|r| r.endpoint == "/api/generate" || r.endpoint == "/api/chat").collect();
-    // Sweep lines over [received, end) and [first token, end).
-    let sweep = |iv: Vec<(u64, u64)>| -> (usize, f64) {
-        let mut ev: Vec<(u64, i32)> = iv.iter().flat_map(|(a, b)| [(*a, 1), (*b, -1)]).collect();
-        ev.sort();
-        let (mut cur, mut max, mut last, mut busy, mut multi) = (0i32, 0i32, 0u64, 0u64, 0u64);
-        for (t, d) in ev {
-            if cur >= 1 {
-                busy += t - last;
-            }
-            if cur >= 2 {
-                multi += t - last;
-            }
-            cur += d;
-            max = max.max(cur);
-            last = t;
-        }
-        (max.max(0) as usize, if busy > 0 { multi as f64 / busy as f64 } else { 0.0 })
-    };
-    let held: Vec<(u64, u64)> = reqs.iter().filter_map(|r| Some((r.received_us, r.end_us?))).collect();
-    let decoding: Vec<(u64, u64)> = reqs.iter().filter_map(|r| Some((r.first_token_us?, r.end_us?))).collect();
-    let (max_concurrency, _) = sweep(held.clone());
-    let (max_decoding, decode_overlap) = sweep(decoding);
-    let mut arrived_after = 0;
-    for r in &reqs {
-        let earlier: Vec<_> = reqs.iter().filter(|o| o.id < r.id).collect();
-        if !earlier.is_empty() && earlier.iter().all(|o| o.end_us.is_some_and(|e| e <= r.received_us)) {
-            arrived_after += 1;
-        }
-    }
-    let slot_wait_us: u64 = reqs
-        .iter()
-        .flat_map(|r| r.waits.iter())
-        .filter(|w| w.reason == sim_ollama::WaitReason::SlotBusy)
-        .map(|w| w.to_us.unwrap_or(w.from_us).saturating_sub(w.from_us))
-        .sum();
-    let tok: u64 = reqs.iter().map(|r| r.tokens).sum();
-    let mean_speed =
-        if tok > 0 { reqs.iter().map(|r| r.mean_speed * r.tokens as f64).sum::<f64>() / tok as f64 } else { 1.0 };
-    let shared: BTreeSet<usize> = reqs.iter().filter(|r| !r.shared_device_with.is_empty()).map(|r| r.device).collect();
-    let connections = reqs.iter().map(|r| r.client.as_str()).collect::<BTreeSet<_>>().len();
-    // Client lag: the i-th call of agent A matched with A's i-th request on the server.
-    let mut lags = Vec::new();
-    for a in agents {
-        let mine: Vec<_> = reqs.iter().filter(|r| r.agent == a.name).collect();
-        for (call, r) in a.calls.iter().zip(mine) {
-            for (client_t, server_us) in call.tokens.iter().zip(&r.token_us) {
-                let server_t = origin + std::time::Duration::from_micros(*server_us);
-                lags.push(client_t.saturating_duration_since(server_t).as_secs_f64() * 1e3);
-            }
-        }
-    }
-    let durations: Vec<f64> = held.iter().map(|(a, b)| (b - a) as f64 / 1e3).collect();
-    ServerEvidence {
-        requests: reqs.len(),
-        max_concurrency,
-        max_decoding,
-        decode_overlap,
-        arrived_after_previous_ended: arrived_after,
-        slot_wait_s: slot_wait_us as f64 / 1e6,
-        slots,
-        mean_speed,
-        shared_devices: shared.into_iter().collect(),
-        connections,
-        client_lag_p50_ms: percentile(&lags, 0.5),
-        client_lag_p90_ms: percentile(&lags, 0.9),
-        request_p50_ms: percentile(&durations, 0.5),
-    }
 }

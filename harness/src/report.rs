@@ -3,7 +3,7 @@
 //! (charts and links to every run's timeline). Files are rewritten
 //! atomically after every run, so an interrupted matrix keeps what it finished.
 
-use crate::measure::{AgentTimes, CallMetrics, ServerEvidence};
+use crate::measure::{AgentTimes, CallMetrics};
 use crate::stats::{Summary, percentile, summarize};
 use crate::verdict::{PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING, Verdict};
 use serde::{Deserialize, Serialize};
@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Version of `results.json`'s schema.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One run of one cell.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -30,7 +30,9 @@ pub struct RunResult {
     pub efficiency_apparent: f64,
     /// Sum of solo durations / wall.
     pub speedup: f64,
-    /// Share of the possible saving achieved (see the verdict module).
+    /// Share of the possible saving achieved, as the verdict read it: on the simulator the
+    /// judge's (modelled solo costs, `judge.time`), in live mode against the measured solo
+    /// baselines. NaN when there was nothing to save.
     pub saving: f64,
     /// parallel / degraded / serialized / failed.
     pub verdict: Verdict,
@@ -40,8 +42,8 @@ pub struct RunResult {
     pub agents: Vec<AgentTimes>,
     /// Per-call client metrics.
     pub calls: Vec<CallMetrics>,
-    /// What the simulator saw (absent in live mode).
-    pub server: Option<ServerEvidence>,
+    /// The simulator's judge on the run's trace (absent in live mode).
+    pub judge: Option<sim_ollama::Report>,
     /// Path of the run's SVG timeline, relative to the output directory (simulator mode with
     /// an output directory only).
     #[serde(default)]
@@ -81,6 +83,9 @@ pub struct CellSummary {
     pub verdict: Verdict,
     /// The median run's reason.
     pub reason: String,
+    /// What the median run's verdict blamed (simulator runs; absent in live mode).
+    #[serde(default)]
+    pub cause: Option<sim_ollama::judge::Cause>,
     /// Runs per verdict.
     pub verdicts: std::collections::BTreeMap<String, usize>,
     /// Cohen's d of this cell's true efficiency against the same scenario's `tokio-default`
@@ -130,10 +135,15 @@ pub fn summarize_cell(runtime: &str, scenario: &str, control: Option<&str>, runs
     let f = |g: fn(&RunResult) -> f64| summarize(&runs.iter().map(|r| g(r)).collect::<Vec<_>>());
     let calls: Vec<&CallMetrics> = runs.iter().flat_map(|r| r.calls.iter()).collect();
     let col = |g: fn(&CallMetrics) -> Option<f64>| calls.iter().filter_map(|c| g(c)).collect::<Vec<f64>>();
-    // The median run (by true efficiency) gives the cell's verdict and reason.
+    // The median run by saving gives the cell's verdict and reason; of an even number of runs,
+    // the lower of the two middle ones, so a cell of two runs is parallel only if both were.
+    // Runs with nothing to save (NaN) sort first: they never lift a cell.
     let mut sorted: Vec<&&RunResult> = runs.iter().collect();
-    sorted.sort_by(|a, b| a.saving.total_cmp(&b.saving));
-    let median = sorted.get(sorted.len() / 2);
+    sorted.sort_by(|a, b| {
+        let key = |r: &RunResult| if r.saving.is_nan() { f64::NEG_INFINITY } else { r.saving };
+        key(a).total_cmp(&key(b))
+    });
+    let median = sorted.get(sorted.len().saturating_sub(1) / 2);
     let mut verdicts = std::collections::BTreeMap::new();
     for r in runs {
         *verdicts.entry(r.verdict.to_string()).or_insert(0) += 1;
@@ -154,6 +164,7 @@ pub fn summarize_cell(runtime: &str, scenario: &str, control: Option<&str>, runs
         tok_per_s_p50: percentile(&col(|c| c.tok_per_s), 0.5),
         verdict: median.map_or(Verdict::Failed, |r| r.verdict),
         reason: median.map_or_else(String::new, |r| r.reason.clone()),
+        cause: median.and_then(|r| r.judge.as_ref()).map(|j| j.cause),
         verdicts,
         effect_size_vs_tokio_default: None,
     }
@@ -331,11 +342,22 @@ pub fn summary_csv(r: &Results) -> String {
     s
 }
 
-/// Writes `path` atomically: a temporary file in the same directory, then a rename.
+/// Writes `path` atomically and durably: a uniquely named temporary file in the same
+/// directory (created if missing), flushed to disk, then renamed over `path`. A crash leaves
+/// either the old file or the new one, never a torn one, and two writers never share a
+/// temporary file.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    let tmp: PathBuf = path.with_extension(format!("{}.tmp", path.extension().and_then(|e| e.to_str()).unwrap_or("")));
-    std::fs::write(&tmp, contents)?;
-    std::fs::rename(&tmp, path)
+    use std::io::Write as _;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
+    tmp.write_all(contents)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 /// Writes every output file into `dir`.
@@ -365,6 +387,42 @@ mod tests {
         assert_eq!(csv_field("a, \"b\""), "\"a, \"\"b\"\"\"");
     }
 
+    fn run(saving: f64, verdict: Verdict) -> RunResult {
+        RunResult {
+            runtime: "r".into(),
+            scenario: "s".into(),
+            run: 1,
+            wall_s: 1.0,
+            efficiency_true: 0.5,
+            efficiency_apparent: 0.5,
+            speedup: 1.0,
+            saving,
+            verdict,
+            reason: verdict.to_string(),
+            agents: Vec::new(),
+            calls: Vec::new(),
+            judge: None,
+            timeline: None,
+        }
+    }
+
+    #[test]
+    fn a_cell_of_two_runs_is_parallel_only_if_both_were() {
+        // Issue 10: the "median" of two runs was the upper one, so one parallel run of two
+        // passed the cell.
+        let (good, bad) = (run(0.95, Verdict::Parallel), run(0.10, Verdict::Serialized));
+        let c = summarize_cell("r", "s", None, &[&good, &bad]);
+        assert_eq!(c.verdict, Verdict::Serialized, "{}", c.reason);
+        let c = summarize_cell("r", "s", None, &[&bad, &good]);
+        assert_eq!(c.verdict, Verdict::Serialized);
+        let c = summarize_cell("r", "s", None, &[&good, &good.clone()]);
+        assert_eq!(c.verdict, Verdict::Parallel);
+        // A run with nothing to save never lifts a cell.
+        let none = run(f64::NAN, Verdict::Inconclusive);
+        let c = summarize_cell("r", "s", None, &[&good, &none]);
+        assert_eq!(c.verdict, Verdict::Inconclusive);
+    }
+
     #[test]
     fn atomic_writes_leave_no_temporary_file() {
         let dir = std::env::temp_dir().join(format!("harness-report-{}", std::process::id()));
@@ -372,7 +430,12 @@ mod tests {
         let p = dir.join("results.json");
         write_atomic(&p, b"{}").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"{}");
-        assert!(!dir.join("results.json.tmp").exists());
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().filter_map(Result::ok).map(|e| e.file_name()).collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("results.json")], "no temporary file is left");
+        // The parent directory is created when missing.
+        let nested = dir.join("a/b/report.json");
+        write_atomic(&nested, b"[]").unwrap();
+        assert_eq!(std::fs::read(&nested).unwrap(), b"[]");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -104,6 +104,29 @@ pub fn lanes(trace: &TraceSnapshot) -> Vec<Lane> {
     reqs.iter().map(|r| lane(r, t0)).collect()
 }
 
+/// One lane per agent of a judge's report: each agent's requests side by side on its lane, so
+/// agents that waited for each other show as lanes that take turns.
+pub fn agent_lanes(trace: &TraceSnapshot, report: &sim_ollama::Report) -> Vec<Lane> {
+    let by_id: std::collections::BTreeMap<u64, &RequestTrace> = trace.requests.iter().map(|r| (r.id, r)).collect();
+    let t0 =
+        report.agents.iter().flat_map(|a| a.ids.iter()).filter_map(|id| by_id.get(id)).map(|r| r.received_us).min();
+    let Some(t0) = t0 else { return Vec::new() };
+    report
+        .agents
+        .iter()
+        .map(|a| {
+            let mut merged =
+                Lane { label: format!("{} ({} requests)", a.agent, a.requests), spans: Vec::new(), tokens: Vec::new() };
+            for r in a.ids.iter().filter_map(|id| by_id.get(id)) {
+                let l = lane(r, t0);
+                merged.spans.extend(l.spans);
+                merged.tokens.extend(l.tokens);
+            }
+            merged
+        })
+        .collect()
+}
+
 /// Draws lanes as an SVG document.
 pub fn svg(title: &str, lanes: &[Lane]) -> Result<String, String> {
     let n = lanes.len().max(1);
@@ -305,7 +328,8 @@ mod tests {
     #[test]
     fn a_timeline_has_one_lane_per_request_with_its_phases() {
         let trace = TraceSnapshot {
-            schema_version: 1,
+            schema_version: 2,
+            time_scale: 1.0,
             dropped: 0,
             requests: vec![req(1, "a", 0, 1000, 5000), req(2, "b", 100, 6000, 9000)],
         };
@@ -316,5 +340,21 @@ mod tests {
         assert!(doc.starts_with("<svg") && doc.trim_end().ends_with("</svg>"), "well-formed document");
         assert!(doc.contains("a #1 generate") && doc.contains("b #2 generate"), "every lane is labelled");
         assert!(doc.contains("waiting for a slot"), "the legend names the phases");
+    }
+
+    #[test]
+    fn agent_lanes_put_each_agents_requests_on_one_lane() {
+        let mut a2 = req(3, "a", 7000, 7100, 8000);
+        a2.agent_label = Some("a".into());
+        let mut a1 = req(1, "a", 0, 1000, 5000);
+        a1.agent_label = Some("a".into());
+        let mut b = req(2, "b", 100, 6000, 9000);
+        b.agent_label = Some("b".into());
+        let trace = TraceSnapshot { schema_version: 2, time_scale: 1.0, dropped: 0, requests: vec![a1, b, a2] };
+        let report = sim_ollama::judge::judge(&trace, &sim_ollama::JudgeOptions::new());
+        let l = agent_lanes(&trace, &report);
+        assert_eq!(l.len(), 2, "one lane per agent");
+        assert!(l[0].label.starts_with("a (2 requests)"), "{}", l[0].label);
+        assert!(l[0].spans.iter().filter(|s| s.2 == Phase::Decoding).count() == 2, "both of a's requests on its lane");
     }
 }

@@ -1,5 +1,8 @@
-//! Verdicts: parallel, degraded or serialized, with the reason in a sentence built from the
-//! client's timings and, on the embedded simulator, the server's trace.
+//! Verdicts of the harness's runs. On the embedded simulator the run is judged by the
+//! simulator's judge ([`sim_ollama::judge`]) from the trace, with the client's own view of every
+//! call (when it was made, when its last byte was read) so a blocked executor or a connection
+//! pool can be named; in live mode, with no trace, from the client's timings and the measured
+//! solo baselines.
 //!
 //! Verdicts use the share of the possible saving a run achieved,
 //! `(sum of solo - wall) / (sum of solo - longest solo)`: 1.0 when the agents together take
@@ -10,59 +13,11 @@
 //! streams at once; **degraded** in between. Unlike the true efficiency, the
 //! saving is 1.0 for a perfect run of agents of unequal length.
 
-use crate::measure::{Efficiency, ServerEvidence};
+use crate::measure::Efficiency;
 use crate::runtime::AgentRecord;
-use serde::{Deserialize, Serialize};
-
-/// The verdict of a run or a cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    /// Agents ran concurrently at (nearly) full speed.
-    Parallel,
-    /// Concurrency helped, but much less than it should.
-    Degraded,
-    /// No real gain from running together.
-    Serialized,
-    /// Every agent failed: nothing to judge.
-    Failed,
-}
-
-impl Verdict {
-    /// The word.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Parallel => "parallel",
-            Verdict::Degraded => "degraded",
-            Verdict::Serialized => "serialized",
-            Verdict::Failed => "failed",
-        }
-    }
-}
-
-impl std::str::FromStr for Verdict {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "parallel" => Ok(Verdict::Parallel),
-            "degraded" => Ok(Verdict::Degraded),
-            "serialized" => Ok(Verdict::Serialized),
-            "failed" => Ok(Verdict::Failed),
-            other => Err(format!("{other:?} is not a verdict: parallel, degraded, serialized")),
-        }
-    }
-}
-
-impl std::fmt::Display for Verdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A saving at or above this is parallel.
-pub const PARALLEL_MIN_SAVING: f64 = 0.80;
-/// A saving at or below this is serialized.
-pub const SERIALIZED_MAX_SAVING: f64 = 0.15;
+use sim_ollama::judge::{ClientCall, JudgeOptions, Report};
+pub use sim_ollama::judge::{PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING, Verdict};
+use std::time::Instant;
 
 /// The verdict of efficiencies alone.
 pub fn classify(e: &Efficiency) -> Verdict {
@@ -88,38 +43,73 @@ fn pct(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
 
-/// Judges a run: the verdict and the reason in words.
-pub fn judge(e: &Efficiency, agents: &[AgentRecord], server: Option<&ServerEvidence>) -> (Verdict, String) {
-    let failed: Vec<&AgentRecord> = agents.iter().filter(|a| a.calls.iter().any(|c| c.error.is_some())).collect();
-    if !agents.is_empty() && failed.len() == agents.len() {
-        let err = failed[0].calls.iter().find_map(|c| c.error.clone()).unwrap_or_default();
-        return (Verdict::Failed, format!("every agent failed; {}: {err}", failed[0].name));
-    }
-    let mut v = classify(e);
-    // A server-side criterion, immune to timing noise: when the server never decoded two of
-    // the run's streams at the same time, the run was serialized, whatever short runs' solo
-    // baselines make the efficiency read.
-    if server.is_some_and(|s| s.requests > 1 && s.max_decoding <= 1) {
-        v = Verdict::Serialized;
-    }
-    let n = agents.len();
-    let effs = format!(
+fn effs(e: &Efficiency) -> String {
+    format!(
         "true efficiency {} (apparent {}), speedup {:.2}x",
         pct(e.efficiency_true),
         pct(e.efficiency_apparent),
         e.speedup
-    );
-    let mut reason = if v == Verdict::Parallel {
-        format!("{n} agents overlapped: {effs}")
-    } else {
-        match server {
-            Some(s) => server_reason(s, agents, &effs),
-            None => client_reason(agents, &effs),
+    )
+}
+
+/// The first failed call of a run, if any: (agents that failed, the first one's name and error).
+fn failures(agents: &[AgentRecord]) -> Option<(usize, String, String)> {
+    let failed: Vec<&AgentRecord> = agents.iter().filter(|a| a.calls.iter().any(|c| c.error.is_some())).collect();
+    let first = failed.first()?;
+    let err = first.calls.iter().find_map(|c| c.error.clone()).unwrap_or_default();
+    Some((failed.len(), first.name.clone(), err))
+}
+
+/// Judges a run on the embedded simulator: the judge's verdict on the trace, told what the
+/// client saw. `origin` is the simulator's trace origin. Returns the verdict, the reason (with
+/// the measured efficiencies) and the judge's report.
+pub fn judge_simulated(
+    trace: &sim_ollama::TraceSnapshot,
+    origin: Instant,
+    agents: &[AgentRecord],
+    e: &Efficiency,
+) -> (Verdict, String, Report) {
+    let us = |t: Instant| t.saturating_duration_since(origin).as_micros() as u64;
+    // The i-th call of agent A is A's i-th request in the trace (the harness labels every call
+    // with its agent's name in X-Agent).
+    let mut calls = Vec::new();
+    for a in agents {
+        let mut mine: Vec<&sim_ollama::RequestTrace> =
+            trace.requests.iter().filter(|r| r.agent_label.as_deref() == Some(a.name.as_str())).collect();
+        mine.sort_by_key(|r| r.id);
+        for (c, r) in a.calls.iter().zip(mine) {
+            calls.push(ClientCall { request: r.id, sent_us: us(c.sent), end_us: us(c.end) });
         }
+    }
+    let report = sim_ollama::judge::judge(trace, &JudgeOptions::new().client_calls(calls));
+    let mut verdict = report.verdict;
+    let mut reason = format!("{} ({})", report.reason, effs(e));
+    if let Some((n, who, err)) = failures(agents) {
+        if n == agents.len() {
+            verdict = Verdict::Failed;
+            reason = format!("every agent failed; {who}: {err}");
+        } else {
+            reason.push_str(&format!("; {n} of {} agents failed ({who}: {err})", agents.len()));
+        }
+    }
+    (verdict, reason, report)
+}
+
+/// Judges a live run (no server trace): from the efficiencies against the measured solo
+/// baselines and whether the calls overlapped as the client saw them.
+pub fn judge_live(e: &Efficiency, agents: &[AgentRecord]) -> (Verdict, String) {
+    if let Some((n, who, err)) = failures(agents).filter(|f| f.0 == agents.len()) {
+        return (Verdict::Failed, format!("every agent failed ({n}); {who}: {err}"));
+    }
+    let v = classify(e);
+    let n = agents.len();
+    let mut reason = if v == Verdict::Parallel {
+        format!("{n} agents overlapped: {}", effs(e))
+    } else {
+        client_reason(agents, &effs(e))
     };
-    if !failed.is_empty() {
-        let err = failed[0].calls.iter().find_map(|c| c.error.clone()).unwrap_or_default();
-        reason.push_str(&format!("; {} of {n} agents failed ({}: {err})", failed.len(), failed[0].name));
+    if let Some((k, who, err)) = failures(agents) {
+        reason.push_str(&format!("; {k} of {n} agents failed ({who}: {err})"));
     }
     (v, reason)
 }
@@ -130,65 +120,6 @@ fn order(agents: &[AgentRecord]) -> (String, String) {
     let first = by_start.first().map_or("A".to_string(), |a| a.name.clone());
     let second = by_start.get(1).map_or("B".to_string(), |a| a.name.clone());
     (first, second)
-}
-
-fn server_reason(s: &ServerEvidence, agents: &[AgentRecord], effs: &str) -> String {
-    let (a, b) = order(agents);
-    // 1. The requests never met on the server: the client held them back, either before
-    //    calling (locks, permits, awaiting in turn, a blocked executor) or inside the HTTP
-    //    client (the calls were made together but queued for a connection).
-    if s.requests > 1 && s.max_concurrency <= 1 && s.arrived_after_previous_ended > 0 {
-        if calls_overlap(agents) {
-            return format!(
-                "the agents called together but their requests reached the server one at a time over {} connection{}: serialized by the HTTP client's connection pool ({effs})",
-                s.connections,
-                if s.connections == 1 { "" } else { "s" }
-            );
-        }
-        return format!(
-            "agent {b}'s request reached the server only after agent {a}'s finished: serialized in the client ({effs})"
-        );
-    }
-    // 2. They met, but waited for a slot.
-    let busiest = agents.iter().map(|x| x.end.saturating_duration_since(x.start).as_secs_f64()).fold(0.0, f64::max);
-    if s.slot_wait_s > 0.2 * busiest.max(1e-9) {
-        let slots: Vec<String> = s
-            .slots
-            .iter()
-            .map(|(i, n)| format!("instance {i} has {n} slot{}", if *n == 1 { "" } else { "s" }))
-            .collect();
-        return format!(
-            "{}: requests waited {:.2} s in total for a parallel slot: serialized by the server ({effs})",
-            slots.join(", "),
-            s.slot_wait_s
-        );
-    }
-    // 3. They decoded together, but slowly: a shared device.
-    if s.max_decoding > 1 && s.mean_speed < 0.75 {
-        let dev = if s.shared_devices.is_empty() {
-            "batched on one instance".to_string()
-        } else {
-            format!(
-                "on one device (device {})",
-                s.shared_devices.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
-            )
-        };
-        return format!("streams overlapped {dev} at {} of solo speed: no real speedup ({effs})", pct(s.mean_speed));
-    }
-    // 4. The server sent on time; the agents read late.
-    if s.client_lag_p50_ms > 0.25 * s.request_p50_ms.max(1e-9) {
-        return format!(
-            "the server streamed on schedule but tokens reached the agents {:.0} ms late (median; p90 {:.0} ms): the client did not keep up, its executor was blocked ({effs})",
-            s.client_lag_p50_ms, s.client_lag_p90_ms
-        );
-    }
-    if s.max_concurrency <= 1 {
-        return format!("the server never held two requests at once: serialized in the client ({effs})");
-    }
-    format!(
-        "requests overlapped on the server at {} of solo speed; the rest of the loss is in the client ({effs})",
-        pct(s.mean_speed)
-    )
 }
 
 /// Whether calls of different agents were in flight together, as the client saw them (from

@@ -43,7 +43,7 @@ fn a_matrix_writes_json_markdown_and_csv_and_exits_0() {
         assert!(dir.join(f).exists(), "{f} written");
     }
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     assert_eq!(v["runs"].as_array().map(Vec::len), Some(4));
     let run = &v["runs"][0];
     for k in [
@@ -164,17 +164,59 @@ fn exec(expect: &str, program: &[&str]) -> std::process::Output {
 
 #[test]
 fn exec_passes_a_correct_python_asyncio_program_and_catches_a_blocking_one() {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/exec/agents_asyncio.py");
-    let ok = exec("parallel", &["python3", script, "concurrent"]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/clients/python_asyncio.py");
+    let dir = std::env::temp_dir().join(format!("harness-exec-json-{}", std::process::id()));
+    let json = dir.join("report.json");
+    let ok = harness()
+        .args(["exec", "--time-scale", "0.05", "--expect", "parallel", "--min-saving", "0.8"])
+        .arg("--json")
+        .arg(&json)
+        .args(["--", "python3", script, "correct", "--labelled"])
+        .output()
+        .expect("harness exec runs");
     let err = String::from_utf8_lossy(&ok.stderr);
     assert_eq!(ok.status.code(), Some(0), "{err}");
-    assert!(err.contains("harness exec: parallel") && err.contains("py-0") && err.contains("3 agent(s)"), "{err}");
+    assert!(
+        err.contains("harness exec: parallel") && err.contains("py-0") && err.contains("agents: 3 (X-Agent labels)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("one at a time") && err.contains("ideal") && err.contains("modelled"),
+        "the time figures are printed: {err}"
+    );
     assert!(String::from_utf8_lossy(&ok.stdout).contains("agents done"), "the program's output is passed through");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("--json written")).expect("JSON");
+    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["exit_code"], 0);
+    assert_eq!(doc["report"]["schema_version"], 1);
+    assert_eq!(doc["report"]["verdict"], "parallel");
+    assert!(doc["report"]["time"]["saving"].as_f64().is_some_and(|s| s >= 0.8), "{doc}");
+    let _ = std::fs::remove_dir_all(&dir);
 
-    let bad = exec("parallel", &["python3", script, "blocking"]);
+    let bad = exec("parallel", &["python3", script, "blocking", "--labelled"]);
     let err = String::from_utf8_lossy(&bad.stderr);
     assert_eq!(bad.status.code(), Some(4), "{err}");
     assert!(err.contains("harness exec: serialized") && err.contains("no two were ever in flight at once"), "{err}");
+    // Without labels the blocking program is caught all the same.
+    let bad = exec("parallel", &["python3", script, "blocking"]);
+    assert_eq!(bad.status.code(), Some(4), "{}", String::from_utf8_lossy(&bad.stderr));
+}
+
+#[test]
+fn exec_min_saving_fails_a_run_that_saved_too_little_and_nothing_to_judge_fails_expect_parallel() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/clients/python_asyncio.py");
+    let out = harness()
+        .args(["exec", "--time-scale", "0.05", "--min-saving", "0.5", "--", "python3", script, "awaited", "--labelled"])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("below the minimum 50%"), "{err}");
+    // A program that makes no request at all is inconclusive, and --expect parallel fails it.
+    let out = harness().args(["exec", "--expect", "parallel", "--", "true"]).output().expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("inconclusive") && err.contains("no model request reached the simulator"), "{err}");
 }
 
 #[test]

@@ -168,7 +168,9 @@ impl Running {
         let mut pacer = Pacer::new(member, timing, text.pieces.len(), timer, lateness);
         // Step 0: the overhead is over; step 1: the prompt is evaluated.
         let overhead_done = pacer.step().await.map_or_else(Instant::now, |s| s.at);
+        trace.solo(overhead);
         let prompt_done = pacer.step().await.map_or_else(Instant::now, |s| s.at);
+        trace.solo(overhead + prompt_work);
         Ok(Running {
             prompt_tokens,
             text,
@@ -197,6 +199,7 @@ impl Running {
                 self.last_at = at;
                 self.last_intended = intended;
                 self.emitted = index - 1;
+                self.trace.solo(intended);
                 self.trace.token(at, self.pacer.speed());
                 if self.pacer.member().seen_version != self.seen_version {
                     let m = self.pacer.member();

@@ -19,6 +19,8 @@
 //! - `request`, `wire`, `error`: decoding with Go's errors, encoding like Go, error shapes.
 //! - `trace`, `metrics`: what the server saw, and how late it emitted tokens.
 //! - `faults`: injected errors, stalls, disconnects, by rule and seeded.
+//! - [`judge`]: from a trace, how a program's requests overlapped, the time it could have
+//!   saved, and a verdict with its reason (`SimHandle::judge`).
 //!
 //! # Example
 //! ```
@@ -34,6 +36,7 @@ pub mod clock;
 pub mod config;
 pub mod dist;
 pub mod faults;
+pub mod judge;
 pub mod keepalive;
 pub mod metrics;
 pub mod server;
@@ -56,8 +59,9 @@ mod wire;
 
 pub use config::{ConfigError, ConfigFile, DeviceSpec, InstanceSpec, ModelSpec, Profile, Replay};
 pub use faults::{FaultKind, FaultRule};
+pub use judge::{JudgeOptions, Report, Verdict};
 pub use keepalive::KeepAlive;
 pub use metrics::LatenessSummary;
 pub use routes::sim::{DeviceMetrics, InstanceMetrics, LoadedMetrics, SimMetrics};
-pub use server::{SimBuilder, SimHandle, StartError, parse_ollama_host};
-pub use trace::{Outcome, RequestTrace, TraceSnapshot, Wait, WaitReason};
+pub use server::{NotIdle, SimBuilder, SimHandle, StartError, parse_ollama_host};
+pub use trace::{Conversation, Outcome, RequestTrace, TraceSnapshot, Wait, WaitReason};

@@ -271,11 +271,12 @@ fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::ti
         .collect();
     let rt = rt.clone();
     let faults = crate::faults::Faults::new(cfg.seed, cfg.faults.clone());
+    let time_scale = cfg.time_scale;
     Arc::new(Shared {
         cfg,
         clock,
         origin,
-        trace: Arc::new(Trace::new(origin)),
+        trace: Arc::new(Trace::new(origin, time_scale)),
         lateness: Arc::new(Lateness::default()),
         timer,
         faults,
@@ -314,6 +315,23 @@ async fn serve(shared: Arc<Shared>, listeners: Vec<TcpListener>, stop: tokio::sy
     // Streams in flight get a short grace period, then the runtime is dropped.
     let _ = tokio::time::timeout(Duration::from_millis(500), futures::future::join_all(servers)).await;
 }
+
+/// [`SimHandle::wait_idle`] gave up: requests were still in flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotIdle {
+    /// Requests still in flight.
+    pub in_flight: usize,
+    /// How long it waited.
+    pub waited: Duration,
+}
+
+impl std::fmt::Display for NotIdle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "sim-ollama: {} request(s) still in flight after {:?}", self.in_flight, self.waited)
+    }
+}
+
+impl std::error::Error for NotIdle {}
 
 /// A running simulator. Dropping it stops every instance.
 #[derive(Debug)]
@@ -359,6 +377,44 @@ impl SimHandle {
     /// Everything the simulator recorded so far.
     pub fn trace(&self) -> TraceSnapshot {
         self.shared.trace.snapshot()
+    }
+
+    /// Waits until no request is in flight (every answer written, every record finished), so a
+    /// trace read afterwards is complete. Call it after the program under test has finished.
+    pub fn wait_idle(&self, timeout: Duration) -> Result<(), NotIdle> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let n = self.shared.trace.in_flight();
+            if n == 0 {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(NotIdle { in_flight: n, waited: timeout });
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Judges the concurrency of everything in the trace (see [`crate::judge`]). Call
+    /// [`SimHandle::wait_idle`] first, so the requests still finishing are included.
+    ///
+    /// ```
+    /// use sim_ollama::{JudgeOptions, SimBuilder, Verdict};
+    /// let sim = SimBuilder::new().time_scale(0.01).start().unwrap();
+    /// // ... run agents against sim.url() ...
+    /// sim.wait_idle(std::time::Duration::from_secs(5)).unwrap();
+    /// let report = sim.judge(&JudgeOptions::new().expected_agents(3));
+    /// println!("{report}");
+    /// assert_eq!(report.verdict, Verdict::Inconclusive); // no agent ran here
+    /// ```
+    pub fn judge(&self, opts: &crate::judge::JudgeOptions) -> crate::judge::Report {
+        crate::judge::judge(&self.trace(), opts)
+    }
+
+    /// The id the next request will get in the trace: a mark to judge only what comes after
+    /// it ([`JudgeOptions::since`](crate::judge::JudgeOptions::since)).
+    pub fn trace_mark(&self) -> u64 {
+        self.shared.trace.next_id()
     }
 
     /// Forgets finished requests in the trace.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Version of the trace's JSON schema.
-pub const TRACE_SCHEMA_VERSION: u32 = 1;
+pub const TRACE_SCHEMA_VERSION: u32 = 2;
 
 /// How many finished requests the trace keeps before dropping the oldest.
 const MAX_FINISHED: usize = 200_000;
@@ -73,6 +73,17 @@ pub struct Load {
     pub reason: String,
 }
 
+/// Fingerprints of a chat request's messages: a later turn of the same conversation resends
+/// the earlier messages, so its `parent` equals the earlier request's `key`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Conversation {
+    /// Hash of every message (role and content), hex.
+    pub key: String,
+    /// Hash of the messages before the last assistant message (what the previous turn sent),
+    /// hex; absent when the request holds no assistant message (a first turn).
+    pub parent: Option<String>,
+}
+
 /// Everything recorded about one request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestTrace {
@@ -88,6 +99,10 @@ pub struct RequestTrace {
     pub model: String,
     /// The `X-Agent` header, else the client's address.
     pub agent: String,
+    /// The `X-Agent` header, when the client sent one (the judge tells labelled agents from
+    /// pooled connections by it).
+    #[serde(default)]
+    pub agent_label: Option<String>,
     /// The client's address (`ip:port`): one per connection.
     pub client: String,
     /// Streaming response or not.
@@ -116,6 +131,15 @@ pub struct RequestTrace {
     pub tokens: u64,
     /// Emission time of every token, microseconds since the simulator started.
     pub token_us: Vec<u64>,
+    /// Modelled solo cost, microseconds at the run's time scale: what the work this request
+    /// did (overhead, prompt evaluation, the tokens emitted) takes alone on an idle device,
+    /// without loads, waits or injected stalls. 0 for requests that never got a slot.
+    #[serde(default)]
+    pub solo_us: u64,
+    /// Conversation fingerprints of a chat request, to chain an agent's turns when it sends
+    /// no `X-Agent` label.
+    #[serde(default)]
+    pub conversation: Option<Conversation>,
     /// Loads this request paid for or waited on.
     pub loads: Vec<Load>,
     /// Intervals spent waiting, with reasons.
@@ -139,6 +163,7 @@ pub struct RequestTrace {
 #[derive(Debug)]
 pub struct Trace {
     origin: Instant,
+    time_scale: f64,
     next_id: AtomicU64,
     active: Mutex<BTreeMap<u64, Arc<Mutex<RequestTrace>>>>,
     finished: Mutex<VecDeque<RequestTrace>>,
@@ -150,6 +175,9 @@ pub struct Trace {
 pub struct TraceSnapshot {
     /// [`TRACE_SCHEMA_VERSION`].
     pub schema_version: u32,
+    /// The simulator's time scale: modelled time = microseconds here / `time_scale`.
+    #[serde(default = "one")]
+    pub time_scale: f64,
     /// Finished requests dropped because the trace was full.
     pub dropped: u64,
     /// Every request, in arrival order; active ones have `outcome = active`.
@@ -157,9 +185,10 @@ pub struct TraceSnapshot {
 }
 
 impl Trace {
-    pub(crate) fn new(origin: Instant) -> Self {
+    pub(crate) fn new(origin: Instant, time_scale: f64) -> Self {
         Trace {
             origin,
+            time_scale,
             next_id: AtomicU64::new(1),
             active: Mutex::new(BTreeMap::new()),
             finished: Mutex::new(VecDeque::new()),
@@ -181,7 +210,7 @@ impl Trace {
         device: usize,
         endpoint: &str,
         model: &str,
-        agent: String,
+        agent: Option<String>,
         client: String,
         stream: bool,
         options: serde_json::Value,
@@ -193,7 +222,8 @@ impl Trace {
             device,
             endpoint: endpoint.to_string(),
             model: model.to_string(),
-            agent,
+            agent: agent.clone().unwrap_or_else(|| client.clone()),
+            agent_label: agent,
             client,
             stream,
             options,
@@ -208,6 +238,8 @@ impl Trace {
             prompt_tokens: 0,
             tokens: 0,
             token_us: Vec::new(),
+            solo_us: 0,
+            conversation: None,
             loads: Vec::new(),
             waits: Vec::new(),
             min_speed: 1.0,
@@ -218,18 +250,45 @@ impl Trace {
             explanation: String::new(),
         }));
         lock(&self.active).insert(id, Arc::clone(&rec));
-        TraceGuard { trace: Arc::clone(self), rec, id, pending: Vec::new(), speed_sum: 0.0, speed_min: 1.0, tokens: 0 }
+        TraceGuard {
+            trace: Arc::clone(self),
+            rec,
+            id,
+            pending: Vec::new(),
+            speed_sum: 0.0,
+            speed_min: 1.0,
+            tokens: 0,
+            solo_us: 0,
+        }
     }
 
     /// Every request so far.
+    ///
+    /// Atomic: the `active` lock is held while the finished list is copied, and a request
+    /// moves from one to the other under that same lock, so a request that finishes during a
+    /// snapshot is in exactly one of them.
     pub fn snapshot(&self) -> TraceSnapshot {
-        let mut requests: Vec<RequestTrace> = lock(&self.finished).iter().cloned().collect();
-        requests.extend(lock(&self.active).values().map(|r| lock(r).clone()));
+        let mut requests: Vec<RequestTrace>;
+        {
+            let active = lock(&self.active);
+            requests = lock(&self.finished).iter().cloned().collect();
+            requests.extend(active.values().map(|r| lock(r).clone()));
+        }
         requests.sort_by_key(|r| r.id);
         for r in &mut requests {
             r.explanation = explain(r);
         }
-        TraceSnapshot { schema_version: TRACE_SCHEMA_VERSION, dropped: self.dropped.load(Ordering::Relaxed), requests }
+        TraceSnapshot {
+            schema_version: TRACE_SCHEMA_VERSION,
+            time_scale: self.time_scale,
+            dropped: self.dropped.load(Ordering::Relaxed),
+            requests,
+        }
+    }
+
+    /// The id the next request will get.
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id.load(Ordering::Relaxed)
     }
 
     /// Requests not finished yet.
@@ -242,6 +301,10 @@ impl Trace {
         lock(&self.finished).clear();
         self.dropped.store(0, Ordering::Relaxed);
     }
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -259,6 +322,8 @@ pub(crate) struct TraceGuard {
     speed_sum: f64,
     speed_min: f64,
     tokens: u64,
+    /// Modelled solo cost so far (written with the token batches and at the end).
+    solo_us: u64,
 }
 
 /// Token times are copied into the shared record this many at a time (and at the end), so a
@@ -292,6 +357,11 @@ impl TraceGuard {
         });
     }
 
+    /// The request's modelled solo work so far (see [`RequestTrace::solo_us`]).
+    pub(crate) fn solo(&mut self, work: std::time::Duration) {
+        self.solo_us = work.as_micros() as u64;
+    }
+
     pub(crate) fn token(&mut self, at: Instant, speed: f64) {
         self.pending.push(self.us(at));
         self.tokens += 1;
@@ -307,9 +377,10 @@ impl TraceGuard {
         if self.pending.is_empty() {
             return;
         }
-        let (tokens, sum, min) = (self.tokens, self.speed_sum, self.speed_min);
+        let (tokens, sum, min, solo) = (self.tokens, self.speed_sum, self.speed_min, self.solo_us);
         let pending = std::mem::take(&mut self.pending);
         self.with(|r| {
+            r.solo_us = solo;
             if r.first_token_us.is_none() {
                 r.first_token_us = pending.first().copied();
             }
@@ -326,8 +397,10 @@ impl TraceGuard {
     pub(crate) fn finish(&mut self, outcome: Outcome, status: u16, error: Option<String>) {
         self.flush();
         let now = self.us(Instant::now());
+        let solo = self.solo_us;
         self.with(|r| {
             if r.outcome == Outcome::Active {
+                r.solo_us = solo;
                 r.outcome = outcome;
                 r.status = status;
                 r.error = error;
@@ -341,8 +414,9 @@ impl Drop for TraceGuard {
     fn drop(&mut self) {
         // A request dropped before it finished was cancelled by its client.
         self.finish(Outcome::Cancelled, 499, None);
-        let rec = lock(&self.trace.active).remove(&self.id);
-        if let Some(rec) = rec {
+        // Moved under the `active` lock, so a snapshot sees it in exactly one list.
+        let mut active = lock(&self.trace.active);
+        if let Some(rec) = active.remove(&self.id) {
             let r = lock(&rec).clone();
             let mut fin = lock(&self.trace.finished);
             if fin.len() >= MAX_FINISHED {

@@ -59,7 +59,7 @@ fn live_mode_runs_against_a_separately_started_sim_ollama_without_a_trace() {
     p.target = live(sim.urls.clone());
     let r = matrix::run(&p, &mut Quiet).expect("live matrix runs");
     assert_eq!((r.mode.as_str(), r.server_trace), ("live", false));
-    assert!(r.runs.iter().all(|x| x.server.is_none()));
+    assert!(r.runs.iter().all(|x| x.judge.is_none()));
     let ok = r.summary.iter().find(|c| c.runtime == "tokio-default").unwrap();
     assert_eq!(ok.verdict, Verdict::Parallel, "{}", ok.reason);
     let seq = r.summary.iter().find(|c| c.runtime == "ctl-sequential").unwrap();

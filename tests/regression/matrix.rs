@@ -7,7 +7,10 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 /// Runs every variant on one CI scenario (3 runs per cell), checks every cell against the
-/// thresholds, then snapshots the verdict table.
+/// thresholds, then snapshots the verdict table: verdict, what the judge blamed, and the
+/// efficiency band. The cause tells a correct client on a one-slot server (the server's slots)
+/// from a control that serialized itself (the client), where verdict and band alone are the
+/// same for every row.
 fn gate(scenario: &str) {
     let scenarios = workload::select(&[scenario.to_string()], None).expect("a built-in scenario");
     let plan = MatrixPlan {
@@ -32,9 +35,17 @@ fn gate(scenario: &str) {
         failures.join("\n")
     );
 
-    let mut table = format!("{:<22} {:<11} true efficiency\n", "variant", "verdict");
+    let mut table = format!("{:<22} {:<11} {:<16} true efficiency\n", "variant", "verdict", "cause");
     for c in &results.summary {
-        let _ = writeln!(table, "{:<22} {:<11} {}", c.runtime, c.verdict.as_str(), band(c.efficiency_true.median));
+        let cause = c.cause.map_or("-", |c| c.as_str());
+        let _ = writeln!(
+            table,
+            "{:<22} {:<11} {:<16} {}",
+            c.runtime,
+            c.verdict.as_str(),
+            cause,
+            band(c.efficiency_true.median)
+        );
     }
     snapshot_settings().bind(|| insta::assert_snapshot!(format!("verdicts_{scenario}"), table));
 }

@@ -195,15 +195,15 @@ pub(crate) fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> R
     })
 }
 
-/// Who sent a request: the `X-Agent` header, else the client's address.
-pub(crate) fn agent_label(headers: &HeaderMap, peer: Option<SocketAddr>) -> (String, String) {
+/// Who sent a request: the `X-Agent` header (if any) and the client's address.
+pub(crate) fn agent_label(headers: &HeaderMap, peer: Option<SocketAddr>) -> (Option<String>, String) {
     let client = peer.map_or_else(|| "unknown".to_string(), |a| a.to_string());
     let agent = headers
         .get("x-agent")
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map_or_else(|| client.clone(), str::to_string);
+        .map(str::to_string);
     (agent, client)
 }
 

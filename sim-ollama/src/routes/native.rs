@@ -593,6 +593,21 @@ pub(crate) struct ChatMessage {
     pub(crate) images: usize,
 }
 
+/// The conversation fingerprints of a chat request (see [`crate::trace::Conversation`]): a
+/// hash of every message, and of the messages before the last assistant message, which is
+/// what the previous turn of the same conversation sent.
+pub(crate) fn conversation(messages: &[ChatMessage]) -> crate::trace::Conversation {
+    let hash = |ms: &[ChatMessage]| {
+        let mut b = crate::seed::SeedBuilder::new(0).str("conversation");
+        for m in ms {
+            b = b.str(&m.role).str(&m.content);
+        }
+        format!("{:016x}", b.finish())
+    };
+    let parent = messages.iter().rposition(|m| m.role == "assistant").map(|i| hash(&messages[..i]));
+    crate::trace::Conversation { key: hash(messages), parent }
+}
+
 /// Renders messages into the text the model "sees".
 pub(crate) fn render_messages(messages: &[ChatMessage]) -> String {
     let mut out = String::new();
@@ -697,6 +712,10 @@ async fn chat_inner(
         let body =
             ChatLoad { model: &model_s, created_at: now_stamp(s), message: empty, done: true, done_reason: "load" };
         return Ok(json_response(StatusCode::OK, &body));
+    }
+    if let Some(t) = trace.as_ref() {
+        let c = conversation(&messages);
+        t.with(|r| r.conversation = Some(c));
     }
     let rendered = render_messages(&messages);
     let images = messages.iter().map(|m| m.images).sum();

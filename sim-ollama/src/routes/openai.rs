@@ -160,7 +160,10 @@ pub(crate) async fn chat_completions(
         if model_s.is_empty() {
             return Err(ApiError::bad_request("model is required"));
         }
-        trace = Some(begin_trace(&s, arrival, "/v1/chat/completions", &model_s, &headers, peer, stream, None));
+        let t = begin_trace(&s, arrival, "/v1/chat/completions", &model_s, &headers, peer, stream, None);
+        let c = native::conversation(&messages);
+        t.with(|r| r.conversation = Some(c));
+        trace = Some(t);
         let name = Name::parse(&model_s).ok_or_else(|| ApiError::model_not_found(&model_s))?;
         let model = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model_s))?;
         if !model.spec.has("completion") {

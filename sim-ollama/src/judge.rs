@@ -1,0 +1,1095 @@
+//! The judge: from a trace alone, how a program's requests overlapped, what each would have
+//! cost alone, the time the program could have saved, and a verdict with its reason. One
+//! judge for `harness exec`, the harness's matrix and users' own tests; it never fails open.
+//!
+//! # What it computes
+//! Every request that got a parallel slot is work. Its **solo cost** is the simulator's own
+//! modelled duration of that work alone on an idle device ([`RequestTrace::solo_us`]: the
+//! first-token overhead, prompt evaluation and the tokens it emitted, at the run's time
+//! scale; no loads, waits or stalls). Requests are grouped into **agents**: by their `X-Agent`
+//! header; without labels, by conversation (a chat turn resends the earlier turns, so it
+//! chains to the request that sent them); failing both, the program is judged as a whole.
+//! An agent's **local work** is the time between one of its answers and its next request,
+//! except where other agents' requests ran back to back from that answer to that next request,
+//! each starting as the one before ended (a hand-off: the agent was waiting for them, the way a
+//! lock or a one-permit semaphore makes it wait): then it was not local work. Then:
+//!
+//! - **one at a time** = every solo cost + every agent's local work + model loads;
+//! - **ideal** = the longest agent's chain (its solo costs and local work) + model loads;
+//! - **took** = the measured wall time from the first request to the last answer;
+//! - **saving** = (one at a time - took) / (one at a time - ideal): 1.0 when the program was as
+//!   fast as its longest agent alone, 0.0 when it was no faster than one request after another.
+//!
+//! Solo costs and loads are modelled time at the run's time scale (the wall time they would
+//! take); local work and the time the program took are measured wall time.
+//!
+//! # Verdicts
+//! **parallel** at a saving of 80 % or more, **serialized** at 15 % or less, **degraded** in
+//! between; and, whatever the figures say: two or more requests of two or more agents that
+//! were never in flight together are **serialized**; a single request, or a single agent whose
+//! calls followed each other, is **inconclusive** (nothing could have run alongside it); a run
+//! where nothing could be saved is **inconclusive**. The reason names the cause: the client
+//! (requests held back before they reached the server), the server's parallel slots, a shared
+//! device, model loads, or (with client-side observations) the client's connection pool or its
+//! blocked executor.
+//!
+//! ```
+//! use sim_ollama::judge::{JudgeOptions, Verdict};
+//! let sim = sim_ollama::SimBuilder::new().time_scale(0.01).start().unwrap();
+//! // ... run the program's agents against sim.url() ...
+//! sim.wait_idle(std::time::Duration::from_secs(5)).unwrap();
+//! let report = sim.judge(&JudgeOptions::new());
+//! assert_eq!(report.verdict, Verdict::Inconclusive, "{report}"); // nothing ran
+//! ```
+
+use crate::trace::{Outcome, RequestTrace, TraceSnapshot, WaitReason};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::time::Duration;
+
+/// Version of the [`Report`]'s JSON schema (`harness exec --json`).
+pub const REPORT_SCHEMA_VERSION: u32 = 1;
+
+/// A saving at or above this is parallel.
+pub const PARALLEL_MIN_SAVING: f64 = 0.80;
+/// A saving at or below this is serialized.
+pub const SERIALIZED_MAX_SAVING: f64 = 0.15;
+
+/// The verdict on a program's (or a run's) concurrency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// The agents ran together and saved (nearly) all the time they could.
+    Parallel,
+    /// Running together helped, much less than it could have.
+    Degraded,
+    /// No real gain from running together.
+    Serialized,
+    /// The evidence cannot tell: nothing ran, one request, one agent, or nothing to save.
+    Inconclusive,
+    /// The run's calls failed (set by the harness for runs with failed calls; the judge itself
+    /// says `inconclusive` when every request failed).
+    Failed,
+}
+
+impl Verdict {
+    /// The word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Parallel => "parallel",
+            Verdict::Degraded => "degraded",
+            Verdict::Serialized => "serialized",
+            Verdict::Inconclusive => "inconclusive",
+            Verdict::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Verdict {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "parallel" => Ok(Verdict::Parallel),
+            "degraded" => Ok(Verdict::Degraded),
+            "serialized" => Ok(Verdict::Serialized),
+            "inconclusive" => Ok(Verdict::Inconclusive),
+            "failed" => Ok(Verdict::Failed),
+            other => Err(format!("{other:?} is not a verdict: parallel, degraded, serialized, inconclusive, failed")),
+        }
+    }
+}
+
+/// What the verdict blames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// Nothing: the run was parallel.
+    None,
+    /// Nothing to judge (no requests, one request, one agent, nothing to save).
+    NothingToJudge,
+    /// Requests were held back before they reached the server (awaited in turn, a lock, a
+    /// semaphore, a blocking call on the event loop).
+    Client,
+    /// The agents' calls were made together but reached the server one at a time (known only
+    /// from client-side observations).
+    ConnectionPool,
+    /// The server streamed on time but the client read late: its executor was blocked (known
+    /// only from client-side observations).
+    ClientLag,
+    /// Requests waited for a parallel slot.
+    ServerSlots,
+    /// Streams decoded together, but slowly: a shared device or a batch.
+    SharedDevice,
+    /// Requests waited for model loads, reloads or evictions.
+    Loads,
+}
+
+impl Cause {
+    /// The name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::None => "none",
+            Cause::NothingToJudge => "nothing_to_judge",
+            Cause::Client => "client",
+            Cause::ConnectionPool => "connection_pool",
+            Cause::ClientLag => "client_lag",
+            Cause::ServerSlots => "server_slots",
+            Cause::SharedDevice => "shared_device",
+            Cause::Loads => "loads",
+        }
+    }
+}
+
+/// How the judge told agents apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentSource {
+    /// Every request carried an `X-Agent` header.
+    Labels,
+    /// No labels: chat turns chained into conversations by their resent history.
+    Conversations,
+    /// Some requests labelled, the rest chained by conversation.
+    Mixed,
+    /// No labels and no conversations to chain: the program is judged as a whole, every
+    /// request as if it could have run alongside every other (or `expected_agents` at once).
+    Program,
+}
+
+impl AgentSource {
+    fn words(self) -> &'static str {
+        match self {
+            AgentSource::Labels => "X-Agent labels",
+            AgentSource::Conversations => "conversations, no labels",
+            AgentSource::Mixed => "X-Agent labels and conversations",
+            AgentSource::Program => "no labels: the program as a whole",
+        }
+    }
+}
+
+/// What the client saw of one request (optional: the harness knows it, `harness exec` does
+/// not). Times in microseconds since the simulator started, like the trace's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientCall {
+    /// The request's trace id.
+    pub request: u64,
+    /// When the client made the call.
+    pub sent_us: u64,
+    /// When the client had read the last byte of the answer.
+    pub end_us: u64,
+}
+
+/// What to judge and what is known besides the trace.
+#[derive(Debug, Clone, Default)]
+pub struct JudgeOptions {
+    expected_agents: Option<usize>,
+    handoff_tolerance: Option<Duration>,
+    client_calls: Vec<ClientCall>,
+    since: Option<u64>,
+}
+
+impl JudgeOptions {
+    /// Judge everything in the trace, agents from labels or conversations.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many agents the program runs that should be able to run at once. Without labels
+    /// the judge cannot count agents, so unlabelled programs whose agents make several
+    /// unrelated calls need it; with labels, a smaller number than the labelled agents says the
+    /// program limits itself to that many at once by design.
+    pub fn expected_agents(mut self, n: usize) -> Self {
+        self.expected_agents = Some(n.max(1));
+        self
+    }
+
+    /// Hand-offs: a call that arrives within this much wall time after another agent's request
+    /// ended, where such requests ran back to back since the agent's previous answer, waited
+    /// for them. Default: 20 ms, or a quarter of the median solo cost of a request when that is
+    /// shorter, and at least 1 ms.
+    pub fn handoff_tolerance(mut self, d: Duration) -> Self {
+        self.handoff_tolerance = Some(d);
+        self
+    }
+
+    /// Client-side observations of the requests (when the call was made, when the client had
+    /// read the whole answer): the judge then measures the program's time and local work on
+    /// the client's clock and can name a blocked executor or a connection pool.
+    pub fn client_calls(mut self, calls: Vec<ClientCall>) -> Self {
+        self.client_calls = calls;
+        self
+    }
+
+    /// Only requests with this trace id or a later one (a mark taken before the program ran).
+    pub fn since(mut self, first_id: u64) -> Self {
+        self.since = Some(first_id);
+        self
+    }
+}
+
+/// What one agent did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentActivity {
+    /// The `X-Agent` label, or `conversation-N` / `request-N` when unlabelled.
+    pub agent: String,
+    /// Requests it made that ran.
+    pub requests: usize,
+    /// Their trace ids, in arrival order.
+    pub ids: Vec<u64>,
+    /// Tokens it was sent.
+    pub tokens: u64,
+    /// Sum of its requests' modelled solo costs, seconds (at the run's time scale).
+    pub solo_s: f64,
+    /// Its local work between calls, measured, seconds.
+    pub local_s: f64,
+    /// Its chain: solo costs and local work along its longest sequence of calls, seconds.
+    pub chain_s: f64,
+    /// Calls that arrived right after another agent's request ended (it waited for it).
+    pub handoffs: usize,
+    /// From its first request to its last answer, seconds since the first request of the run.
+    pub span_s: (f64, f64),
+}
+
+/// How requests overlapped on the server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Concurrency {
+    /// Most requests the server held at once (arrived, not yet ended).
+    pub max_in_flight: usize,
+    /// Most requests decoding at once (between first token and end).
+    pub max_decoding: usize,
+    /// How many could have been in flight: the agents (or `expected_agents`); absent when the
+    /// judge cannot count them.
+    pub possible: Option<usize>,
+    /// Share of the busy time with two or more requests in flight.
+    pub overlap: f64,
+    /// Time with no request in flight between the first arrival and the last end, seconds.
+    pub idle_s: f64,
+    /// Longest such gap, seconds.
+    pub longest_gap_s: f64,
+    /// Time requests spent waiting for a parallel slot, summed over requests, seconds.
+    pub slot_wait_s: f64,
+    /// Time requests spent waiting for loads, reloads, evictions or the scheduler, seconds.
+    pub load_wait_s: f64,
+    /// Mean decode speed as a fraction of solo speed, token-weighted.
+    pub mean_speed: f64,
+    /// Devices on which streams of different instances decoded together.
+    pub shared_devices: Vec<usize>,
+    /// Distinct client connections the requests came over.
+    pub connections: usize,
+    /// Requests in flight over time: (seconds since the first arrival, count) at each change.
+    pub profile: Vec<(f64, usize)>,
+}
+
+/// The time figures. Solo costs and loads are modelled (at the run's time scale: the wall time
+/// they would take); `took_s`, local work and client lag are measured wall time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimeFigures {
+    /// The run's time scale: modelled seconds = these seconds / `time_scale`.
+    pub time_scale: f64,
+    /// Measured: from the first request to the last answer (on the client's clock when client
+    /// observations were given).
+    pub took_s: f64,
+    /// Modelled: every request's solo cost, summed.
+    pub solo_s: f64,
+    /// Measured: the agents' local work between calls, summed.
+    pub local_s: f64,
+    /// Modelled: model loads during the run (their union in time).
+    pub load_s: f64,
+    /// One request after another: `solo_s + local_s + load_s`.
+    pub sequential_s: f64,
+    /// The longest agent's chain (or the program's lower bound) plus loads.
+    pub ideal_s: f64,
+    /// Share of the possible saving achieved: (sequential - took) / (sequential - ideal);
+    /// absent when there was nothing to save.
+    pub saving: Option<f64>,
+    /// Median delay between the server's last byte and the client's, seconds (only with
+    /// client observations).
+    pub client_lag_s: Option<f64>,
+}
+
+/// The judge's report: a verdict, its reason, and the evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// [`REPORT_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// What it blames.
+    pub cause: Cause,
+    /// Why, in a sentence.
+    pub reason: String,
+    /// What the judge assumed or could not know.
+    pub notes: Vec<String>,
+    /// How agents were told apart.
+    pub agents_from: AgentSource,
+    /// Per agent.
+    pub agents: Vec<AgentActivity>,
+    /// Model requests judged (those that ran).
+    pub requests: usize,
+    /// Of those, or refused before running: requests that failed or were cancelled.
+    pub failed: usize,
+    /// How they overlapped.
+    pub concurrency: Concurrency,
+    /// The time figures.
+    pub time: TimeFigures,
+}
+
+/// Endpoints whose requests are model work.
+const MODEL_ENDPOINTS: &[&str] = &[
+    "/api/generate",
+    "/api/chat",
+    "/api/embed",
+    "/api/embeddings",
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/embeddings",
+    "/v1/responses",
+    "/v1/messages",
+];
+
+/// One request as the judge sees it.
+#[derive(Debug, Clone)]
+struct Req<'a> {
+    r: &'a RequestTrace,
+    /// Start and end on the program's clock (the client's when known).
+    start: u64,
+    end: u64,
+    /// Server-side end.
+    server_end: u64,
+    group: usize,
+}
+
+fn secs(us: u64) -> f64 {
+    us as f64 / 1e6
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// Sweeps intervals: (max overlap, share of busy time with 2+, idle, longest gap, profile).
+fn sweep(iv: &[(u64, u64)]) -> (usize, f64, u64, u64, Vec<(f64, usize)>) {
+    let mut ev: Vec<(u64, i32)> = iv.iter().flat_map(|(a, b)| [(*a, 1), (*b.max(a), -1)]).collect();
+    // Ends before starts at the same instant: touching intervals do not overlap.
+    ev.sort();
+    let t0 = ev.first().map_or(0, |e| e.0);
+    let (mut cur, mut max, mut last) = (0i64, 0i64, t0);
+    let (mut busy, mut multi, mut idle, mut gap) = (0u64, 0u64, 0u64, 0u64);
+    let mut profile: Vec<(f64, usize)> = Vec::new();
+    for (t, d) in ev {
+        let dt = t - last;
+        if cur >= 1 {
+            busy += dt;
+        } else {
+            idle += dt;
+            gap = gap.max(dt);
+        }
+        if cur >= 2 {
+            multi += dt;
+        }
+        cur += i64::from(d);
+        max = max.max(cur);
+        last = t;
+        let at = secs(t - t0);
+        if profile.last().is_some_and(|(pt, _)| (*pt - at).abs() < 1e-9) {
+            profile.pop();
+        }
+        profile.push((at, cur.max(0) as usize));
+    }
+    let overlap = if busy > 0 { multi as f64 / busy as f64 } else { 0.0 };
+    (max.max(0) as usize, overlap, idle, gap, profile)
+}
+
+/// Length of the union of intervals.
+fn union_len(mut iv: Vec<(u64, u64)>) -> u64 {
+    iv.sort();
+    let (mut total, mut cur): (u64, Option<(u64, u64)>) = (0, None);
+    for (a, b) in iv {
+        match cur {
+            Some((s, e)) if a <= e => cur = Some((s, e.max(b))),
+            Some((s, e)) => {
+                total += e - s;
+                cur = Some((a, b));
+            }
+            None => cur = Some((a, b)),
+        }
+    }
+    total + cur.map_or(0, |(s, e)| e - s)
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+}
+
+/// Chains unlabelled chat turns into conversations: a request whose `parent` fingerprint is
+/// an earlier request's `key` (that ended before it arrived) continues it. Each earlier request
+/// continues into at most one later one. Returns a conversation index per request.
+fn conversations(reqs: &[&RequestTrace]) -> Vec<usize> {
+    let mut conv: Vec<usize> = (0..reqs.len()).collect();
+    let mut claimed = vec![false; reqs.len()];
+    for i in 0..reqs.len() {
+        let Some(parent) = reqs[i].conversation.as_ref().and_then(|c| c.parent.as_ref()) else { continue };
+        let start = reqs[i].received_us;
+        let best = (0..i)
+            .filter(|&j| !claimed[j])
+            .filter(|&j| reqs[j].conversation.as_ref().is_some_and(|c| &c.key == parent))
+            .filter(|&j| reqs[j].end_us.is_some_and(|e| e <= start))
+            .max_by_key(|&j| reqs[j].end_us);
+        if let Some(j) = best {
+            claimed[j] = true;
+            conv[i] = conv[j];
+        }
+    }
+    conv
+}
+
+/// Judges a trace.
+pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
+    let mut notes = Vec::new();
+    let in_window = |r: &&RequestTrace| opts.since.is_none_or(|s| r.id >= s);
+    let model_reqs: Vec<&RequestTrace> =
+        trace.requests.iter().filter(in_window).filter(|r| MODEL_ENDPOINTS.contains(&r.endpoint.as_str())).collect();
+    let still_active = model_reqs.iter().filter(|r| r.outcome == Outcome::Active).count();
+    if still_active > 0 {
+        notes.push(format!(
+            "{} still running when the trace was read were left out (wait for the program to finish: SimHandle::wait_idle)",
+            plural(still_active, "request", "requests")
+        ));
+    }
+    // Work is what got a slot; loads and unloads (no slot, no tokens) are not requests of the
+    // program's agents, and requests refused before they ran are failures with no work.
+    let ran: Vec<&RequestTrace> =
+        model_reqs.iter().copied().filter(|r| r.outcome != Outcome::Active && r.slot_us.is_some()).collect();
+    let refused: Vec<&RequestTrace> = model_reqs
+        .iter()
+        .copied()
+        .filter(|r| r.slot_us.is_none() && matches!(r.outcome, Outcome::Error | Outcome::Cancelled))
+        .collect();
+    let failed_ran = ran.iter().filter(|r| r.outcome != Outcome::Done).count();
+    let failed = failed_ran + refused.len();
+    if failed > 0 {
+        let first = refused.iter().chain(ran.iter()).find(|r| r.outcome != Outcome::Done);
+        let what = first.map_or(String::new(), |r| match (&r.error, r.outcome) {
+            (Some(e), _) => format!(" (first: HTTP {}: {e})", r.status),
+            (None, Outcome::Cancelled) => " (first: the client went away before the end)".to_string(),
+            _ => String::new(),
+        });
+        notes.push(format!(
+            "{} of {} failed or were cancelled{what}; failed requests count with the work they did",
+            plural(failed, "request", "requests"),
+            ran.len() + refused.len()
+        ));
+    }
+
+    // The program's clock: the client's where observed, else the server's.
+    let client: BTreeMap<u64, ClientCall> = opts.client_calls.iter().map(|c| (c.request, *c)).collect();
+    let mut reqs: Vec<Req<'_>> = ran
+        .iter()
+        .map(|r| {
+            let server_end = r.end_us.unwrap_or(r.received_us);
+            let (start, end) = match client.get(&r.id) {
+                Some(c) => (c.sent_us.min(r.received_us), c.end_us.max(server_end)),
+                None => (r.received_us, server_end),
+            };
+            Req { r, start, end, server_end, group: 0 }
+        })
+        .collect();
+    reqs.sort_by_key(|q| (q.start, q.r.id));
+
+    // Agents.
+    let labelled = reqs.iter().filter(|q| q.r.agent_label.is_some()).count();
+    let traces: Vec<&RequestTrace> = reqs.iter().map(|q| q.r).collect();
+    let conv = conversations(&traces);
+    let mut names: Vec<String> = Vec::new();
+    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    let mut conv_name: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut conv_count = 0;
+    for (i, q) in reqs.iter_mut().enumerate() {
+        let name_index = match &q.r.agent_label {
+            Some(l) => *index.entry(l.clone()).or_insert_with(|| {
+                names.push(l.clone());
+                names.len() - 1
+            }),
+            None => *conv_name.entry(conv[i]).or_insert_with(|| {
+                conv_count += 1;
+                let prefix = if q.r.conversation.is_some() { "conversation" } else { "request" };
+                names.push(format!("{prefix}-{conv_count}"));
+                names.len() - 1
+            }),
+        };
+        q.group = name_index;
+    }
+    let groups = names.len();
+    let chained = (0..groups).any(|g| reqs.iter().filter(|q| q.group == g).count() >= 2);
+    let every_chat = reqs.iter().all(|q| q.r.agent_label.is_some() || q.r.conversation.is_some());
+    let source = if reqs.is_empty() || labelled == reqs.len() {
+        AgentSource::Labels
+    } else if labelled > 0 {
+        AgentSource::Mixed
+    } else if every_chat && chained {
+        AgentSource::Conversations
+    } else {
+        AgentSource::Program
+    };
+    if source == AgentSource::Mixed {
+        notes.push(format!(
+            "{} of {} requests carried no X-Agent label; they were grouped by conversation",
+            reqs.len() - labelled,
+            reqs.len()
+        ));
+    }
+
+    // Server-side concurrency (always the server's clock: what reached it together).
+    let held: Vec<(u64, u64)> = reqs.iter().map(|q| (q.r.received_us, q.server_end)).collect();
+    let (max_in_flight, overlap, _, _, profile) = sweep(&held);
+    let decoding: Vec<(u64, u64)> = reqs.iter().filter_map(|q| Some((q.r.first_token_us?, q.server_end))).collect();
+    let (max_decoding, ..) = sweep(&decoding);
+    // Idle time on the program's clock.
+    let program: Vec<(u64, u64)> = reqs.iter().map(|q| (q.start, q.end)).collect();
+    let (_, _, idle_us, longest_gap_us, _) = sweep(&program);
+    let wait_us = |pred: fn(WaitReason) -> bool| -> u64 {
+        reqs.iter()
+            .flat_map(|q| q.r.waits.iter())
+            .filter(|w| pred(w.reason))
+            .map(|w| w.to_us.unwrap_or(w.from_us).saturating_sub(w.from_us))
+            .sum()
+    };
+    let slot_wait_us = wait_us(|w| w == WaitReason::SlotBusy);
+    let load_wait_us = wait_us(|w| w != WaitReason::SlotBusy);
+    let tok: u64 = reqs.iter().map(|q| q.r.tokens).sum();
+    let mean_speed =
+        if tok > 0 { reqs.iter().map(|q| q.r.mean_speed * q.r.tokens as f64).sum::<f64>() / tok as f64 } else { 1.0 };
+    let shared_devices: Vec<usize> = reqs
+        .iter()
+        .filter(|q| !q.r.shared_device_with.is_empty())
+        .map(|q| q.r.device)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let connections = reqs.iter().map(|q| q.r.client.as_str()).collect::<BTreeSet<_>>().len();
+
+    // Hand-off tolerance: scaled to the requests' size, bounded.
+    let tolerance_us = opts.handoff_tolerance.map_or_else(
+        || {
+            let med = median(reqs.iter().map(|q| q.r.solo_us as f64).collect()).unwrap_or(0.0);
+            (med / 4.0).clamp(1_000.0, 20_000.0) as u64
+        },
+        |d| d.as_micros() as u64,
+    );
+
+    // Chains per agent: each call follows the agent's latest call that ended before it began.
+    let n = reqs.len();
+    let mut chain_end = vec![0u64; n];
+    let mut local = vec![0u64; n];
+    let mut handoff = vec![false; n];
+    for i in 0..n {
+        let g = reqs[i].group;
+        let pred = (0..i).filter(|&j| reqs[j].group == g && reqs[j].end <= reqs[i].start).max_by_key(|&j| reqs[j].end);
+        let base = match pred {
+            None => 0,
+            Some(p) => {
+                let (end_p, start_i) = (reqs[p].end, reqs[i].start);
+                let gap = start_i - end_p;
+                local[i] = match handoff_chain(&reqs, g, end_p, start_i, tolerance_us) {
+                    Some(first_start) if gap > tolerance_us => {
+                        handoff[i] = true;
+                        first_start.saturating_sub(end_p).min(gap)
+                    }
+                    _ => gap,
+                };
+                chain_end[p] + local[i]
+            }
+        };
+        chain_end[i] = base + reqs[i].r.solo_us;
+    }
+    let agents: Vec<AgentActivity> = (0..groups)
+        .map(|g| {
+            let mine: Vec<usize> = (0..n).filter(|&i| reqs[i].group == g).collect();
+            let t0 = reqs.first().map_or(0, |q| q.start);
+            AgentActivity {
+                agent: names[g].clone(),
+                requests: mine.len(),
+                ids: mine.iter().map(|&i| reqs[i].r.id).collect(),
+                tokens: mine.iter().map(|&i| reqs[i].r.tokens).sum(),
+                solo_s: secs(mine.iter().map(|&i| reqs[i].r.solo_us).sum()),
+                local_s: secs(mine.iter().map(|&i| local[i]).sum()),
+                chain_s: secs(mine.iter().map(|&i| chain_end[i]).max().unwrap_or(0)),
+                handoffs: mine.iter().filter(|&&i| handoff[i]).count(),
+                span_s: (
+                    secs(mine.iter().map(|&i| reqs[i].start).min().unwrap_or(t0) - t0),
+                    secs(mine.iter().map(|&i| reqs[i].end).max().unwrap_or(t0) - t0),
+                ),
+            }
+        })
+        .collect();
+
+    // The time figures.
+    let solo_us: u64 = reqs.iter().map(|q| q.r.solo_us).sum();
+    let loads: Vec<(u64, u64)> = reqs
+        .iter()
+        .flat_map(|q| q.r.loads.iter())
+        .map(|l| (l.start_us, l.start_us.saturating_add(l.duration_us)))
+        .collect();
+    let load_us = union_len(loads);
+    let took_us = match (reqs.iter().map(|q| q.start).min(), reqs.iter().map(|q| q.end).max()) {
+        (Some(a), Some(b)) => b - a,
+        _ => 0,
+    };
+    let longest_chain = chain_end.iter().copied().max().unwrap_or(0);
+    let (local_us, ideal_core, possible) = if source == AgentSource::Program {
+        // Unknown agents: every request could have run alongside every other (or
+        // `expected_agents` at a time); the idle time is the program's own work between calls.
+        let lower = opts.expected_agents.map_or(0, |k| solo_us / k as u64);
+        let longest_conv = (0..groups)
+            .map(|g| reqs.iter().filter(|q| q.group == g).map(|q| q.r.solo_us).sum::<u64>())
+            .max()
+            .unwrap_or(0);
+        (idle_us, longest_conv.max(lower) + idle_us, opts.expected_agents)
+    } else {
+        let local_us: u64 = local.iter().sum();
+        let lower = opts.expected_agents.filter(|k| *k < groups).map_or(0, |k| (solo_us + local_us) / k as u64);
+        (local_us, longest_chain.max(lower), Some(opts.expected_agents.map_or(groups, |k| k.min(groups))))
+    };
+    let sequential_us = solo_us + local_us + load_us;
+    let ideal_us = (ideal_core + load_us).min(sequential_us);
+    let room = sequential_us.saturating_sub(ideal_us);
+    // Less than 5 % of the sequential time to save is nothing to judge by.
+    let saving = (room > 0 && room as f64 >= 0.05 * sequential_us as f64)
+        .then(|| (sequential_us as f64 - took_us as f64) / room as f64);
+    let lags: Vec<f64> = reqs
+        .iter()
+        .filter(|q| client.contains_key(&q.r.id))
+        .map(|q| secs(q.end.saturating_sub(q.server_end)))
+        .collect();
+    let client_lag_s = median(lags);
+    let time = TimeFigures {
+        time_scale: trace.time_scale,
+        took_s: secs(took_us),
+        solo_s: secs(solo_us),
+        local_s: secs(local_us),
+        load_s: secs(load_us),
+        sequential_s: secs(sequential_us),
+        ideal_s: secs(ideal_us),
+        saving,
+        client_lag_s,
+    };
+    let concurrency = Concurrency {
+        max_in_flight,
+        max_decoding,
+        possible,
+        overlap,
+        idle_s: secs(idle_us),
+        longest_gap_s: secs(longest_gap_us),
+        slot_wait_s: secs(slot_wait_us),
+        load_wait_s: secs(load_wait_us),
+        mean_speed,
+        shared_devices,
+        connections,
+        profile,
+    };
+    if source == AgentSource::Program && reqs.len() > 1 {
+        notes.push(match opts.expected_agents {
+            Some(k) => format!(
+                "no X-Agent labels and no conversations to chain: judged as a program of {k} agents that could run at once"
+            ),
+            None => "no X-Agent labels and no conversations to chain: the judge assumed every request could have run alongside every other; if each agent makes several calls in turn, label them (X-Agent) or say how many agents run at once (--agents N), or the program reads slower than it is".to_string(),
+        });
+    }
+    let handoffs: usize = agents.iter().map(|a| a.handoffs).sum();
+
+    let mut report = Report {
+        schema_version: REPORT_SCHEMA_VERSION,
+        verdict: Verdict::Inconclusive,
+        cause: Cause::NothingToJudge,
+        reason: String::new(),
+        notes,
+        agents_from: source,
+        agents,
+        requests: reqs.len(),
+        failed,
+        concurrency,
+        time,
+    };
+    let (verdict, cause, reason) = decide(&report, &reqs, &client, handoffs, opts);
+    report.verdict = verdict;
+    report.cause = cause;
+    report.reason = reason;
+    report
+}
+
+/// Whether agent `g` waited, between its answer at `end_p` and its next call at `start_i`,
+/// for other agents' requests that ran back to back: the last one ended right before `start_i`,
+/// each began right after the one before it ended, and the first began right after `end_p` (a
+/// lock or a permit passed from agent to agent). Returns when the first of them began. Anything
+/// less (a gap with no request ending right before the call, or an idle moment in the chain)
+/// is the agent's own local work.
+fn handoff_chain(reqs: &[Req<'_>], g: usize, end_p: u64, start_i: u64, tol: u64) -> Option<u64> {
+    let mut cursor = start_i;
+    for _ in 0..reqs.len() {
+        // Requests of other agents that ended just before the cursor, after `end_p`, and began
+        // no earlier than right around `end_p`; the earliest-starting one covers the most.
+        let k = reqs
+            .iter()
+            .filter(|q| q.group != g && q.end > end_p && q.end <= cursor && cursor - q.end <= tol)
+            .filter(|q| q.start + tol >= end_p)
+            .min_by_key(|q| q.start)?;
+        if k.start <= end_p + tol {
+            return Some(k.start);
+        }
+        if k.start >= cursor {
+            return None;
+        }
+        cursor = k.start;
+    }
+    None
+}
+
+/// The verdict, its cause and its reason, from the figures.
+fn decide(
+    rep: &Report,
+    reqs: &[Req<'_>],
+    client: &BTreeMap<u64, ClientCall>,
+    handoffs: usize,
+    opts: &JudgeOptions,
+) -> (Verdict, Cause, String) {
+    let c = &rep.concurrency;
+    let t = &rep.time;
+    let n = rep.requests;
+    let agents = rep.agents.len();
+    let who = match rep.agents_from {
+        AgentSource::Program => "the program".to_string(),
+        AgentSource::Conversations => plural(agents, "conversation", "conversations"),
+        _ => plural(agents, "agent", "agents"),
+    };
+    if n == 0 {
+        let reason = if rep.failed > 0 {
+            format!("every model request failed before it ran ({}): nothing to judge", rep.failed)
+        } else {
+            "no model request reached the simulator: nothing to judge (was the program pointed at OLLAMA_HOST?)"
+                .to_string()
+        };
+        return (Verdict::Inconclusive, Cause::NothingToJudge, reason);
+    }
+    if n == 1 {
+        return (
+            Verdict::Inconclusive,
+            Cause::NothingToJudge,
+            "one request: nothing could have run alongside it, nothing to judge".to_string(),
+        );
+    }
+    let expected_more = opts.expected_agents.is_some_and(|k| k >= 2);
+    if c.max_in_flight <= 1 {
+        if agents == 1 && rep.agents_from != AgentSource::Program && !expected_more {
+            return (
+                Verdict::Inconclusive,
+                Cause::NothingToJudge,
+                format!(
+                    "one agent ({}) made {n} requests, one after another as one agent's calls are: nothing could have run alongside them; if the program has more agents, label each with X-Agent (or pass the number of agents)",
+                    rep.agents[0].agent
+                ),
+            );
+        }
+        // Decisive: nothing ever overlapped.
+        let sent_together = calls_made_together(reqs, client);
+        if sent_together {
+            return (
+                Verdict::Serialized,
+                Cause::ConnectionPool,
+                format!(
+                    "the agents made their calls together, but the {n} requests reached the server one at a time over {}: serialized by the HTTP client's connection pool",
+                    plural(c.connections, "connection", "connections")
+                ),
+            );
+        }
+        let unlabelled = if rep.agents_from == AgentSource::Program && !expected_more {
+            " (no X-Agent labels: if these calls depend on each other by design this is expected; label the agents to judge them)"
+        } else {
+            ""
+        };
+        return (
+            Verdict::Serialized,
+            Cause::Client,
+            format!(
+                "{who} made {n} requests, but no two were ever in flight at once: each reached the server only after the previous one had finished: serialized in the client{unlabelled}"
+            ),
+        );
+    }
+    let Some(saving) = t.saving else {
+        return (
+            Verdict::Inconclusive,
+            Cause::NothingToJudge,
+            format!(
+                "requests overlapped (up to {} at once), but one chain of calls is nearly all the work ({:.2} s of {:.2} s one at a time): there was little to save, nothing to judge",
+                c.max_in_flight, t.ideal_s, t.sequential_s
+            ),
+        );
+    };
+    let figures = format!(
+        "took {:.2} s against {:.2} s ideal and {:.2} s one at a time: saved {} of what it could",
+        t.took_s,
+        t.ideal_s,
+        t.sequential_s,
+        pct(saving.max(-9.99))
+    );
+    let possible = c.possible.map_or(String::new(), |p| format!(" of {p}"));
+    if saving >= PARALLEL_MIN_SAVING {
+        return (
+            Verdict::Parallel,
+            Cause::None,
+            format!("{who} overlapped: up to {}{possible} requests in flight at once; {figures}", c.max_in_flight),
+        );
+    }
+    let verdict = if saving <= SERIALIZED_MAX_SAVING { Verdict::Serialized } else { Verdict::Degraded };
+    let lost = (t.took_s - t.ideal_s).max(1e-9);
+    let request_s = median(reqs.iter().map(|q| secs(q.server_end - q.r.received_us)).collect()).unwrap_or(0.0);
+    let (cause, why) = if t.client_lag_s.is_some_and(|l| l > 0.25 * request_s.max(1e-9)) {
+        (
+            Cause::ClientLag,
+            format!(
+                "the server streamed on schedule but answers reached the agents {:.0} ms late (median): the client did not keep up, its executor was blocked",
+                t.client_lag_s.unwrap_or(0.0) * 1e3
+            ),
+        )
+    } else if c.slot_wait_s >= 0.25 * lost && c.slot_wait_s > 0.0 {
+        let slots = slot_words(reqs);
+        (
+            Cause::ServerSlots,
+            format!(
+                "{slots}: requests waited {:.2} s in total for a parallel slot: serialized by the server",
+                c.slot_wait_s
+            ),
+        )
+    } else if c.max_decoding > 1 && c.mean_speed < 0.75 {
+        let place = if c.shared_devices.is_empty() {
+            "batched on one instance".to_string()
+        } else {
+            format!(
+                "on one device (device {})",
+                c.shared_devices.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+            )
+        };
+        let gain = if verdict == Verdict::Serialized { "no real speedup" } else { "a partial speedup" };
+        (Cause::SharedDevice, format!("streams overlapped {place} at {} of solo speed: {gain}", pct(c.mean_speed)))
+    } else if c.load_wait_s >= 0.25 * lost && c.load_wait_s > 0.0 {
+        (
+            Cause::Loads,
+            format!(
+                "requests waited {:.2} s in total for model loads, reloads or evictions: serialized by the server's scheduler",
+                c.load_wait_s
+            ),
+        )
+    } else if calls_made_together(reqs, client) && c.max_in_flight < c.possible.unwrap_or(usize::MAX) {
+        (
+            Cause::ConnectionPool,
+            format!(
+                "the agents made their calls together, but at most {} reached the server at once over {}: held back by the HTTP client's connection pool",
+                c.max_in_flight,
+                plural(c.connections, "connection", "connections")
+            ),
+        )
+    } else {
+        let limit = match c.possible {
+            Some(p) if c.max_in_flight < p => {
+                format!("at most {} of {p} agents' requests were in flight at once", c.max_in_flight)
+            }
+            _ => format!(
+                "up to {} requests were in flight at once, but not for long ({} of the busy time)",
+                c.max_in_flight,
+                pct(c.overlap)
+            ),
+        };
+        let waits = if handoffs > 0 {
+            format!(
+                "; {} arrived right after another agent's request ended, as if waiting for it (a lock or a semaphore?)",
+                plural(handoffs, "call", "calls")
+            )
+        } else {
+            String::new()
+        };
+        let words =
+            if verdict == Verdict::Serialized { "serialized in the client" } else { "partly serialized in the client" };
+        (Cause::Client, format!("{limit}{waits}: {words}"))
+    };
+    (verdict, cause, format!("{why} ({figures})"))
+}
+
+/// Whether the client made calls that were held back before reaching the server: a call made
+/// while another agent's request was in flight that reached the server only once that request
+/// had ended, for at least half the calls after the first. Client-side observations only.
+fn calls_made_together(reqs: &[Req<'_>], client: &BTreeMap<u64, ClientCall>) -> bool {
+    let obs: Vec<(u64, u64, u64, usize)> = reqs
+        .iter()
+        .filter_map(|q| client.get(&q.r.id).map(|c| (c.sent_us, q.r.received_us, q.server_end, q.group)))
+        .collect();
+    if obs.len() < 2 {
+        return false;
+    }
+    let held = obs
+        .iter()
+        .filter(|a| {
+            a.1.saturating_sub(a.0) > 1_000 && obs.iter().any(|b| b.3 != a.3 && a.0 < b.2 && a.1 >= b.2 && b.1 <= a.1)
+        })
+        .count();
+    held * 2 >= obs.len() - 1
+}
+
+/// The instances whose requests waited for a slot, with their slots: when a request had to
+/// wait, every slot was busy, so the most streams an instance decoded together is its slots.
+fn slot_words(reqs: &[Req<'_>]) -> String {
+    let mut by_instance: BTreeMap<usize, usize> = BTreeMap::new();
+    for q in reqs {
+        let e = by_instance.entry(q.r.instance).or_insert(0);
+        *e = (*e).max(q.r.max_batch.max(1));
+    }
+    let waited: BTreeSet<usize> = reqs
+        .iter()
+        .filter(|q| q.r.waits.iter().any(|w| w.reason == WaitReason::SlotBusy))
+        .map(|q| q.r.instance)
+        .collect();
+    by_instance
+        .iter()
+        .filter(|(i, _)| waited.contains(i))
+        .map(|(i, s)| format!("instance {i} has {}", plural(*s, "slot", "slots")))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Report {
+    /// A summary that stays the same from run to run of the same program: verdict, cause,
+    /// agents, requests and bands, never raw timings. Made for snapshot tests (insta).
+    pub fn summary(&self) -> String {
+        let saving = match self.time.saving {
+            None => "n/a",
+            Some(s) if s >= PARALLEL_MIN_SAVING => ">= 80%",
+            Some(s) if s >= 0.5 => "50-80%",
+            Some(s) if s > SERIALIZED_MAX_SAVING => "15-50%",
+            Some(_) => "<= 15%",
+        };
+        let possible = self.concurrency.possible.map_or("?".to_string(), |p| p.to_string());
+        format!(
+            "verdict: {}\ncause: {}\nagents: {} ({})\nrequests: {} ({} failed)\nmax in flight: {} of {}\nsaving: {}\n",
+            self.verdict,
+            self.cause.as_str(),
+            self.agents.len(),
+            self.agents_from.words(),
+            self.requests,
+            self.failed,
+            self.concurrency.max_in_flight,
+            possible,
+            saving
+        )
+    }
+
+    /// `Ok` when the verdict is `expected`, else the report in words as the error.
+    pub fn expect(&self, expected: Verdict) -> Result<(), String> {
+        if self.verdict == expected { Ok(()) } else { Err(format!("expected {expected}, got {self}")) }
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = &self.time;
+        let c = &self.concurrency;
+        writeln!(f, "{}: {}", self.verdict, self.reason)?;
+        writeln!(
+            f,
+            "  requests: {} ran ({} failed); agents: {} ({})",
+            self.requests,
+            self.failed,
+            self.agents.len(),
+            self.agents_from.words()
+        )?;
+        for a in &self.agents {
+            writeln!(
+                f,
+                "    {:<24} {}, {} tokens, solo {:.3} s + local {:.3} s, active {:.3}-{:.3} s{}",
+                a.agent,
+                plural(a.requests, "request", "requests"),
+                a.tokens,
+                a.solo_s,
+                a.local_s,
+                a.span_s.0,
+                a.span_s.1,
+                if a.handoffs > 0 { format!(", {} right after another agent's", a.handoffs) } else { String::new() }
+            )?;
+        }
+        let possible = c.possible.map_or(String::new(), |p| format!(" of {p} possible"));
+        writeln!(
+            f,
+            "  concurrency: max {} in flight{possible} (max {} decoding); {} of the busy time with 2+ in flight; {} connection(s)",
+            c.max_in_flight,
+            c.max_decoding,
+            pct(c.overlap),
+            c.connections
+        )?;
+        writeln!(
+            f,
+            "  time (seconds of wall time at time scale {}; modelled seconds = these / {}):",
+            t.time_scale, t.time_scale
+        )?;
+        writeln!(f, "    took           {:>8.3} s  measured, first request to last answer", t.took_s)?;
+        writeln!(
+            f,
+            "    one at a time  {:>8.3} s  modelled solo costs {:.3} s + local work {:.3} s (measured) + loads {:.3} s (modelled)",
+            t.sequential_s, t.solo_s, t.local_s, t.load_s
+        )?;
+        let longest = self
+            .agents
+            .iter()
+            .max_by(|a, b| a.chain_s.total_cmp(&b.chain_s))
+            .map_or(String::new(), |a| format!(" (longest: {})", a.agent));
+        let ideal_words = if self.agents_from == AgentSource::Program {
+            "the program's lower bound: its longest request or conversation, or its work spread over the agents, + idle time + loads".to_string()
+        } else {
+            format!("the longest agent's chain + loads{longest}")
+        };
+        writeln!(f, "    ideal          {:>8.3} s  {ideal_words}", t.ideal_s)?;
+        match t.saving {
+            Some(s) => writeln!(
+                f,
+                "    saved          {:>8}    of the {:.3} s it could have saved ({:.3} s lost)",
+                pct(s.max(-9.99)),
+                (t.sequential_s - t.ideal_s).max(0.0),
+                (t.took_s - t.ideal_s).max(0.0)
+            )?,
+            None => writeln!(f, "    saved          n/a        nothing to save")?,
+        }
+        if let Some(l) = t.client_lag_s {
+            writeln!(f, "    client lag     {:>8.3} s  median, server's last byte to the client's (measured)", l)?;
+        }
+        writeln!(
+            f,
+            "  waits: {:.3} s for parallel slots, {:.3} s for loads; idle {:.3} s (longest gap {:.3} s); decode speed {} of solo",
+            c.slot_wait_s,
+            c.load_wait_s,
+            c.idle_s,
+            c.longest_gap_s,
+            pct(c.mean_speed)
+        )?;
+        let shown: Vec<String> = c.profile.iter().take(40).map(|(t, n)| format!("{t:.3}s:{n}")).collect();
+        let more = if c.profile.len() > 40 { format!(" ... ({} changes)", c.profile.len()) } else { String::new() };
+        writeln!(f, "  in flight over time: {}{more}", shown.join(" "))?;
+        for n in &self.notes {
+            writeln!(f, "  note: {n}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

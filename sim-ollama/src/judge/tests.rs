@@ -1,0 +1,446 @@
+//! The judge on constructed traces, with the figures computed by hand in each test's comment.
+
+use super::*;
+use crate::trace::{Conversation, Load, Wait};
+use proptest::prelude::*;
+
+const MS: u64 = 1_000;
+
+/// A request that ran: arrived at `from` ms, first token at once, ended at `to` ms, with a solo
+/// cost of `solo` ms.
+fn req(id: u64, agent: Option<&str>, from: u64, to: u64, solo: u64) -> RequestTrace {
+    RequestTrace {
+        id,
+        instance: 0,
+        device: 0,
+        endpoint: "/api/generate".into(),
+        model: "m".into(),
+        agent: agent.unwrap_or("127.0.0.1:5000").into(),
+        agent_label: agent.map(str::to_string),
+        client: format!("127.0.0.1:{}", 5000 + id),
+        stream: true,
+        options: serde_json::Value::Null,
+        received_us: from * MS,
+        runner_us: Some(from * MS),
+        slot_us: Some(from * MS),
+        first_token_us: Some(from * MS),
+        end_us: Some(to * MS),
+        outcome: Outcome::Done,
+        status: 200,
+        error: None,
+        prompt_tokens: 10,
+        tokens: 10,
+        token_us: Vec::new(),
+        solo_us: solo * MS,
+        conversation: None,
+        loads: Vec::new(),
+        waits: Vec::new(),
+        min_speed: 1.0,
+        mean_speed: 1.0,
+        shared_device_with: Vec::new(),
+        max_batch: 1,
+        fault: None,
+        explanation: String::new(),
+    }
+}
+
+fn snap(requests: Vec<RequestTrace>) -> TraceSnapshot {
+    TraceSnapshot { schema_version: 2, time_scale: 1.0, dropped: 0, requests }
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-6
+}
+
+#[test]
+fn agents_awaited_one_after_another_are_serialized_with_hand_computed_figures() {
+    // A1 0-100, A2 110-210, B1 220-320, B2 330-430, C1 440-540, C2 550-650 (ms), each 100 ms
+    // solo. Local work: each agent's 10 ms between its own calls = 30 ms. One at a time =
+    // 600 + 30 = 630 ms; ideal = the longest chain, 100 + 10 + 100 = 210 ms; took 650 ms;
+    // saving = (630 - 650) / (630 - 210) = -0.047619.
+    let mut t = 0;
+    let mut reqs = Vec::new();
+    for (i, a) in ["a", "a", "b", "b", "c", "c"].iter().enumerate() {
+        reqs.push(req(i as u64 + 1, Some(a), t, t + 100, 100));
+        t += 110;
+    }
+    let r = judge(&snap(reqs), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Serialized, "{r}");
+    assert_eq!(r.cause, Cause::Client);
+    assert!(r.reason.contains("no two were ever in flight at once"), "{}", r.reason);
+    assert!(close(r.time.took_s, 0.650), "{r}");
+    assert!(close(r.time.local_s, 0.030), "{r}");
+    assert!(close(r.time.sequential_s, 0.630), "{r}");
+    assert!(close(r.time.ideal_s, 0.210), "{r}");
+    assert!(close(r.time.saving.unwrap(), (0.630 - 0.650) / (0.630 - 0.210)), "{r}");
+    assert_eq!(r.concurrency.max_in_flight, 1);
+    assert_eq!(r.concurrency.possible, Some(3));
+}
+
+#[test]
+fn agents_that_ran_together_are_parallel_and_saved_everything() {
+    // A1 B1 C1 0-100, local 10 ms each, A2 B2 C2 110-210: took 210 = ideal; one at a time
+    // 600 + 30 = 630; saving (630 - 210) / (630 - 210) = 1.
+    let mut reqs = Vec::new();
+    for (i, a) in ["a", "b", "c"].iter().enumerate() {
+        reqs.push(req(i as u64 + 1, Some(a), 0, 100, 100));
+        reqs.push(req(i as u64 + 4, Some(a), 110, 210, 100));
+    }
+    let r = judge(&snap(reqs), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert_eq!(r.cause, Cause::None);
+    assert!(r.reason.contains("overlapped"), "{}", r.reason);
+    assert!(close(r.time.saving.unwrap(), 1.0), "{r}");
+    assert!(close(r.time.ideal_s, 0.210), "{r}");
+    assert_eq!(
+        r.summary(),
+        "verdict: parallel\ncause: none\nagents: 3 (X-Agent labels)\nrequests: 6 (0 failed)\nmax in flight: 3 of 3\nsaving: >= 80%\n"
+    );
+}
+
+#[test]
+fn a_two_permit_semaphore_over_four_agents_is_degraded_not_parallel() {
+    // A1 B1 0-100; C1 D1 101-201 (they got the permits as A1 and B1 ended); A2 B2 202-302;
+    // C2 D2 303-403. A's gap 100-202 ends 1 ms after C1 ended: a hand-off, so its local work
+    // is only the time before C1 began, 1 ms (not 102). Each agent: 100 + 1 + 100 = 201 ms.
+    // One at a time 800 + 4 = 804; ideal 201; took 403; saving 401 / 603 = 0.665.
+    // Counting the whole gaps as local work would read (1208 - 403) / (1208 - 302) = 0.89:
+    // parallel, failing open.
+    let reqs = r_reqs();
+    let r = judge(&snap(reqs.clone()), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Degraded, "{r}");
+    assert_eq!(r.cause, Cause::Client, "{r}");
+    assert!(close(r.time.local_s, 0.004), "{r}");
+    assert!(close(r.time.ideal_s, 0.201), "{r}");
+    assert!(close(r.time.saving.unwrap(), 0.401 / 0.603), "{r}");
+    assert!(r.reason.contains("at most 2 of 4 agents"), "{}", r.reason);
+    assert!(r.reason.contains("4 calls arrived right after another agent's request ended"), "{}", r.reason);
+    // Saying the program runs two agents at a time by design makes it parallel.
+    let r2 = judge(&snap(reqs), &JudgeOptions::new().expected_agents(2));
+    assert_eq!(r2.verdict, Verdict::Parallel, "{r2}");
+}
+
+fn r_reqs() -> Vec<RequestTrace> {
+    vec![
+        req(1, Some("a"), 0, 100, 100),
+        req(2, Some("b"), 0, 100, 100),
+        req(3, Some("c"), 101, 201, 100),
+        req(4, Some("d"), 101, 201, 100),
+        req(5, Some("a"), 202, 302, 100),
+        req(6, Some("b"), 202, 302, 100),
+        req(7, Some("c"), 303, 403, 100),
+        req(8, Some("d"), 303, 403, 100),
+    ]
+}
+
+#[test]
+fn unlabelled_requests_are_judged_as_a_program_and_need_the_agent_count_for_chains() {
+    // Three agents, two generate calls each, concurrent, 10 ms of local work between: no labels,
+    // no conversations. As a program: one at a time = 600 + idle 10 = 610; ideal = the longest
+    // request 100 + idle 10 = 110; took 210: saving (610 - 210) / 500 = 0.8, the edge. Told
+    // there are 3 agents: ideal = 600 / 3 + 10 = 210, saving 1.
+    let mut reqs = Vec::new();
+    for i in 0..3 {
+        reqs.push(req(i + 1, None, 0, 100, 100));
+        reqs.push(req(i + 4, None, 110, 210, 100));
+    }
+    let r = judge(&snap(reqs.clone()), &JudgeOptions::new());
+    assert_eq!(r.agents_from, AgentSource::Program);
+    assert!(close(r.time.saving.unwrap(), 0.8), "{r}");
+    assert!(r.notes.iter().any(|n| n.contains("label them")), "{:?}", r.notes);
+    let r3 = judge(&snap(reqs), &JudgeOptions::new().expected_agents(3));
+    assert!(close(r3.time.saving.unwrap(), 1.0), "{r3}");
+    assert_eq!(r3.verdict, Verdict::Parallel, "{r3}");
+}
+
+#[test]
+fn unlabelled_requests_that_never_overlap_are_serialized_never_per_connection() {
+    // One shared pooled connection, three agents awaited in turn: each request on the same
+    // client address. A judge per connection would see one agent and call it fine.
+    let mut reqs = Vec::new();
+    for i in 0..6u64 {
+        let mut r = req(i + 1, None, i * 110, i * 110 + 100, 100);
+        r.client = "127.0.0.1:40000".into();
+        reqs.push(r);
+    }
+    let r = judge(&snap(reqs), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Serialized, "{r}");
+    assert!(r.reason.contains("no X-Agent labels"), "{}", r.reason);
+    assert_eq!(r.concurrency.connections, 1);
+}
+
+#[test]
+fn chat_turns_chain_into_conversations_without_labels() {
+    // Three conversations of two turns, concurrent: each second turn's parent is its first
+    // turn's key. Chains of 100 + 10 + 100 ms: ideal 210 = took: parallel.
+    let mut reqs = Vec::new();
+    for i in 0..3u64 {
+        let mut a = req(i + 1, None, 0, 100, 100);
+        a.endpoint = "/api/chat".into();
+        a.conversation = Some(Conversation { key: format!("k{i}"), parent: None });
+        let mut b = req(i + 4, None, 110, 210, 100);
+        b.endpoint = "/api/chat".into();
+        b.conversation = Some(Conversation { key: format!("k{i}-2"), parent: Some(format!("k{i}")) });
+        reqs.push(a);
+        reqs.push(b);
+    }
+    let r = judge(&snap(reqs), &JudgeOptions::new());
+    assert_eq!(r.agents_from, AgentSource::Conversations, "{r}");
+    assert_eq!(r.agents.len(), 3, "{r}");
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert!(close(r.time.ideal_s, 0.210), "{r}");
+}
+
+#[test]
+fn identical_conversations_chain_one_to_one() {
+    // Two agents with the same first turn: each earlier turn continues into one later turn.
+    let mut reqs = Vec::new();
+    for i in 0..2u64 {
+        let mut a = req(i + 1, None, 0, 100, 100);
+        a.conversation = Some(Conversation { key: "same".into(), parent: None });
+        let mut b = req(i + 3, None, 110, 210, 100);
+        b.conversation = Some(Conversation { key: format!("next{i}"), parent: Some("same".into()) });
+        reqs.push(a);
+        reqs.push(b);
+    }
+    let r = judge(&snap(reqs), &JudgeOptions::new());
+    assert_eq!(r.agents.len(), 2, "{r}");
+    assert!(r.agents.iter().all(|a| a.requests == 2), "{r}");
+}
+
+#[test]
+fn nothing_one_request_or_one_agent_is_inconclusive() {
+    let r = judge(&snap(Vec::new()), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Inconclusive);
+    assert!(r.reason.contains("no model request reached the simulator"), "{}", r.reason);
+    let r = judge(&snap(vec![req(1, Some("a"), 0, 100, 100)]), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Inconclusive);
+    let one_agent = vec![req(1, Some("a"), 0, 100, 100), req(2, Some("a"), 110, 210, 100)];
+    let r = judge(&snap(one_agent.clone()), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert!(r.reason.contains("one agent (a)"), "{}", r.reason);
+    // ...unless the program says it has more agents: then it is serialized.
+    let r = judge(&snap(one_agent), &JudgeOptions::new().expected_agents(2));
+    assert_eq!(r.verdict, Verdict::Serialized, "{r}");
+}
+
+#[test]
+fn refused_requests_are_failures_and_loads_are_not_requests() {
+    let mut refused = req(1, Some("a"), 0, 1, 0);
+    refused.slot_us = None;
+    refused.outcome = Outcome::Error;
+    refused.status = 404;
+    refused.error = Some("model 'x' not found".into());
+    let mut load = req(2, Some("a"), 0, 50, 0);
+    load.slot_us = None;
+    load.tokens = 0;
+    let r = judge(&snap(vec![refused, load]), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert_eq!(r.requests, 0);
+    assert_eq!(r.failed, 1);
+    assert!(r.reason.contains("failed before it ran"), "{}", r.reason);
+}
+
+#[test]
+fn one_slot_is_blamed_on_the_server() {
+    // B arrived with A but waited 100 ms for the slot: took 200 = one at a time, saving 0.
+    let a = req(1, Some("a"), 0, 100, 100);
+    let mut b = req(2, Some("b"), 0, 200, 100);
+    b.slot_us = Some(100 * MS);
+    b.first_token_us = Some(100 * MS);
+    b.waits.push(Wait { reason: WaitReason::SlotBusy, from_us: 0, to_us: Some(100 * MS), detail: "1/1".into() });
+    let r = judge(&snap(vec![a, b]), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Serialized, "{r}");
+    assert_eq!(r.cause, Cause::ServerSlots);
+    assert!(r.reason.contains("serialized by the server"), "{}", r.reason);
+    assert_eq!(r.concurrency.max_in_flight, 2);
+    assert_eq!(r.concurrency.max_decoding, 1);
+}
+
+#[test]
+fn a_shared_device_gives_no_real_speedup() {
+    // Both decoded together at 39 % of solo speed: 100 ms of work each took 256 ms; one at a
+    // time would have taken 200: saving (200 - 256) / 100 = -0.56.
+    let mut a = req(1, Some("a"), 0, 256, 100);
+    let mut b = req(2, Some("b"), 0, 256, 100);
+    for r in [&mut a, &mut b] {
+        r.mean_speed = 0.39;
+        r.shared_device_with = vec![1];
+    }
+    b.instance = 1;
+    let r = judge(&snap(vec![a, b]), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Serialized, "{r}");
+    assert_eq!(r.cause, Cause::SharedDevice);
+    assert!(r.reason.contains("no real speedup"), "{}", r.reason);
+    assert!(close(r.time.saving.unwrap(), -0.56), "{r}");
+}
+
+#[test]
+fn loads_count_on_both_sides() {
+    // A 50 ms load before two parallel requests: one at a time 200 + 50; ideal 100 + 50; took
+    // 150: saving 1.
+    let mut a = req(1, Some("a"), 0, 150, 100);
+    let mut b = req(2, Some("b"), 0, 150, 100);
+    for r in [&mut a, &mut b] {
+        r.slot_us = Some(50 * MS);
+        r.loads.push(Load { start_us: 0, duration_us: 50 * MS, cold: false, reason: "not loaded".into() });
+    }
+    let r = judge(&snap(vec![a, b]), &JudgeOptions::new());
+    assert!(close(r.time.load_s, 0.050), "{r}");
+    assert!(close(r.time.saving.unwrap(), 1.0), "{r}");
+}
+
+#[test]
+fn calls_made_together_but_received_one_at_a_time_blame_the_connection_pool() {
+    // Client view: both calls made at 0; the server got B only when A ended.
+    let a = req(1, Some("a"), 0, 100, 100);
+    let b = req(2, Some("b"), 100, 200, 100);
+    let calls = vec![
+        ClientCall { request: 1, sent_us: 0, end_us: 100 * MS },
+        ClientCall { request: 2, sent_us: 0, end_us: 200 * MS },
+    ];
+    let r = judge(&snap(vec![a.clone(), b.clone()]), &JudgeOptions::new().client_calls(calls));
+    assert_eq!(r.verdict, Verdict::Serialized, "{r}");
+    assert_eq!(r.cause, Cause::ConnectionPool, "{r}");
+    assert!(r.reason.contains("connection pool"), "{}", r.reason);
+    // Without the client's view, the same trace blames the client in general.
+    let r = judge(&snap(vec![a, b]), &JudgeOptions::new());
+    assert_eq!(r.cause, Cause::Client, "{r}");
+}
+
+#[test]
+fn answers_read_late_blame_a_blocked_executor() {
+    // The server ended both at 100 ms; the client finished reading A at 100 and B at 200.
+    // Took (client) 200 = one at a time: saving 0; median lag 50 ms > a quarter of 100 ms.
+    let calls = vec![
+        ClientCall { request: 1, sent_us: 0, end_us: 100 * MS },
+        ClientCall { request: 2, sent_us: 0, end_us: 200 * MS },
+    ];
+    let reqs = vec![req(1, Some("a"), 0, 100, 100), req(2, Some("b"), 0, 100, 100)];
+    let r = judge(&snap(reqs), &JudgeOptions::new().client_calls(calls));
+    assert_eq!(r.verdict, Verdict::Serialized, "{r}");
+    assert_eq!(r.cause, Cause::ClientLag, "{r}");
+    assert!(r.reason.contains("executor was blocked"), "{}", r.reason);
+    assert!(close(r.time.client_lag_s.unwrap(), 0.050), "{r}");
+}
+
+#[test]
+fn one_chain_that_is_all_the_work_is_inconclusive() {
+    // A: 1000 ms; B: 10 ms alongside. One at a time 1010, ideal 1000: less than 5 % to save.
+    let reqs = vec![req(1, Some("a"), 0, 1000, 1000), req(2, Some("b"), 0, 10, 10)];
+    let r = judge(&snap(reqs), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert_eq!(r.time.saving, None);
+}
+
+#[test]
+fn since_judges_only_what_came_after_the_mark() {
+    let reqs = vec![
+        req(1, Some("a"), 0, 100, 100),
+        req(2, Some("b"), 110, 210, 100),
+        req(3, Some("a"), 300, 400, 100),
+        req(4, Some("b"), 300, 400, 100),
+    ];
+    let all = judge(&snap(reqs.clone()), &JudgeOptions::new());
+    let later = judge(&snap(reqs), &JudgeOptions::new().since(3));
+    assert_eq!(all.requests, 4);
+    assert_eq!(later.requests, 2);
+    assert_eq!(later.verdict, Verdict::Parallel, "{later}");
+}
+
+#[test]
+fn the_report_round_trips_through_json_with_its_schema_version() {
+    let reqs = vec![req(1, Some("a"), 0, 100, 100), req(2, Some("b"), 0, 100, 100)];
+    let r = judge(&snap(reqs), &JudgeOptions::new());
+    let j = serde_json::to_value(&r).unwrap();
+    assert_eq!(j["schema_version"], 1);
+    assert_eq!(j["verdict"], "parallel");
+    assert_eq!(j["cause"], "none");
+    let back: Report = serde_json::from_value(j).unwrap();
+    assert_eq!(back, r);
+}
+
+/// Random traces whose requests never overlap: arrival order, gaps, labels, solo costs and
+/// connections all random.
+fn sequential_trace() -> impl Strategy<Value = (Vec<RequestTrace>, Option<usize>)> {
+    let one = (0u64..50, 1u64..200, 0u64..300, prop::option::of(0usize..4), 0u64..3);
+    (prop::collection::vec(one, 2..12), prop::option::of(1usize..6)).prop_map(|(parts, expected)| {
+        let mut t = 0;
+        let mut reqs = Vec::new();
+        for (i, (gap, dur, solo, agent, conn)) in parts.into_iter().enumerate() {
+            t += gap;
+            let label = agent.map(|a| format!("agent-{a}"));
+            let mut r = req(i as u64 + 1, label.as_deref(), t, t + dur, solo);
+            r.client = format!("127.0.0.1:{}", 4000 + conn);
+            reqs.push(r);
+            t += dur;
+        }
+        (reqs, expected)
+    })
+}
+
+proptest! {
+    /// The rule the judge must never break: requests that never overlapped are never parallel.
+    #[test]
+    fn requests_that_never_overlap_are_never_parallel((reqs, expected) in sequential_trace()) {
+        let mut opts = JudgeOptions::new();
+        if let Some(k) = expected {
+            opts = opts.expected_agents(k);
+        }
+        let r = judge(&snap(reqs), &opts);
+        prop_assert_ne!(r.verdict, Verdict::Parallel, "{}", r);
+        prop_assert_ne!(r.verdict, Verdict::Degraded, "{}", r);
+    }
+
+    /// Verdict and figures agree: parallel only at a saving of 80 % or more, serialized or
+    /// degraded only with a saving below it (or no overlap at all).
+    #[test]
+    fn verdict_and_saving_never_disagree(
+        parts in prop::collection::vec((0u64..400, 1u64..300, 1u64..300, 0usize..4), 2..10)
+    ) {
+        let reqs: Vec<RequestTrace> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, (from, dur, solo, a))| req(i as u64 + 1, Some(&format!("a{a}")), *from, from + dur, *solo))
+            .collect();
+        let r = judge(&snap(reqs), &JudgeOptions::new());
+        match r.verdict {
+            Verdict::Parallel => prop_assert!(r.time.saving.is_some_and(|s| s >= PARALLEL_MIN_SAVING), "{}", r),
+            Verdict::Degraded => prop_assert!(r.time.saving.is_some_and(|s| s < PARALLEL_MIN_SAVING && s > SERIALIZED_MAX_SAVING), "{}", r),
+            Verdict::Serialized => prop_assert!(r.concurrency.max_in_flight <= 1 || r.time.saving.is_some_and(|s| s <= SERIALIZED_MAX_SAVING), "{}", r),
+            Verdict::Inconclusive | Verdict::Failed => {}
+        }
+    }
+}
+
+#[test]
+fn a_lock_passed_through_every_agent_is_a_chain_of_hand_offs() {
+    // A mutex per call, three agents: A1 0-100, B1 101-201, C1 202-302, A2 303-403, B2 404-504,
+    // C2 505-605. A's gap 100-303 is covered back to back by B1 and C1: it waited, no local
+    // work. One at a time = 600 + ~6 ms of hand-off delays; took 605: saving about 0.
+    let mut reqs = Vec::new();
+    for (i, a) in ["a", "b", "c", "a", "b", "c"].iter().enumerate() {
+        let t = i as u64 * 101;
+        reqs.push(req(i as u64 + 1, Some(a), t, t + 100, 100));
+    }
+    let r = judge(&snap(reqs), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Serialized, "{r}");
+    assert!(r.time.local_s < 0.01, "{r}");
+    assert!(r.time.saving.is_some_and(|s| s.abs() <= SERIALIZED_MAX_SAVING), "{r}");
+    assert_eq!(r.agents.iter().map(|a| a.handoffs).sum::<usize>(), 3, "{r}");
+}
+
+#[test]
+fn an_other_agent_ending_by_chance_before_a_call_is_not_a_hand_off() {
+    // A: 0-100, local 50, 150-250. B: 0-140, local 60, 200-300. B1 ended 10 ms before A2, but
+    // began before A1 ended: A did local work, it did not wait for B.
+    let reqs = vec![
+        req(1, Some("a"), 0, 100, 100),
+        req(2, Some("b"), 0, 140, 140),
+        req(3, Some("a"), 150, 250, 100),
+        req(4, Some("b"), 200, 300, 100),
+    ];
+    let r = judge(&snap(reqs), &JudgeOptions::new());
+    assert!(close(r.time.local_s, 0.110), "{r}");
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+}

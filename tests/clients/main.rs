@@ -1,0 +1,6 @@
+//! Real client programs in other languages, run under `harness exec` against the simulator
+//! and judged: correct programs pass, every serialization bug fails, labelled or not.
+//! Issue 9; see docs/judge.md.
+
+// Client programs: Python (official ollama client, raw asyncio) and Node (built-in fetch).
+mod programs;

@@ -1,0 +1,140 @@
+//! Each test runs one program (fixtures/clients/) in each of its modes, with and without
+//! X-Agent labels, through `harness::exec::run` (what `harness exec` runs), and checks the
+//! judge's verdict. The Python environment with the official client is installed by
+//! `scripts/setup-clients.sh` (run by `.ci/run`, or here when it is missing); a missing tool is
+//! a failure, never a skip.
+
+use harness::exec::{ExecPlan, run};
+use sim_ollama::Verdict;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
+}
+
+fn fixture(name: &str) -> String {
+    root().join("fixtures/clients").join(name).display().to_string()
+}
+
+/// The Python of target/pyclients, installed by scripts/setup-clients.sh when missing (the
+/// script is idempotent; tests in other processes may run it at the same time, so it installs
+/// into a temporary directory and moves it into place).
+fn python() -> String {
+    let py = root().join("target/pyclients/bin/python");
+    let ok = |p: &Path| Command::new(p).args(["-c", "import ollama, httpx"]).status().is_ok_and(|s| s.success());
+    if !ok(&py) {
+        let lock = root().join("target/pyclients.lock");
+        // One installer at a time: mkdir is atomic.
+        let started = std::time::Instant::now();
+        while std::fs::create_dir(&lock).is_err() {
+            assert!(started.elapsed().as_secs() < 600, "another test held {} for 10 minutes", lock.display());
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+        let status = if ok(&py) {
+            None
+        } else {
+            Some(Command::new("bash").arg(root().join("scripts/setup-clients.sh")).status())
+        };
+        let _ = std::fs::remove_dir(&lock);
+        if let Some(status) = status {
+            assert!(
+                status.as_ref().is_ok_and(|s| s.success()),
+                "scripts/setup-clients.sh failed ({status:?}): the Python clients are needed for these tests"
+            );
+        }
+        assert!(ok(&py), "{} cannot import ollama after setup", py.display());
+    }
+    py.display().to_string()
+}
+
+fn node() -> String {
+    let ok = Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
+    assert!(ok, "node is needed for the Node client tests (Node 18+ with built-in fetch)");
+    "node".to_string()
+}
+
+/// Runs a program under exec with the ideal deployment, returns (verdict, report in words).
+fn judge(command: Vec<String>, agents: Option<usize>) -> (Verdict, String) {
+    let plan = ExecPlan {
+        preset: None,
+        config: None,
+        instances: None,
+        time_scale: 0.1,
+        seed: 0,
+        agents,
+        command: command.clone(),
+    };
+    let out = run(&plan).expect("exec runs");
+    assert!(out.status.success(), "{command:?} failed: {:?}\n{}", out.status, out.report);
+    (out.report.verdict, format!("{command:?}\n{}", out.report))
+}
+
+fn cmd(parts: &[&str], labelled: bool) -> Vec<String> {
+    let mut v: Vec<String> = parts.iter().map(|s| s.to_string()).collect();
+    if labelled {
+        v.push("--labelled".into());
+    }
+    v
+}
+
+#[test]
+fn python_official_client_correct_agents_are_parallel_labelled_or_not() {
+    let (py, script) = (python(), fixture("python_ollama.py"));
+    for labelled in [true, false] {
+        let (v, words) = judge(cmd(&[&py, &script, "correct"], labelled), None);
+        assert_eq!(v, Verdict::Parallel, "{words}");
+    }
+}
+
+#[test]
+fn python_official_client_every_serialization_bug_is_caught_labelled_or_not() {
+    let (py, script) = (python(), fixture("python_ollama.py"));
+    for mode in ["awaited", "semaphore", "lock", "blocking", "one-connection"] {
+        for labelled in [true, false] {
+            let (v, words) = judge(cmd(&[&py, &script, mode], labelled), None);
+            assert_eq!(v, Verdict::Serialized, "{mode}: {words}");
+        }
+    }
+}
+
+#[test]
+fn python_raw_asyncio_correct_agents_are_parallel_with_labels_or_the_agent_count() {
+    let script = fixture("python_asyncio.py");
+    let (v, words) = judge(cmd(&["python3", &script, "correct"], true), None);
+    assert_eq!(v, Verdict::Parallel, "{words}");
+    // Unlabelled generate calls carry no history: the judge is told how many agents there are.
+    let (v, words) = judge(cmd(&["python3", &script, "correct"], false), Some(3));
+    assert_eq!(v, Verdict::Parallel, "{words}");
+}
+
+#[test]
+fn python_raw_asyncio_every_serialization_bug_is_caught_labelled_or_not() {
+    let script = fixture("python_asyncio.py");
+    for mode in ["awaited", "semaphore", "lock", "blocking"] {
+        for labelled in [true, false] {
+            let (v, words) = judge(cmd(&["python3", &script, mode], labelled), None);
+            assert_eq!(v, Verdict::Serialized, "{mode}: {words}");
+        }
+    }
+}
+
+#[test]
+fn node_fetch_correct_agents_are_parallel_labelled_or_not() {
+    let (node, script) = (node(), fixture("node_fetch.mjs"));
+    for labelled in [true, false] {
+        let (v, words) = judge(cmd(&[&node, &script, "correct"], labelled), None);
+        assert_eq!(v, Verdict::Parallel, "{words}");
+    }
+}
+
+#[test]
+fn node_fetch_every_serialization_bug_is_caught_labelled_or_not() {
+    let (node, script) = (node(), fixture("node_fetch.mjs"));
+    for mode in ["awaited", "mutex", "blocking", "one-connection"] {
+        for labelled in [true, false] {
+            let (v, words) = judge(cmd(&[&node, &script, mode], labelled), None);
+            assert_eq!(v, Verdict::Serialized, "{mode}: {words}");
+        }
+    }
+}
