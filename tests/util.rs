@@ -81,22 +81,47 @@ pub fn parse_response(raw: &[u8], head_only: bool) -> RawResponse {
     RawResponse { status, headers, body }
 }
 
+/// Decodes a chunked body strictly: every size line must be hex (extensions after `;`
+/// allowed), every chunk must be followed by CRLF, and the body must end with the zero chunk.
+/// Anything else is a malformed response and fails the test (issue 10: a lenient decoder
+/// accepted malformed sizes as the end of the body).
 fn dechunk(mut b: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     loop {
-        let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else {
-            break;
-        };
-        let size = usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16).unwrap_or(0);
+        let eol = b
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .unwrap_or_else(|| panic!("chunked body: a size line without CRLF: {:?}", String::from_utf8_lossy(b)));
+        let line = String::from_utf8_lossy(&b[..eol]).into_owned();
+        let digits = line.split(';').next().unwrap_or("").trim();
+        let size =
+            usize::from_str_radix(digits, 16).unwrap_or_else(|_| panic!("chunked body: malformed chunk size {line:?}"));
         b = &b[eol + 2..];
-        if size == 0 || b.len() < size {
-            out.extend_from_slice(&b[..size.min(b.len())]);
-            break;
+        if size == 0 {
+            return out;
         }
+        assert!(b.len() >= size + 2, "chunked body: a chunk of {size} bytes is cut short ({} left)", b.len());
+        assert_eq!(&b[size..size + 2], b"\r\n", "chunked body: chunk data not followed by CRLF");
         out.extend_from_slice(&b[..size]);
-        b = &b[(size + 2).min(b.len())..];
+        b = &b[size + 2..];
     }
-    out
+}
+
+#[test]
+fn dechunk_reads_a_well_formed_body() {
+    assert_eq!(dechunk(b"3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\n\r\n"), b"abcde");
+}
+
+#[test]
+#[should_panic(expected = "malformed chunk size")]
+fn dechunk_rejects_a_malformed_size() {
+    dechunk(b"3\r\nabc\r\nzz\r\nde\r\n0\r\n\r\n");
+}
+
+#[test]
+#[should_panic(expected = "cut short")]
+fn dechunk_rejects_a_truncated_body() {
+    dechunk(b"a\r\nabc");
 }
 
 /// A blocking raw exchange over std's TcpStream: no async runtime at all.
@@ -114,6 +139,33 @@ pub fn raw_blocking(
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).expect("response read");
     parse_response(&raw, method == "HEAD")
+}
+
+/// Sends `body` as raw bytes (any bytes, valid UTF-8 or not) and reads the whole answer.
+/// Returns an error, rather than panicking, when the server answered with no complete HTTP
+/// response (it dropped the connection): a property test reports that as its failure.
+pub fn raw_bytes_blocking(
+    addr: std::net::SocketAddr,
+    path: &str,
+    body: &[u8],
+) -> std::result::Result<RawResponse, String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).and_then(|()| s.write_all(body)).map_err(|e| format!("request not written: {e}"))?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).map_err(|e| format!("response not read: {e}"))?;
+    if !raw.starts_with(b"HTTP/1.1 ") || !raw.windows(4).any(|w| w == b"\r\n\r\n") {
+        return Err(format!(
+            "no complete HTTP response (the connection was dropped?): {:?}",
+            String::from_utf8_lossy(&raw)
+        ));
+    }
+    Ok(parse_response(&raw, false))
 }
 
 /// The same exchange over any futures-io stream (smol's or async-std's TcpStream).

@@ -1,4 +1,4 @@
-use crate::helpers::{plan, run, two_agents};
+use crate::helpers::{plan, run, scenario, two_agents};
 use harness::verdict::Verdict;
 
 #[test]
@@ -25,4 +25,15 @@ fn two_instances_on_one_device_are_flagged_as_no_real_speedup() {
 fn two_instances_on_two_devices_are_parallel() {
     let r = run(&plan(&["tokio-default"], vec![two_agents("two_devices", "dual-two-devices")], 2));
     assert_eq!(r.summary[0].verdict, Verdict::Parallel, "{}", r.summary[0].reason);
+}
+
+/// Issue 9: `harness::matrix::run` called from async code (here a tokio test's runtime) used
+/// to panic ("Cannot start a runtime from within a runtime"); it now runs on a thread of its
+/// own and returns.
+#[tokio::test]
+async fn the_matrix_runs_when_called_from_inside_a_tokio_runtime() {
+    let p = plan(&["tokio-default", "smol"], vec![scenario("async_caller", "ideal", 2, 30, 0.02)], 1);
+    let r = run(&p);
+    assert_eq!(r.runs.len(), 2);
+    assert!(r.runs.iter().all(|x| x.judge.is_some()), "the judge read every run's trace");
 }

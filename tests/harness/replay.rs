@@ -3,6 +3,7 @@
 
 use harness::record::{RecordPlan, record, to_ndjson};
 use harness::stats::percentile;
+use sim_ollama::dist::{DistKind, DistSpec};
 use sim_ollama::{Replay, SimBuilder};
 use std::time::Duration;
 
@@ -11,49 +12,90 @@ fn plan(endpoint: &str) -> RecordPlan {
         endpoint: endpoint.to_string(),
         model: "gemma3".into(),
         calls: 20,
-        max_tokens: 30,
+        // Far above any natural length: the answers end where the model's length distribution
+        // says, so the recording's lengths vary and their replay can be checked.
+        max_tokens: 2000,
         prompt: "Summarise".into(),
         timeout: Duration::from_secs(30),
     }
 }
 
-fn stats(calls: &[harness::record::Recorded]) -> (f64, f64, f64, f64) {
+/// A gemma3 with short answers of varied length (normal, mean 60, cv 0.4): quick to record.
+fn short_gemma() -> sim_ollama::ModelSpec {
+    let mut spec = sim_ollama::config::default_catalogue().into_iter().find(|m| m.name == "gemma3:latest").unwrap();
+    spec.profile.output_tokens =
+        DistSpec { dist: DistKind::Normal, mean: 60.0, cv: 0.4, min: Some(10.0), max: Some(150.0) };
+    spec.profile.cold_load_ms = None;
+    spec.profile.load_ms = DistSpec::constant(0.0);
+    spec
+}
+
+fn stats(calls: &[harness::record::Recorded]) -> (f64, f64, f64, f64, f64, f64) {
     let ttft: Vec<f64> = calls.iter().map(|c| c.ttft_ms).collect();
     let gaps: Vec<f64> = calls.iter().flat_map(|c| c.gaps_ms.iter().copied()).collect();
     let tokens: Vec<f64> = calls.iter().map(|c| c.tokens as f64).collect();
-    (percentile(&ttft, 0.5), percentile(&gaps, 0.5), percentile(&gaps, 0.9), percentile(&tokens, 0.5))
+    (
+        percentile(&ttft, 0.5),
+        percentile(&gaps, 0.5),
+        percentile(&gaps, 0.9),
+        percentile(&tokens, 0.5),
+        percentile(&tokens, 0.1),
+        percentile(&tokens, 0.9),
+    )
 }
 
 fn close(a: f64, b: f64, tolerance: f64) -> bool {
     (a - b).abs() <= tolerance * a.abs().max(b.abs())
 }
 
+/// See: issue 10. The replaying model's own profile is made very different from the recorded
+/// one (answers of 500 tokens, 1,000 tokens/s, a 300 ms first-token overhead), so a replay
+/// that ignored the recording's lengths, gaps or TTFTs would fail here; the recording's lengths
+/// vary (no max_tokens cap), so their spread is compared too.
 #[test]
 fn a_recording_replayed_by_the_simulator_reproduces_its_distributions() {
     // Record from a simulator (time scale 0.25: gaps of about 2.2 ms, TTFT about 5 ms).
-    let original = SimBuilder::new().seed(1).time_scale(0.25).start().unwrap();
+    let original = SimBuilder::new().seed(1).time_scale(0.25).model(short_gemma()).start().unwrap();
     let first = record(&plan(original.url())).expect("recording");
     assert_eq!(first.len(), 20);
+    let (lo, hi) = (first.iter().map(|c| c.tokens).min().unwrap(), first.iter().map(|c| c.tokens).max().unwrap());
+    assert!(hi >= lo + 20, "the recorded lengths vary ({lo}..{hi}), so replaying them is checked");
     let file = std::env::temp_dir().join(format!("replay-{}.ndjson", std::process::id()));
     std::fs::write(&file, to_ndjson(&first)).unwrap();
 
-    // Replay it: a gemma3 whose profile is the recording (already in wall milliseconds, so
-    // time scale 1.0), seeded.
-    let mut spec = sim_ollama::config::default_catalogue().into_iter().find(|m| m.name == "gemma3:latest").unwrap();
+    // Replay it (already in wall milliseconds, so time scale 1.0), seeded, on a model whose
+    // own profile is nothing like the recording.
+    let mut spec = short_gemma();
+    spec.profile.output_tokens = DistSpec::constant(500.0);
+    spec.profile.decode_tokens_per_s = 1000.0;
+    spec.profile.first_token_ms = DistSpec::constant(300.0);
     spec.profile.replay = Some(Replay::from_ndjson(&std::fs::read_to_string(&file).unwrap()).unwrap());
-    spec.profile.cold_load_ms = None;
-    spec.profile.load_ms = sim_ollama::dist::DistSpec::constant(0.0);
     let replayed = SimBuilder::new().seed(2).model(spec).start().unwrap();
     let second = record(&plan(replayed.url())).expect("recording the replay");
 
     let (a, b) = (stats(&first), stats(&second));
     // Both sides are client-side measurements: each TTFT carries the loopback round trip once
     // more in the replay (about 0.5 ms of ~5 ms), and gaps carry tens of microseconds of noise,
-    // hence the tolerances; medians of 20 TTFTs and ~600 gaps are stable.
+    // hence the tolerances; medians of 20 TTFTs and ~1,200 gaps are stable. Lengths are drawn
+    // from 20 recorded values, seeded: their quantiles move by a value or two.
     assert!(close(a.0, b.0, 0.25), "median TTFT {:.2} ms recorded, {:.2} ms replayed", a.0, b.0);
     assert!(close(a.1, b.1, 0.25), "median gap {:.3} ms recorded, {:.3} ms replayed", a.1, b.1);
     assert!(close(a.2, b.2, 0.35), "p90 gap {:.3} ms recorded, {:.3} ms replayed", a.2, b.2);
-    assert!(close(a.3, b.3, 0.10), "median tokens {} recorded, {} replayed", a.3, b.3);
+    assert!(close(a.3, b.3, 0.25), "median tokens {} recorded, {} replayed", a.3, b.3);
+    assert!(
+        close(a.4, b.4, 0.35) && close(a.5, b.5, 0.35),
+        "token p10/p90 {}/{} recorded, {}/{} replayed",
+        a.4,
+        a.5,
+        b.4,
+        b.5
+    );
+    let replayed_lengths: Vec<u64> = second.iter().map(|c| c.tokens as u64).collect();
+    let recorded: Vec<u64> = first.iter().map(|c| c.tokens as u64).collect();
+    assert!(
+        replayed_lengths.iter().all(|n| recorded.contains(n)),
+        "every replayed length is a recorded one: {replayed_lengths:?}"
+    );
     let _ = std::fs::remove_file(&file);
 }
 

@@ -24,10 +24,16 @@ async fn two_streams(preset: &str) -> (f64, f64, sim_ollama::TraceSnapshot) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timing_two_instances_on_one_device_each_get_about_half_the_solo_rate() -> Result {
     let (a, b, trace) = two_streams("dual-one-device").await;
-    // 114.5 tok/s alone x 0.78 / 2 = 44.7 tok/s while both decode (the shared data: 41-50).
-    // The bounds allow for the streams not starting at exactly the same instant.
+    // 0.78 / 2 = 39 % of the solo speed while both decode: the device model's own figure
+    // (the trace's mean speed), computed from who shares the device, not measured, so a busy
+    // machine cannot move it; the bounds allow for the streams not joining at the same instant.
+    for r in trace.requests.iter().filter(|r| r.tokens > 1) {
+        assert!((0.38..0.45).contains(&r.mean_speed), "{}: mean speed {:.3}", r.agent, r.mean_speed);
+    }
+    // The measured rates (114.5 tok/s alone x 0.39 = 44.7; the shared data: 41-50) carry the
+    // machine's scheduling noise: checked loosely, for gross errors.
     for r in [a, b] {
-        assert!((42.0..53.0).contains(&r), "per-stream rate {r:.1} tok/s; both: {a:.1}, {b:.1}");
+        assert!((33.0..60.0).contains(&r), "per-stream rate {r:.1} tok/s; both: {a:.1}, {b:.1}");
     }
     let rec = trace.requests.iter().find(|r| r.agent == "insight").unwrap();
     assert_eq!(rec.shared_device_with, vec![0]);
@@ -38,8 +44,12 @@ async fn timing_two_instances_on_one_device_each_get_about_half_the_solo_rate() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timing_two_instances_on_two_devices_each_get_the_full_rate() -> Result {
     let (a, b, trace) = two_streams("dual-two-devices").await;
+    // Alone on its device each stream runs at its full solo speed: exactly 1.0 in the model.
+    for r in trace.requests.iter().filter(|r| r.tokens > 1) {
+        assert_eq!(r.mean_speed, 1.0, "{}", r.agent);
+    }
     for r in [a, b] {
-        assert!((105.0..121.0).contains(&r), "per-stream rate {r:.1} tok/s; both: {a:.1}, {b:.1}");
+        assert!((85.0..125.0).contains(&r), "per-stream rate {r:.1} tok/s; both: {a:.1}, {b:.1}");
     }
     assert!(trace.requests.iter().all(|r| r.shared_device_with.is_empty()));
     Ok(())
@@ -54,8 +64,12 @@ async fn timing_parallel_slots_batch_better_than_processes_time_slicing() -> Res
     load(&u, "gemma3", json!({})).await;
     let body = json!({"model": "gemma3", "prompt": "Analyse the data", "options": {"num_predict": 300}});
     let (a, b) = tokio::join!(generate(&u, "a", body.clone()), generate(&u, "b", body.clone()));
+    // 1 / 1.15 = 87 % of solo speed in the model while both decode (two processes: 39 %).
+    for r in sim.trace().requests.iter().filter(|r| r.tokens > 1) {
+        assert!((0.86..0.90).contains(&r.mean_speed), "{}: mean speed {:.3}", r.agent, r.mean_speed);
+    }
     for r in [rate(&a), rate(&b)] {
-        assert!((92.0..106.0).contains(&r), "per-stream rate {r:.1} tok/s");
+        assert!((75.0..115.0).contains(&r), "per-stream rate {r:.1} tok/s");
     }
     Ok(())
 }

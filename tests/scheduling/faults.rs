@@ -95,7 +95,12 @@ async fn a_disconnect_fault_drops_the_connection_mid_body() -> Result {
     let (status, lines, _, err) = stream(sim.url()).await;
     assert_eq!(status, 200);
     assert!(err.is_some(), "the client sees a broken body");
-    assert!(lines.len() <= 2, "{lines:?}");
+    // Exactly the two tokens before the fault, whole: a disconnect before any token, or one
+    // token late, is a different fault (issue 10: `<= 2` accepted both).
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines.iter().all(|l| l.contains("\"done\":false")), "{lines:?}");
+    sim.wait_idle(Duration::from_secs(5))?;
+    assert_eq!(sim.trace().requests[0].tokens, 2, "the server emitted two tokens before it cut the body");
     assert_healthy(&sim).await;
     Ok(())
 }
@@ -116,8 +121,9 @@ async fn a_malformed_line_fault_inserts_one_invalid_line() -> Result {
     let sim = SimBuilder::new().fault(rule(json!({"kind": "malformed_line", "after_tokens": 2}))).start()?;
     let (_, lines, _, err) = stream(sim.url()).await;
     assert_eq!(err, None);
-    let invalid = lines.iter().filter(|l| serde_json::from_str::<Value>(l).is_err()).count();
-    assert_eq!(invalid, 1, "{lines:?}");
+    let invalid: Vec<usize> =
+        lines.iter().enumerate().filter(|(_, l)| serde_json::from_str::<Value>(l).is_err()).map(|(i, _)| i).collect();
+    assert_eq!(invalid, vec![2], "one invalid line, right after the two tokens: {lines:?}");
     assert!(lines.last().unwrap().contains("\"done\":true"));
     assert_healthy(&sim).await;
     Ok(())

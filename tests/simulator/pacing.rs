@@ -33,31 +33,33 @@ async fn timing_tokens_arrive_on_schedule_without_accumulating_delay() -> Result
     let body = serde_json::json!({"model": "metronome", "prompt": "tick", "options": {"num_predict": 100}});
     let r = reqwest::Client::new().post(format!("{}/api/generate", sim.url())).json(&body).send().await?;
     let mut stream = r.bytes_stream();
-    let mut arrivals = Vec::new();
-    let mut buf = Vec::new();
+    let mut lines = 0;
     while let Some(chunk) = stream.next().await {
-        let now = Instant::now();
-        buf.extend_from_slice(&chunk?);
-        while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=pos).collect();
-            if line.windows(13).any(|w| w == b"\"done\":false}") {
-                arrivals.push(now);
-            }
-        }
+        lines += chunk?.iter().filter(|b| **b == b'\n').count();
     }
-    assert_eq!(arrivals.len(), 100);
-    // Token i is due 10 ms * i after token 0. Deadline pacing keeps the error bounded per
-    // token; cumulative sleeps would drift (about 24 % slow here, 1.24 s instead of 0.99 s).
-    let errors: Vec<f64> =
-        arrivals.iter().enumerate().map(|(i, t)| (*t - arrivals[0]).as_secs_f64() * 1e3 - 10.0 * i as f64).collect();
-    let total = (arrivals[99] - arrivals[0]).as_secs_f64();
-    assert!((0.985..1.03).contains(&total), "99 gaps of 10 ms took {total:.3} s");
-    let mut abs: Vec<f64> = errors.iter().map(|e| e.abs()).collect();
-    abs.sort_by(f64::total_cmp);
-    // The timer has 1 ms resolution: a token may leave up to ~1 ms late, plus scheduling
-    // noise on a loaded 2-core machine; 95 % within 3 ms, none off by more than 15 ms.
-    assert!(abs[94] < 3.0, "95th percentile schedule error {:.2} ms; errors {errors:?}", abs[94]);
-    assert!(abs[99] < 15.0, "worst schedule error {:.2} ms", abs[99]);
+    assert_eq!(lines, 101, "100 tokens and the final object");
+    sim.wait_idle(Duration::from_secs(5))?;
+    // The server's own emission times (the trace), not the client's arrivals: what is tested
+    // is the pacer, and a client descheduled on a busy machine would only add its own noise.
+    let trace = sim.trace();
+    let t = &trace.requests[0].token_us;
+    assert_eq!(t.len(), 100);
+    // Token i is due 10 ms * i after token 0. Deadline pacing keeps each token's error bounded
+    // and a late token does not delay the next; cumulative sleeps drift (about 24 % slow here:
+    // the last token 240 ms late). A stalled process can make a few tokens late, so the bounds
+    // are on the median and on the end of the stream, not on the worst token: the median error
+    // stays within 2 ms (the timer has 1 ms resolution), the last ten tokens' median within
+    // 5 ms, and the whole stream within 3 % of 990 ms (a drift of 24 % is far outside).
+    let errors: Vec<f64> = t.iter().enumerate().map(|(i, us)| (us - t[0]) as f64 / 1e3 - 10.0 * i as f64).collect();
+    let median = |v: &[f64]| {
+        let mut v: Vec<f64> = v.iter().map(|e| e.abs()).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    assert!(median(&errors) < 2.0, "median schedule error {:.2} ms; errors {errors:?}", median(&errors));
+    assert!(median(&errors[90..]) < 5.0, "the stream drifted: last errors {:?}", &errors[90..]);
+    let total = (t[99] - t[0]) as f64 / 1e6;
+    assert!((0.985..1.02).contains(&total), "99 gaps of 10 ms took {total:.3} s");
     let late = sim.lateness();
     assert_eq!(late.count, 100);
     assert!(late.p50_us < 2_000, "server-side lateness {late:?}");
@@ -75,11 +77,14 @@ async fn timing_durations_reported_match_what_the_client_saw() -> Result {
     let client = t0.elapsed();
     let total = Duration::from_nanos(v["total_duration"].as_u64().unwrap());
     let eval = Duration::from_nanos(v["eval_duration"].as_u64().unwrap());
-    // The server's total is inside the client's round trip, which adds only loopback and
-    // parsing overhead.
-    assert!(total <= client && client - total < Duration::from_millis(20), "total {total:?} client {client:?}");
-    // 30 tokens, 10 ms apart, the first one 10 ms after the prompt: 300 ms of decoding.
-    assert!(eval >= Duration::from_millis(299) && eval < Duration::from_millis(320), "eval {eval:?}");
+    // The server's total is inside the client's round trip, and holds the decoding; the round
+    // trip adds loopback and parsing, and on a busy machine a descheduled client: 200 ms is
+    // far above that and far below a total counted from the wrong origin (a second or more).
+    assert!(total <= client && client - total < Duration::from_millis(200), "total {total:?} client {client:?}");
+    assert!(total >= eval, "total {total:?} holds eval {eval:?}");
+    // 30 tokens, 10 ms apart, the first one 10 ms after the prompt: 300 ms of decoding. The
+    // last token may leave late on a stalled machine; 20 % slow (360 ms) would be drift.
+    assert!(eval >= Duration::from_millis(299) && eval < Duration::from_millis(360), "eval {eval:?}");
     Ok(())
 }
 
@@ -93,7 +98,10 @@ async fn timing_time_scale_shrinks_every_modelled_duration() -> Result {
         reqwest::Client::new().post(format!("{}/api/generate", sim.url())).json(&body).send().await?.json().await?;
     let wall = t0.elapsed();
     assert_eq!(v["eval_count"], 100);
-    // 1 s of modelled decoding at scale 0.1: 100 ms, with 1 ms timer granularity.
-    assert!(wall >= Duration::from_millis(99) && wall < Duration::from_millis(160), "{wall:?}");
+    // 1 s of modelled decoding at scale 0.1: 100 ms. Unscaled it would take 1 s; a stalled
+    // machine adds tens of milliseconds at most, so 400 ms separates the two.
+    assert!(wall >= Duration::from_millis(99) && wall < Duration::from_millis(400), "{wall:?}");
+    let eval = Duration::from_nanos(v["eval_duration"].as_u64().unwrap());
+    assert!(eval >= Duration::from_millis(99) && eval < Duration::from_millis(400), "eval {eval:?}");
     Ok(())
 }

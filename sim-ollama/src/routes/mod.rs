@@ -60,6 +60,7 @@ pub(crate) fn app(state: AppState) -> Router {
             get(sim::get_faults).put(sim::put_faults).post(sim::post_faults).delete(sim::delete_faults),
         )
         .fallback(fallback)
+        .layer(middleware::from_fn(catch_panics))
         .layer(middleware::from_fn(go_style_errors))
         .layer(middleware::from_fn(cors))
         .layer(DefaultBodyLimit::max(limit))
@@ -103,6 +104,26 @@ fn text(status: StatusCode, body: &'static str) -> Response {
     let mut r = (status, body).into_response();
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     r
+}
+
+/// A handler that panics answers 500 in Ollama's error shape instead of dropping the
+/// connection (the panic is logged; the simulator keeps serving). A panic inside a streaming
+/// body, after the headers, can only end that stream.
+async fn catch_panics(req: Request, next: Next) -> Response {
+    use futures::FutureExt;
+    let path = req.uri().path().to_string();
+    match std::panic::AssertUnwindSafe(next.run(req)).catch_unwind().await {
+        Ok(r) => r,
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            tracing::error!(target: "sim_ollama", "handler for {path} panicked: {what}");
+            ApiError::internal("sim-ollama: internal error while handling this request").into_response()
+        }
+    }
 }
 
 /// Gives axum's bare 405 gin's text body (the `Allow` header is already there).
