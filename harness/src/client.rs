@@ -125,7 +125,7 @@ impl Lines {
                         if let Some(d) = per_token {
                             // The blocking control: "processing" each token with a blocking
                             // sleep inside async code.
-                            std::thread::sleep(d);
+                            block_for(d);
                         }
                     }
                     if l.done {
@@ -493,6 +493,20 @@ where
     F::Output: Send + 'static,
 {
     futures::executor::block_on(bridge(f))
+}
+
+/// Blocks the thread for `d`, precisely: `std::thread::sleep` overshoots by the OS timer's
+/// slack (tens of microseconds to a millisecond), which at short token gaps would make the
+/// blocking control's cost depend on the machine rather than on the token rate; so it sleeps
+/// all but the last 200 µs and spins the rest. Either way the executor thread is blocked.
+fn block_for(d: Duration) {
+    let until = Instant::now() + d;
+    if let Some(coarse) = d.checked_sub(Duration::from_micros(200)) {
+        std::thread::sleep(coarse);
+    }
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
 }
 
 /// What a whole NDJSON stream said, however its bytes were split.

@@ -30,7 +30,8 @@ pub(crate) struct Pacer {
     next: usize,
     steps: usize,
     timer: Arc<Timer>,
-    armed: Option<(Instant, std::task::Waker)>,
+    /// The deadline armed in the timer, the waker it will wake, and the timer entry's id.
+    armed: Option<(Instant, std::task::Waker, u64)>,
     /// The waker the device wakes on a speed-up (registered once, again if it changes).
     speedup_waker: Option<std::task::Waker>,
     lateness: Arc<Lateness>,
@@ -86,6 +87,11 @@ impl Pacer {
                         self.late.clear();
                     }
                 }
+                // An entry armed for a deadline that has come has fired, or fires within the
+                // slack: forget it without the cost of cancelling it.
+                if self.armed.as_ref().is_some_and(|(at, _, _)| *at <= now + crate::timer::SLACK) {
+                    self.armed = None;
+                }
                 let step = Step { index: self.next, at: now, intended: self.target };
                 self.next += 1;
                 if self.next == 1 {
@@ -97,10 +103,13 @@ impl Pacer {
             }
             // Arm the timer once per deadline; a deadline that moved (the device got slower)
             // is armed again, and one that moved earlier is announced by the device.
-            let armed = self.armed.as_ref().is_some_and(|(at, w)| *at == deadline && w.will_wake(cx.waker()));
+            let armed = self.armed.as_ref().is_some_and(|(at, w, _)| *at == deadline && w.will_wake(cx.waker()));
             if !armed {
-                self.timer.wake_at(deadline, cx.waker());
-                self.armed = Some((deadline, cx.waker().clone()));
+                if let Some((_, _, old)) = self.armed.take() {
+                    self.timer.cancel(old);
+                }
+                let id = self.timer.wake_at(deadline, cx.waker());
+                self.armed = Some((deadline, cx.waker().clone(), id));
             }
             if !self.speedup_waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                 self.member.wake_on_speedup(cx.waker());
@@ -134,6 +143,9 @@ impl Pacer {
 
 impl Drop for Pacer {
     fn drop(&mut self) {
+        if let Some((_, _, id)) = self.armed.take() {
+            self.timer.cancel(id);
+        }
         self.lateness.record_all(&self.late);
     }
 }

@@ -75,6 +75,9 @@ pub struct SimMetrics {
     pub tasks: usize,
     /// Requests in the trace that have not finished.
     pub requests_in_flight: usize,
+    /// Token deadlines waiting in the timer (0 when nothing streams).
+    #[serde(default)]
+    pub timer_entries: usize,
     /// Per instance.
     pub instances: Vec<InstanceMetrics>,
     /// Per device.
@@ -122,6 +125,7 @@ pub(crate) fn collect(s: &crate::server::Shared) -> SimMetrics {
         uptime_s: s.origin.elapsed().as_secs_f64(),
         tasks: s.rt.metrics().num_alive_tasks(),
         requests_in_flight: s.trace.in_flight(),
+        timer_entries: s.timer.pending(),
         instances,
         devices,
         lateness: s.lateness.summary(),
