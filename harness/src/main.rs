@@ -129,7 +129,20 @@ struct ExecArgs {
 
 fn positive_finite(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
-    if v.is_finite() && v > 0.0 { Ok(v) } else { Err(format!("{s} must be a positive, finite number")) }
+    if v.is_finite() && v > 0.0 && v <= 1e6 {
+        Ok(v)
+    } else {
+        Err(format!("{s} must be a number above 0 and at most 1000000"))
+    }
+}
+
+fn timeout_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    if v.is_finite() && (0.1..=86_400.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{s} must be from 0.1 to 86400 seconds"))
+    }
 }
 
 fn unit_interval(s: &str) -> Result<f64, String> {
@@ -277,7 +290,7 @@ struct Common {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Time scale of the simulator (default: each scenario's, else 0.01).
-    #[arg(long)]
+    #[arg(long, value_parser = positive_finite)]
     time_scale: Option<f64>,
     /// Solo runs per agent for the baselines (median).
     #[arg(long, default_value_t = 1)]
@@ -294,8 +307,8 @@ struct Common {
     /// Extra scenario files (*.toml) to load.
     #[arg(long)]
     scenarios_dir: Option<PathBuf>,
-    /// Abandon a call after this many seconds.
-    #[arg(long, default_value_t = 120.0)]
+    /// Abandon a call after this many seconds (0.1 to a day).
+    #[arg(long, default_value_t = 120.0, value_parser = timeout_seconds)]
     timeout_s: f64,
 }
 
@@ -361,11 +374,6 @@ fn plan(runtimes: Vec<String>, scenarios: Vec<String>, c: Common) -> Result<Matr
     if c.runs == 0 {
         return Err("--runs must be at least 1".into());
     }
-    if let Some(t) = c.time_scale {
-        if !(t > 0.0 && t.is_finite()) {
-            return Err(format!("--time-scale must be > 0, got {t}"));
-        }
-    }
     Ok(MatrixPlan {
         runtimes,
         scenarios,
@@ -375,7 +383,7 @@ fn plan(runtimes: Vec<String>, scenarios: Vec<String>, c: Common) -> Result<Matr
         solo_runs: c.solo_runs,
         target,
         out: c.out,
-        timeout: Duration::from_secs_f64(c.timeout_s.max(0.1)),
+        timeout: Duration::try_from_secs_f64(c.timeout_s).unwrap_or(Duration::from_secs(120)),
         command: std::env::args().collect::<Vec<_>>().join(" "),
     })
 }

@@ -135,8 +135,11 @@ impl Scenario {
                         a.name, c.endpoint
                     ));
                 }
-                if c.tokens == 0 || !(c.local_work_ms >= 0.0) {
-                    return bad(format!("agent {}: tokens must be > 0 and local_work_ms >= 0", a.name));
+                if c.tokens == 0 || !(c.local_work_ms.is_finite() && (0.0..=3_600_000.0).contains(&c.local_work_ms)) {
+                    return bad(format!(
+                        "agent {}: tokens must be > 0 and local_work_ms between 0 and an hour",
+                        a.name
+                    ));
                 }
             }
         }
@@ -246,6 +249,18 @@ pub fn select(names: &[String], dir: Option<&Path>) -> Result<Vec<Scenario>, Wor
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unrepresentable_local_work_is_refused_not_a_panic_later() {
+        // Issue 10: `local_work_ms = inf` parsed, then panicked in Duration::from_secs_f64.
+        for v in ["inf", "nan", "-1.0", "1e300"] {
+            let t = format!(
+                "name = \"x\"\npreset = \"ideal\"\n[[agents]]\nname = \"a\"\n[[agents.calls]]\nprompt = \"p\"\ntokens = 3\nlocal_work_ms = {v}\n"
+            );
+            let e = Scenario::from_toml(&t).expect_err(v).to_string();
+            assert!(e.contains("local_work_ms"), "{v}: {e}");
+        }
+    }
 
     #[test]
     fn every_builtin_scenario_parses() {

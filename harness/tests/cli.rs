@@ -76,6 +76,18 @@ fn bad_arguments_exit_2_and_unreachable_servers_exit_1() {
         .output()
         .expect("runs");
     assert_eq!(out.status.code(), Some(2), "--endpoints without --model");
+    // Floats that would overflow a Duration are bad arguments, not panics (issue 10).
+    for (flag, value) in
+        [("--timeout-s", "inf"), ("--timeout-s", "1e300"), ("--time-scale", "1e300"), ("--time-scale", "NaN")]
+    {
+        let out = harness()
+            .args(["run", "--runtime", "tokio-default", "--scenario", "scale_2", flag, value])
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = harness().args(["exec", "--time-scale", "inf", "--", "true"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     let out = harness()
         .args([
             "run",

@@ -418,8 +418,10 @@ impl RawConfig {
         let f = &self.file;
         let seed = self.seed.or(f.server.seed).unwrap_or(0);
         let time_scale = self.time_scale.or(f.server.time_scale).unwrap_or(1.0);
-        if !(time_scale.is_finite() && time_scale >= 0.0) {
-            return Err(invalid(format!("time_scale must be a finite number >= 0, got {time_scale}")));
+        // Bounded above so every scaled duration stays representable (a million times slower
+        // than real is more than anyone simulates).
+        if !(time_scale.is_finite() && (0.0..=1e6).contains(&time_scale)) {
+            return Err(invalid(format!("time_scale must be a number from 0 to 1000000, got {time_scale}")));
         }
         let num_parallel = self.num_parallel.or(f.server.num_parallel).unwrap_or(1);
         let max_queue = self.max_queue.or(f.server.max_queue).unwrap_or(512);
@@ -509,6 +511,13 @@ impl RawConfig {
         }
         let worker_threads = self.worker_threads.or(f.server.worker_threads).unwrap_or(2).max(1);
         let faults: Vec<_> = f.faults.iter().chain(self.faults.iter()).cloned().collect();
+        if faults.len() > crate::faults::MAX_RULES {
+            return Err(invalid(format!(
+                "{} fault rules; at most {} may be in force",
+                faults.len(),
+                crate::faults::MAX_RULES
+            )));
+        }
         for r in &faults {
             r.validate().map_err(invalid)?;
         }

@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
 use std::time::Duration;
 
+/// Most fault rules in force at once (a long-running simulator takes rules over HTTP).
+pub const MAX_RULES: usize = 256;
+
 /// What a fault does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -176,9 +179,16 @@ impl Faults {
         self.lock().iter().map(|(r, _)| r.clone()).collect()
     }
 
-    /// Replaces the rules (counters restart).
-    pub(crate) fn set(&self, rules: Vec<FaultRule>) {
+    /// Replaces the rules (counters restart), after checking each and their number.
+    pub(crate) fn set(&self, rules: Vec<FaultRule>) -> Result<(), String> {
+        if rules.len() > MAX_RULES {
+            return Err(format!("sim-ollama: {} fault rules; at most {MAX_RULES} may be in force", rules.len()));
+        }
+        for r in &rules {
+            r.validate()?;
+        }
         *self.lock() = rules.into_iter().map(|r| (r, 0)).collect();
+        Ok(())
     }
 
     /// Adds a rule.
@@ -194,7 +204,7 @@ impl Faults {
                 continue;
             }
             *count += 1;
-            if *count % rule.every != 0 {
+            if *count % rule.every.max(1) != 0 {
                 continue;
             }
             if rule.probability < 1.0 {

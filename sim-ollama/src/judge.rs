@@ -857,7 +857,12 @@ fn decide(
     let verdict = if saving <= SERIALIZED_MAX_SAVING { Verdict::Serialized } else { Verdict::Degraded };
     let lost = (t.took_s - t.ideal_s).max(1e-9);
     let request_s = median(reqs.iter().map(|q| secs(q.server_end - q.r.received_us)).collect()).unwrap_or(0.0);
-    let (cause, why) = if t.client_lag_s.is_some_and(|l| l > 0.25 * request_s.max(1e-9)) {
+    // When the client read late and requests also waited for slots, the larger loss names
+    // the cause: answers read late in total against slot waits in total.
+    let lag_total: f64 =
+        reqs.iter().filter(|q| client.contains_key(&q.r.id)).map(|q| secs(q.end.saturating_sub(q.server_end))).sum();
+    let lag_matters = t.client_lag_s.is_some_and(|l| l > 0.25 * request_s.max(1e-9)) && lag_total >= c.slot_wait_s;
+    let (cause, why) = if lag_matters {
         (
             Cause::ClientLag,
             format!(

@@ -432,9 +432,11 @@ impl SimHandle {
         self.shared.lateness.summary()
     }
 
-    /// Replaces the fault rules in force (an empty list removes them all).
-    pub fn set_faults(&self, rules: Vec<crate::faults::FaultRule>) {
-        self.shared.faults.set(rules);
+    /// Replaces the fault rules in force (an empty list removes them all). Each rule is
+    /// checked as `PUT /sim/faults` checks it (`every: 0`, a bad status, a probability outside
+    /// 0-1 are refused), and at most [`MAX_RULES`](crate::faults::MAX_RULES) may be in force.
+    pub fn set_faults(&self, rules: Vec<crate::faults::FaultRule>) -> Result<(), String> {
+        self.shared.faults.set(rules)
     }
 
     /// Resets the lateness histogram.

@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
+/// Most models one instance holds (catalogue, pulls and copies together).
+pub(crate) const MAX_MODELS: usize = 4096;
+
 /// One installed model.
 #[derive(Debug, Clone)]
 pub(crate) struct Installed {
@@ -51,14 +54,39 @@ impl Store {
         self.registry.iter().find(|m| Name::parse(&m.name).is_some_and(|n| n.key() == name.key())).cloned()
     }
 
-    pub(crate) fn install(&self, name: Name, spec: Arc<ModelSpec>, at: SystemTime) {
-        self.models
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.key(), Installed { name, spec, modified_at: at });
+    /// Installs (or replaces) a model. Refused past [`MAX_MODELS`] distinct names, so a
+    /// client copying models in a loop cannot grow a long-running simulator without bound.
+    pub(crate) fn install(&self, name: Name, spec: Arc<ModelSpec>, at: SystemTime) -> Result<(), String> {
+        let mut models = self.models.write().unwrap_or_else(|e| e.into_inner());
+        if models.len() >= MAX_MODELS && !models.contains_key(&name.key()) {
+            return Err(format!(
+                "sim-ollama: cannot install {}: {MAX_MODELS} models are installed, the simulator's limit (delete some first)",
+                name.display()
+            ));
+        }
+        models.insert(name.key(), Installed { name, spec, modified_at: at });
+        Ok(())
     }
 
     pub(crate) fn remove(&self, name: &Name) -> bool {
         self.models.write().unwrap_or_else(|e| e.into_inner()).remove(&name.key()).is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_past_the_limit_are_refused_and_replacing_a_name_is_not() {
+        let spec = Arc::new(crate::config::default_catalogue().remove(0));
+        let store = Store::new(Arc::new(vec![Arc::clone(&spec)]), SystemTime::UNIX_EPOCH);
+        let name = |i: usize| Name::parse(&format!("copy{i}:latest")).unwrap();
+        for i in 1..MAX_MODELS {
+            store.install(name(i), Arc::clone(&spec), SystemTime::UNIX_EPOCH).unwrap();
+        }
+        let e = store.install(name(MAX_MODELS), Arc::clone(&spec), SystemTime::UNIX_EPOCH).unwrap_err();
+        assert!(e.contains("4096 models"), "{e}");
+        store.install(name(1), spec, SystemTime::UNIX_EPOCH).expect("an installed name can be replaced");
     }
 }

@@ -37,7 +37,7 @@ async fn stream(url: &str) -> (u16, Vec<String>, Duration, Option<String>) {
 
 /// After a fault, the server answers the next request normally and holds nothing.
 async fn assert_healthy(sim: &SimHandle) {
-    sim.set_faults(Vec::new());
+    sim.set_faults(Vec::new()).expect("an empty list of faults is valid");
     let (status, lines, _, err) = stream(sim.url()).await;
     assert_eq!((status, err), (200, None));
     assert!(lines.last().unwrap().contains("\"done\":true"));

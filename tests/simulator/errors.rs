@@ -329,3 +329,48 @@ fn the_503_limit_applies_to_requests_that_need_the_scheduler() -> Result {
     assert_eq!(second.join().unwrap().status, 200);
     Ok(())
 }
+
+/// Issue 10: limits a long-running simulator needs, each answered in Ollama's error shape.
+#[test]
+fn a_long_running_server_refuses_unbounded_growth_with_clear_errors() -> Result {
+    let sim = SimBuilder::new().start()?;
+    let addr = sim.addrs()[0];
+    // An embedding request with more inputs than the simulator embeds at once: 400, not tens
+    // of gigabytes of vectors.
+    let inputs = vec![""; 2049];
+    let body = serde_json::json!({"model": "nomic-embed-text", "input": inputs}).to_string();
+    let r = raw_blocking(addr, "POST", "/api/embed", Some(&body), &[]);
+    assert_eq!(r.status, 400);
+    assert!(r.json()["error"].as_str().is_some_and(|e| e.contains("at most 2048")), "{}", r.text());
+    let body = serde_json::json!({"model": "nomic-embed-text", "input": inputs}).to_string();
+    let r = raw_blocking(addr, "POST", "/v1/embeddings", Some(&body), &[]);
+    assert_eq!(r.status, 400);
+    assert!(r.json().pointer("/error/message").and_then(|e| e.as_str()).is_some_and(|e| e.contains("at most 2048")));
+    // Fault rules: at most 256 in force, over HTTP and through the library.
+    let many =
+        serde_json::json!({"faults": vec![serde_json::json!({"kind": "stall", "duration_ms": 1}); 257]}).to_string();
+    let r = raw_blocking(addr, "PUT", "/sim/faults", Some(&many), &[]);
+    assert_eq!(r.status, 400, "{}", r.text());
+    let rule: sim_ollama::FaultRule = serde_json::from_value(serde_json::json!({"kind": "stall", "every": 0}))?;
+    let e = sim.set_faults(vec![rule]).expect_err("every = 0 is refused, as over HTTP");
+    assert!(e.contains("every"), "{e}");
+    Ok(())
+}
+
+/// Issue 10: a configured model digest shorter than 12 characters used to panic the pull.
+#[test]
+fn a_short_configured_digest_does_not_panic_a_pull() -> Result {
+    let cfg = "[[models]]\nname = \"short:latest\"\nfamily = \"llama\"\nparameter_size = \"1B\"\nquantization_level = \"Q4_0\"\nsize = 10\ncontext_length = 4096\nembedding_length = 8\ncapabilities = [\"completion\"]\ndigest = \"abc\"\n[models.profile]\nload_ms = { dist = \"constant\", mean = 0.0 }\nprompt_tokens_per_s = 1000.0\ndecode_tokens_per_s = 1000.0\ninter_token = { dist = \"constant\" }\noutput_tokens = { dist = \"constant\", mean = 3.0 }\n";
+    let sim = SimBuilder::new().config(sim_ollama::ConfigFile::from_toml(cfg)?).time_scale(0.0).start()?;
+    let r = raw_blocking(sim.addrs()[0], "POST", "/api/pull", Some(r#"{"model":"short","stream":false}"#), &[]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["status"], "success");
+    Ok(())
+}
+
+/// Issue 10: a time scale so large that scaled durations overflow is refused at start.
+#[test]
+fn an_unrepresentable_time_scale_is_refused_at_start() {
+    let e = SimBuilder::new().time_scale(1e300).start().unwrap_err().to_string();
+    assert!(e.contains("time_scale"), "{e}");
+}

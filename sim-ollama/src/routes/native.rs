@@ -846,8 +846,21 @@ pub(crate) fn resolve_embedding_model(s: &AppState, model_s: &str) -> Result<Ins
     Ok(m)
 }
 
+/// Most inputs one embedding request may hold: the simulator's own limit (the real server
+/// has none, but its memory bounds it), so that a 32 MiB body of empty strings cannot make it
+/// allocate tens of gigabytes of vectors.
+pub(crate) const MAX_EMBED_INPUTS: usize = 2048;
+
 /// Reads `input`: a string or an array of strings.
 pub(crate) fn embed_inputs(v: Option<&Value>) -> Result<Vec<String>, ApiError> {
+    if let Some(Value::Array(a)) = v {
+        if a.len() > MAX_EMBED_INPUTS {
+            return Err(ApiError::bad_request(format!(
+                "sim-ollama: {} inputs in one request; the simulator embeds at most {MAX_EMBED_INPUTS} at a time",
+                a.len()
+            )));
+        }
+    }
     match v {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::String(s)) if s.is_empty() => Ok(Vec::new()),
@@ -1008,7 +1021,7 @@ pub(crate) async fn pull(State(s): State<AppState>, body: Result<Bytes, BytesRej
     let steps: u64 = if cached { 1 } else { 4 };
     for i in 1..=steps {
         lines.push(Progress {
-            status: format!("pulling {}", &digest[..12]),
+            status: format!("pulling {}", digest.get(..12).unwrap_or(&digest)),
             digest: Some(format!("sha256:{digest}")),
             total: spec.size,
             completed: spec.size * i / steps,
@@ -1020,12 +1033,16 @@ pub(crate) async fn pull(State(s): State<AppState>, body: Result<Bytes, BytesRej
     if !stream {
         // A download of a few simulated steps, paced like the stream.
         tokio::time::sleep(pull_step(&s) * steps as u32).await;
-        s.instance.store.install(name, spec, installed_at);
+        s.instance.store.install(name, spec, installed_at).map_err(ApiError::internal)?;
         return Ok(json_response(StatusCode::OK, &progress("success")));
     }
     let step = pull_step(&s);
     let inst = Arc::clone(&s.instance);
-    let stream = async_stream(lines, step, move || inst.store.install(name, spec, installed_at));
+    let stream = async_stream(lines, step, move || {
+        if let Err(e) = inst.store.install(name, spec, installed_at) {
+            tracing::warn!(target: "sim_ollama", "{e}");
+        }
+    });
     let mut r = (StatusCode::OK, Body::from_stream(stream)).into_response();
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
     Ok(r)
@@ -1033,7 +1050,8 @@ pub(crate) async fn pull(State(s): State<AppState>, body: Result<Bytes, BytesRej
 
 /// Time between pull progress lines: the real server's 60 ms, scaled.
 fn pull_step(s: &AppState) -> std::time::Duration {
-    std::time::Duration::from_secs_f64(0.060 * s.shared.cfg.time_scale)
+    std::time::Duration::try_from_secs_f64(0.060 * s.shared.cfg.time_scale)
+        .unwrap_or(std::time::Duration::from_secs(60))
 }
 
 fn async_stream(
@@ -1072,7 +1090,7 @@ pub(crate) async fn copy(State(s): State<AppState>, body: Result<Bytes, BytesRej
         Name::parse(&dst_s).ok_or_else(|| ApiError::bad_request(format!("destination \"{dst_s}\" is invalid")))?;
     let m = s.instance.store.get(&src).ok_or_else(|| ApiError::not_found(format!("model \"{src_s}\" not found")))?;
     let at = if s.shared.clock.is_frozen() { crate::clock::frozen_epoch() } else { SystemTime::now() };
-    s.instance.store.install(dst, m.spec, at);
+    s.instance.store.install(dst, m.spec, at).map_err(ApiError::internal)?;
     Ok(StatusCode::OK.into_response())
 }
 

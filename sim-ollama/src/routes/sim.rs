@@ -171,7 +171,7 @@ pub(crate) async fn put_faults(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let rules = read_rules(&body_bytes(body, s.shared.cfg.body_limit)?)?;
-    s.shared.faults.set(rules);
+    s.shared.faults.set(rules).map_err(ApiError::bad_request)?;
     Ok(json_response(StatusCode::OK, &FaultList { faults: s.shared.faults.rules() }))
 }
 
@@ -180,7 +180,14 @@ pub(crate) async fn post_faults(
     State(s): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    for r in read_rules(&body_bytes(body, s.shared.cfg.body_limit)?)? {
+    let rules = read_rules(&body_bytes(body, s.shared.cfg.body_limit)?)?;
+    if s.shared.faults.rules().len() + rules.len() > crate::faults::MAX_RULES {
+        return Err(ApiError::bad_request(format!(
+            "sim-ollama: at most {} fault rules may be in force; DELETE /sim/faults or PUT a shorter list",
+            crate::faults::MAX_RULES
+        )));
+    }
+    for r in rules {
         s.shared.faults.add(r);
     }
     Ok(json_response(StatusCode::OK, &FaultList { faults: s.shared.faults.rules() }))
@@ -188,6 +195,6 @@ pub(crate) async fn post_faults(
 
 /// `DELETE /sim/faults`: removes every rule.
 pub(crate) async fn delete_faults(State(s): State<AppState>) -> Response {
-    s.shared.faults.set(Vec::new());
+    let _ = s.shared.faults.set(Vec::new());
     json_response(StatusCode::OK, &FaultList { faults: Vec::new() })
 }
