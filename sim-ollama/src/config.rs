@@ -29,6 +29,9 @@ pub fn preset(name: &str) -> Result<ConfigFile, ConfigError> {
     ConfigFile::from_toml(text).map_err(|e| ConfigError::Parse(format!("preset {name}: {e}")))
 }
 
+/// Default memory budget of the trace's finished requests, MiB.
+pub const DEFAULT_TRACE_BUDGET_MB: u64 = 256;
+
 /// Default limit on a request body, in bytes: larger bodies get 413.
 pub const DEFAULT_BODY_LIMIT: usize = 32 * 1024 * 1024;
 
@@ -315,6 +318,9 @@ pub struct ServerSection {
     pub body_limit: Option<usize>,
     /// Worker threads of the simulator's own runtime.
     pub worker_threads: Option<usize>,
+    /// Memory the trace may hold for finished requests, MiB (default 256; 0 keeps none:
+    /// the trace then shows only requests in flight).
+    pub trace_budget_mb: Option<u64>,
 }
 
 /// A configuration file: any subset of these tables.
@@ -366,7 +372,8 @@ pub fn default_catalogue() -> Vec<ModelSpec> {
 
 /// The resolved configuration a simulator runs with. Defaults:
 /// seed 0, time scale 1.0, real clock, one instance on its own device, `num_parallel` 1,
-/// `max_queue` 512, `max_loaded_models` 3, keep-alive 5 min, body limit 32 MiB, version
+/// `max_queue` 512, `max_loaded_models` 3, keep-alive 5 min, body limit 32 MiB, trace budget
+/// 256 MiB, version
 /// `0.33.0`, 2 worker threads, the default catalogue.
 #[derive(Debug, Clone)]
 pub(crate) struct SimConfig {
@@ -382,6 +389,7 @@ pub(crate) struct SimConfig {
     pub(crate) version: String,
     pub(crate) worker_threads: usize,
     pub(crate) faults: Vec<crate::faults::FaultRule>,
+    pub(crate) trace_budget: usize,
 }
 
 /// An instance with its device index and limits resolved.
@@ -409,6 +417,7 @@ pub(crate) struct RawConfig {
     pub(crate) extra_models: Vec<ModelSpec>,
     pub(crate) worker_threads: Option<usize>,
     pub(crate) faults: Vec<crate::faults::FaultRule>,
+    pub(crate) trace_budget_mb: Option<u64>,
 }
 
 impl RawConfig {
@@ -530,6 +539,12 @@ impl RawConfig {
             instances,
             keep_alive,
             body_limit: self.body_limit.or(f.server.body_limit).unwrap_or(DEFAULT_BODY_LIMIT),
+            trace_budget: (self
+                .trace_budget_mb
+                .or(f.server.trace_budget_mb)
+                .unwrap_or(DEFAULT_TRACE_BUDGET_MB)
+                .min(1 << 20) as usize)
+                .saturating_mul(1 << 20),
             version: DEFAULT_VERSION.to_string(),
             worker_threads,
             faults,

@@ -48,6 +48,9 @@ struct Args {
     /// Default keep-alive: a Go duration or integer seconds.
     #[arg(long, env = "OLLAMA_KEEP_ALIVE")]
     keep_alive: Option<String>,
+    /// Memory the trace may hold for finished requests, MiB (default 256; 0 keeps none).
+    #[arg(long)]
+    trace_budget_mb: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -78,6 +81,9 @@ fn run(args: Args) -> Result<(), (u8, String)> {
     }
     if let Some(name) = &args.preset {
         b = b.preset(name).map_err(|e| (2, e.to_string()))?;
+    }
+    if let Some(mb) = args.trace_budget_mb {
+        b = b.trace_budget_mb(mb);
     }
     if let Some(n) = args.instances {
         b = b.instances(n);

@@ -170,6 +170,14 @@ impl SimBuilder {
         self
     }
 
+    /// Memory the trace may hold for finished requests, in MiB (default 256). The oldest
+    /// finished requests are dropped past it (counted in the trace's `dropped`); 0 keeps none,
+    /// for a simulator left running for days whose trace nobody reads.
+    pub fn trace_budget_mb(mut self, mb: u64) -> Self {
+        self.raw.trace_budget_mb = Some(mb);
+        self
+    }
+
     /// Request body limit in bytes (default 32 MiB); larger bodies get 413.
     pub fn body_limit(mut self, bytes: usize) -> Self {
         self.raw.body_limit = Some(bytes);
@@ -271,12 +279,12 @@ fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::ti
         .collect();
     let rt = rt.clone();
     let faults = crate::faults::Faults::new(cfg.seed, cfg.faults.clone());
-    let time_scale = cfg.time_scale;
+    let (time_scale, trace_budget) = (cfg.time_scale, cfg.trace_budget);
     Arc::new(Shared {
         cfg,
         clock,
         origin,
-        trace: Arc::new(Trace::new(origin, time_scale)),
+        trace: Arc::new(Trace::new(origin, time_scale, trace_budget)),
         lateness: Arc::new(Lateness::default()),
         timer,
         faults,

@@ -12,8 +12,30 @@ use std::time::Instant;
 /// Version of the trace's JSON schema.
 pub const TRACE_SCHEMA_VERSION: u32 = 2;
 
-/// How many finished requests the trace keeps before dropping the oldest.
+/// How many finished requests the trace keeps before dropping the oldest (besides its byte
+/// budget).
 const MAX_FINISHED: usize = 200_000;
+
+/// An estimate of the memory a finished record holds, bytes: its fixed part, its token times,
+/// waits, loads, strings and options.
+fn record_bytes(r: &RequestTrace) -> usize {
+    let strings = r.endpoint.len()
+        + r.model.len()
+        + r.agent.len()
+        + r.agent_label.as_ref().map_or(0, String::len)
+        + r.client.len()
+        + r.error.as_ref().map_or(0, String::len)
+        + r.fault.as_ref().map_or(0, String::len)
+        + r.conversation.as_ref().map_or(0, |c| 64 + c.key.len() + c.parent.as_ref().map_or(0, String::len));
+    let options = if r.options.is_null() { 0 } else { r.options.to_string().len() * 2 };
+    std::mem::size_of::<RequestTrace>()
+        + r.token_us.capacity() * 8
+        + r.waits.iter().map(|w| std::mem::size_of::<Wait>() + w.detail.len()).sum::<usize>()
+        + r.loads.iter().map(|l| std::mem::size_of::<Load>() + l.reason.len()).sum::<usize>()
+        + r.shared_device_with.len() * 8
+        + strings
+        + options
+}
 
 /// How a request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,8 +188,11 @@ pub struct Trace {
     time_scale: f64,
     next_id: AtomicU64,
     active: Mutex<BTreeMap<u64, Arc<Mutex<RequestTrace>>>>,
-    finished: Mutex<VecDeque<RequestTrace>>,
+    /// Finished records with their estimated size, and the sizes' sum.
+    finished: Mutex<(VecDeque<(RequestTrace, usize)>, usize)>,
     dropped: AtomicU64,
+    /// Bytes the finished records may hold.
+    budget: usize,
 }
 
 /// A snapshot of the trace, as `GET /sim/trace` returns it.
@@ -185,15 +210,21 @@ pub struct TraceSnapshot {
 }
 
 impl Trace {
-    pub(crate) fn new(origin: Instant, time_scale: f64) -> Self {
+    pub(crate) fn new(origin: Instant, time_scale: f64, budget: usize) -> Self {
         Trace {
             origin,
             time_scale,
             next_id: AtomicU64::new(1),
             active: Mutex::new(BTreeMap::new()),
-            finished: Mutex::new(VecDeque::new()),
+            finished: Mutex::new((VecDeque::new(), 0)),
             dropped: AtomicU64::new(0),
+            budget,
         }
+    }
+
+    /// Estimated bytes held by finished records.
+    pub(crate) fn finished_bytes(&self) -> usize {
+        lock(&self.finished).1
     }
 
     /// Microseconds since the simulator started.
@@ -215,9 +246,8 @@ impl Trace {
         stream: bool,
         options: serde_json::Value,
     ) -> TraceGuard {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let rec = Arc::new(Mutex::new(RequestTrace {
-            id,
+            id: 0,
             instance,
             device,
             endpoint: endpoint.to_string(),
@@ -249,7 +279,15 @@ impl Trace {
             fault: None,
             explanation: String::new(),
         }));
-        lock(&self.active).insert(id, Arc::clone(&rec));
+        // The id is taken under the `active` lock, with the insertion: a snapshot never shows a
+        // request without the ones that arrived before it.
+        let id = {
+            let mut active = lock(&self.active);
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            lock(&rec).id = id;
+            active.insert(id, Arc::clone(&rec));
+            id
+        };
         TraceGuard {
             trace: Arc::clone(self),
             rec,
@@ -271,7 +309,7 @@ impl Trace {
         let mut requests: Vec<RequestTrace>;
         {
             let active = lock(&self.active);
-            requests = lock(&self.finished).iter().cloned().collect();
+            requests = lock(&self.finished).0.iter().map(|(r, _)| r.clone()).collect();
             requests.extend(active.values().map(|r| lock(r).clone()));
         }
         requests.sort_by_key(|r| r.id);
@@ -298,7 +336,7 @@ impl Trace {
 
     /// Forgets finished requests (active ones stay).
     pub fn clear(&self) {
-        lock(&self.finished).clear();
+        *lock(&self.finished) = (VecDeque::new(), 0);
         self.dropped.store(0, Ordering::Relaxed);
     }
 }
@@ -417,13 +455,19 @@ impl Drop for TraceGuard {
         // Moved under the `active` lock, so a snapshot sees it in exactly one list.
         let mut active = lock(&self.trace.active);
         if let Some(rec) = active.remove(&self.id) {
-            let r = lock(&rec).clone();
+            let mut r = lock(&rec).clone();
+            r.token_us.shrink_to_fit();
+            let size = record_bytes(&r);
             let mut fin = lock(&self.trace.finished);
-            if fin.len() >= MAX_FINISHED {
-                fin.pop_front();
-                self.trace.dropped.fetch_add(1, Ordering::Relaxed);
+            fin.0.push_back((r, size));
+            fin.1 += size;
+            // The oldest go first, past the count or the byte budget (a budget of 0 keeps none).
+            while fin.0.len() > MAX_FINISHED || (fin.1 > self.trace.budget && !fin.0.is_empty()) {
+                if let Some((_, s)) = fin.0.pop_front() {
+                    fin.1 -= s;
+                    self.trace.dropped.fetch_add(1, Ordering::Relaxed);
+                }
             }
-            fin.push_back(r);
         }
     }
 }

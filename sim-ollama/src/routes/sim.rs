@@ -78,6 +78,9 @@ pub struct SimMetrics {
     /// Token deadlines waiting in the timer (0 when nothing streams).
     #[serde(default)]
     pub timer_entries: usize,
+    /// Estimated memory held by the trace's finished requests, bytes (bounded by the budget).
+    #[serde(default)]
+    pub trace_bytes: usize,
     /// Per instance.
     pub instances: Vec<InstanceMetrics>,
     /// Per device.
@@ -126,6 +129,7 @@ pub(crate) fn collect(s: &crate::server::Shared) -> SimMetrics {
         tasks: s.rt.metrics().num_alive_tasks(),
         requests_in_flight: s.trace.in_flight(),
         timer_entries: s.timer.pending(),
+        trace_bytes: s.trace.finished_bytes(),
         instances,
         devices,
         lateness: s.lateness.summary(),
