@@ -4,7 +4,7 @@
 //! output, suitable for a CI comment.
 
 use crate::report::{Results, RunResult};
-use crate::stats::{cohens_d, summarize};
+use crate::stats::{cohens_d, summarize, t975};
 use crate::thresholds::Thresholds;
 use crate::verdict::Verdict;
 use std::fmt::Write as _;
@@ -61,34 +61,6 @@ pub struct CellChange {
     pub status: Status,
     /// Why, when it regressed.
     pub why: String,
-}
-
-fn t975(df: f64) -> f64 {
-    // Student's t, two-sided 95 %, by degrees of freedom (interpolated on a few points).
-    const T: [(f64, f64); 12] = [
-        (1.0, 12.706),
-        (2.0, 4.303),
-        (3.0, 3.182),
-        (4.0, 2.776),
-        (5.0, 2.571),
-        (6.0, 2.447),
-        (8.0, 2.306),
-        (10.0, 2.228),
-        (15.0, 2.131),
-        (20.0, 2.086),
-        (30.0, 2.042),
-        (120.0, 1.980),
-    ];
-    if !(df >= 1.0) {
-        return f64::NAN;
-    }
-    for w in T.windows(2) {
-        if df <= w[1].0 {
-            let f = (df - w[0].0) / (w[1].0 - w[0].0);
-            return w[0].1 + f * (w[1].1 - w[0].1);
-        }
-    }
-    1.96
 }
 
 fn runs<'a>(r: &'a Results, rt: &str, sc: &str) -> Vec<&'a RunResult> {
@@ -234,12 +206,67 @@ pub fn markdown(changes: &[CellChange]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::{Results, RunResult, VerdictBands, summarize_cell};
+
+    fn results(effs: &[f64], verdict: Verdict) -> Results {
+        let runs: Vec<RunResult> = effs
+            .iter()
+            .enumerate()
+            .map(|(i, e)| RunResult {
+                runtime: "smol".into(),
+                scenario: "scale_8".into(),
+                run: i + 1,
+                wall_s: 1.0,
+                efficiency_true: *e,
+                efficiency_apparent: *e,
+                speedup: 1.0,
+                saving: 0.9,
+                verdict,
+                reason: String::new(),
+                agents: Vec::new(),
+                calls: Vec::new(),
+                judge: None,
+                timeline: None,
+            })
+            .collect();
+        let refs: Vec<&RunResult> = runs.iter().collect();
+        let summary = vec![summarize_cell("smol", "scale_8", None, &refs)];
+        Results {
+            schema_version: crate::report::SCHEMA_VERSION,
+            mode: "simulator".into(),
+            server_trace: true,
+            seed: 0,
+            command: String::new(),
+            thresholds: VerdictBands::default(),
+            runs,
+            summary,
+        }
+    }
+
+    fn status(before: &[f64], after: &[f64]) -> Status {
+        let t = Thresholds::builtin();
+        compare(&results(before, Verdict::Parallel), &results(after, Verdict::Parallel), &t)[0].status
+    }
 
     #[test]
-    fn student_t_is_interpolated_between_table_points() {
-        assert!((t975(4.0) - 2.776).abs() < 1e-9);
-        assert!((t975(7.0) - (2.447 + 2.306) / 2.0).abs() < 1e-9);
-        assert_eq!(t975(1000.0), 1.96);
-        assert!(t975(0.5).is_nan());
+    fn a_drop_beyond_the_accepted_one_regresses_only_when_noise_cannot_explain_it() {
+        // Issue 10: the significance branch was never reached by a test. max_drop is 5 points.
+        let base = [0.98, 0.99, 0.98, 0.99, 0.98];
+        // 8 points lower, tightly: the interval lies below zero.
+        assert_eq!(status(&base, &[0.90, 0.91, 0.90, 0.91, 0.90]), Status::Regressed);
+        // 8 points lower on average, but one run of three at 0.99 and one at 0.75: the
+        // interval crosses zero, noise can explain it.
+        assert_eq!(status(&base, &[0.99, 0.75, 0.97]), Status::Ok);
+        // 3 points lower, however significant: within the accepted drop.
+        assert_eq!(status(&base, &[0.95, 0.96, 0.95, 0.96, 0.95]), Status::Ok);
+    }
+
+    #[test]
+    fn a_rise_beyond_the_accepted_drop_is_an_improvement_and_a_worse_verdict_regresses() {
+        assert_eq!(status(&[0.80, 0.81, 0.80], &[0.95, 0.96, 0.95]), Status::Improved);
+        let t = Thresholds::builtin();
+        let c = compare(&results(&[0.9, 0.9], Verdict::Parallel), &results(&[0.9, 0.9], Verdict::Degraded), &t);
+        assert_eq!(c[0].status, Status::Regressed, "{}", c[0].why);
+        assert!(c[0].why.contains("parallel -> degraded"), "{}", c[0].why);
     }
 }

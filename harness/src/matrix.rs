@@ -3,7 +3,7 @@
 //! servers. Results are written after every run.
 
 use crate::measure::{self, CallMetrics};
-use crate::report::{self, Results, RunResult, Thresholds};
+use crate::report::{self, Results, RunResult, VerdictBands};
 use crate::runtime::{self, AgentRecord, Executor, Job};
 use crate::stats::percentile;
 use crate::verdict;
@@ -211,7 +211,7 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
         server_trace: matches!(plan.target, Target::Simulator),
         seed: plan.seed,
         command: plan.command.clone(),
-        thresholds: Thresholds::default(),
+        thresholds: VerdictBands::default(),
         runs: Vec::new(),
         summary: Vec::new(),
     };

@@ -24,19 +24,20 @@ pub struct Summary {
     pub max: f64,
 }
 
-/// Two-sided 97.5 % quantiles of Student's t for 1..=30 degrees of freedom.
-const T975: [f64; 30] = [
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
-    2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-];
-
-fn t975(df: usize) -> f64 {
-    match df {
-        0 => f64::NAN,
-        1..=30 => T975[df - 1],
-        _ => 1.96,
+/// The 97.5 % quantile of Student's t with `df` degrees of freedom (the half width of a
+/// two-sided 95 % interval, in standard errors), from statrs; NaN below 1 degree of freedom.
+/// Fractional degrees of freedom (Welch's) are fine.
+pub fn t975(df: f64) -> f64 {
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    if !(df >= 1.0) {
+        return f64::NAN;
     }
+    StudentsT::new(0.0, 1.0, df).map_or(f64::NAN, |t| t.inverse_cdf(0.975))
 }
+
+/// A difference in true efficiency smaller than this (percentage points) matters to nobody,
+/// whatever its effect size: reports say "no practical difference" below it.
+pub const PRACTICAL_DIFFERENCE_PP: f64 = 2.0;
 
 /// Summarises a sample (NaNs are ignored). An empty sample gives NaNs and n = 0.
 pub fn summarize(values: &[f64]) -> Summary {
@@ -57,7 +58,7 @@ pub fn summarize(values: &[f64]) -> Summary {
     }
     let mean = v.iter().sum::<f64>() / n as f64;
     let sd = if n > 1 { (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt() } else { 0.0 };
-    let half = if n > 1 { t975(n - 1) * sd / (n as f64).sqrt() } else { 0.0 };
+    let half = if n > 1 { t975((n - 1) as f64) * sd / (n as f64).sqrt() } else { 0.0 };
     let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
     Summary { n, mean, sd, ci95_low: mean - half, ci95_high: mean + half, min: v[0], median, max: v[n - 1] }
 }
@@ -99,6 +100,17 @@ mod tests {
         // t(7) = 2.365: half width 2.365 * 2.138 / sqrt(8) = 1.788.
         assert!((s.ci95_high - 6.788).abs() < 1e-3, "{s:?}");
         assert_eq!((s.min, s.median, s.max), (2.0, 4.5, 9.0));
+    }
+
+    #[test]
+    fn the_t_quantile_matches_the_tables() {
+        // The tables this replaced: t(1) = 12.706, t(2) = 4.303, t(30) = 2.042; large df -> 1.96.
+        for (df, t) in [(1.0, 12.706), (2.0, 4.303), (7.0, 2.365), (30.0, 2.042), (1000.0, 1.962)] {
+            assert!((t975(df) - t).abs() < 2e-3, "t({df}) = {}", t975(df));
+        }
+        assert!(t975(0.5).is_nan());
+        // Welch's fractional degrees of freedom lie between their neighbours.
+        assert!(t975(2.5) < t975(2.0) && t975(2.5) > t975(3.0));
     }
 
     #[test]
