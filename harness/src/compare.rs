@@ -226,6 +226,7 @@ mod tests {
                 agents: Vec::new(),
                 calls: Vec::new(),
                 judge: None,
+                time_scale: 1.0,
                 timeline: None,
             })
             .collect();

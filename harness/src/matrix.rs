@@ -326,6 +326,7 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
                     agents: times,
                     calls,
                     judge: judged,
+                    time_scale: d.time_scale,
                     timeline,
                 };
                 progress.run(&run);

@@ -13,6 +13,10 @@ use std::path::{Path, PathBuf};
 /// Version of `results.json`'s schema.
 pub const SCHEMA_VERSION: u32 = 2;
 
+fn one() -> f64 {
+    1.0
+}
+
 /// One run of one cell.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunResult {
@@ -44,6 +48,9 @@ pub struct RunResult {
     pub calls: Vec<CallMetrics>,
     /// The simulator's judge on the run's trace (absent in live mode).
     pub judge: Option<sim_ollama::Report>,
+    /// The time scale the run ran at (1.0 in live mode).
+    #[serde(default = "one")]
+    pub time_scale: f64,
     /// Path of the run's SVG timeline, relative to the output directory (simulator mode with
     /// an output directory only).
     #[serde(default)]
@@ -71,9 +78,12 @@ pub struct CellSummary {
     pub saving: Summary,
     /// Wall time over runs, seconds.
     pub wall_s: Summary,
-    /// Median TTFT over all calls, ms.
+    /// The time scale the cell ran at (1.0 in live mode): modelled time = wall / time scale.
+    #[serde(default = "one")]
+    pub time_scale: f64,
+    /// Median TTFT over all calls, ms of wall time.
     pub ttft_ms_p50: f64,
-    /// Median inter-token latency over all calls, ms.
+    /// Median inter-token latency over all calls, ms of wall time.
     pub itl_ms_p50: f64,
     /// 99th percentile of the calls' ITL p99, ms.
     pub itl_ms_p99: f64,
@@ -159,6 +169,7 @@ pub fn summarize_cell(runtime: &str, scenario: &str, control: Option<&str>, runs
         speedup: f(|r| r.speedup),
         saving: f(|r| r.saving),
         wall_s: f(|r| r.wall_s),
+        time_scale: runs.first().map_or(1.0, |r| r.time_scale),
         ttft_ms_p50: percentile(&col(|c| c.ttft_ms), 0.5),
         itl_ms_p50: percentile(&col(|c| c.itl_p50_ms), 0.5),
         itl_ms_p99: percentile(&col(|c| c.itl_p99_ms), 0.99),
@@ -272,7 +283,8 @@ pub fn markdown(r: &Results) -> String {
     let _ = writeln!(s, "\n## By cell\n");
     let _ = writeln!(
         s,
-        "| runtime | scenario | runs | true eff (%) mean [95% CI] | apparent eff (%) | speedup (x) | saving (%) | TTFT p50 (ms) | ITL p50 (ms) | verdict | reason |"
+        "| runtime | scenario | runs | true eff (%) mean [95% CI] | apparent eff (%) | speedup (x) | saving (%) | TTFT p50 (ms, {time}) | ITL p50 (ms, {time}) | verdict | reason |",
+        time = if r.server_trace { "modelled" } else { "wall" }
     );
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
     for c in &r.summary {
@@ -288,8 +300,8 @@ pub fn markdown(r: &Results) -> String {
             pct(c.efficiency_apparent.mean),
             c.speedup.mean,
             pct(c.saving.mean),
-            c.ttft_ms_p50,
-            c.itl_ms_p50,
+            c.ttft_ms_p50 / c.time_scale,
+            c.itl_ms_p50 / c.time_scale,
             c.verdict,
             c.reason.replace('|', "/")
         );
@@ -297,62 +309,97 @@ pub fn markdown(r: &Results) -> String {
     s
 }
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+/// A row of `runs.csv`.
+#[derive(Serialize)]
+struct RunRow<'a> {
+    runtime: &'a str,
+    scenario: &'a str,
+    run: usize,
+    wall_s: f64,
+    efficiency_true: f64,
+    efficiency_apparent: f64,
+    speedup: f64,
+    saving: f64,
+    verdict: Verdict,
+    reason: &'a str,
+}
+
+/// A row of `summary.csv`. TTFT and ITL are given as measured (wall) and in modelled time
+/// (wall / time scale; equal in live mode).
+#[derive(Serialize)]
+struct CellRow<'a> {
+    runtime: &'a str,
+    scenario: &'a str,
+    runs: usize,
+    eff_true_mean: f64,
+    eff_true_sd: f64,
+    eff_true_ci95_low: f64,
+    eff_true_ci95_high: f64,
+    eff_true_min: f64,
+    eff_true_max: f64,
+    eff_apparent_mean: f64,
+    speedup_mean: f64,
+    wall_s_mean: f64,
+    time_scale: f64,
+    ttft_ms_p50_wall: f64,
+    itl_ms_p50_wall: f64,
+    ttft_ms_p50_modelled: f64,
+    itl_ms_p50_modelled: f64,
+    verdict: Verdict,
+    reason: &'a str,
+}
+
+fn to_csv<T: Serialize>(rows: impl IntoIterator<Item = T>) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for r in rows {
+        // Serializing plain numbers and strings into memory cannot fail.
+        let _ = w.serialize(r);
+    }
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }
 
 /// `runs.csv`.
 pub fn runs_csv(r: &Results) -> String {
-    let mut s =
-        String::from("runtime,scenario,run,wall_s,efficiency_true,efficiency_apparent,speedup,saving,verdict,reason\n");
-    for x in &r.runs {
-        let _ = writeln!(
-            s,
-            "{},{},{},{:.6},{:.6},{:.6},{:.6},{:.6},{},{}",
-            csv_field(&x.runtime),
-            csv_field(&x.scenario),
-            x.run,
-            x.wall_s,
-            x.efficiency_true,
-            x.efficiency_apparent,
-            x.speedup,
-            x.saving,
-            x.verdict,
-            csv_field(&x.reason)
-        );
-    }
-    s
+    to_csv(r.runs.iter().map(|x| RunRow {
+        runtime: &x.runtime,
+        scenario: &x.scenario,
+        run: x.run,
+        wall_s: x.wall_s,
+        efficiency_true: x.efficiency_true,
+        efficiency_apparent: x.efficiency_apparent,
+        speedup: x.speedup,
+        saving: x.saving,
+        verdict: x.verdict,
+        reason: &x.reason,
+    }))
 }
 
 /// `summary.csv`.
 pub fn summary_csv(r: &Results) -> String {
-    let mut s = String::from(
-        "runtime,scenario,runs,eff_true_mean,eff_true_sd,eff_true_ci95_low,eff_true_ci95_high,eff_true_min,eff_true_max,eff_apparent_mean,speedup_mean,wall_s_mean,ttft_ms_p50,itl_ms_p50,verdict,reason\n",
-    );
-    for c in &r.summary {
+    to_csv(r.summary.iter().map(|c| {
         let e = &c.efficiency_true;
-        let _ = writeln!(
-            s,
-            "{},{},{},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.3},{:.3},{},{}",
-            csv_field(&c.runtime),
-            csv_field(&c.scenario),
-            c.runs,
-            e.mean,
-            e.sd,
-            e.ci95_low,
-            e.ci95_high,
-            e.min,
-            e.max,
-            c.efficiency_apparent.mean,
-            c.speedup.mean,
-            c.wall_s.mean,
-            c.ttft_ms_p50,
-            c.itl_ms_p50,
-            c.verdict,
-            csv_field(&c.reason)
-        );
-    }
-    s
+        CellRow {
+            runtime: &c.runtime,
+            scenario: &c.scenario,
+            runs: c.runs,
+            eff_true_mean: e.mean,
+            eff_true_sd: e.sd,
+            eff_true_ci95_low: e.ci95_low,
+            eff_true_ci95_high: e.ci95_high,
+            eff_true_min: e.min,
+            eff_true_max: e.max,
+            eff_apparent_mean: c.efficiency_apparent.mean,
+            speedup_mean: c.speedup.mean,
+            wall_s_mean: c.wall_s.mean,
+            time_scale: c.time_scale,
+            ttft_ms_p50_wall: c.ttft_ms_p50,
+            itl_ms_p50_wall: c.itl_ms_p50,
+            ttft_ms_p50_modelled: c.ttft_ms_p50 / c.time_scale,
+            itl_ms_p50_modelled: c.itl_ms_p50 / c.time_scale,
+            verdict: c.verdict,
+            reason: &c.reason,
+        }
+    }))
 }
 
 /// Writes `path` atomically and durably: a uniquely named temporary file in the same
@@ -396,8 +443,23 @@ mod tests {
 
     #[test]
     fn csv_fields_are_quoted_when_needed() {
-        assert_eq!(csv_field("plain"), "plain");
-        assert_eq!(csv_field("a, \"b\""), "\"a, \"\"b\"\"\"");
+        let mut r = run(0.5, Verdict::Degraded);
+        r.reason = "a, \"b\"\nc".into();
+        let results = Results {
+            schema_version: SCHEMA_VERSION,
+            mode: "simulator".into(),
+            server_trace: true,
+            seed: 0,
+            command: String::new(),
+            thresholds: VerdictBands::default(),
+            runs: vec![r],
+            summary: Vec::new(),
+        };
+        let text = runs_csv(&results);
+        let mut rd = csv::Reader::from_reader(text.as_bytes());
+        let row = rd.records().next().unwrap().unwrap();
+        assert_eq!(&row[9], "a, \"b\"\nc", "the reason reads back whole");
+        assert_eq!(&row[8], "degraded");
     }
 
     fn run(saving: f64, verdict: Verdict) -> RunResult {
@@ -415,6 +477,7 @@ mod tests {
             agents: Vec::new(),
             calls: Vec::new(),
             judge: None,
+            time_scale: 1.0,
             timeline: None,
         }
     }
