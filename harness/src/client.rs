@@ -38,6 +38,10 @@ pub struct CallRecord {
     pub eval_duration_ns: Option<u64>,
     /// `load_duration` of the final object, ns.
     pub load_duration_ns: Option<u64>,
+    /// `prompt_eval_count` of the final object.
+    pub prompt_eval_count: Option<u64>,
+    /// `done_reason` of the final object (`stop`, `length`, ...).
+    pub done_reason: Option<String>,
     /// HTTP status.
     pub status: Option<u16>,
     /// What went wrong, if anything: an HTTP error, an `{"error"}` line, a broken or
@@ -55,6 +59,8 @@ impl CallRecord {
             eval_count: None,
             eval_duration_ns: None,
             load_duration_ns: None,
+            prompt_eval_count: None,
+            done_reason: None,
             status: None,
             error: None,
         }
@@ -85,6 +91,10 @@ struct Line<'a> {
     eval_duration: Option<u64>,
     #[serde(default)]
     load_duration: Option<u64>,
+    #[serde(default)]
+    prompt_eval_count: Option<u64>,
+    #[serde(default)]
+    done_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -133,6 +143,8 @@ impl Lines {
                         rec.eval_count = l.eval_count;
                         rec.eval_duration_ns = l.eval_duration;
                         rec.load_duration_ns = l.load_duration;
+                        rec.prompt_eval_count = l.prompt_eval_count;
+                        rec.done_reason = l.done_reason;
                     }
                 }
                 Err(e) => {
@@ -263,7 +275,7 @@ async fn reqwest_call(
         .await
     {
         Ok(r) => r,
-        Err(e) => return rec.fail(format!("request failed: {e}")),
+        Err(e) => return rec.fail(format!("request {}", describe_error(&e))),
     };
     let mut rec = rec;
     rec.headers = Some(Instant::now());
@@ -495,6 +507,54 @@ where
     futures::executor::block_on(bridge(f))
 }
 
+/// A live endpoint as a base URL: `http://host:port`, `host:port`, `:port` or `host` (the
+/// forms `OLLAMA_HOST` takes; port 11434 by default), without a trailing slash.
+pub fn endpoint_url(e: &str) -> Result<String, String> {
+    let t = e.trim().trim_end_matches('/');
+    if t.is_empty() {
+        return Err("an empty endpoint".into());
+    }
+    if let Some(rest) = t.strip_prefix("https://") {
+        return Err(format!("{e}: https is not supported (the harness talks plain HTTP to {rest})"));
+    }
+    let rest = t.strip_prefix("http://").unwrap_or(t);
+    if rest.contains('/') {
+        return Err(format!("{e}: give the server's base URL, without a path"));
+    }
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') || h.ends_with(']') => {
+            (h, p.parse::<u16>().map_err(|_| format!("{e}: {p:?} is not a port"))?)
+        }
+        _ => (rest, 11434),
+    };
+    let host = if host.is_empty() { "127.0.0.1" } else { host };
+    Ok(format!("http://{host}:{port}"))
+}
+
+/// An error with its whole cause chain, and what kind of failure it was (refused, timed out),
+/// instead of reqwest's bare "error sending request for url (...)".
+pub fn describe_error(e: &reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "could not connect"
+    } else if e.is_body() || e.is_decode() {
+        "the answer broke off"
+    } else {
+        "failed"
+    };
+    let mut chain = vec![e.to_string()];
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let text = s.to_string();
+        if chain.last() != Some(&text) {
+            chain.push(text);
+        }
+        source = s.source();
+    }
+    format!("{kind}: {}", chain.join(": "))
+}
+
 /// Blocks the thread for `d`, precisely: `std::thread::sleep` overshoots by the OS timer's
 /// slack (tens of microseconds to a millisecond), which at short token gaps would make the
 /// blocking control's cost depend on the machine rather than on the token rate; so it sleeps
@@ -530,4 +590,22 @@ pub fn parse_stream<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> ParsedStr
     }
     let rec = lines.finish(rec);
     ParsedStream { tokens: rec.tokens.len(), eval_count: rec.eval_count, error: rec.error }
+}
+
+#[cfg(test)]
+mod endpoint_tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_take_the_forms_ollama_host_takes() {
+        // Issue 14: `127.0.0.1:11500` failed with "builder error".
+        assert_eq!(endpoint_url("127.0.0.1:11500").unwrap(), "http://127.0.0.1:11500");
+        assert_eq!(endpoint_url("http://127.0.0.1:11500/").unwrap(), "http://127.0.0.1:11500");
+        assert_eq!(endpoint_url("localhost").unwrap(), "http://localhost:11434");
+        assert_eq!(endpoint_url(":9000").unwrap(), "http://127.0.0.1:9000");
+        assert_eq!(endpoint_url("[::1]:7").unwrap(), "http://[::1]:7");
+        assert!(endpoint_url("127.0.0.1:http").unwrap_err().contains("not a port"));
+        assert!(endpoint_url("https://x:1").unwrap_err().contains("https"));
+        assert!(endpoint_url("http://x:1/api").unwrap_err().contains("without a path"));
+    }
 }

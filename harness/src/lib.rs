@@ -21,6 +21,7 @@
 //! - [`exec`]: run any program against the simulator and print the judge's report.
 //! - [`timeline`]: SVG timelines of runs and the HTML report of a matrix.
 //! - [`record`]: per-token timings of a live server, for the simulator to replay.
+//! - [`soak`]: the reliability benchmark of a long-running simulator (`harness soak`).
 
 pub mod client;
 pub mod compare;
@@ -30,6 +31,7 @@ pub mod measure;
 pub mod record;
 pub mod report;
 pub mod runtime;
+pub mod soak;
 pub mod stats;
 pub mod thresholds;
 pub mod timeline;

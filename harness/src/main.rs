@@ -37,6 +37,63 @@ enum Command {
     Exec(ExecArgs),
     /// Records per-token timings of a live server as NDJSON, for the simulator to replay.
     Record(RecordArgs),
+    /// The reliability benchmark: bad requests, disconnects, the pending limit, a soak.
+    Soak(SoakArgs),
+}
+
+#[derive(Debug, Args)]
+struct SoakArgs {
+    /// Generated bad requests to send.
+    #[arg(long, default_value_t = 1_000_000)]
+    bad_requests: usize,
+    /// Clients that disconnect mid-stream.
+    #[arg(long, default_value_t = 10_000)]
+    disconnects: usize,
+    /// Seconds of steady load with the trace on.
+    #[arg(long, default_value_t = 300.0, value_parser = positive_finite)]
+    soak_s: f64,
+    /// Concurrent client connections.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Seed of the generated requests.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// The simulator's trace budget, MiB: the trace stays on, and memory must level off.
+    #[arg(long, default_value_t = 64)]
+    trace_budget_mb: u64,
+    /// Also write the figures as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+fn soak(a: SoakArgs) -> ExitCode {
+    let plan = harness::soak::SoakPlan {
+        bad_requests: a.bad_requests,
+        disconnects: a.disconnects,
+        soak_s: a.soak_s,
+        concurrency: a.concurrency.max(1),
+        seed: a.seed,
+        trace_budget_mb: a.trace_budget_mb,
+    };
+    match harness::soak::run(&plan) {
+        Ok(rep) => {
+            print!("{rep}");
+            if let Some(p) = &a.json {
+                let written = serde_json::to_vec_pretty(&rep)
+                    .map_err(std::io::Error::other)
+                    .and_then(|b| harness::report::write_atomic(p, &b));
+                if let Err(e) = written {
+                    eprintln!("harness soak: cannot write {}: {e}", p.display());
+                    return ExitCode::from(1);
+                }
+            }
+            if rep.broken().is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+        }
+        Err(e) => {
+            eprintln!("harness soak: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -282,7 +339,7 @@ fn compare(a: CompareArgs) -> ExitCode {
 }
 
 #[derive(Debug, Args)]
-struct Common {
+struct RunOptions {
     /// Concurrent runs per cell.
     #[arg(long, default_value_t = 5)]
     runs: usize,
@@ -321,7 +378,7 @@ struct MatrixArgs {
     #[arg(long, value_delimiter = ',', default_values_t = vec!["tag:study".to_string()])]
     scenarios: Vec<String>,
     #[command(flatten)]
-    common: Common,
+    common: RunOptions,
 }
 
 #[derive(Debug, Args)]
@@ -333,7 +390,7 @@ struct RunArgs {
     #[arg(long)]
     scenario: String,
     #[command(flatten)]
-    common: Common,
+    common: RunOptions,
 }
 
 fn expand_runtimes(names: &[String]) -> Result<Vec<String>, String> {
@@ -361,12 +418,14 @@ fn expand_runtimes(names: &[String]) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-fn plan(runtimes: Vec<String>, scenarios: Vec<String>, c: Common) -> Result<MatrixPlan, String> {
+fn plan(runtimes: Vec<String>, scenarios: Vec<String>, c: RunOptions) -> Result<MatrixPlan, String> {
     let scenarios = workload::select(&scenarios, c.scenarios_dir.as_deref()).map_err(|e| e.to_string())?;
     let target = match (c.endpoints.is_empty(), c.model) {
         (true, None) => Target::Simulator,
         (false, Some(model)) => {
-            Target::Live { endpoints: c.endpoints.iter().map(|e| e.trim_end_matches('/').to_string()).collect(), model }
+            let endpoints =
+                c.endpoints.iter().map(|e| harness::client::endpoint_url(e)).collect::<Result<Vec<_>, _>>()?;
+            Target::Live { endpoints, model }
         }
         (false, None) => return Err("live mode needs --model with --endpoints".into()),
         (true, Some(_)) => return Err("--model is for live mode: give --endpoints too".into()),
@@ -489,6 +548,7 @@ fn main() -> ExitCode {
         Command::Compare(c) => return compare(c),
         Command::Exec(e) => return exec(e),
         Command::Record(r) => return record(r),
+        Command::Soak(s) => return soak(s),
         Command::Matrix(m) => expand_runtimes(&m.runtimes).and_then(|r| plan(r, m.scenarios, m.common)),
         Command::Run(r) => expand_runtimes(&[r.runtime]).and_then(|rt| plan(rt, vec![r.scenario], r.common)),
     };

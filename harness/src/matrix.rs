@@ -136,7 +136,11 @@ pub fn check_live(endpoints: &[String], model: &str) -> Result<(), MatrixError> 
     for url in endpoints {
         let (client, u) = (client.clone(), format!("{url}/api/tags"));
         let r = crate::client::bridge_blocking(async move {
-            let resp = client.get(&u).send().await.map_err(|e| format!("cannot reach {u}: {e}"))?;
+            let resp = client
+                .get(&u)
+                .send()
+                .await
+                .map_err(|e| format!("cannot reach {u}: {}", crate::client::describe_error(&e)))?;
             if !resp.status().is_success() {
                 return Err(format!("{u} answered HTTP {}", resp.status().as_u16()));
             }

@@ -25,8 +25,15 @@ pub struct CallMetrics {
     pub itl_p95_ms: Option<f64>,
     /// 99th percentile.
     pub itl_p99_ms: Option<f64>,
-    /// Tokens received.
+    /// Tokens, as the server counted them (`eval_count` of the final object), else the
+    /// chunks received: a real server merges pieces into one chunk, so chunks undercount.
     pub tokens: usize,
+    /// Chunks with content received (what the inter-token figures are measured between).
+    #[serde(default)]
+    pub chunks: usize,
+    /// Why the answer ended (`done_reason`), when the server said.
+    #[serde(default)]
+    pub done_reason: Option<String>,
     /// Tokens per second from the first to the last token (client-side).
     pub tok_per_s: Option<f64>,
     /// Whole call, ms.
@@ -58,7 +65,9 @@ impl CallMetrics {
             itl_p50_ms: opt(percentile(&gaps, 0.5)),
             itl_p95_ms: opt(percentile(&gaps, 0.95)),
             itl_p99_ms: opt(percentile(&gaps, 0.99)),
-            tokens: r.tokens.len(),
+            tokens: r.eval_count.map_or(r.tokens.len(), |n| n as usize),
+            chunks: r.tokens.len(),
+            done_reason: r.done_reason.clone(),
             tok_per_s: span,
             duration_ms: ms(r.sent, r.end),
             error: r.error.clone(),

@@ -17,8 +17,19 @@ pub struct Recorded {
     pub ttft_ms: f64,
     /// Gaps between consecutive tokens, ms (the client's).
     pub gaps_ms: Vec<f64>,
-    /// Tokens received.
+    /// Tokens, as the server counted them (`eval_count`; the chunks received when it sent
+    /// none): a real server merges pieces, so chunks undercount.
     pub tokens: usize,
+    /// Chunks with content received (where `gaps_ms` come from).
+    #[serde(default)]
+    pub chunks: usize,
+    /// The server's `prompt_eval_count`.
+    #[serde(default)]
+    pub prompt_eval_count: Option<u64>,
+    /// Why the answer ended (`stop`, `length`): a call cut by `num_predict` is not a short
+    /// natural answer, and replay should know.
+    #[serde(default)]
+    pub done_reason: Option<String>,
     /// The server's `load_duration`, ms.
     pub load_ms: Option<f64>,
 }
@@ -68,7 +79,10 @@ pub fn record(p: &RecordPlan) -> Result<Vec<Recorded>, String> {
                 endpoint: "/api/generate".into(),
                 ttft_ms: first.saturating_duration_since(rec.sent).as_secs_f64() * 1e3,
                 gaps_ms: rec.tokens.windows(2).map(|w| (w[1] - w[0]).as_secs_f64() * 1e3).collect(),
-                tokens: rec.tokens.len(),
+                tokens: rec.eval_count.map_or(rec.tokens.len(), |n| n as usize),
+                chunks: rec.tokens.len(),
+                prompt_eval_count: rec.prompt_eval_count,
+                done_reason: rec.done_reason.clone(),
                 load_ms: rec.load_duration_ns.map(|n| n as f64 / 1e6),
             });
         }

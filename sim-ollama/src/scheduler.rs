@@ -306,14 +306,14 @@ impl Instance {
             tokio::pin!(notified);
             notified.as_mut().enable();
             match self.schedule_step(&req) {
-                Step::Retry => continue,
-                Step::Attached(runner) => {
+                Decision::Retry => continue,
+                Decision::Attached(runner) => {
                     drop(pending);
                     drop(sched);
                     let lease = Lease { instance: Arc::clone(self), runner, load_modelled: Duration::ZERO };
                     return self.wait_ready(lease, &req).await;
                 }
-                Step::Load(runner) => {
+                Decision::Load(runner) => {
                     // The load runs in its own task holding the scheduler, so one model loads
                     // at a time even if this request goes away.
                     let loader = Arc::clone(&runner);
@@ -327,7 +327,7 @@ impl Instance {
                     let lease = Lease { instance: Arc::clone(self), runner, load_modelled };
                     return self.wait_ready(lease, &req).await;
                 }
-                Step::Wait(reason, detail) => {
+                Decision::Wait(reason, detail) => {
                     let w = req.trace.begin_wait(reason, Instant::now(), detail);
                     notified.await;
                     req.trace.end_wait(w, Instant::now());
@@ -337,10 +337,10 @@ impl Instance {
     }
 
     /// One decision of the scheduler for a request, under the state lock.
-    fn schedule_step(&self, req: &RunnerRequest<'_>) -> Step {
+    fn schedule_step(&self, req: &RunnerRequest<'_>) -> Decision {
         let mut st = self.lock();
         if let Some(runner) = self.attach(&st, &req.key, &req.opts, req.keep_alive) {
-            return Step::Attached(runner);
+            return Decision::Attached(runner);
         }
         if let Some(r) = st.runners.get(&req.key).cloned() {
             // Loaded with other options (or already draining): reload once idle.
@@ -350,9 +350,9 @@ impl Instance {
             if rs.refs == 0 {
                 drop(rs);
                 st.runners.remove(&req.key);
-                return Step::Retry;
+                return Decision::Retry;
             }
-            return Step::Wait(
+            return Decision::Wait(
                 WaitReason::ReloadForOptions,
                 format!("{} busy with {} request(s); reload for {why}", r.display, rs.refs),
             );
@@ -367,15 +367,15 @@ impl Instance {
                     (rs.refs > 0, rs.expires_at)
                 })
                 .cloned();
-            let Some(v) = victim else { return Step::Retry };
+            let Some(v) = victim else { return Decision::Retry };
             let mut vs = v.lock();
             vs.draining = true;
             if vs.refs == 0 {
                 drop(vs);
                 st.runners.remove(&v.key);
-                return Step::Retry;
+                return Decision::Retry;
             }
-            return Step::Wait(
+            return Decision::Wait(
                 WaitReason::Eviction,
                 format!(
                     "{} models loaded (max {}); evicting {}",
@@ -430,7 +430,7 @@ impl Instance {
                 reason: reason.to_string(),
             })
         });
-        Step::Load(runner)
+        Decision::Load(runner)
     }
 
     /// Waits until the lease's runner has loaded.
@@ -549,7 +549,7 @@ impl Instance {
 }
 
 /// What the scheduler decided for a request.
-enum Step {
+enum Decision {
     /// Try again at once (something was unloaded).
     Retry,
     /// A compatible runner was there.

@@ -15,3 +15,5 @@ mod live;
 mod reports;
 // Record a server's timings, replay them as an empirical profile.
 mod replay;
+// The reliability benchmark in small: bad requests, disconnects, the pending limit, a soak.
+mod soak;

@@ -221,7 +221,7 @@ fn parameter_count(size: &str) -> u64 {
 }
 
 /// Fields shared by generate and chat.
-struct Common {
+struct ChatGenerateFields {
     stream: bool,
     keep_alive: Option<KeepAlive>,
     think: Option<Think>,
@@ -230,7 +230,7 @@ struct Common {
     format: Option<Value>,
 }
 
-fn common(f: &Fields<'_>) -> Result<Common, ApiError> {
+fn chat_generate_fields(f: &Fields<'_>) -> Result<ChatGenerateFields, ApiError> {
     let stream = f.bool("stream")?.unwrap_or(true);
     let keep_alive = f.keep_alive()?;
     let think = f.think()?;
@@ -244,7 +244,7 @@ fn common(f: &Fields<'_>) -> Result<Common, ApiError> {
     }
     let options_map = f.object("options", "map[string]interface {}")?.cloned();
     let format = f.map.get("format").filter(|v| !v.is_null()).cloned();
-    Ok(Common { stream, keep_alive, think, shift, options_map, format })
+    Ok(ChatGenerateFields { stream, keep_alive, think, shift, options_map, format })
 }
 
 /// `format`: `"json"` or a schema object; anything else fails when inference starts.
@@ -484,7 +484,7 @@ pub(crate) async fn generate(
     let map = decode_body(&body, "GenerateRequest")?;
     let f = Fields::new(&map, "GenerateRequest");
     let model_s = f.string("model")?.unwrap_or_default();
-    let c = common(&f)?;
+    let c = chat_generate_fields(&f)?;
     let mut trace =
         Some(begin_trace(&s, arrival, "/api/generate", &model_s, &headers, peer, c.stream, c.options_map.as_ref()));
     let r = generate_inner(&s, &f, model_s, c, arrival, &mut trace).await;
@@ -495,7 +495,7 @@ async fn generate_inner(
     s: &AppState,
     f: &Fields<'_>,
     model_s: String,
-    c: Common,
+    c: ChatGenerateFields,
     arrival: Instant,
     trace: &mut Option<TraceGuard>,
 ) -> Result<Response, ApiError> {
@@ -663,7 +663,7 @@ pub(crate) async fn chat(
     let map = decode_body(&body, "ChatRequest")?;
     let f = Fields::new(&map, "ChatRequest");
     let model_s = f.string("model")?.unwrap_or_default();
-    let c = common(&f)?;
+    let c = chat_generate_fields(&f)?;
     if model_s.is_empty() {
         return Err(ApiError::bad_request("model is required"));
     }
@@ -677,7 +677,7 @@ async fn chat_inner(
     s: &AppState,
     f: &Fields<'_>,
     model_s: String,
-    c: Common,
+    c: ChatGenerateFields,
     arrival: Instant,
     trace: &mut Option<TraceGuard>,
 ) -> Result<Response, ApiError> {
