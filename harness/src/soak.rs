@@ -176,10 +176,7 @@ fn bad_request(rng: &mut rand_pcg::Pcg64Mcg, addr: SocketAddr) -> Bad {
         // Wrong types.
         1 => br#"{"model":7,"prompt":["x"],"messages":"no","options":[],"stream":"yes","input":{}}"#.to_vec(),
         // Huge numbers.
-        2 => format!(
-            r#"{{"model":"tiny","prompt":"x","options":{{"num_predict":1e308,"num_ctx":99999999999999999999,"temperature":-1e300,"seed":-9223372036854775809}},"keep_alive":1e300}}"#
-        )
-        .into_bytes(),
+        2 => br#"{"model":"tiny","prompt":"x","options":{"num_predict":1e308,"num_ctx":99999999999999999999,"temperature":-1e300,"seed":-9223372036854775809},"keep_alive":1e300}"#.to_vec(),
         // Unknown fields and nesting.
         3 => format!(r#"{{"model":"tiny","prompt":"x","zzz":{{"a":[[[[[[1]]]]]]}},"stream":false,"options":{{"num_predict":{}}}}}"#, rng.random_range(1..4)).into_bytes(),
         // Deep nesting.

@@ -593,6 +593,8 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     );
 
     // Chains per agent: each call follows the agent's latest call that ended before it began.
+    let mut by_end: Vec<usize> = (0..reqs.len()).collect();
+    by_end.sort_by_key(|&k| reqs[k].end);
     let n = reqs.len();
     let mut chain_end = vec![0u64; n];
     let mut local = vec![0u64; n];
@@ -605,7 +607,7 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
             Some(p) => {
                 let (end_p, start_i) = (reqs[p].end, reqs[i].start);
                 let gap = start_i - end_p;
-                local[i] = match handoff_chain(&reqs, g, end_p, start_i, tolerance_us) {
+                local[i] = match handoff_chain(&reqs, &by_end, g, end_p, start_i, tolerance_us) {
                     Some(first_start) if gap > tolerance_us => {
                         handoff[i] = true;
                         first_start.saturating_sub(end_p).min(gap)
@@ -738,15 +740,18 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
 /// lock or a permit passed from agent to agent). Returns when the first of them began. Anything
 /// less (a gap with no request ending right before the call, or an idle moment in the chain)
 /// is the agent's own local work.
-fn handoff_chain(reqs: &[Req<'_>], g: usize, end_p: u64, start_i: u64, tol: u64) -> Option<u64> {
+fn handoff_chain(reqs: &[Req<'_>], by_end: &[usize], g: usize, end_p: u64, start_i: u64, tol: u64) -> Option<u64> {
     let mut cursor = start_i;
     for _ in 0..reqs.len() {
         // Requests of other agents that ended just before the cursor, after `end_p`, and began
         // no earlier than right around `end_p`; the earliest-starting one covers the most.
-        let k = reqs
+        // `by_end` is sorted by end, so only the window [cursor - tol, cursor] is looked at.
+        let lo = by_end.partition_point(|&k| reqs[k].end < cursor.saturating_sub(tol).max(end_p + 1));
+        let hi = by_end.partition_point(|&k| reqs[k].end <= cursor);
+        let k = by_end[lo..hi.max(lo)]
             .iter()
-            .filter(|q| q.group != g && q.end > end_p && q.end <= cursor && cursor - q.end <= tol)
-            .filter(|q| q.start + tol >= end_p)
+            .map(|&k| &reqs[k])
+            .filter(|q| q.group != g && q.start + tol >= end_p)
             .min_by_key(|q| q.start)?;
         if k.start <= end_p + tol {
             return Some(k.start);
