@@ -266,9 +266,9 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
                 by_shape.push((shape, m));
                 progress.step("solo baseline");
             }
-            // The blocking control blocks for one solo inter-token gap per token (0 when the
-            // baseline had no gaps: a single token), at most a second: the median of the solo
-            // calls' mean gaps.
+            // The blocking control blocks for a multiple of one solo inter-token gap per token
+            // (runtime::BLOCKING_CONTROL_FACTOR; 0 when the baseline had no gaps: a single
+            // token), at most a second: the median of the solo calls' mean gaps.
             let gap = Duration::from_secs_f64(if solo_itl.is_empty() {
                 0.0
             } else {

@@ -45,11 +45,16 @@ fn stats(calls: &[harness::record::Recorded]) -> (f64, f64, f64, f64, f64, f64) 
 }
 
 fn close(a: f64, b: f64, tolerance: f64) -> bool {
-    (a - b).abs() <= tolerance * a.abs().max(b.abs())
+    close_abs(a, b, tolerance, 0.0)
+}
+
+/// Within `tolerance` of the larger, plus `slack` in absolute terms.
+fn close_abs(a: f64, b: f64, tolerance: f64, slack: f64) -> bool {
+    (a - b).abs() <= tolerance * a.abs().max(b.abs()) + slack
 }
 
 /// See: issue 10. The replaying model's own profile is made very different from the recorded
-/// one (answers of 500 tokens, 1,000 tokens/s, a 300 ms first-token overhead), so a replay
+/// one (answers of 500 tokens, 10,000 tokens/s, a 300 ms first-token overhead), so a replay
 /// that ignored the recording's lengths, gaps or TTFTs would fail here; the recording's lengths
 /// vary (no max_tokens cap), so their spread is compared too.
 #[test]
@@ -67,20 +72,26 @@ fn a_recording_replayed_by_the_simulator_reproduces_its_distributions() {
     // own profile is nothing like the recording.
     let mut spec = short_gemma();
     spec.profile.output_tokens = DistSpec::constant(500.0);
-    spec.profile.decode_tokens_per_s = 1000.0;
+    spec.profile.decode_tokens_per_s = 10_000.0;
     spec.profile.first_token_ms = DistSpec::constant(300.0);
     spec.profile.replay = Some(Replay::from_ndjson(&std::fs::read_to_string(&file).unwrap()).unwrap());
     let replayed = SimBuilder::new().seed(2).model(spec).start().unwrap();
     let second = record(&plan(replayed.url())).expect("recording the replay");
 
     let (a, b) = (stats(&first), stats(&second));
-    // Both sides are client-side measurements: each TTFT carries the loopback round trip once
-    // more in the replay (about 0.5 ms of ~5 ms), and gaps carry tens of microseconds of noise,
-    // hence the tolerances; medians of 20 TTFTs and ~1,200 gaps are stable. Lengths are drawn
-    // from 20 recorded values, seeded: their quantiles move by a value or two.
-    assert!(close(a.0, b.0, 0.25), "median TTFT {:.2} ms recorded, {:.2} ms replayed", a.0, b.0);
-    assert!(close(a.1, b.1, 0.25), "median gap {:.3} ms recorded, {:.3} ms replayed", a.1, b.1);
-    assert!(close(a.2, b.2, 0.35), "p90 gap {:.3} ms recorded, {:.3} ms replayed", a.2, b.2);
+    // Both sides are client-side measurements, and the replay carries the recording's noise
+    // plus its own: each replayed TTFT is a recorded one (loopback round trip and the server's
+    // timer wake-up included) with another round trip and wake-up on top. On a loaded machine
+    // (two cores, four busy loops beside the test) that put the replayed median TTFT about
+    // 3 ms above the recorded one (6.6 against 9.6 ms); gaps gain fractions of a millisecond.
+    // Hence an absolute slack on top of the relative tolerance: 5 ms on TTFTs and 0.5 / 1 ms
+    // on the gaps, far below what a replay that ignored the recording would be off by (the
+    // replaying model's own 300 ms TTFT and 0.1 ms gaps). Medians of 20 TTFTs and ~1,200 gaps
+    // are stable. Lengths are drawn from 20 recorded values, seeded: their quantiles move by a
+    // value or two.
+    assert!(close_abs(a.0, b.0, 0.25, 5.0), "median TTFT {:.2} ms recorded, {:.2} ms replayed", a.0, b.0);
+    assert!(close_abs(a.1, b.1, 0.25, 0.5), "median gap {:.3} ms recorded, {:.3} ms replayed", a.1, b.1);
+    assert!(close_abs(a.2, b.2, 0.35, 1.0), "p90 gap {:.3} ms recorded, {:.3} ms replayed", a.2, b.2);
     assert!(close(a.3, b.3, 0.25), "median tokens {} recorded, {} replayed", a.3, b.3);
     assert!(
         close(a.4, b.4, 0.35) && close(a.5, b.5, 0.35),
