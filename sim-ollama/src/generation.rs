@@ -37,6 +37,10 @@ pub(crate) struct PlanInput<'a> {
     /// The sampling temperature when the request sets none (0.8 native, 1.0 OpenAI).
     pub(crate) default_temperature: f64,
     pub(crate) format: OutputFormat,
+    /// Tools the request offers (chat endpoints).
+    pub(crate) tools: &'a [crate::tools::ToolDef],
+    /// Role of the last message (chat endpoints): a user's turn may call a tool.
+    pub(crate) last_role: Option<&'a str>,
 }
 
 /// A request's content and intended schedule.
@@ -65,10 +69,19 @@ impl Plan {
             .str(&key)
             .str(input.rendered)
             .u64(input.images as u64)
-            .u64(matches!(input.format, OutputFormat::Json) as u64)
+            .u64(!matches!(input.format, OutputFormat::Prose) as u64)
             .u64(o.temperature.unwrap_or(input.default_temperature).to_bits())
             .u64(o.top_k.unwrap_or(40) as u64)
             .u64(o.top_p.unwrap_or(0.9).to_bits());
+        // A schema and the tools offered seed the answer too; without them the seed is what it
+        // was before they existed, so recorded answers stay byte for byte the same.
+        let mut content = content;
+        if let OutputFormat::Schema(v) = &input.format {
+            content = content.str(&v.to_string());
+        }
+        for t in input.tools {
+            content = content.str(&t.name).str(&t.parameters.to_string());
+        }
         let profile = &input.model.spec.profile;
         let mut text_rng = content.str("text").rng();
         // Generation is bounded by the context, as the real server bounds it: no request can
@@ -79,7 +92,12 @@ impl Plan {
             _ => latency::output_len(profile, &mut text_rng),
         };
         let num_predict = o.num_predict.filter(|n| *n > 0).map(|n| (n as usize).min(cap));
-        let text = tokens::generate(&mut text_rng, natural, num_predict, &o.stop, input.format);
+        let policy = crate::tools::Policy {
+            probability: o.sim_tool_call_probability.unwrap_or(1.0),
+            max_calls: o.sim_tool_calls.map_or(1, |n| n.clamp(0, 64) as usize),
+        };
+        let calls = crate::tools::plan(input.tools, input.last_role, policy, &mut content.str("tools").rng());
+        let text = tokens::generate(&mut text_rng, natural, num_predict, &o.stop, &input.format, calls);
         let prompt_tokens = tokens::count_tokens(input.rendered)
             + if input.templated { profile.template_tokens } else { 0 }
             + IMAGE_TOKENS * input.images as u32;
@@ -135,6 +153,9 @@ pub(crate) struct Running {
     emitted: usize,
     /// The device-sharing facts last copied into the trace.
     seen_version: u64,
+    /// Whether a chunk of content or tool calls has been written (OpenAI puts the role on
+    /// the first one only).
+    pub(crate) wrote_chunk: bool,
 }
 
 impl Running {
@@ -189,6 +210,7 @@ impl Running {
             last_intended: overhead + prompt_work,
             emitted: 0,
             seen_version: 0,
+            wrote_chunk: false,
         })
     }
 
@@ -230,6 +252,11 @@ impl Running {
     /// The text of token `i`.
     pub(crate) fn piece(&self, i: usize) -> &str {
         self.text.pieces.get(i).map_or("", |p| p.as_ref())
+    }
+
+    /// The tool calls whose text has been generated so far.
+    pub(crate) fn tool_calls_so_far(&self) -> Vec<crate::tools::ToolCall> {
+        self.text.calls.iter().filter(|c| c.end < self.emitted).map(|c| c.call.clone()).collect()
     }
 
     /// The `created_at` of something emitted at `at`, or (frozen clock) at the intended

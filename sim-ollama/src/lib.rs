@@ -51,10 +51,12 @@ mod pacer;
 mod request;
 mod routes;
 mod scheduler;
+mod schema;
 mod seed;
 mod store;
 mod timer;
 mod tokens;
+mod tools;
 mod wire;
 
 pub use config::{ConfigError, ConfigFile, DeviceSpec, InstanceSpec, ModelSpec, Profile, Replay};

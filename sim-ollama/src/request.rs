@@ -203,10 +203,15 @@ pub(crate) struct Options {
     /// Simulator extension: the model's natural answer length (real Ollama ignores unknown
     /// options), so workloads get the lengths they ask for.
     pub(crate) sim_tokens: Option<i64>,
+    /// Simulator extension: tool calls per user turn when tools are offered (default 1).
+    pub(crate) sim_tool_calls: Option<i64>,
+    /// Simulator extension: the chance that a user turn with tools calls one (default 1).
+    pub(crate) sim_tool_call_probability: Option<f64>,
 }
 
 const INT_OPTIONS: &[&str] = &[
     "sim_tokens",
+    "sim_tool_calls",
     "num_keep",
     "seed",
     "num_predict",
@@ -220,7 +225,7 @@ const INT_OPTIONS: &[&str] = &[
     "draft_num_predict",
 ];
 const FLOAT_OPTIONS: &[&str] =
-    &["typical_p", "top_p", "min_p", "temperature", "repeat_penalty", "presence_penalty", "frequency_penalty"];
+    &["typical_p", "top_p", "min_p", "temperature", "repeat_penalty", "presence_penalty", "frequency_penalty", "sim_tool_call_probability"];
 
 impl Options {
     /// Reads an options map. Errors are 500, as the real server's scheduler returns them.
@@ -245,6 +250,7 @@ impl Options {
                     "seed" => o.seed = Some(n),
                     "top_k" => o.top_k = Some(n),
                     "sim_tokens" => o.sim_tokens = Some(n),
+                    "sim_tool_calls" => o.sim_tool_calls = Some(n),
                     _ => {}
                 }
             } else if FLOAT_OPTIONS.contains(&k.as_str()) {
@@ -252,6 +258,7 @@ impl Options {
                 match k.as_str() {
                     "temperature" => o.temperature = Some(f),
                     "top_p" => o.top_p = Some(f),
+                    "sim_tool_call_probability" => o.sim_tool_call_probability = Some(f),
                     _ => {}
                 }
             } else if k == "use_mmap" {

@@ -2,11 +2,12 @@
 //! pieces a response is made of. Text is a pure function of the RNG it is given.
 
 use crate::seed::SimRng;
+use crate::tools::ToolCall;
 use rand::RngExt;
 use std::borrow::Cow;
 
 /// Words the generator draws from: common English, so streams read like prose.
-const WORDS: &[&str] = &[
+pub(crate) const WORDS: &[&str] = &[
     "the",
     "of",
     "and",
@@ -236,34 +237,68 @@ impl DoneReason {
 pub(crate) struct TextPlan {
     pub(crate) pieces: Vec<Cow<'static, str>>,
     pub(crate) done_reason: DoneReason,
+    /// Tool calls, each over a run of pieces that the tool parser reads instead of sending
+    /// them as content (only complete calls: one cut by `num_predict` is text).
+    pub(crate) calls: Vec<CallSpan>,
+}
+
+/// The pieces a tool call's text occupies.
+#[derive(Debug, Clone)]
+pub(crate) struct CallSpan {
+    /// First piece of the call's text.
+    pub(crate) start: usize,
+    /// Last piece: the call leaves when this token has been generated.
+    pub(crate) end: usize,
+    pub(crate) call: ToolCall,
+}
+
+impl TextPlan {
+    /// The call whose last token is piece `i`.
+    pub(crate) fn call_ending_at(&self, i: usize) -> Option<&ToolCall> {
+        self.calls.iter().find(|c| c.end == i).map(|c| &c.call)
+    }
+
+    /// Whether piece `i` is the text of a tool call (never sent as content).
+    pub(crate) fn hidden(&self, i: usize) -> bool {
+        self.calls.iter().any(|c| (c.start..=c.end).contains(&i))
+    }
 }
 
 /// What shape the output takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum OutputFormat {
     Prose,
+    /// `format: "json"`: any JSON object.
     Json,
+    /// `format: {schema}`: a document valid against the schema.
+    Schema(serde_json::Value),
 }
 
 /// Generates `natural_len` pieces of text (the model's "natural" answer length), cut at
 /// `num_predict` (done reason `length`) or at the first stop sequence (done reason `stop`).
+/// With tool calls the output is the calls' text instead, whatever its length.
 pub(crate) fn generate(
     rng: &mut SimRng,
     natural_len: usize,
     num_predict: Option<usize>,
     stop: &[String],
-    format: OutputFormat,
+    format: &OutputFormat,
+    calls: Vec<ToolCall>,
 ) -> TextPlan {
     let limit = num_predict.unwrap_or(usize::MAX);
+    if !calls.is_empty() {
+        return call_plan(calls, limit);
+    }
     let mut pieces: Vec<Cow<'static, str>> = match format {
         OutputFormat::Prose => prose(rng, natural_len.min(limit)),
         OutputFormat::Json => json_object(rng, natural_len),
+        OutputFormat::Schema(schema) => schema_document(rng, schema, natural_len),
     };
     let mut done_reason = DoneReason::Stop;
     if pieces.len() > limit {
         pieces.truncate(limit);
         done_reason = DoneReason::Length;
-    } else if format == OutputFormat::Prose && natural_len > limit {
+    } else if *format == OutputFormat::Prose && natural_len > limit {
         done_reason = DoneReason::Length;
     }
     if !stop.is_empty() {
@@ -272,7 +307,81 @@ pub(crate) fn generate(
             done_reason = DoneReason::Stop;
         }
     }
-    TextPlan { pieces, done_reason }
+    TextPlan { pieces, done_reason, calls: Vec::new() }
+}
+
+/// The output of a tool-calling turn: each call's text, cut at `limit` tokens; a call cut
+/// short is left as text (the parser never completes it).
+fn call_plan(calls: Vec<ToolCall>, limit: usize) -> TextPlan {
+    let mut pieces = Vec::new();
+    let mut spans = Vec::new();
+    for call in calls {
+        let text = pieces_of(&call.raw_text());
+        let start = pieces.len();
+        pieces.extend(text);
+        spans.push(CallSpan { start, end: pieces.len() - 1, call });
+    }
+    let mut done_reason = DoneReason::Stop;
+    if pieces.len() > limit {
+        pieces.truncate(limit);
+        spans.retain(|s| s.end < limit);
+        done_reason = DoneReason::Length;
+    }
+    TextPlan { pieces, done_reason, calls: spans }
+}
+
+/// A document for a schema, its strings as long as makes the answer about `natural_len`
+/// tokens: the structure is drawn once (one seed) and the string length chosen among a few.
+fn schema_document(rng: &mut SimRng, schema: &serde_json::Value, natural_len: usize) -> Vec<Cow<'static, str>> {
+    use rand::SeedableRng;
+    let seed: u64 = rng.random();
+    let mut best: Option<(usize, Vec<Cow<'static, str>>)> = None;
+    for words in [1, 2, 4, 8, 16, 32] {
+        let doc = crate::schema::synthesize(schema, &mut SimRng::seed_from_u64(seed), words);
+        let pieces = pieces_of(&serde_json::to_string(&doc).unwrap_or_default());
+        let off = pieces.len().abs_diff(natural_len);
+        if best.as_ref().is_none_or(|(b, _)| off < *b) {
+            best = Some((off, pieces));
+        }
+    }
+    best.map(|b| b.1).unwrap_or_default()
+}
+
+/// Splits a text into token-like pieces whose concatenation is the text: runs of up to six
+/// letters or digits and single punctuation marks, each with the whitespace before it (about
+/// [`count_tokens`] pieces).
+pub(crate) fn pieces_of(text: &str) -> Vec<Cow<'static, str>> {
+    let mut out: Vec<Cow<'static, str>> = Vec::new();
+    let mut cur = String::new();
+    let (mut letters, mut has_content) = (0usize, false);
+    for c in text.chars() {
+        if c.is_whitespace() {
+            if has_content {
+                out.push(Cow::Owned(std::mem::take(&mut cur)));
+                (letters, has_content) = (0, false);
+            }
+            cur.push(c);
+        } else if c.is_alphanumeric() {
+            if has_content && (letters == 0 || letters == 6) {
+                out.push(Cow::Owned(std::mem::take(&mut cur)));
+                letters = 0;
+            }
+            cur.push(c);
+            letters += 1;
+            has_content = true;
+        } else {
+            if has_content {
+                out.push(Cow::Owned(std::mem::take(&mut cur)));
+            }
+            cur.push(c);
+            out.push(Cow::Owned(std::mem::take(&mut cur)));
+            (letters, has_content) = (0, false);
+        }
+    }
+    if !cur.is_empty() {
+        out.push(Cow::Owned(cur));
+    }
+    out
 }
 
 fn prose(rng: &mut SimRng, n: usize) -> Vec<Cow<'static, str>> {
@@ -372,9 +481,9 @@ mod tests {
 
     #[test]
     fn generation_is_deterministic_and_seed_dependent() {
-        let a = generate(&mut rng(1), 50, None, &[], OutputFormat::Prose);
-        let b = generate(&mut rng(1), 50, None, &[], OutputFormat::Prose);
-        let c = generate(&mut rng(2), 50, None, &[], OutputFormat::Prose);
+        let a = generate(&mut rng(1), 50, None, &[], &OutputFormat::Prose, Vec::new());
+        let b = generate(&mut rng(1), 50, None, &[], &OutputFormat::Prose, Vec::new());
+        let c = generate(&mut rng(2), 50, None, &[], &OutputFormat::Prose, Vec::new());
         assert_eq!(a.pieces, b.pieces);
         assert_ne!(a.pieces, c.pieces);
         assert_eq!(a.pieces.len(), 50);
@@ -383,8 +492,8 @@ mod tests {
 
     #[test]
     fn num_predict_cuts_with_length_reason_and_keeps_the_prefix() {
-        let full = generate(&mut rng(3), 40, None, &[], OutputFormat::Prose);
-        let cut = generate(&mut rng(3), 40, Some(8), &[], OutputFormat::Prose);
+        let full = generate(&mut rng(3), 40, None, &[], &OutputFormat::Prose, Vec::new());
+        let cut = generate(&mut rng(3), 40, Some(8), &[], &OutputFormat::Prose, Vec::new());
         assert_eq!(cut.pieces.len(), 8);
         assert_eq!(cut.done_reason, DoneReason::Length);
         assert_eq!(&full.pieces[..8], &cut.pieces[..]);
@@ -392,9 +501,9 @@ mod tests {
 
     #[test]
     fn a_stop_sequence_cuts_the_text_before_it() {
-        let full = generate(&mut rng(4), 60, None, &[], OutputFormat::Prose);
+        let full = generate(&mut rng(4), 60, None, &[], &OutputFormat::Prose, Vec::new());
         let text: String = full.pieces.iter().map(|p| p.as_ref()).collect();
-        let cut = generate(&mut rng(4), 60, None, &["e".to_string()], OutputFormat::Prose);
+        let cut = generate(&mut rng(4), 60, None, &["e".to_string()], &OutputFormat::Prose, Vec::new());
         let got: String = cut.pieces.iter().map(|p| p.as_ref()).collect();
         assert_eq!(got, text[..text.find('e').unwrap()]);
         assert_eq!(cut.done_reason, DoneReason::Stop);
@@ -402,7 +511,7 @@ mod tests {
 
     #[test]
     fn json_format_produces_a_json_object() {
-        let plan = generate(&mut rng(5), 30, None, &[], OutputFormat::Json);
+        let plan = generate(&mut rng(5), 30, None, &[], &OutputFormat::Json, Vec::new());
         let text: String = plan.pieces.iter().map(|p| p.as_ref()).collect();
         let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
         assert!(v.is_object());
@@ -414,5 +523,14 @@ mod tests {
         assert_eq!(count_tokens("Hello world"), 2);
         assert_eq!(count_tokens("Hello, world!"), 4);
         assert!(count_tokens(&"word ".repeat(100)) == 100);
+    }
+
+    #[test]
+    fn pieces_put_a_text_back_together_at_about_its_token_count() {
+        for text in ["{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}", "  two  spaces, and punctuation!", ""] {
+            let p = pieces_of(text);
+            assert_eq!(p.concat(), text);
+            assert!(p.len().abs_diff(count_tokens(text) as usize) <= 2, "{p:?} against {}", count_tokens(text));
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! completions and completions).
 
 use crate::tokens::DoneReason;
+use crate::tools::ToolCall;
 use bytes::BytesMut;
 use serde::Serialize;
 use std::io::Write;
@@ -97,6 +98,8 @@ pub(crate) struct GenerateFinal<'a> {
 pub(crate) struct Message<'a> {
     pub(crate) role: &'a str,
     pub(crate) content: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) tool_calls: Vec<NativeToolCall<'a>>,
 }
 
 /// The final object of `/api/chat`.
@@ -181,12 +184,50 @@ impl Wire {
         }
     }
 
+    /// Appends the chunk that carries tool calls: empty content and the calls, as the real
+    /// server sends them once its tool parser has read a whole call (`server/routes.go`
+    /// ChatHandler; `openai/openai.go` toChunk and ToToolCalls for `/v1`). `first` is true when
+    /// nothing was written before (the `/v1` role goes on the first chunk only).
+    pub(crate) fn tool_calls(&self, out: &mut BytesMut, calls: &[ToolCall], created_at: &str, first: bool) {
+        match self {
+            Wire::Chat { model } => {
+                out.put_slice(b"{\"model\":");
+                write_json_str(out, model);
+                out.put_slice(b",\"created_at\":\"");
+                out.put_slice(created_at.as_bytes());
+                out.put_slice(b"\",\"message\":{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":");
+                write_go_json(&mut out.writer(), &native_calls(calls));
+                out.put_slice(b"},\"done\":false}\n");
+            }
+            Wire::OpenAiChat { id, model, created, .. } => {
+                out.put_slice(b"data: {\"id\":\"");
+                out.put_slice(id.as_bytes());
+                out.put_slice(b"\",\"object\":\"chat.completion.chunk\",\"created\":");
+                out.put_slice(created.to_string().as_bytes());
+                out.put_slice(b",\"model\":");
+                write_json_str(out, model);
+                out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"choices\":[{\"index\":0,\"delta\":{");
+                if first {
+                    out.put_slice(b"\"role\":\"assistant\",");
+                }
+                out.put_slice(b"\"content\":\"\",\"tool_calls\":");
+                write_go_json(&mut out.writer(), &openai_calls(calls));
+                out.put_slice(b"},\"finish_reason\":null}]}\n\n");
+            }
+            // Generate and completions take no tools.
+            Wire::Generate { .. } | Wire::OpenAiCompletion { .. } => {}
+        }
+    }
+
     /// Appends everything after the last token: the final object, or the finish, usage and
-    /// `[DONE]` events.
+    /// `[DONE]` events. `tool_calls` says whether a tool call was sent (`/v1` then finishes
+    /// with `tool_calls` where the model stopped).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn finish(
         &self,
         out: &mut BytesMut,
         reason: DoneReason,
+        tool_calls: bool,
         created_at: &str,
         created_unix: u64,
         metrics: &Metrics,
@@ -211,7 +252,7 @@ impl Wire {
                 let f = ChatFinal {
                     model,
                     created_at,
-                    message: Message { role: "assistant", content: "" },
+                    message: Message { role: "assistant", content: "", tool_calls: Vec::new() },
                     done: true,
                     done_reason: reason.as_str(),
                     metrics,
@@ -227,7 +268,7 @@ impl Wire {
                 out.put_slice(b",\"model\":");
                 write_json_str(out, model);
                 out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"");
-                out.put_slice(reason.as_str().as_bytes());
+                out.put_slice(openai_finish(reason, tool_calls).as_bytes());
                 out.put_slice(b"\"}]}\n\n");
                 if *include_usage {
                     out.put_slice(b"data: {\"id\":\"");
@@ -284,6 +325,74 @@ impl Wire {
             }
         }
     }
+}
+
+/// `finish_reason` of a `/v1` chat answer: `stop` becomes `tool_calls` when the answer called
+/// a tool (`openai/openai.go` FinishChunk and ToChatCompletion); `length` stays.
+pub(crate) fn openai_finish(reason: DoneReason, tool_calls: bool) -> &'static str {
+    match reason {
+        DoneReason::Stop if tool_calls => "tool_calls",
+        r => r.as_str(),
+    }
+}
+
+/// A native tool call (`api.ToolCall`): `id`, then `function` with `index`, `name` and the
+/// arguments as an object, in that order.
+#[derive(Debug, Serialize)]
+pub(crate) struct NativeToolCall<'a> {
+    id: &'a str,
+    function: NativeFunction<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct NativeFunction<'a> {
+    index: usize,
+    name: &'a str,
+    arguments: &'a serde_json::Value,
+}
+
+/// The native form of calls.
+pub(crate) fn native_calls(calls: &[ToolCall]) -> Vec<NativeToolCall<'_>> {
+    calls
+        .iter()
+        .map(|c| NativeToolCall {
+            id: &c.id,
+            function: NativeFunction { index: c.index, name: &c.name, arguments: &c.arguments },
+        })
+        .collect()
+}
+
+/// An OpenAI tool call (`openai.ToolCall`): `id`, `index`, `type`, and `function` with the
+/// arguments re-encoded as a JSON string (Go's encoder, so `<`, `>` and `&` are escaped).
+#[derive(Debug, Serialize)]
+pub(crate) struct OpenAiToolCall<'a> {
+    id: &'a str,
+    index: usize,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: OpenAiFunction<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct OpenAiFunction<'a> {
+    name: &'a str,
+    arguments: String,
+}
+
+/// The `/v1` form of calls.
+pub(crate) fn openai_calls(calls: &[ToolCall]) -> Vec<OpenAiToolCall<'_>> {
+    calls
+        .iter()
+        .map(|c| OpenAiToolCall {
+            id: &c.id,
+            index: c.index,
+            kind: "function",
+            function: OpenAiFunction {
+                name: &c.name,
+                arguments: String::from_utf8(to_go_json(&c.arguments)).unwrap_or_default(),
+            },
+        })
+        .collect()
 }
 
 fn completion_chunk(
@@ -351,7 +460,7 @@ mod tests {
             eval_count: 0,
             eval_duration: 0,
         };
-        Wire::Generate { model: "m".into(), context: None }.finish(&mut b, DoneReason::Stop, "t", 0, &m, &[]);
+        Wire::Generate { model: "m".into(), context: None }.finish(&mut b, DoneReason::Stop, false, "t", 0, &m, &[]);
         let s = std::str::from_utf8(&b).unwrap();
         assert_eq!(
             s,

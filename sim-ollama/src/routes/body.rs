@@ -65,14 +65,27 @@ pub(crate) fn write_finish(run: &mut Running, wire: &Wire, out: &mut BytesMut) {
     let metrics = run.metrics(now);
     let ids = if matches!(wire, Wire::Generate { context: Some(_), .. }) { run.output_ids() } else { Vec::new() };
     let (created_at, created_unix) = run.created(now);
-    wire.finish(out, run.done_reason(), &created_at, created_unix, &metrics, &ids);
+    let called = !run.text.calls.is_empty() && run.text.calls.iter().any(|c| c.end < run.emitted());
+    wire.finish(out, run.done_reason(), called, &created_at, created_unix, &metrics, &ids);
     run.finish(Outcome::Done, None);
 }
 
-/// Appends the line of token `i`, emitted at `at`.
-pub(crate) fn write_token(run: &Running, wire: &Wire, out: &mut BytesMut, i: usize, at: Instant) {
-    let (created_at, created_unix) = run.created(at);
-    wire.token(out, run.piece(i), &created_at, created_unix, i == 0);
+/// Appends what token `i`, emitted at `at`, sends: its line, or for the last token of a tool
+/// call the call's chunk, or nothing for the other tokens of a call (the real server's tool
+/// parser holds them back). Returns whether anything was written.
+pub(crate) fn write_token(run: &mut Running, wire: &Wire, out: &mut BytesMut, i: usize, at: Instant) -> bool {
+    let first = !run.wrote_chunk;
+    if let Some(call) = run.text.call_ending_at(i) {
+        let (created_at, _) = run.created(at);
+        wire.tool_calls(out, std::slice::from_ref(call), &created_at, first);
+    } else if run.text.hidden(i) {
+        return false;
+    } else {
+        let (created_at, created_unix) = run.created(at);
+        wire.token(out, run.piece(i), &created_at, created_unix, first);
+    }
+    run.wrote_chunk = true;
+    true
 }
 
 /// The error a body yields to make hyper drop the connection mid-body.
@@ -154,7 +167,7 @@ impl Stream for TokenBody {
         loop {
             match this.run.poll_token(cx) {
                 Poll::Ready(Some(t)) => {
-                    write_token(&this.run, &this.wire, &mut buf, t.index, t.at);
+                    write_token(&mut this.run, &this.wire, &mut buf, t.index, t.at);
                     if buf.len() >= MAX_CHUNK || this.fault_due() {
                         break;
                     }

@@ -253,7 +253,7 @@ pub(crate) fn output_format(format: Option<&Value>) -> Result<OutputFormat, ApiE
         None => Ok(OutputFormat::Prose),
         Some(Value::String(s)) if s.is_empty() => Ok(OutputFormat::Prose),
         Some(Value::String(s)) if s == "json" => Ok(OutputFormat::Json),
-        Some(Value::Object(_)) => Ok(OutputFormat::Json),
+        Some(v @ Value::Object(_)) => Ok(OutputFormat::Schema(v.clone())),
         Some(other) => {
             Err(ApiError::internal(format!("invalid format: {other}; expected \"json\" or a valid JSON Schema")))
         }
@@ -390,15 +390,20 @@ pub(crate) async fn respond(
 ) -> Response {
     let slow_headers = fault.as_ref().filter(|f| f.kind == FaultKind::SlowHeaders).and_then(|f| f.duration_ms);
     if stream {
+        // The headers leave with the first chunk: the first token that writes anything (the
+        // tokens of a tool call write nothing until the call is whole).
         let mut buf = BytesMut::new();
-        let done = match run.next_token().await {
-            Some(t) => {
-                write_token(&run, &wire, &mut buf, t.index, t.at);
-                false
-            }
-            None => {
-                write_finish(&mut run, &wire, &mut buf);
-                true
+        let done = loop {
+            match run.next_token().await {
+                Some(t) => {
+                    if write_token(&mut run, &wire, &mut buf, t.index, t.at) {
+                        break false;
+                    }
+                }
+                None => {
+                    write_finish(&mut run, &wire, &mut buf);
+                    break true;
+                }
             }
         };
         if let Some(ms) = slow_headers {
@@ -423,7 +428,9 @@ pub(crate) async fn respond(
         let start = Instant::now();
         let mut struck = false;
         while let Some(t) = run.next_token().await {
-            text.push_str(run.piece(t.index));
+            if !run.text.hidden(t.index) {
+                text.push_str(run.piece(t.index));
+            }
             if !struck && strike(&run, start) {
                 struck = true;
                 if let Some(f) = &fault {
@@ -552,6 +559,8 @@ async fn generate_inner(
         options: &options,
         default_temperature: 0.8,
         format,
+        tools: &[],
+        last_role: None,
     });
     let context_ids: Option<Vec<u32>> =
         (!raw).then(|| crate::tokens::token_ids(&rendered, plan.prompt_tokens, 32_000).collect());
@@ -591,6 +600,9 @@ pub(crate) struct ChatMessage {
     pub(crate) role: String,
     pub(crate) content: String,
     pub(crate) images: usize,
+    /// Tool calls of an assistant message and the tool name or call id of a tool result, as
+    /// text: part of what the model sees and of the conversation's fingerprint.
+    pub(crate) tool_text: String,
 }
 
 /// The conversation fingerprints of a chat request (see [`crate::trace::Conversation`]): a
@@ -600,7 +612,7 @@ pub(crate) fn conversation(messages: &[ChatMessage]) -> crate::trace::Conversati
     let hash = |ms: &[ChatMessage]| {
         let mut b = crate::seed::SeedBuilder::new(0).str("conversation");
         for m in ms {
-            b = b.str(&m.role).str(&m.content);
+            b = b.str(&m.role).str(&m.content).str(&m.tool_text);
         }
         format!("{:016x}", b.finish())
     };
@@ -615,6 +627,10 @@ pub(crate) fn render_messages(messages: &[ChatMessage]) -> String {
         out.push_str(&m.role);
         out.push_str(": ");
         out.push_str(&m.content);
+        if !m.tool_text.is_empty() {
+            out.push(' ');
+            out.push_str(&m.tool_text);
+        }
         out.push('\n');
     }
     out
@@ -636,8 +652,16 @@ fn parse_messages(f: &Fields<'_>) -> Result<Vec<ChatMessage>, ApiError> {
         let role = mf.string("role")?.unwrap_or_default().to_lowercase();
         let content = mf.string("content")?.unwrap_or_default();
         let images = mf.string_array("images")?.map_or(0, |v| v.len());
-        let _ = mf.array("tool_calls", "[]api.ToolCall")?;
-        out.push(ChatMessage { role, content, images });
+        let mut tool_text = String::new();
+        if let Some(calls) = mf.array("tool_calls", "[]api.ToolCall")? {
+            tool_text = Value::Array(calls.clone()).to_string();
+        }
+        for key in ["tool_name", "tool_call_id"] {
+            if let Some(v) = mf.string(key)? {
+                tool_text.push_str(&v);
+            }
+        }
+        out.push(ChatMessage { role, content, images, tool_text });
     }
     Ok(out)
 }
@@ -682,7 +706,8 @@ async fn chat_inner(
     trace: &mut Option<TraceGuard>,
 ) -> Result<Response, ApiError> {
     let messages = parse_messages(f)?;
-    let tools = f.array("tools", "[]api.Tool")?.map_or(0, Vec::len);
+    let tools = crate::tools::parse(f.array("tools", "[]api.Tool")?)?;
+    let offered = f.array("tools", "[]api.Tool")?.map_or(0, Vec::len);
     let model = resolve(s, &model_s)?;
     let spec = &model.spec;
     if !spec.has("completion") {
@@ -691,10 +716,10 @@ async fn chat_inner(
     if c.think == Some(Think::On) && !spec.has("thinking") {
         return Err(ApiError::bad_request(format!("\"{model_s}\" does not support thinking")));
     }
-    if tools > 0 && !spec.has("tools") {
+    if offered > 0 && !spec.has("tools") {
         return Err(ApiError::bad_request(format!("{} does not support tools", model.name.full())));
     }
-    let empty = Message { role: "assistant", content: "" };
+    let empty = Message { role: "assistant", content: "", tool_calls: Vec::new() };
     if messages.is_empty() && c.keep_alive.is_some_and(|k| k.is_zero()) {
         s.instance.unload(&model.name.key());
         if let Some(mut t) = trace.take() {
@@ -729,6 +754,8 @@ async fn chat_inner(
         options: &options,
         default_temperature: 0.8,
         format,
+        tools: &tools,
+        last_role: messages.last().map(|m| m.role.as_str()),
     });
     let job = job(s, model, &options, c.shift, c.keep_alive, plan, arrival);
     let fault = pick_fault(
@@ -743,10 +770,12 @@ async fn chat_inner(
     Ok(respond(run, wire, c.stream, fault, move |run, text, now| {
         let metrics = run.metrics(now);
         let created_at = run.created_at(now);
+        // Calls are collected only when the request offered tools (writeChatResponse).
+        let calls = run.tool_calls_so_far();
         let fin = ChatFinal {
             model: &model_s,
             created_at: &created_at,
-            message: Message { role: "assistant", content: &text },
+            message: Message { role: "assistant", content: &text, tool_calls: crate::wire::native_calls(&calls) },
             done: true,
             done_reason: run.done_reason().as_str(),
             metrics: &metrics,
@@ -803,10 +832,16 @@ pub(crate) async fn run_embedding(
         options: &Options { num_predict: None, ..options.clone() },
         default_temperature: 0.8,
         format: OutputFormat::Prose,
+        tools: &[],
+        last_role: None,
     });
     let plan = Plan {
         prompt_tokens: tokens.max(1),
-        text: crate::tokens::TextPlan { pieces: Vec::new(), done_reason: crate::tokens::DoneReason::Stop },
+        text: crate::tokens::TextPlan {
+            pieces: Vec::new(),
+            done_reason: crate::tokens::DoneReason::Stop,
+            calls: Vec::new(),
+        },
         ..plan
     };
     let job = job(s, model, options, true, keep_alive, plan, arrival);

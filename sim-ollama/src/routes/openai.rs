@@ -58,7 +58,12 @@ fn options(f: &Fields<'_>) -> Result<Options, ApiError> {
 fn response_format(f: &Fields<'_>) -> Result<OutputFormat, ApiError> {
     match f.object("response_format", "ResponseFormat")? {
         Some(rf) => match rf.get("type").and_then(Value::as_str) {
-            Some("json_object") | Some("json_schema") => Ok(OutputFormat::Json),
+            Some("json_object") => Ok(OutputFormat::Json),
+            // `json_schema.schema` becomes the native format (openai/openai.go).
+            Some("json_schema") => Ok(match rf.get("json_schema").and_then(|j| j.get("schema")) {
+                Some(v @ Value::Object(_)) => OutputFormat::Schema(v.clone()),
+                _ => OutputFormat::Json,
+            }),
             _ => Ok(OutputFormat::Prose),
         },
         None => Ok(OutputFormat::Prose),
@@ -115,6 +120,8 @@ struct Choice<'a> {
 struct ChoiceMessage<'a> {
     role: &'a str,
     content: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<crate::wire::OpenAiToolCall<'a>>,
 }
 
 #[derive(Serialize)]
@@ -151,12 +158,20 @@ pub(crate) async fn chat_completions(
         for m in msgs {
             let role = m.get("role").and_then(Value::as_str).unwrap_or("").to_lowercase();
             let (content, images) = message_content(m.get("content"))?;
-            messages.push(ChatMessage { role, content, images });
+            let mut tool_text = String::new();
+            if let Some(calls) = m.get("tool_calls").filter(|c| !c.is_null()) {
+                tool_text = calls.to_string();
+            }
+            if let Some(id) = m.get("tool_call_id").and_then(Value::as_str) {
+                tool_text.push_str(id);
+            }
+            messages.push(ChatMessage { role, content, images, tool_text });
         }
         let options = options(&f)?;
         let format = response_format(&f)?;
         let usage = include_usage(&f)?;
-        let tools = f.array("tools", "[]api.Tool")?.map_or(0, Vec::len);
+        let tools = crate::tools::parse(f.array("tools", "[]api.Tool")?)?;
+        let offered = f.array("tools", "[]api.Tool")?.map_or(0, Vec::len);
         if model_s.is_empty() {
             return Err(ApiError::bad_request("model is required"));
         }
@@ -169,7 +184,7 @@ pub(crate) async fn chat_completions(
         if !model.spec.has("completion") {
             return Err(ApiError::bad_request(format!("\"{model_s}\" does not support chat")));
         }
-        if tools > 0 && !model.spec.has("tools") {
+        if offered > 0 && !model.spec.has("tools") {
             return Err(ApiError::bad_request(format!("{} does not support tools", model.name.full())));
         }
         let rendered = render_messages(&messages);
@@ -183,6 +198,8 @@ pub(crate) async fn chat_completions(
             options: &options,
             default_temperature: 1.0,
             format,
+            tools: &tools,
+            last_role: messages.last().map(|m| m.role.as_str()),
         });
         let id = format!("chatcmpl-{}", plan.seed % 999);
         let job = job(&s, model, &options, true, None, plan, arrival);
@@ -198,6 +215,7 @@ pub(crate) async fn chat_completions(
         let wire = Wire::OpenAiChat { id: id.clone(), model: model_s.clone(), created, include_usage: usage };
         Ok(native::respond(run, wire, stream, fault, move |run, text, now| {
             let m = run.metrics(now);
+            let calls = run.tool_calls_so_far();
             v1_json(&ChatCompletion {
                 id,
                 object: "chat.completion",
@@ -206,8 +224,12 @@ pub(crate) async fn chat_completions(
                 system_fingerprint: "fp_ollama",
                 choices: [Choice {
                     index: 0,
-                    message: ChoiceMessage { role: "assistant", content: &text },
-                    finish_reason: run.done_reason().as_str(),
+                    message: ChoiceMessage {
+                        role: "assistant",
+                        content: &text,
+                        tool_calls: crate::wire::openai_calls(&calls),
+                    },
+                    finish_reason: crate::wire::openai_finish(run.done_reason(), !calls.is_empty()),
                 }],
                 usage: Usage::new(m.prompt_eval_count, m.eval_count),
             })
@@ -278,6 +300,8 @@ pub(crate) async fn completions(
             options: &options,
             default_temperature: 1.0,
             format: OutputFormat::Prose,
+            tools: &[],
+            last_role: None,
         });
         let id = format!("cmpl-{}", plan.seed % 999);
         let job = job(&s, model, &options, true, None, plan, arrival);

@@ -1,0 +1,429 @@
+//! JSON documents synthesized from a JSON Schema: the arguments of a simulated tool call and
+//! the answer to a request with a `format` schema.
+//!
+//! The real server constrains sampling with a grammar built from the schema (llama.cpp's
+//! `json-schema-to-grammar`, reached from `llm/llama_server.go`'s `Format` handling), so a
+//! constrained answer is valid against it. This module does the same by construction, seeded:
+//! `type` (one or several), `enum`, `const`, `properties` (in the schema's order), `required`,
+//! optional properties (about half of them), `additionalProperties` (never added), `items`,
+//! `prefixItems`, `minItems`/`maxItems`, `uniqueItems`, `minLength`/`maxLength`,
+//! `minimum`/`maximum` and their exclusive forms, `multipleOf`, `format` (`date`, `time`,
+//! `date-time`, `uuid`, `email`), `anyOf`/`oneOf` (one branch), `allOf` (object branches
+//! merged), and local `$ref`s (`#/$defs/...`, `#/definitions/...`). Not honoured: `pattern`
+//! (a string is produced but not matched against it) and remote `$ref`s.
+
+use crate::seed::SimRng;
+use crate::tokens::WORDS;
+use rand::RngExt;
+use serde_json::{Map, Number, Value};
+
+/// Nesting beyond this produces the smallest value the schema allows (recursive `$ref`s end).
+const MAX_DEPTH: usize = 8;
+
+/// Synthesizes a document valid against `schema`; `words` is the number of words in each
+/// free string (how long the answer grows).
+pub(crate) fn synthesize(schema: &Value, rng: &mut SimRng, words: usize) -> Value {
+    Synth { root: schema, rng, words: words.max(1) }.value(schema, 0)
+}
+
+struct Synth<'a> {
+    root: &'a Value,
+    rng: &'a mut SimRng,
+    words: usize,
+}
+
+impl Synth<'_> {
+    fn value(&mut self, schema: &Value, depth: usize) -> Value {
+        let Value::Object(s) = schema else {
+            // `true` (anything) or a malformed schema: a string.
+            return Value::String(self.words_text(1));
+        };
+        if let Some(r) = s.get("$ref").and_then(Value::as_str) {
+            let target = r.strip_prefix('#').and_then(|p| self.root.pointer(p)).cloned();
+            if let Some(t) = target {
+                if depth < MAX_DEPTH {
+                    return self.value(&t, depth + 1);
+                }
+                return minimal(&t);
+            }
+        }
+        if let Some(c) = s.get("const") {
+            return c.clone();
+        }
+        if let Some(Value::Array(e)) = s.get("enum") {
+            if !e.is_empty() {
+                let i = self.rng.random_range(0..e.len());
+                return e[i].clone();
+            }
+        }
+        for key in ["anyOf", "oneOf"] {
+            if let Some(Value::Array(branches)) = s.get(key) {
+                if !branches.is_empty() {
+                    let i = self.rng.random_range(0..branches.len());
+                    let b = branches[i].clone();
+                    return self.value(&b, depth + 1);
+                }
+            }
+        }
+        if let Some(Value::Array(all)) = s.get("allOf") {
+            let mut merged = s.clone();
+            merged.remove("allOf");
+            for b in all {
+                let b = match b.get("$ref").and_then(Value::as_str) {
+                    Some(r) => r.strip_prefix('#').and_then(|p| self.root.pointer(p)).cloned().unwrap_or(Value::Null),
+                    None => b.clone(),
+                };
+                if let Value::Object(b) = b {
+                    merge_into(&mut merged, &b);
+                }
+            }
+            return self.value(&Value::Object(merged), depth + 1);
+        }
+        let ty = self.pick_type(s);
+        match ty.as_str() {
+            "object" => self.object(s, depth),
+            "array" => self.array(s, depth),
+            "integer" => self.integer(s),
+            "number" => self.number(s),
+            "boolean" => Value::Bool(self.rng.random_bool(0.5)),
+            "null" => Value::Null,
+            _ => self.string(s),
+        }
+    }
+
+    /// The type to produce: the schema's (one of them, preferring non-null), else inferred
+    /// from the keywords present.
+    fn pick_type(&mut self, s: &Map<String, Value>) -> String {
+        match s.get("type") {
+            Some(Value::String(t)) => t.clone(),
+            Some(Value::Array(ts)) => {
+                let named: Vec<&str> = ts.iter().filter_map(Value::as_str).collect();
+                let non_null: Vec<&str> = named.iter().copied().filter(|t| *t != "null").collect();
+                let pool = if non_null.is_empty() { named } else { non_null };
+                if pool.is_empty() {
+                    return "string".into();
+                }
+                pool[self.rng.random_range(0..pool.len())].to_string()
+            }
+            _ if s.contains_key("properties") || s.contains_key("required") => "object".into(),
+            _ if s.contains_key("items") || s.contains_key("prefixItems") => "array".into(),
+            _ if s.contains_key("minimum") || s.contains_key("maximum") => "number".into(),
+            _ => "string".into(),
+        }
+    }
+
+    fn object(&mut self, s: &Map<String, Value>, depth: usize) -> Value {
+        let required: Vec<&str> =
+            s.get("required").and_then(Value::as_array).map_or(Vec::new(), |r| r.iter().filter_map(Value::as_str).collect());
+        let mut out = Map::new();
+        if let Some(Value::Object(props)) = s.get("properties") {
+            for (k, sub) in props {
+                let wanted = required.contains(&k.as_str()) || (depth < MAX_DEPTH && self.rng.random_bool(0.5));
+                if wanted {
+                    let v = if depth < MAX_DEPTH { self.value(sub, depth + 1) } else { minimal(sub) };
+                    out.insert(k.clone(), v);
+                }
+            }
+        }
+        // Required names without a property schema: anything goes.
+        for k in required {
+            if !out.contains_key(k) {
+                out.insert(k.to_string(), Value::String(self.words_text(1)));
+            }
+        }
+        Value::Object(out)
+    }
+
+    fn array(&mut self, s: &Map<String, Value>, depth: usize) -> Value {
+        let min = s.get("minItems").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let max = s.get("maxItems").and_then(Value::as_u64).map_or(min.max(3), |m| m as usize).max(min);
+        let prefix: Vec<Value> = s.get("prefixItems").and_then(Value::as_array).cloned().unwrap_or_default();
+        let n = if depth >= MAX_DEPTH { min } else { self.rng.random_range(min.max(1).min(max)..=max) };
+        let items = s.get("items").cloned().unwrap_or(Value::Bool(true));
+        let unique = s.get("uniqueItems").and_then(Value::as_bool).unwrap_or(false);
+        let mut out: Vec<Value> = Vec::with_capacity(n);
+        let mut attempts = 0;
+        while out.len() < n && attempts < n * 20 + 20 {
+            attempts += 1;
+            let sub = prefix.get(out.len()).unwrap_or(&items).clone();
+            let v = self.value(&sub, depth + 1);
+            if unique && out.contains(&v) {
+                continue;
+            }
+            out.push(v);
+        }
+        Value::Array(out)
+    }
+
+    fn integer(&mut self, s: &Map<String, Value>) -> Value {
+        let f = |k: &str| s.get(k).and_then(Value::as_f64);
+        let lo = [f("minimum").map(|v| v.ceil() as i64), f("exclusiveMinimum").map(|v| v.floor() as i64 + 1)]
+            .into_iter()
+            .flatten()
+            .max();
+        let hi = [f("maximum").map(|v| v.floor() as i64), f("exclusiveMaximum").map(|v| v.ceil() as i64 - 1)]
+            .into_iter()
+            .flatten()
+            .min();
+        let (lo, hi) = match (lo, hi) {
+            (Some(a), Some(b)) => (a, b),
+            (Some(a), None) => (a, a + 100),
+            (None, Some(b)) => (b - 100, b),
+            (None, None) => (0, 100),
+        };
+        let hi = hi.max(lo);
+        let mut v = self.rng.random_range(lo..=hi);
+        if let Some(m) = s.get("multipleOf").and_then(Value::as_f64).filter(|m| *m >= 1.0 && m.fract() == 0.0) {
+            let m = m as i64;
+            let first = lo.div_euclid(m) * m + if lo.rem_euclid(m) == 0 { 0 } else { m };
+            let count = if hi >= first { (hi - first) / m + 1 } else { 1 };
+            v = first + m * self.rng.random_range(0..count.max(1));
+        }
+        Value::Number(v.into())
+    }
+
+    fn number(&mut self, s: &Map<String, Value>) -> Value {
+        let f = |k: &str| s.get(k).and_then(Value::as_f64);
+        let lo = [f("minimum"), f("exclusiveMinimum")].into_iter().flatten().reduce(f64::max);
+        let hi = [f("maximum"), f("exclusiveMaximum")].into_iter().flatten().reduce(f64::min);
+        let (lo, hi) = match (lo, hi) {
+            (Some(a), Some(b)) => (a, b.max(a)),
+            (Some(a), None) => (a, a + 100.0),
+            (None, Some(b)) => (b - 100.0, b),
+            (None, None) => (0.0, 100.0),
+        };
+        if s.contains_key("multipleOf") {
+            // Multiples of a fraction are exact only as integers times it: use the integer path.
+            return self.integer(s);
+        }
+        // Two decimals, strictly inside the range so exclusive bounds hold.
+        let mut v = lo + (hi - lo) * self.rng.random_range(0.05..0.95);
+        v = (v * 100.0).round() / 100.0;
+        if v <= lo || v >= hi {
+            v = (lo + hi) / 2.0;
+        }
+        Number::from_f64(v).map_or(Value::Null, Value::Number)
+    }
+
+    fn string(&mut self, s: &Map<String, Value>) -> Value {
+        let min = s.get("minLength").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let max = s.get("maxLength").and_then(Value::as_u64).map(|m| m as usize);
+        let text = match s.get("format").and_then(Value::as_str) {
+            Some("date") => format!("2026-{:02}-{:02}", self.rng.random_range(1..=12), self.rng.random_range(1..=28)),
+            Some("time") => {
+                format!("{:02}:{:02}:{:02}Z", self.rng.random_range(0..24), self.rng.random_range(0..60), self.rng.random_range(0..60))
+            }
+            Some("date-time") => format!(
+                "2026-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+                self.rng.random_range(1..=12),
+                self.rng.random_range(1..=28),
+                self.rng.random_range(0..24),
+                self.rng.random_range(0..60),
+                self.rng.random_range(0..60)
+            ),
+            Some("uuid") => {
+                let a: u128 = self.rng.random();
+                let h = format!("{a:032x}");
+                format!("{}-{}-4{}-a{}-{}", &h[0..8], &h[8..12], &h[13..16], &h[17..20], &h[20..32])
+            }
+            Some("email") => format!("{}@example.com", WORDS[self.rng.random_range(0..WORDS.len())]),
+            _ => self.words_text(self.words),
+        };
+        let mut chars: Vec<char> = text.chars().collect();
+        while chars.len() < min {
+            chars.push('x');
+        }
+        if let Some(m) = max {
+            chars.truncate(m.max(min));
+        }
+        Value::String(chars.into_iter().collect())
+    }
+
+    fn words_text(&mut self, n: usize) -> String {
+        let mut out = String::new();
+        for i in 0..n {
+            if i > 0 {
+                out.push(' ');
+            }
+            out.push_str(WORDS[self.rng.random_range(0..WORDS.len())]);
+        }
+        out
+    }
+}
+
+/// The smallest value a schema allows, without recursion (where nesting must end).
+fn minimal(schema: &Value) -> Value {
+    let Value::Object(s) = schema else { return Value::Null };
+    if let Some(c) = s.get("const") {
+        return c.clone();
+    }
+    if let Some(e) = s.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
+        return e.clone();
+    }
+    let ty = match s.get("type") {
+        Some(Value::String(t)) => t.as_str(),
+        Some(Value::Array(ts)) => {
+            if ts.iter().any(|t| t == "null") {
+                "null"
+            } else {
+                ts.first().and_then(Value::as_str).unwrap_or("null")
+            }
+        }
+        _ => "null",
+    };
+    match ty {
+        "object" => {
+            let mut out = Map::new();
+            let props = s.get("properties").and_then(Value::as_object);
+            for k in s.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+                // One level only: a required property's own required properties are not filled.
+                let v = props.and_then(|p| p.get(k)).map_or(Value::Null, |p| match p.get("type") {
+                    Some(Value::String(t)) if t == "object" => Value::Object(Map::new()),
+                    _ => minimal_scalar(p),
+                });
+                out.insert(k.to_string(), v);
+            }
+            Value::Object(out)
+        }
+        "array" => Value::Array(Vec::new()),
+        "string" => Value::String("x".repeat(s.get("minLength").and_then(Value::as_u64).unwrap_or(0) as usize)),
+        "integer" | "number" => Value::Number(s.get("minimum").and_then(Value::as_i64).unwrap_or(0).into()),
+        "boolean" => Value::Bool(false),
+        _ => Value::Null,
+    }
+}
+
+/// [`minimal`] for a schema that is not an object.
+fn minimal_scalar(schema: &Value) -> Value {
+    match schema.get("type") {
+        Some(Value::String(t)) if t == "object" => Value::Object(Map::new()),
+        _ => minimal(schema),
+    }
+}
+
+/// Merges an `allOf` branch into the schema: properties and required names are united, other
+/// keywords are taken where the schema has none.
+fn merge_into(into: &mut Map<String, Value>, branch: &Map<String, Value>) {
+    for (k, v) in branch {
+        match (k.as_str(), into.get_mut(k), v) {
+            ("properties", Some(Value::Object(p)), Value::Object(q)) => {
+                for (pk, pv) in q {
+                    p.entry(pk.clone()).or_insert_with(|| pv.clone());
+                }
+            }
+            ("required", Some(Value::Array(r)), Value::Array(q)) => {
+                for x in q {
+                    if !r.contains(x) {
+                        r.push(x.clone());
+                    }
+                }
+            }
+            (_, None, _) => {
+                into.insert(k.clone(), v.clone());
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use serde_json::json;
+
+    #[test]
+    fn the_same_seed_gives_the_same_document_and_required_keys_are_always_there() {
+        let schema = json!({"type": "object", "properties": {
+            "city": {"type": "string"}, "unit": {"enum": ["c", "f"]}, "days": {"type": "integer", "minimum": 1, "maximum": 7}
+        }, "required": ["city", "days"]});
+        let a = synthesize(&schema, &mut SimRng::seed_from_u64(3), 2);
+        let b = synthesize(&schema, &mut SimRng::seed_from_u64(3), 2);
+        assert_eq!(a, b);
+        for seed in 0..50 {
+            let v = synthesize(&schema, &mut SimRng::seed_from_u64(seed), 2);
+            assert!(v["city"].is_string() && v["days"].is_i64(), "{v}");
+            let d = v["days"].as_i64().unwrap();
+            assert!((1..=7).contains(&d), "{v}");
+            assert!(v.get("unit").is_none_or(|u| u == "c" || u == "f"), "{v}");
+        }
+    }
+
+    #[test]
+    fn recursive_references_end() {
+        let schema = json!({"$defs": {"node": {"type": "object", "properties": {
+            "name": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}
+        }, "required": ["name", "children"]}}, "$ref": "#/$defs/node"});
+        for seed in 0..20 {
+            let v = synthesize(&schema, &mut SimRng::seed_from_u64(seed), 1);
+            assert!(v["name"].is_string(), "{v}");
+        }
+    }
+
+    use proptest::prelude::*;
+
+    /// Schemas built from the keywords this module honours, nested.
+    fn schemas() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            (proptest::option::of(0u64..5), proptest::option::of(5u64..40))
+                .prop_map(|(lo, hi)| {
+                    let mut s = json!({"type": "string"});
+                    if let Some(l) = lo { s["minLength"] = json!(l); }
+                    if let Some(h) = hi { s["maxLength"] = json!(h); }
+                    s
+                }),
+            (-50i64..50, 0i64..100, proptest::bool::ANY).prop_map(|(lo, span, excl)| {
+                if excl {
+                    json!({"type": "integer", "exclusiveMinimum": lo, "exclusiveMaximum": lo + span + 2})
+                } else {
+                    json!({"type": "integer", "minimum": lo, "maximum": lo + span})
+                }
+            }),
+            (1i64..10).prop_map(|m| json!({"type": "integer", "multipleOf": m, "minimum": 3, "maximum": 200})),
+            (-10.0f64..10.0, 0.5f64..50.0).prop_map(|(lo, span)| json!({"type": "number", "minimum": lo, "maximum": lo + span})),
+            Just(json!({"type": "boolean"})),
+            Just(json!({"type": ["string", "null"]})),
+            Just(json!({"enum": ["a", 1, null, {"k": true}]})),
+            Just(json!({"const": "fixed"})),
+            prop_oneof![Just("date"), Just("date-time"), Just("time"), Just("uuid"), Just("email")]
+                .prop_map(|f| json!({"type": "string", "format": f})),
+        ];
+        leaf.prop_recursive(4, 32, 5, |inner| {
+            prop_oneof![
+                (proptest::collection::vec(inner.clone(), 1..5), proptest::collection::vec(proptest::bool::ANY, 5), proptest::bool::ANY)
+                    .prop_map(|(props, req, closed)| {
+                        let mut p = Map::new();
+                        let mut r = Vec::new();
+                        for (i, v) in props.into_iter().enumerate() {
+                            p.insert(format!("p{i}"), v);
+                            if req[i] {
+                                r.push(json!(format!("p{i}")));
+                            }
+                        }
+                        json!({"type": "object", "properties": p, "required": r, "additionalProperties": !closed})
+                    }),
+                (inner.clone(), 0u64..3, 0u64..4).prop_map(|(items, min, extra)| {
+                    json!({"type": "array", "items": items, "minItems": min, "maxItems": min + extra})
+                }),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| json!({"anyOf": [a, b]})),
+                (inner.clone(), inner).prop_map(|(a, b)| json!({"allOf": [
+                    {"type": "object", "properties": {"x": a}, "required": ["x"]},
+                    {"type": "object", "properties": {"y": b}, "required": ["y"]}
+                ]})),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// Whatever the schema, the document is valid against it (checked by the jsonschema
+        /// crate, not by this module's own reading of the schema).
+        #[test]
+        fn synthesized_documents_validate_against_their_schema(schema in schemas(), seed in any::<u64>(), words in 1usize..6) {
+            let doc = synthesize(&schema, &mut SimRng::seed_from_u64(seed), words);
+            let validator = jsonschema::validator_for(&schema).expect("the generated schema is valid");
+            let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+            prop_assert!(errors.is_empty(), "{doc} against {schema}: {errors:?}");
+        }
+    }
+}
