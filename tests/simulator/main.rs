@@ -14,3 +14,5 @@ mod determinism;
 mod pacing;
 // The library handle from tokio, smol, async-std and plain threads.
 mod embedding;
+// Agent loops: tool calls native and /v1, structured outputs.
+mod tools;
