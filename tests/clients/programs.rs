@@ -22,7 +22,7 @@ fn fixture(name: &str) -> String {
 /// into a temporary directory and moves it into place).
 fn python() -> String {
     let py = root().join("target/pyclients/bin/python");
-    let ok = |p: &Path| Command::new(p).args(["-c", "import ollama, httpx"]).status().is_ok_and(|s| s.success());
+    let ok = |p: &Path| Command::new(p).args(["-c", "import ollama, httpx, openai"]).status().is_ok_and(|s| s.success());
     if !ok(&py) {
         let lock = root().join("target/pyclients.lock");
         // One installer at a time: mkdir is atomic.
@@ -43,7 +43,7 @@ fn python() -> String {
                 "scripts/setup-clients.sh failed ({status:?}): the Python clients are needed for these tests"
             );
         }
-        assert!(ok(&py), "{} cannot import ollama after setup", py.display());
+        assert!(ok(&py), "{} cannot import ollama and openai after setup", py.display());
     }
     py.display().to_string()
 }
@@ -135,6 +135,23 @@ fn node_fetch_every_serialization_bug_is_caught_labelled_or_not() {
         for labelled in [true, false] {
             let (v, words) = judge(cmd(&[&node, &script, mode], labelled), None);
             assert_eq!(v, Verdict::Serialized, "{mode}: {words}");
+        }
+    }
+}
+
+/// Tool loops on the official clients (ollama-python with a Python function as the tool, the
+/// OpenAI SDK on /v1): each agent asks, gets a tool call, runs the tool, sends the result and
+/// gets a text answer (the program exits 1 otherwise). Agents that loop together are parallel;
+/// a lock held around each agent's loop serializes them. See: issue 11.
+#[test]
+fn python_tool_loops_on_the_official_clients_run_to_completion_and_are_judged() {
+    let (py, script) = (python(), fixture("python_tools.py"));
+    for client in ["ollama", "openai"] {
+        for labelled in [true, false] {
+            let (v, words) = judge(cmd(&[&py, &script, client, "correct"], labelled), None);
+            assert_eq!(v, Verdict::Parallel, "{client}: {words}");
+            let (v, words) = judge(cmd(&[&py, &script, client, "lock"], labelled), None);
+            assert_eq!(v, Verdict::Serialized, "{client}: {words}");
         }
     }
 }
