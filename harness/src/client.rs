@@ -42,6 +42,8 @@ pub struct CallRecord {
     pub prompt_eval_count: Option<u64>,
     /// `done_reason` of the final object (`stop`, `length`, ...).
     pub done_reason: Option<String>,
+    /// The `message.tool_calls` the answer carried (a JSON array), if any.
+    pub tool_calls: Option<serde_json::Value>,
     /// HTTP status.
     pub status: Option<u16>,
     /// What went wrong, if anything: an HTTP error, an `{"error"}` line, a broken or
@@ -61,6 +63,7 @@ impl CallRecord {
             load_duration_ns: None,
             prompt_eval_count: None,
             done_reason: None,
+            tool_calls: None,
             status: None,
             error: None,
         }
@@ -101,6 +104,8 @@ struct Line<'a> {
 struct MessageLine<'a> {
     #[serde(default, borrow)]
     content: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    tool_calls: Option<serde_json::Value>,
 }
 
 /// Splits NDJSON into lines and records what each says.
@@ -130,7 +135,16 @@ impl Lines {
                         continue;
                     }
                     let content = l.response.as_deref().or(l.message.as_ref().and_then(|m| m.content.as_deref()));
-                    if content.is_some_and(|c| !c.is_empty()) {
+                    let calls = l.message.as_ref().and_then(|m| m.tool_calls.as_ref()).filter(|c| !c.is_null());
+                    if let Some(calls) = calls {
+                        // A tool call is the answer's first output: it counts as an arrival
+                        // (TTFT), and its calls are kept for the round trip.
+                        match rec.tool_calls.as_mut().and_then(|v| v.as_array_mut()) {
+                            Some(all) => all.extend(calls.as_array().cloned().unwrap_or_default()),
+                            None => rec.tool_calls = Some(calls.clone()),
+                        }
+                        rec.tokens.push(at);
+                    } else if content.is_some_and(|c| !c.is_empty()) {
                         rec.tokens.push(at);
                         if let Some(d) = per_token {
                             // The blocking control: "processing" each token with a blocking

@@ -152,6 +152,13 @@ pub fn info(name: &str) -> Option<&'static VariantInfo> {
 /// The request body of a call.
 pub fn body(call: &Call, model: &str) -> Vec<u8> {
     let mut options = call.options.clone();
+    if call.tool_work_ms.is_some() {
+        // The tool-calling turn: its length is the call's own (no num_predict that could cut
+        // it); `tokens` is the length of the answer after the tool result.
+        let v = serde_json::json!({"model": model, "messages": [{"role": "user", "content": call.prompt}],
+            "tools": [crate::workload::tool()], "stream": true, "options": options});
+        return serde_json::to_vec(&v).unwrap_or_default();
+    }
     options.insert("num_predict".into(), serde_json::Value::from(call.tokens));
     // The simulator's natural answer length (real Ollama ignores unknown options), so every
     // run has the scenario's lengths.
@@ -161,6 +168,24 @@ pub fn body(call: &Call, model: &str) -> Vec<u8> {
     } else {
         serde_json::json!({"model": model, "prompt": call.prompt, "stream": true, "options": options})
     };
+    serde_json::to_vec(&v).unwrap_or_default()
+}
+
+/// The request after a tool call: the history (the user's message, the model's calls, one
+/// result per call) with the tool still offered, answered in `call.tokens` tokens.
+pub fn tool_result_body(call: &Call, model: &str, tool_calls: &serde_json::Value) -> Vec<u8> {
+    let mut options = call.options.clone();
+    options.insert("num_predict".into(), serde_json::Value::from(call.tokens));
+    options.insert("sim_tokens".into(), serde_json::Value::from(call.tokens));
+    let mut messages = vec![
+        serde_json::json!({"role": "user", "content": call.prompt}),
+        serde_json::json!({"role": "assistant", "content": "", "tool_calls": tool_calls}),
+    ];
+    for c in tool_calls.as_array().into_iter().flatten() {
+        let name = c.pointer("/function/name").cloned().unwrap_or_default();
+        messages.push(serde_json::json!({"role": "tool", "tool_name": name, "content": "3 documents found: runbook.md, deploy.md, oncall.md"}));
+    }
+    let v = serde_json::json!({"model": model, "messages": messages, "tools": [crate::workload::tool()], "stream": true, "options": options});
     serde_json::to_vec(&v).unwrap_or_default()
 }
 
@@ -233,28 +258,43 @@ async fn run_agent(
     let mut calls = Vec::with_capacity(agent.calls.len());
     for (i, c) in agent.calls.iter().enumerate() {
         let url = format!("{url_base}{}", c.endpoint);
-        let b = body(c, &job.model);
-        let rec = match mode {
-            CallMode::Await => stack.call(&url, b, &opts).await,
-            CallMode::OnePermit(sem) => {
-                let _permit = sem.acquire().await;
-                stack.call(&url, b, &opts).await
-            }
-            CallMode::BlockOn => {
-                let (s, o) = (stack.clone(), opts.clone());
-                futures::executor::block_on(bridge(async move { s.call(&url, b, &o).await }))
-            }
-        };
+        let rec = call_in_mode(stack, mode, &url, body(c, &job.model), &opts).await;
         let failed = rec.error.is_some();
+        let tool_calls = rec.tool_calls.clone();
         calls.push(rec);
         if failed {
             break;
+        }
+        // A tool round trip: run the tool, send its result, read the answer.
+        if let (Some(work), Some(tc)) = (c.tool_work_ms, tool_calls) {
+            sleeper.sleep(Duration::from_secs_f64(work / 1000.0 * job.time_scale)).await;
+            let rec = call_in_mode(stack, mode, &url, tool_result_body(c, &job.model, &tc), &opts).await;
+            let failed = rec.error.is_some();
+            calls.push(rec);
+            if failed {
+                break;
+            }
         }
         if i + 1 < agent.calls.len() {
             sleeper.sleep(Duration::from_secs_f64(c.local_work_ms / 1000.0 * job.time_scale)).await;
         }
     }
     AgentRecord { name: agent.name.clone(), instance: agent.instance, start, end: Instant::now(), calls }
+}
+
+/// Makes one call the way the variant makes calls.
+async fn call_in_mode(stack: &Stack, mode: &CallMode, url: &str, b: Vec<u8>, opts: &CallOpts) -> CallRecord {
+    match mode {
+        CallMode::Await => stack.call(url, b, opts).await,
+        CallMode::OnePermit(sem) => {
+            let _permit = sem.acquire().await;
+            stack.call(url, b, opts).await
+        }
+        CallMode::BlockOn => {
+            let (s, o, u) = (stack.clone(), opts.clone(), url.to_string());
+            futures::executor::block_on(bridge(async move { s.call(&u, b, &o).await }))
+        }
+    }
 }
 
 /// Waits for tokio agent tasks, in order. A panicking agent is a bug in the harness.

@@ -22,6 +22,23 @@ pub struct Call {
     /// Local work after the call, milliseconds of modelled time (scaled like the simulator).
     #[serde(default)]
     pub local_work_ms: f64,
+    /// A tool round trip (chat only): the call offers a tool ([`TOOL`]); when the model calls
+    /// it, the agent runs the tool for this long (modelled milliseconds, scaled), sends the
+    /// result back with the history, and the model's answer to that is `tokens` long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_work_ms: Option<f64>,
+}
+
+/// The tool a call with `tool_work_ms` offers.
+pub fn tool() -> serde_json::Value {
+    serde_json::json!({"type": "function", "function": {
+        "name": "search_knowledge_base",
+        "description": "Search the team's knowledge base",
+        "parameters": {"type": "object", "properties": {
+            "query": {"type": "string"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 10}
+        }, "required": ["query"]}
+    }})
 }
 
 fn default_endpoint() -> String {
@@ -135,6 +152,14 @@ impl Scenario {
                         a.name, c.endpoint
                     ));
                 }
+                if let Some(t) = c.tool_work_ms {
+                    if c.endpoint != "/api/chat" || !(t.is_finite() && (0.0..=3_600_000.0).contains(&t)) {
+                        return bad(format!(
+                            "agent {}: tool_work_ms needs endpoint /api/chat and a value between 0 and an hour",
+                            a.name
+                        ));
+                    }
+                }
                 if c.tokens == 0 || !(c.local_work_ms.is_finite() && (0.0..=3_600_000.0).contains(&c.local_work_ms)) {
                     return bad(format!(
                         "agent {}: tokens must be > 0 and local_work_ms between 0 and an hour",
@@ -199,6 +224,7 @@ pub const BUILTIN: &[&str] = &[
     include_str!("../../fixtures/scenarios/scale_16.toml"),
     include_str!("../../fixtures/scenarios/scale_32.toml"),
     include_str!("../../fixtures/scenarios/hetero_short_long.toml"),
+    include_str!("../../fixtures/scenarios/tool_loops.toml"),
 ];
 
 /// Every built-in scenario.

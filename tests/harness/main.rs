@@ -17,3 +17,5 @@ mod reports;
 mod replay;
 // The reliability benchmark in small: bad requests, disconnects, the pending limit, a soak.
 mod soak;
+// Agents whose calls are tool round trips.
+mod tools;

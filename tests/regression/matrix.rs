@@ -69,3 +69,10 @@ fn gate_two_instances_on_one_device() {
 fn gate_eight_agents_on_one_instance() {
     gate("scale_8");
 }
+
+/// Agents whose calls are tool round trips (issue 11): the correct variants overlap them, every
+/// control is caught.
+#[test]
+fn gate_agents_running_tool_loops() {
+    gate("tool_loops");
+}
