@@ -345,6 +345,9 @@ pub struct ConfigFile {
     /// Injected faults.
     #[serde(default)]
     pub faults: Vec<crate::faults::FaultRule>,
+    /// Scripted turns (see [`crate::script`]).
+    #[serde(default)]
+    pub script: Vec<crate::script::ScriptRule>,
 }
 
 impl ConfigFile {
@@ -389,6 +392,7 @@ pub(crate) struct SimConfig {
     pub(crate) version: String,
     pub(crate) worker_threads: usize,
     pub(crate) faults: Vec<crate::faults::FaultRule>,
+    pub(crate) script: Vec<crate::script::ScriptRule>,
     pub(crate) trace_budget: usize,
 }
 
@@ -417,6 +421,7 @@ pub(crate) struct RawConfig {
     pub(crate) extra_models: Vec<ModelSpec>,
     pub(crate) worker_threads: Option<usize>,
     pub(crate) faults: Vec<crate::faults::FaultRule>,
+    pub(crate) script: Vec<crate::script::ScriptRule>,
     pub(crate) trace_budget_mb: Option<u64>,
 }
 
@@ -530,6 +535,8 @@ impl RawConfig {
         for r in &faults {
             r.validate().map_err(invalid)?;
         }
+        let script: Vec<_> = f.script.iter().chain(self.script.iter()).cloned().collect();
+        crate::script::check(&script).map_err(invalid)?;
         Ok(SimConfig {
             seed,
             time_scale,
@@ -548,6 +555,7 @@ impl RawConfig {
             version: DEFAULT_VERSION.to_string(),
             worker_threads,
             faults,
+            script,
         })
     }
 }

@@ -41,6 +41,8 @@ pub(crate) struct PlanInput<'a> {
     pub(crate) tools: &'a [crate::tools::ToolDef],
     /// Role of the last message (chat endpoints): a user's turn may call a tool.
     pub(crate) last_role: Option<&'a str>,
+    /// A scripted answer (text or tool calls) replaces the generated one.
+    pub(crate) scripted: Option<crate::script::Reply>,
 }
 
 /// A request's content and intended schedule.
@@ -96,8 +98,24 @@ impl Plan {
             probability: o.sim_tool_call_probability.unwrap_or(1.0),
             max_calls: o.sim_tool_calls.map_or(1, |n| n.clamp(0, 64) as usize),
         };
-        let calls = crate::tools::plan(input.tools, input.last_role, policy, &mut content.str("tools").rng());
-        let text = tokens::generate(&mut text_rng, natural, num_predict, &o.stop, &input.format, calls);
+        let mut tools_rng = content.str("tools").rng();
+        let text = match &input.scripted {
+            Some(crate::script::Reply::Text(t)) => tokens::scripted_text(t, num_predict),
+            Some(crate::script::Reply::ToolCalls(scripted)) => {
+                let calls = crate::tools::scripted(scripted, &mut tools_rng);
+                if input.last_role.is_some() {
+                    tokens::generate(&mut text_rng, natural, num_predict, &[], &OutputFormat::Prose, calls)
+                } else {
+                    // No tool parser outside chat: the calls' text is the answer.
+                    let text: String = calls.iter().map(|c| c.raw_text()).collect();
+                    tokens::scripted_text(&text, num_predict)
+                }
+            }
+            _ => {
+                let calls = crate::tools::plan(input.tools, input.last_role, policy, &mut tools_rng);
+                tokens::generate(&mut text_rng, natural, num_predict, &o.stop, &input.format, calls)
+            }
+        };
         let prompt_tokens = tokens::count_tokens(input.rendered)
             + if input.templated { profile.template_tokens } else { 0 }
             + IMAGE_TOKENS * input.images as u32;

@@ -39,6 +39,7 @@ pub mod faults;
 pub mod judge;
 pub mod keepalive;
 pub mod metrics;
+pub mod script;
 pub mod server;
 pub mod trace;
 
@@ -61,6 +62,7 @@ mod wire;
 
 pub use config::{ConfigError, ConfigFile, DeviceSpec, InstanceSpec, ModelSpec, Profile, Replay};
 pub use faults::{FaultKind, FaultRule};
+pub use script::{ScriptRule, ScriptedCall, ScriptedError};
 pub use judge::{JudgeOptions, Report, Verdict};
 pub use keepalive::KeepAlive;
 pub use metrics::LatenessSummary;

@@ -27,6 +27,7 @@ pub(crate) struct Shared {
     pub(crate) lateness: Arc<Lateness>,
     pub(crate) timer: Arc<crate::timer::Timer>,
     pub(crate) faults: crate::faults::Faults,
+    pub(crate) script: crate::script::Script,
     pub(crate) instances: Vec<Arc<Instance>>,
     pub(crate) rt: tokio::runtime::Handle,
 }
@@ -190,6 +191,12 @@ impl SimBuilder {
         self
     }
 
+    /// Adds a scripted turn (see [`crate::script`]).
+    pub fn script(mut self, rule: crate::script::ScriptRule) -> Self {
+        self.raw.script.push(rule);
+        self
+    }
+
     /// Adds a fault rule (see [`FaultRule`](crate::faults::FaultRule)).
     pub fn fault(mut self, rule: crate::faults::FaultRule) -> Self {
         self.raw.faults.push(rule);
@@ -279,6 +286,7 @@ fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::ti
         .collect();
     let rt = rt.clone();
     let faults = crate::faults::Faults::new(cfg.seed, cfg.faults.clone());
+    let script = crate::script::Script::new(cfg.script.clone());
     let (time_scale, trace_budget) = (cfg.time_scale, cfg.trace_budget);
     Arc::new(Shared {
         cfg,
@@ -288,6 +296,7 @@ fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::ti
         lateness: Arc::new(Lateness::default()),
         timer,
         faults,
+        script,
         instances,
         rt,
     })
@@ -445,6 +454,12 @@ impl SimHandle {
     /// 0-1 are refused), and at most [`MAX_RULES`](crate::faults::MAX_RULES) may be in force.
     pub fn set_faults(&self, rules: Vec<crate::faults::FaultRule>) -> Result<(), String> {
         self.shared.faults.set(rules)
+    }
+
+    /// Replaces the scripted turns in force (counters restart; an empty list removes them),
+    /// checked as `PUT /sim/script` checks them.
+    pub fn set_script(&self, rules: Vec<crate::script::ScriptRule>) -> Result<(), String> {
+        self.shared.script.set(rules)
     }
 
     /// Resets the lateness histogram.

@@ -310,6 +310,17 @@ pub(crate) fn generate(
     TextPlan { pieces, done_reason, calls: Vec::new() }
 }
 
+/// A scripted answer's text as pieces, cut at `num_predict` (done reason `length`).
+pub(crate) fn scripted_text(text: &str, num_predict: Option<usize>) -> TextPlan {
+    let mut pieces = pieces_of(text);
+    let mut done_reason = DoneReason::Stop;
+    if let Some(n) = num_predict.filter(|n| pieces.len() > *n) {
+        pieces.truncate(n);
+        done_reason = DoneReason::Length;
+    }
+    TextPlan { pieces, done_reason, calls: Vec::new() }
+}
+
 /// The output of a tool-calling turn: each call's text, cut at `limit` tokens; a call cut
 /// short is left as text (the parser never completes it).
 fn call_plan(calls: Vec<ToolCall>, limit: usize) -> TextPlan {

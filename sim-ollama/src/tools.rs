@@ -117,6 +117,15 @@ pub(crate) fn plan(tools: &[ToolDef], last_role: Option<&str>, policy: Policy, r
         .collect()
 }
 
+/// Scripted calls, with seeded ids.
+pub(crate) fn scripted(calls: &[crate::script::ScriptedCall], rng: &mut SimRng) -> Vec<ToolCall> {
+    calls
+        .iter()
+        .enumerate()
+        .map(|(index, c)| ToolCall { id: call_id(rng), index, name: c.name.clone(), arguments: c.arguments.clone() })
+        .collect()
+}
+
 fn call_id(rng: &mut SimRng) -> String {
     const LETTERS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     let s: String = (0..8).map(|_| LETTERS[rng.random_range(0..LETTERS.len())] as char).collect();

@@ -16,3 +16,5 @@ mod pacing;
 mod embedding;
 // Agent loops: tool calls native and /v1, structured outputs.
 mod tools;
+// Scripted turns: TOML, builder, /sim/script.
+mod script;

@@ -56,6 +56,10 @@ pub(crate) fn app(state: AppState) -> Router {
         .route("/sim/trace", get(sim::get_trace).delete(sim::delete_trace))
         .route("/sim/metrics", get(sim::metrics))
         .route(
+            "/sim/script",
+            get(sim::get_script).put(sim::put_script).post(sim::post_script).delete(sim::delete_script),
+        )
+        .route(
             "/sim/faults",
             get(sim::get_faults).put(sim::put_faults).post(sim::post_faults).delete(sim::delete_faults),
         )
@@ -87,6 +91,7 @@ const KNOWN_PATHS: &[&str] = &[
     "/sim/trace",
     "/sim/metrics",
     "/sim/faults",
+    "/sim/script",
 ];
 
 /// Unknown paths: gin's text/plain 404, or its redirect for a trailing slash.

@@ -380,6 +380,24 @@ pub(crate) fn pick_fault(
     Ok(Some(f))
 }
 
+/// The scripted answer of a request, if a script rule picks it (counting the request on every
+/// rule it matches). A scripted error is the request's answer, in Ollama's error shape.
+pub(crate) fn pick_script(
+    s: &AppState,
+    model: &Installed,
+    endpoint: &str,
+    trace: Option<&TraceGuard>,
+) -> Result<Option<crate::script::Reply>, ApiError> {
+    let agent = trace.and_then(|t| t.with(|r| r.agent_label.clone()));
+    match s.shared.script.pick(agent.as_deref(), &model.name.key(), endpoint) {
+        Some(crate::script::Reply::Error(e)) => {
+            let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            Err(ApiError::new(status, e.message))
+        }
+        other => Ok(other),
+    }
+}
+
 /// Streams a generation or collects it, in a wire format, with its fault if any.
 pub(crate) async fn respond(
     mut run: Running,
@@ -545,6 +563,7 @@ async fn generate_inner(
             GenerateLoad { model: &model_s, created_at: now_stamp(s), response: "", done: true, done_reason: "load" };
         return Ok(json_response(StatusCode::OK, &body));
     }
+    let scripted = pick_script(s, &model, "/api/generate", trace.as_ref())?;
     let rendered = match (&system, raw) {
         (Some(sys), false) => format!("{sys}\n{prompt}{suffix}"),
         _ => format!("{prompt}{suffix}"),
@@ -561,6 +580,7 @@ async fn generate_inner(
         format,
         tools: &[],
         last_role: None,
+        scripted,
     });
     let context_ids: Option<Vec<u32>> =
         (!raw).then(|| crate::tokens::token_ids(&rendered, plan.prompt_tokens, 32_000).collect());
@@ -742,6 +762,7 @@ async fn chat_inner(
         let c = conversation(&messages);
         t.with(|r| r.conversation = Some(c));
     }
+    let scripted = pick_script(s, &model, "/api/chat", trace.as_ref())?;
     let rendered = render_messages(&messages);
     let images = messages.iter().map(|m| m.images).sum();
     let plan = Plan::new(&PlanInput {
@@ -756,6 +777,7 @@ async fn chat_inner(
         format,
         tools: &tools,
         last_role: messages.last().map(|m| m.role.as_str()),
+        scripted,
     });
     let job = job(s, model, &options, c.shift, c.keep_alive, plan, arrival);
     let fault = pick_fault(
@@ -834,6 +856,7 @@ pub(crate) async fn run_embedding(
         format: OutputFormat::Prose,
         tools: &[],
         last_role: None,
+        scripted: None,
     });
     let plan = Plan {
         prompt_tokens: tokens.max(1),

@@ -187,6 +187,7 @@ pub(crate) async fn chat_completions(
         if offered > 0 && !model.spec.has("tools") {
             return Err(ApiError::bad_request(format!("{} does not support tools", model.name.full())));
         }
+        let scripted = native::pick_script(&s, &model, "/v1/chat/completions", trace.as_ref())?;
         let rendered = render_messages(&messages);
         let plan = Plan::new(&PlanInput {
             sim_seed: s.shared.cfg.seed,
@@ -200,6 +201,7 @@ pub(crate) async fn chat_completions(
             format,
             tools: &tools,
             last_role: messages.last().map(|m| m.role.as_str()),
+            scripted,
         });
         let id = format!("chatcmpl-{}", plan.seed % 999);
         let job = job(&s, model, &options, true, None, plan, arrival);
@@ -289,6 +291,7 @@ pub(crate) async fn completions(
         if !model.spec.has("completion") {
             return Err(ApiError::bad_request(format!("\"{model_s}\" does not support generate")));
         }
+        let scripted = native::pick_script(&s, &model, "/v1/completions", trace.as_ref())?;
         let rendered = format!("{prompt}{suffix}");
         let plan = Plan::new(&PlanInput {
             sim_seed: s.shared.cfg.seed,
@@ -302,6 +305,7 @@ pub(crate) async fn completions(
             format: OutputFormat::Prose,
             tools: &[],
             last_role: None,
+            scripted,
         });
         let id = format!("cmpl-{}", plan.seed % 999);
         let job = job(&s, model, &options, true, None, plan, arrival);

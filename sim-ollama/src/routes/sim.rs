@@ -202,3 +202,55 @@ pub(crate) async fn delete_faults(State(s): State<AppState>) -> Response {
     let _ = s.shared.faults.set(Vec::new());
     json_response(StatusCode::OK, &FaultList { faults: Vec::new() })
 }
+
+#[derive(Serialize, serde::Deserialize)]
+struct ScriptList {
+    script: Vec<crate::script::ScriptRule>,
+}
+
+/// Reads `{"script":[...]}`, a bare array, or one rule.
+fn read_script(body: &[u8]) -> Result<Vec<crate::script::ScriptRule>, ApiError> {
+    let v: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid script: {e}")))?;
+    let rules: Vec<crate::script::ScriptRule> = match v {
+        serde_json::Value::Array(_) => serde_json::from_value(v),
+        serde_json::Value::Object(ref o) if o.contains_key("script") => {
+            serde_json::from_value::<ScriptList>(v).map(|l| l.script)
+        }
+        other => serde_json::from_value(other).map(|r| vec![r]),
+    }
+    .map_err(|e| ApiError::bad_request(format!("invalid script: {e}")))?;
+    crate::script::check(&rules).map_err(ApiError::bad_request)?;
+    Ok(rules)
+}
+
+/// `GET /sim/script`: the scripted turns in force.
+pub(crate) async fn get_script(State(s): State<AppState>) -> Response {
+    json_response(StatusCode::OK, &ScriptList { script: s.shared.script.rules() })
+}
+
+/// `PUT /sim/script`: replaces the scripted turns (counters restart).
+pub(crate) async fn put_script(
+    State(s): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let rules = read_script(&body_bytes(body, s.shared.cfg.body_limit)?)?;
+    s.shared.script.set(rules).map_err(ApiError::bad_request)?;
+    Ok(json_response(StatusCode::OK, &ScriptList { script: s.shared.script.rules() }))
+}
+
+/// `POST /sim/script`: adds scripted turns after those in force.
+pub(crate) async fn post_script(
+    State(s): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let rules = read_script(&body_bytes(body, s.shared.cfg.body_limit)?)?;
+    s.shared.script.add(rules).map_err(ApiError::bad_request)?;
+    Ok(json_response(StatusCode::OK, &ScriptList { script: s.shared.script.rules() }))
+}
+
+/// `DELETE /sim/script`: removes every scripted turn.
+pub(crate) async fn delete_script(State(s): State<AppState>) -> Response {
+    let _ = s.shared.script.set(Vec::new());
+    json_response(StatusCode::OK, &ScriptList { script: Vec::new() })
+}
