@@ -116,13 +116,17 @@ impl Plan {
                 tokens::generate(&mut text_rng, natural, num_predict, &o.stop, &input.format, calls)
             }
         };
-        let prompt_tokens = tokens::count_tokens(input.rendered)
-            + if input.templated { profile.template_tokens } else { 0 }
-            + IMAGE_TOKENS * input.images as u32;
-        let prompt_tokens = prompt_tokens.max(1);
+        let prompt_tokens = prompt_tokens(input.model, input.rendered, input.templated, input.images);
         let timing = Timing::new(profile, prompt_tokens, input.time_scale, content.str("timing").rng());
         Plan { prompt_tokens, text, timing, seed: content.str("misc").finish() }
     }
+}
+
+/// Tokens of a prompt as the model sees it: the text, the chat template's own tokens (not in
+/// raw mode), and each image's; at least 1.
+pub(crate) fn prompt_tokens(model: &Installed, rendered: &str, templated: bool, images: usize) -> u32 {
+    let template = if templated { model.spec.profile.template_tokens } else { 0 };
+    (tokens::count_tokens(rendered) + template + IMAGE_TOKENS * images as u32).max(1)
 }
 
 /// Everything a generation needs from the request besides its plan.

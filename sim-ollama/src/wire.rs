@@ -164,13 +164,8 @@ impl Wire {
                 out.put_slice(b"},\"done\":false}\n");
             }
             Wire::OpenAiChat { id, model, created, .. } => {
-                out.put_slice(b"data: {\"id\":\"");
-                out.put_slice(id.as_bytes());
-                out.put_slice(b"\",\"object\":\"chat.completion.chunk\",\"created\":");
-                out.put_slice(created.to_string().as_bytes());
-                out.put_slice(b",\"model\":");
-                write_json_str(out, model);
-                out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"choices\":[{\"index\":0,\"delta\":{");
+                chat_chunk_head(out, id, *created, model);
+                out.put_slice(b"\"choices\":[{\"index\":0,\"delta\":{");
                 if first {
                     out.put_slice(b"\"role\":\"assistant\",");
                 }
@@ -200,13 +195,8 @@ impl Wire {
                 out.put_slice(b"},\"done\":false}\n");
             }
             Wire::OpenAiChat { id, model, created, .. } => {
-                out.put_slice(b"data: {\"id\":\"");
-                out.put_slice(id.as_bytes());
-                out.put_slice(b"\",\"object\":\"chat.completion.chunk\",\"created\":");
-                out.put_slice(created.to_string().as_bytes());
-                out.put_slice(b",\"model\":");
-                write_json_str(out, model);
-                out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"choices\":[{\"index\":0,\"delta\":{");
+                chat_chunk_head(out, id, *created, model);
+                out.put_slice(b"\"choices\":[{\"index\":0,\"delta\":{");
                 if first {
                     out.put_slice(b"\"role\":\"assistant\",");
                 }
@@ -261,23 +251,13 @@ impl Wire {
                 out.put_u8(b'\n');
             }
             Wire::OpenAiChat { id, model, created, include_usage } => {
-                out.put_slice(b"data: {\"id\":\"");
-                out.put_slice(id.as_bytes());
-                out.put_slice(b"\",\"object\":\"chat.completion.chunk\",\"created\":");
-                out.put_slice(created.to_string().as_bytes());
-                out.put_slice(b",\"model\":");
-                write_json_str(out, model);
-                out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"");
+                chat_chunk_head(out, id, *created, model);
+                out.put_slice(b"\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"");
                 out.put_slice(openai_finish(reason, tool_calls).as_bytes());
                 out.put_slice(b"\"}]}\n\n");
                 if *include_usage {
-                    out.put_slice(b"data: {\"id\":\"");
-                    out.put_slice(id.as_bytes());
-                    out.put_slice(b"\",\"object\":\"chat.completion.chunk\",\"created\":");
-                    out.put_slice(created.to_string().as_bytes());
-                    out.put_slice(b",\"model\":");
-                    write_json_str(out, model);
-                    out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"choices\":[],\"usage\":");
+                    chat_chunk_head(out, id, *created, model);
+                    out.put_slice(b"\"choices\":[],\"usage\":");
                     write_go_json(&mut out.writer(), &Usage::new(metrics.prompt_eval_count, metrics.eval_count));
                     out.put_slice(b"}\n\n");
                 }
@@ -312,19 +292,26 @@ impl Wire {
             // The /v1 writers pass the error object through as if it were a chunk: one more
             // chunk with empty content, then the end, with no finish_reason and no [DONE].
             Wire::OpenAiChat { id, model, created, .. } => {
-                out.put_slice(b"data: {\"id\":\"");
-                out.put_slice(id.as_bytes());
-                out.put_slice(b"\",\"object\":\"chat.completion.chunk\",\"created\":");
-                out.put_slice(created.to_string().as_bytes());
-                out.put_slice(b",\"model\":");
-                write_json_str(out, model);
-                out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"finish_reason\":null}]}\n\n");
+                chat_chunk_head(out, id, *created, model);
+                out.put_slice(b"\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"finish_reason\":null}]}\n\n");
             }
             Wire::OpenAiCompletion { id, model, include_usage } => {
                 completion_chunk(out, id, model, 0, "", None, *include_usage);
             }
         }
     }
+}
+
+/// The start of every `/v1` chat chunk, up to the comma before `choices`:
+/// `data: {"id":..,"object":"chat.completion.chunk","created":..,"model":..,"system_fingerprint":"fp_ollama",`.
+fn chat_chunk_head(out: &mut BytesMut, id: &str, created: u64, model: &str) {
+    out.put_slice(b"data: {\"id\":\"");
+    out.put_slice(id.as_bytes());
+    out.put_slice(b"\",\"object\":\"chat.completion.chunk\",\"created\":");
+    out.put_slice(created.to_string().as_bytes());
+    out.put_slice(b",\"model\":");
+    write_json_str(out, model);
+    out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",");
 }
 
 /// `finish_reason` of a `/v1` chat answer: `stop` becomes `tool_calls` when the answer called

@@ -9,6 +9,7 @@
 pub(crate) mod body;
 pub(crate) mod native;
 pub(crate) mod openai;
+pub(crate) mod pipeline;
 pub(crate) mod sim;
 
 use crate::error::ApiError;

@@ -2,17 +2,15 @@
 //! `/api/generate`, `/api/chat`, `/api/embed`, `/api/embeddings`, `/api/pull`, `/api/copy`,
 //! `/api/delete`. Validation order, status codes and texts follow `server/routes.go`.
 
-use super::body::{TokenBody, write_finish, write_token};
+use super::pipeline::{self, Generation, Started, begin_trace, job, load_only, output_format, resolve, traced};
 use super::{AppState, body_bytes, bytes_response, json_response};
 use crate::clock::rfc3339;
 use crate::config::ModelSpec;
 use crate::error::ApiError;
-use crate::faults::{FaultKind, FaultRule};
-use crate::generation::{Job, Plan, PlanInput, Running};
+use crate::generation::{Plan, PlanInput, Running};
 use crate::keepalive::KeepAlive;
 use crate::names::Name;
 use crate::request::{Fields, Options, Think, decode_body};
-use crate::scheduler::{RunnerOptions, RunnerRequest};
 use crate::store::Installed;
 use crate::tokens::OutputFormat;
 use crate::trace::{Outcome, TraceGuard};
@@ -23,7 +21,6 @@ use axum::extract::{ConnectInfo, FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use bytes::BytesMut;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::net::SocketAddr;
@@ -247,107 +244,6 @@ fn chat_generate_fields(f: &Fields<'_>) -> Result<ChatGenerateFields, ApiError> 
     Ok(ChatGenerateFields { stream, keep_alive, think, shift, options_map, format })
 }
 
-/// `format`: `"json"` or a schema object; anything else fails when inference starts.
-pub(crate) fn output_format(format: Option<&Value>) -> Result<OutputFormat, ApiError> {
-    match format {
-        None => Ok(OutputFormat::Prose),
-        Some(Value::String(s)) if s.is_empty() => Ok(OutputFormat::Prose),
-        Some(Value::String(s)) if s == "json" => Ok(OutputFormat::Json),
-        Some(v @ Value::Object(_)) => Ok(OutputFormat::Schema(v.clone())),
-        Some(other) => {
-            Err(ApiError::internal(format!("invalid format: {other}; expected \"json\" or a valid JSON Schema")))
-        }
-    }
-}
-
-/// Starts the trace of a model request.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn begin_trace(
-    s: &AppState,
-    arrival: Instant,
-    endpoint: &str,
-    model: &str,
-    headers: &HeaderMap,
-    peer: Peer,
-    stream: bool,
-    options: Option<&Map<String, Value>>,
-) -> TraceGuard {
-    let (agent, client) = super::agent_label(headers, peer.0);
-    s.shared.trace.begin(
-        arrival,
-        s.instance.index,
-        s.instance.device.index,
-        endpoint,
-        model,
-        agent,
-        client,
-        stream,
-        options.map_or(Value::Null, |o| Value::Object(o.clone())),
-    )
-}
-
-/// Finishes a trace with the error a handler returns.
-pub(crate) fn traced<T>(trace: &mut Option<TraceGuard>, r: Result<T, ApiError>) -> Result<T, ApiError> {
-    if let (Err(e), Some(t)) = (&r, trace.as_mut()) {
-        t.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
-    }
-    r
-}
-
-/// Looks a model up, with generate/chat's not-found text (the name as sent).
-fn resolve(s: &AppState, model: &str) -> Result<Installed, ApiError> {
-    let name = Name::parse(model).ok_or_else(|| ApiError::model_not_found(model))?;
-    s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(model))
-}
-
-/// The job of a generation request.
-pub(crate) fn job(
-    s: &AppState,
-    model: Installed,
-    options: &Options,
-    shift: bool,
-    keep_alive: Option<KeepAlive>,
-    plan: Plan,
-    arrival: Instant,
-) -> Job {
-    let opts = RunnerOptions::from_options(options, &model.spec, shift);
-    Job {
-        instance: Arc::clone(&s.instance),
-        model,
-        opts,
-        keep_alive,
-        plan,
-        clock: s.shared.clock,
-        lateness: Arc::clone(&s.shared.lateness),
-        timer: Arc::clone(&s.shared.timer),
-        arrival,
-    }
-}
-
-/// Loads a model without generating (empty prompt), through the scheduler.
-async fn load_only(
-    s: &AppState,
-    model: &Installed,
-    options: &Options,
-    shift: bool,
-    keep_alive: Option<KeepAlive>,
-    trace: &mut TraceGuard,
-) -> Result<(), ApiError> {
-    let req = RunnerRequest {
-        key: model.name.key(),
-        display: model.name.display(),
-        model: Arc::clone(&model.spec),
-        opts: RunnerOptions::from_options(options, &model.spec, shift),
-        keep_alive,
-        trace,
-    };
-    let lease = s.instance.acquire(req).await?;
-    trace.with(|r| r.runner_us = Some(trace.us(Instant::now())));
-    drop(lease);
-    trace.finish(Outcome::Done, 200, None);
-    Ok(())
-}
-
 fn now_stamp(s: &AppState) -> String {
     let t = if s.shared.clock.is_frozen() { crate::clock::frozen_epoch() } else { SystemTime::now() };
     rfc3339(t)
@@ -360,141 +256,6 @@ struct GenerateLoad<'a> {
     response: &'a str,
     done: bool,
     done_reason: &'a str,
-}
-
-/// Chooses the fault a generation gets. An `http_error` fault becomes the error answer.
-pub(crate) fn pick_fault(
-    s: &AppState,
-    model: &Installed,
-    endpoint: &str,
-    trace: &TraceGuard,
-) -> Result<Option<FaultRule>, ApiError> {
-    let Some(f) = s.shared.faults.pick(s.instance.index, &model.name.key(), endpoint) else {
-        return Ok(None);
-    };
-    trace.with(|r| r.fault = Some(f.describe()));
-    if f.kind == FaultKind::HttpError {
-        let status = StatusCode::from_u16(f.status.unwrap_or(500)).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        return Err(ApiError::new(status, f.message_or_default()));
-    }
-    Ok(Some(f))
-}
-
-/// The scripted answer of a request, if a script rule picks it (counting the request on every
-/// rule it matches). A scripted error is the request's answer, in Ollama's error shape.
-pub(crate) fn pick_script(
-    s: &AppState,
-    model: &Installed,
-    endpoint: &str,
-    trace: Option<&TraceGuard>,
-) -> Result<Option<crate::script::Reply>, ApiError> {
-    let agent = trace.and_then(|t| t.with(|r| r.agent_label.clone()));
-    match s.shared.script.pick(agent.as_deref(), &model.name.key(), endpoint) {
-        Some(crate::script::Reply::Error(e)) => {
-            let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            Err(ApiError::new(status, e.message))
-        }
-        other => Ok(other),
-    }
-}
-
-/// Streams a generation or collects it, in a wire format, with its fault if any.
-pub(crate) async fn respond(
-    mut run: Running,
-    wire: Wire,
-    stream: bool,
-    fault: Option<FaultRule>,
-    collect: impl FnOnce(&Running, String, Instant) -> Response,
-) -> Response {
-    let slow_headers = fault.as_ref().filter(|f| f.kind == FaultKind::SlowHeaders).and_then(|f| f.duration_ms);
-    if stream {
-        // The headers leave with the first chunk: the first token that writes anything (the
-        // tokens of a tool call write nothing until the call is whole).
-        let mut buf = BytesMut::new();
-        let done = loop {
-            match run.next_token().await {
-                Some(t) => {
-                    if write_token(&mut run, &wire, &mut buf, t.index, t.at) {
-                        break false;
-                    }
-                }
-                None => {
-                    write_finish(&mut run, &wire, &mut buf);
-                    break true;
-                }
-            }
-        };
-        if let Some(ms) = slow_headers {
-            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-        }
-        let ct = match wire {
-            Wire::Generate { .. } | Wire::Chat { .. } => "application/x-ndjson",
-            _ => "text/event-stream",
-        };
-        let body = Body::from_stream(TokenBody::new(run, wire, buf.freeze(), done, fault));
-        let mut r = (StatusCode::OK, body).into_response();
-        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
-        r
-    } else {
-        let mut text = String::new();
-        let strike = |run: &Running, start: Instant| {
-            fault.as_ref().is_some_and(|f| match f.trigger() {
-                crate::faults::Trigger::AfterTokens(n) => run.emitted() as u64 >= n,
-                crate::faults::Trigger::AfterTime(d) => start.elapsed() >= d,
-            })
-        };
-        let start = Instant::now();
-        let mut struck = false;
-        while let Some(t) = run.next_token().await {
-            if !run.text.hidden(t.index) {
-                text.push_str(run.piece(t.index));
-            }
-            if !struck && strike(&run, start) {
-                struck = true;
-                if let Some(f) = &fault {
-                    let what = f.describe();
-                    match f.kind {
-                        // A failure during a non-streamed generation is the HTTP status.
-                        FaultKind::ErrorLine => {
-                            run.finish(Outcome::Error, Some(format!("{} (injected: {what})", f.message_or_default())));
-                            return ApiError::internal(f.message_or_default()).into_response();
-                        }
-                        // The others break the body: headers, then a dropped connection.
-                        FaultKind::Disconnect | FaultKind::Truncate | FaultKind::MalformedLine => {
-                            run.finish(Outcome::Error, Some(format!("body broken (injected: {what})")));
-                            let broken = futures::stream::iter([
-                                Ok(Bytes::from_static(b"{\"model\":")),
-                                Err(std::io::Error::new(
-                                    std::io::ErrorKind::ConnectionAborted,
-                                    "sim-ollama: injected fault",
-                                )),
-                            ]);
-                            let mut r = (StatusCode::OK, Body::from_stream(broken)).into_response();
-                            r.headers_mut().insert(
-                                header::CONTENT_TYPE,
-                                HeaderValue::from_static("application/json; charset=utf-8"),
-                            );
-                            return r;
-                        }
-                        FaultKind::Stall => {
-                            let d = f.duration_ms.map_or(
-                                std::time::Duration::from_secs(365 * 24 * 3600),
-                                std::time::Duration::from_millis,
-                            );
-                            run.delay(d);
-                        }
-                        FaultKind::HttpError | FaultKind::SlowHeaders => {}
-                    }
-                }
-            }
-        }
-        if let Some(ms) = slow_headers {
-            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-        }
-        let r = collect(&run, text, Instant::now());
-        run.finish(Outcome::Done, None);
-        r
-    }
 }
 
 /// `POST /api/generate`.
@@ -563,38 +324,31 @@ async fn generate_inner(
             GenerateLoad { model: &model_s, created_at: now_stamp(s), response: "", done: true, done_reason: "load" };
         return Ok(json_response(StatusCode::OK, &body));
     }
-    let scripted = pick_script(s, &model, "/api/generate", trace.as_ref())?;
     let rendered = match (&system, raw) {
         (Some(sys), false) => format!("{sys}\n{prompt}{suffix}"),
         _ => format!("{prompt}{suffix}"),
     };
-    let plan = Plan::new(&PlanInput {
-        sim_seed: s.shared.cfg.seed,
-        time_scale: s.shared.cfg.time_scale,
-        model: &model,
+    let prompt_tokens = crate::generation::prompt_tokens(&model, &rendered, !raw, images);
+    let context_ids: Option<Vec<u32>> =
+        (!raw).then(|| crate::tokens::token_ids(&rendered, prompt_tokens, 32_000).collect());
+    let g = Generation {
+        endpoint: "/api/generate",
+        model,
         rendered: &rendered,
         templated: !raw,
         images,
         options: &options,
+        shift: c.shift,
+        keep_alive: c.keep_alive,
         default_temperature: 0.8,
         format,
         tools: &[],
         last_role: None,
-        scripted,
-    });
-    let context_ids: Option<Vec<u32>> =
-        (!raw).then(|| crate::tokens::token_ids(&rendered, plan.prompt_tokens, 32_000).collect());
-    let job = job(s, model, &options, c.shift, c.keep_alive, plan, arrival);
-    let fault = pick_fault(
-        s,
-        &job.model,
-        "/api/generate",
-        trace.as_ref().unwrap_or_else(|| unreachable!("the trace is taken once")),
-    )?;
-    let t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
-    let run = Running::start(job, t).await?;
+        arrival,
+    };
+    let Started { run, fault, .. } = pipeline::start(s, g, trace).await?;
     let wire = Wire::Generate { model: model_s.clone(), context: context_ids.clone() };
-    Ok(respond(run, wire, c.stream, fault, move |run, text, now| {
+    Ok(pipeline::respond(run, wire, c.stream, fault, move |run, text, now| {
         let metrics = run.metrics(now);
         let ctx: Option<Vec<u32>> = context_ids.map(|mut c| {
             c.extend(run.output_ids());
@@ -762,34 +516,25 @@ async fn chat_inner(
         let c = conversation(&messages);
         t.with(|r| r.conversation = Some(c));
     }
-    let scripted = pick_script(s, &model, "/api/chat", trace.as_ref())?;
     let rendered = render_messages(&messages);
-    let images = messages.iter().map(|m| m.images).sum();
-    let plan = Plan::new(&PlanInput {
-        sim_seed: s.shared.cfg.seed,
-        time_scale: s.shared.cfg.time_scale,
-        model: &model,
+    let g = Generation {
+        endpoint: "/api/chat",
+        model,
         rendered: &rendered,
         templated: true,
-        images,
+        images: messages.iter().map(|m| m.images).sum(),
         options: &options,
+        shift: c.shift,
+        keep_alive: c.keep_alive,
         default_temperature: 0.8,
         format,
         tools: &tools,
         last_role: messages.last().map(|m| m.role.as_str()),
-        scripted,
-    });
-    let job = job(s, model, &options, c.shift, c.keep_alive, plan, arrival);
-    let fault = pick_fault(
-        s,
-        &job.model,
-        "/api/chat",
-        trace.as_ref().unwrap_or_else(|| unreachable!("the trace is taken once")),
-    )?;
-    let t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
-    let run = Running::start(job, t).await?;
+        arrival,
+    };
+    let Started { run, fault, .. } = pipeline::start(s, g, trace).await?;
     let wire = Wire::Chat { model: model_s.clone() };
-    Ok(respond(run, wire, c.stream, fault, move |run, text, now| {
+    Ok(pipeline::respond(run, wire, c.stream, fault, move |run, text, now| {
         let metrics = run.metrics(now);
         let created_at = run.created_at(now);
         // Calls are collected only when the request offered tools (writeChatResponse).

@@ -3,15 +3,14 @@
 //! ones (`stream` defaults to false, `temperature` and `top_p` to 1.0, `max_tokens` becomes
 //! `num_predict`) and errors are wrapped in OpenAI's error object.
 
-use super::native::{self, ChatMessage, Peer, begin_trace, job, render_messages, traced};
+use super::native::{self, ChatMessage, Peer, render_messages};
+use super::pipeline::{self, Generation, Started, begin_trace, traced};
 use super::{AppState, body_bytes, bytes_response};
 use crate::clock::unix_seconds;
 use crate::error::ApiError;
-use crate::generation::{Plan, PlanInput, Running};
 use crate::names::Name;
 use crate::request::{Fields, Options, decode_body};
 use crate::tokens::OutputFormat;
-use crate::trace::TraceGuard;
 use crate::wire::{Usage, Wire, to_go_json};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -187,35 +186,27 @@ pub(crate) async fn chat_completions(
         if offered > 0 && !model.spec.has("tools") {
             return Err(ApiError::bad_request(format!("{} does not support tools", model.name.full())));
         }
-        let scripted = native::pick_script(&s, &model, "/v1/chat/completions", trace.as_ref())?;
         let rendered = render_messages(&messages);
-        let plan = Plan::new(&PlanInput {
-            sim_seed: s.shared.cfg.seed,
-            time_scale: s.shared.cfg.time_scale,
-            model: &model,
+        let g = Generation {
+            endpoint: "/v1/chat/completions",
+            model,
             rendered: &rendered,
             templated: true,
             images: messages.iter().map(|m| m.images).sum(),
             options: &options,
+            shift: true,
+            keep_alive: None,
             default_temperature: 1.0,
             format,
             tools: &tools,
             last_role: messages.last().map(|m| m.role.as_str()),
-            scripted,
-        });
-        let id = format!("chatcmpl-{}", plan.seed % 999);
-        let job = job(&s, model, &options, true, None, plan, arrival);
-        let fault = native::pick_fault(
-            &s,
-            &job.model,
-            "/v1/chat/completions",
-            trace.as_ref().unwrap_or_else(|| unreachable!("the trace was begun")),
-        )?;
-        let t = take(&mut trace);
-        let run = Running::start(job, t).await?;
+            arrival,
+        };
+        let Started { run, fault, seed } = pipeline::start(&s, g, &mut trace).await?;
+        let id = format!("chatcmpl-{}", seed % 999);
         let created = unix_seconds(run.stamp(Instant::now()));
         let wire = Wire::OpenAiChat { id: id.clone(), model: model_s.clone(), created, include_usage: usage };
-        Ok(native::respond(run, wire, stream, fault, move |run, text, now| {
+        Ok(pipeline::respond(run, wire, stream, fault, move |run, text, now| {
             let m = run.metrics(now);
             let calls = run.tool_calls_so_far();
             v1_json(&ChatCompletion {
@@ -242,9 +233,6 @@ pub(crate) async fn chat_completions(
     traced(&mut trace, r).map_err(ApiError::openai)
 }
 
-fn take(t: &mut Option<TraceGuard>) -> TraceGuard {
-    t.take().unwrap_or_else(|| unreachable!("the trace is begun before the generation starts"))
-}
 
 #[derive(Serialize)]
 struct TextChoice<'a> {
@@ -291,34 +279,26 @@ pub(crate) async fn completions(
         if !model.spec.has("completion") {
             return Err(ApiError::bad_request(format!("\"{model_s}\" does not support generate")));
         }
-        let scripted = native::pick_script(&s, &model, "/v1/completions", trace.as_ref())?;
         let rendered = format!("{prompt}{suffix}");
-        let plan = Plan::new(&PlanInput {
-            sim_seed: s.shared.cfg.seed,
-            time_scale: s.shared.cfg.time_scale,
-            model: &model,
+        let g = Generation {
+            endpoint: "/v1/completions",
+            model,
             rendered: &rendered,
             templated: true,
             images: 0,
             options: &options,
+            shift: true,
+            keep_alive: None,
             default_temperature: 1.0,
             format: OutputFormat::Prose,
             tools: &[],
             last_role: None,
-            scripted,
-        });
-        let id = format!("cmpl-{}", plan.seed % 999);
-        let job = job(&s, model, &options, true, None, plan, arrival);
-        let fault = native::pick_fault(
-            &s,
-            &job.model,
-            "/v1/completions",
-            trace.as_ref().unwrap_or_else(|| unreachable!("the trace was begun")),
-        )?;
-        let t = take(&mut trace);
-        let run = Running::start(job, t).await?;
+            arrival,
+        };
+        let Started { run, fault, seed } = pipeline::start(&s, g, &mut trace).await?;
+        let id = format!("cmpl-{}", seed % 999);
         let wire = Wire::OpenAiCompletion { id: id.clone(), model: model_s.clone(), include_usage: usage };
-        Ok(native::respond(run, wire, stream, fault, move |run, text, now| {
+        Ok(pipeline::respond(run, wire, stream, fault, move |run, text, now| {
             let m = run.metrics(now);
             v1_json(&Completion {
                 id,
