@@ -64,7 +64,7 @@ pub struct CellChange {
 }
 
 fn runs<'a>(r: &'a Results, rt: &str, sc: &str) -> Vec<&'a RunResult> {
-    r.runs.iter().filter(|x| x.runtime == rt && x.scenario == sc).collect()
+    r.runs.iter().filter(|x| x.runtime == rt && x.scenario == sc && x.verdict != Verdict::Failed).collect()
 }
 
 /// Verdicts ordered from best to worst, for "did it get worse". A cell that became

@@ -2,8 +2,10 @@
 //!
 //! Exit codes: 0 when it ran (whatever the verdicts), 2 for bad arguments, 1 when it could not
 //! run (a server unreachable, a runtime that does not start, results that cannot be written,
-//! unreadable reports); `compare` exits 3 when a cell regressed; `exec` passes the command's
-//! own non-zero exit code through, and exits 4 when `--expect` does not match the verdict.
+//! unreadable reports); `matrix` and `run` exit 5 when they ran to the end but some runs failed
+//! (a call failed or timed out: those runs are reported and left out of every figure);
+//! `compare` exits 3 when a cell regressed; `exec` passes the command's own non-zero exit code
+//! through, and exits 4 when `--expect` does not match the verdict.
 
 use clap::{Args, Parser, Subcommand};
 use harness::matrix::{self, MatrixPlan, Progress, Target};
@@ -510,6 +512,14 @@ fn execute(p: MatrixPlan) -> ExitCode {
                 started.elapsed().as_secs_f64(),
                 p.out.as_ref().map_or(String::new(), |d| format!("; results in {}", d.display()))
             );
+            let failed = results.runs.iter().filter(|r| r.verdict == harness::verdict::Verdict::Failed).count();
+            if failed > 0 {
+                eprintln!(
+                    "harness: {failed} of {} runs failed (left out of the figures; see each cell's reason)",
+                    results.runs.len()
+                );
+                return ExitCode::from(5);
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {

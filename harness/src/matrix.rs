@@ -248,7 +248,8 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
                 let mut ds = Vec::new();
                 for _ in 0..plan.solo_runs.max(1) {
                     let recs = exec.run(&job(&d, vec![a.clone()], Duration::ZERO, plan.timeout));
-                    if let Some(r) = recs.first() {
+                    // A failed solo run is no baseline: its duration is the failure's.
+                    if let Some(r) = recs.first().filter(|r| r.calls.iter().all(|c| c.error.is_none())) {
                         ds.push(duration_s(r));
                         // The mean gap of each call (first to last token over the gaps), not
                         // every gap: tokens that arrive bunched in one read would make the

@@ -98,6 +98,10 @@ pub struct CellSummary {
     pub cause: Option<sim_ollama::judge::Cause>,
     /// Runs per verdict.
     pub verdicts: std::collections::BTreeMap<String, usize>,
+    /// Runs that failed (a call failed, or nothing to judge them by): excluded from every
+    /// figure above but counted here and in `runs`.
+    #[serde(default)]
+    pub failed_runs: usize,
     /// Cohen's d of this cell's true efficiency against the same scenario's `tokio-default`
     /// cell (absent for that cell, or when it did not run).
     #[serde(default)]
@@ -142,7 +146,12 @@ impl Default for VerdictBands {
 }
 
 /// Summarises the runs of one cell.
-pub fn summarize_cell(runtime: &str, scenario: &str, control: Option<&str>, runs: &[&RunResult]) -> CellSummary {
+pub fn summarize_cell(runtime: &str, scenario: &str, control: Option<&str>, all: &[&RunResult]) -> CellSummary {
+    // Failed runs are no evidence: their figures are left out, their number and first reason
+    // are told. A cell whose every run failed is failed.
+    let runs: Vec<&RunResult> = all.iter().copied().filter(|r| r.verdict != Verdict::Failed).collect();
+    let failed: Vec<&RunResult> = all.iter().copied().filter(|r| r.verdict == Verdict::Failed).collect();
+    let runs = &runs[..];
     let f = |g: fn(&RunResult) -> f64| summarize(&runs.iter().map(|r| g(r)).collect::<Vec<_>>());
     let calls: Vec<&CallMetrics> = runs.iter().flat_map(|r| r.calls.iter()).collect();
     let col = |g: fn(&CallMetrics) -> Option<f64>| calls.iter().filter_map(|c| g(c)).collect::<Vec<f64>>();
@@ -156,28 +165,38 @@ pub fn summarize_cell(runtime: &str, scenario: &str, control: Option<&str>, runs
     });
     let median = sorted.get(sorted.len().saturating_sub(1) / 2);
     let mut verdicts = std::collections::BTreeMap::new();
-    for r in runs {
+    for r in all {
         *verdicts.entry(r.verdict.to_string()).or_insert(0) += 1;
+    }
+    let mut reason = median.map_or_else(|| failed.first().map_or_else(String::new, |r| r.reason.clone()), |r| r.reason.clone());
+    if median.is_some() && !failed.is_empty() {
+        reason.push_str(&format!(
+            " ({} of {} runs failed and are left out: {})",
+            failed.len(),
+            all.len(),
+            failed[0].reason
+        ));
     }
     CellSummary {
         runtime: runtime.to_string(),
         scenario: scenario.to_string(),
         control: control.map(str::to_string),
-        runs: runs.len(),
+        runs: all.len(),
         efficiency_true: f(|r| r.efficiency_true),
         efficiency_apparent: f(|r| r.efficiency_apparent),
         speedup: f(|r| r.speedup),
         saving: f(|r| r.saving),
         wall_s: f(|r| r.wall_s),
-        time_scale: runs.first().map_or(1.0, |r| r.time_scale),
+        time_scale: all.first().map_or(1.0, |r| r.time_scale),
         ttft_ms_p50: percentile(&col(|c| c.ttft_ms), 0.5),
         itl_ms_p50: percentile(&col(|c| c.itl_p50_ms), 0.5),
         itl_ms_p99: percentile(&col(|c| c.itl_p99_ms), 0.99),
         tok_per_s_p50: percentile(&col(|c| c.tok_per_s), 0.5),
         verdict: median.map_or(Verdict::Failed, |r| r.verdict),
-        reason: median.map_or_else(String::new, |r| r.reason.clone()),
+        reason,
         cause: median.and_then(|r| r.judge.as_ref()).map(|j| j.cause),
         verdicts,
+        failed_runs: failed.len(),
         effect_size_vs_tokio_default: None,
     }
 }
@@ -188,7 +207,11 @@ pub const EFFECT_BASELINE: &str = "tokio-default";
 /// Fills every cell's effect size against the same scenario's baseline cell.
 pub fn fill_effect_sizes(r: &mut Results) {
     let eff = |rt: &str, sc: &str| -> Vec<f64> {
-        r.runs.iter().filter(|x| x.runtime == rt && x.scenario == sc).map(|x| x.efficiency_true).collect()
+        r.runs
+            .iter()
+            .filter(|x| x.runtime == rt && x.scenario == sc && x.verdict != Verdict::Failed)
+            .map(|x| x.efficiency_true)
+            .collect()
     };
     let sizes: Vec<Option<f64>> = r
         .summary
@@ -497,6 +520,28 @@ mod tests {
         let none = run(f64::NAN, Verdict::Inconclusive);
         let c = summarize_cell("r", "s", None, &[&good, &none]);
         assert_eq!(c.verdict, Verdict::Inconclusive);
+    }
+
+    /// Issue 14: a run with a failed call used to count: its 0.1 ms made the cell's figures
+    /// absurd (a saving of -17,999.8 %). Failed runs are counted and told, never averaged.
+    #[test]
+    fn failed_runs_are_left_out_of_a_cells_figures_and_told() {
+        let good = run(0.95, Verdict::Parallel);
+        let mut bad = run(-179.998, Verdict::Failed);
+        bad.efficiency_true = 0.0001;
+        bad.reason = "1 of 2 agents failed (b: HTTP 500)".into();
+        let c = summarize_cell("r", "s", None, &[&good, &bad, &good.clone()]);
+        assert_eq!(c.verdict, Verdict::Parallel, "{}", c.reason);
+        assert_eq!((c.runs, c.failed_runs), (3, 1));
+        assert!((c.saving.mean - 0.95).abs() < 1e-9, "the failed run's saving is left out: {:?}", c.saving);
+        assert!((c.efficiency_true.mean - 0.5).abs() < 1e-9);
+        assert!(c.reason.contains("1 of 3 runs failed and are left out: 1 of 2 agents failed (b: HTTP 500)"), "{}", c.reason);
+        assert_eq!(c.verdicts.get("failed"), Some(&1));
+        // Every run failed: the cell failed, with the first run's reason.
+        let c = summarize_cell("r", "s", None, &[&bad]);
+        assert_eq!(c.verdict, Verdict::Failed);
+        assert_eq!(c.reason, "1 of 2 agents failed (b: HTTP 500)");
+        assert!(c.saving.mean.is_nan());
     }
 
     #[test]

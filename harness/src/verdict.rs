@@ -52,6 +52,18 @@ fn effs(e: &Efficiency) -> String {
     )
 }
 
+/// Why a run with a failed call is not judged (issue 14: a failed call's duration is no
+/// evidence of concurrency, and figures computed with it mislead), or `None` when every call
+/// succeeded.
+fn failed_reason(agents: &[AgentRecord]) -> Option<String> {
+    let (n, who, err) = failures(agents)?;
+    Some(if n == agents.len() {
+        format!("every agent failed ({n}); {who}: {err}")
+    } else {
+        format!("{n} of {} agents failed ({who}: {err}): a run with a failed call is not judged", agents.len())
+    })
+}
+
 /// The first failed call of a run, if any: (agents that failed, the first one's name and error).
 fn failures(agents: &[AgentRecord]) -> Option<(usize, String, String)> {
     let failed: Vec<&AgentRecord> = agents.iter().filter(|a| a.calls.iter().any(|c| c.error.is_some())).collect();
@@ -82,35 +94,31 @@ pub fn judge_simulated(
         }
     }
     let report = sim_ollama::judge::judge(trace, &JudgeOptions::new().client_calls(calls));
-    let mut verdict = report.verdict;
-    let mut reason = format!("{} ({})", report.reason, effs(e));
-    if let Some((n, who, err)) = failures(agents) {
-        if n == agents.len() {
-            verdict = Verdict::Failed;
-            reason = format!("every agent failed; {who}: {err}");
-        } else {
-            reason.push_str(&format!("; {n} of {} agents failed ({who}: {err})", agents.len()));
-        }
+    if let Some(failed) = failed_reason(agents) {
+        return (Verdict::Failed, failed, report);
     }
-    (verdict, reason, report)
+    (report.verdict, format!("{} ({})", report.reason, effs(e)), report)
 }
 
 /// Judges a live run (no server trace): from the efficiencies against the measured solo
 /// baselines and whether the calls overlapped as the client saw them.
 pub fn judge_live(e: &Efficiency, agents: &[AgentRecord]) -> (Verdict, String) {
-    if let Some((n, who, err)) = failures(agents).filter(|f| f.0 == agents.len()) {
-        return (Verdict::Failed, format!("every agent failed ({n}); {who}: {err}"));
+    if let Some(failed) = failed_reason(agents) {
+        return (Verdict::Failed, failed);
+    }
+    if e.efficiency_true.is_nan() {
+        return (
+            Verdict::Failed,
+            "no solo baseline to judge by: an agent's solo run failed or returned nothing".to_string(),
+        );
     }
     let v = classify(e);
     let n = agents.len();
-    let mut reason = if v == Verdict::Parallel {
+    let reason = if v == Verdict::Parallel {
         format!("{n} agents overlapped: {}", effs(e))
     } else {
         client_reason(agents, &effs(e))
     };
-    if let Some((k, who, err)) = failures(agents) {
-        reason.push_str(&format!("; {k} of {n} agents failed ({who}: {err})"));
-    }
     (v, reason)
 }
 

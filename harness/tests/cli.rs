@@ -252,3 +252,22 @@ fn exec_passes_the_commands_own_failure_through() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot run"));
 }
+
+/// Issue 14: a matrix whose runs had failed calls used to exit 0. Against two live servers of
+/// which one answers every generation with a 500 (a fault rule on a simulator's second
+/// instance), the matrix runs to the end, reports the failure, and exits 5.
+#[test]
+fn a_matrix_with_failed_runs_runs_to_the_end_and_exits_5() {
+    let fault: sim_ollama::FaultRule =
+        serde_json::from_value(serde_json::json!({"kind": "http_error", "status": 500, "instance": 1})).unwrap();
+    let sim = sim_ollama::SimBuilder::new().instances(2).time_scale(0.02).fault(fault).start().unwrap();
+    let out = harness()
+        .args(["run", "--runtime", "tokio-default", "--scenario", "deploy_dual_two_devices", "--model", "gemma3", "--endpoints"])
+        .arg(sim.urls().join(","))
+        .output()
+        .expect("runs");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(5), "{stdout}\n{stderr}");
+    assert!(stderr.contains("runs failed"), "{stderr}");
+    assert!(stdout.contains("failed") && stdout.contains("HTTP 500"), "{stdout}");
+}

@@ -138,6 +138,11 @@ fn failing_servers_give_clear_errors_and_keep_the_other_agents_results() {
             let healthy = run.calls.iter().find(|c| c.instance == 0).expect("the healthy agent's call is kept");
             assert!(healthy.error.is_none() && healthy.tokens > 0, "{what}: {healthy:?}");
             assert!(run.reason.contains("1 of 2 agents failed"), "{what}: {}", run.reason);
+            // Issue 14: a run with a failed call is failed, not judged on a failure's timings.
+            assert_eq!(run.verdict, Verdict::Failed, "{what}: {}", run.reason);
+        }
+        for c in &r.summary {
+            assert_eq!((c.verdict, c.failed_runs), (Verdict::Failed, c.runs), "{what}: {}", c.reason);
         }
     }
 }
