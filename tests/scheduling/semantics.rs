@@ -62,14 +62,20 @@ async fn two_slots_overlap_two_requests() -> Result {
 async fn a_different_num_ctx_reloads_after_in_flight_requests_and_sampling_options_do_not() -> Result {
     let sim = SimBuilder::new().time_scale(0.1).start()?;
     let u = sim.url();
-    let with = |ctx: u32, temp: f64, n: u32| json!({"model": "llama3.2:1b", "prompt": "x", "options": {"num_ctx": ctx, "temperature": temp, "num_predict": n}});
+    let with = |ctx: u32, temp: f64, n: u32| json!({"model": "llama3.2:1b", "prompt": "x", "options": {"num_ctx": ctx, "temperature": temp, "num_predict": n, "sim_tokens": n}});
     load(u, "llama3.2:1b", json!({"num_ctx": 2048})).await;
-    // A long request holds the runner while another asks for num_ctx 4096.
-    let (a, b) = tokio::join!(generate(u, "a", with(2048, 0.8, 60)), async {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    // A long request holds the runner while another asks for num_ctx 4096. The second is sent
+    // once the server reports the first active (not after a fixed sleep: on a loaded machine
+    // the first had once finished before a 20 ms sleep ended, and the second simply loaded).
+    let (a, b) = tokio::join!(generate(u, "a", with(2048, 0.8, 600)), async {
+        let t0 = std::time::Instant::now();
+        while sim.metrics().instances[0].active == 0 {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(10), "the first request never started");
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
         generate(u, "b", with(4096, 0.8, 5)).await
     });
-    assert_eq!(a["eval_count"], 60);
+    assert_eq!(a["eval_count"], 600);
     let t = sim.trace();
     let (ra, rb) = (by_agent(&t, "a"), by_agent(&t, "b"));
     assert!(
