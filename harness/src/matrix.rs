@@ -178,7 +178,8 @@ fn warm_up(exec: &mut dyn Executor, d: &Deployment, agents: &[AgentPlan], timeou
         }
         seen.push(key);
         let mut w = a.clone();
-        w.calls = vec![crate::workload::Call { tokens: 1, local_work_ms: 0.0, tool_work_ms: None, ..a.calls[0].clone() }];
+        w.calls =
+            vec![crate::workload::Call { tokens: 1, local_work_ms: 0.0, tool_work_ms: None, ..a.calls[0].clone() }];
         exec.run(&job(d, vec![w], Duration::ZERO, timeout));
     }
 }

@@ -168,7 +168,8 @@ pub fn summarize_cell(runtime: &str, scenario: &str, control: Option<&str>, all:
     for r in all {
         *verdicts.entry(r.verdict.to_string()).or_insert(0) += 1;
     }
-    let mut reason = median.map_or_else(|| failed.first().map_or_else(String::new, |r| r.reason.clone()), |r| r.reason.clone());
+    let mut reason =
+        median.map_or_else(|| failed.first().map_or_else(String::new, |r| r.reason.clone()), |r| r.reason.clone());
     if median.is_some() && !failed.is_empty() {
         reason.push_str(&format!(
             " ({} of {} runs failed and are left out: {})",
@@ -535,7 +536,11 @@ mod tests {
         assert_eq!((c.runs, c.failed_runs), (3, 1));
         assert!((c.saving.mean - 0.95).abs() < 1e-9, "the failed run's saving is left out: {:?}", c.saving);
         assert!((c.efficiency_true.mean - 0.5).abs() < 1e-9);
-        assert!(c.reason.contains("1 of 3 runs failed and are left out: 1 of 2 agents failed (b: HTTP 500)"), "{}", c.reason);
+        assert!(
+            c.reason.contains("1 of 3 runs failed and are left out: 1 of 2 agents failed (b: HTTP 500)"),
+            "{}",
+            c.reason
+        );
         assert_eq!(c.verdicts.get("failed"), Some(&1));
         // Every run failed: the cell failed, with the first run's reason.
         let c = summarize_cell("r", "s", None, &[&bad]);

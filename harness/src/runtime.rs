@@ -116,7 +116,9 @@ pub const VARIANTS: &[VariantInfo] = &[
         name: "ctl-blocking-sleep",
         runtime: "tokio current-thread, LocalSet",
         http: "reqwest",
-        control: Some("std::thread::sleep for each token (twice the token time) inside async code on a single-threaded executor"),
+        control: Some(
+            "std::thread::sleep for each token (twice the token time) inside async code on a single-threaded executor",
+        ),
     },
     VariantInfo {
         name: "ctl-block-on",

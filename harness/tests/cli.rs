@@ -262,7 +262,16 @@ fn a_matrix_with_failed_runs_runs_to_the_end_and_exits_5() {
         serde_json::from_value(serde_json::json!({"kind": "http_error", "status": 500, "instance": 1})).unwrap();
     let sim = sim_ollama::SimBuilder::new().instances(2).time_scale(0.02).fault(fault).start().unwrap();
     let out = harness()
-        .args(["run", "--runtime", "tokio-default", "--scenario", "deploy_dual_two_devices", "--model", "gemma3", "--endpoints"])
+        .args([
+            "run",
+            "--runtime",
+            "tokio-default",
+            "--scenario",
+            "deploy_dual_two_devices",
+            "--model",
+            "gemma3",
+            "--endpoints",
+        ])
         .arg(sim.urls().join(","))
         .output()
         .expect("runs");

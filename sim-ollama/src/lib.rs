@@ -62,10 +62,10 @@ mod wire;
 
 pub use config::{ConfigError, ConfigFile, DeviceSpec, InstanceSpec, ModelSpec, Profile, Replay};
 pub use faults::{FaultKind, FaultRule};
-pub use script::{ScriptRule, ScriptedCall, ScriptedError};
 pub use judge::{JudgeOptions, Report, Verdict};
 pub use keepalive::KeepAlive;
 pub use metrics::LatenessSummary;
 pub use routes::sim::{DeviceMetrics, InstanceMetrics, LoadedMetrics, SimMetrics};
+pub use script::{ScriptRule, ScriptedCall, ScriptedError};
 pub use server::{NotIdle, SimBuilder, SimHandle, StartError, parse_ollama_host};
 pub use trace::{Conversation, Outcome, RequestTrace, TraceSnapshot, Wait, WaitReason};

@@ -224,8 +224,16 @@ const INT_OPTIONS: &[&str] = &[
     "num_thread",
     "draft_num_predict",
 ];
-const FLOAT_OPTIONS: &[&str] =
-    &["typical_p", "top_p", "min_p", "temperature", "repeat_penalty", "presence_penalty", "frequency_penalty", "sim_tool_call_probability"];
+const FLOAT_OPTIONS: &[&str] = &[
+    "typical_p",
+    "top_p",
+    "min_p",
+    "temperature",
+    "repeat_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "sim_tool_call_probability",
+];
 
 impl Options {
     /// Reads an options map. Errors are 500, as the real server's scheduler returns them.

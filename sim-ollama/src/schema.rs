@@ -113,8 +113,10 @@ impl Synth<'_> {
     }
 
     fn object(&mut self, s: &Map<String, Value>, depth: usize) -> Value {
-        let required: Vec<&str> =
-            s.get("required").and_then(Value::as_array).map_or(Vec::new(), |r| r.iter().filter_map(Value::as_str).collect());
+        let required: Vec<&str> = s
+            .get("required")
+            .and_then(Value::as_array)
+            .map_or(Vec::new(), |r| r.iter().filter_map(Value::as_str).collect());
         let mut out = Map::new();
         if let Some(Value::Object(props)) = s.get("properties") {
             for (k, sub) in props {
@@ -211,7 +213,12 @@ impl Synth<'_> {
         let text = match s.get("format").and_then(Value::as_str) {
             Some("date") => format!("2026-{:02}-{:02}", self.rng.random_range(1..=12), self.rng.random_range(1..=28)),
             Some("time") => {
-                format!("{:02}:{:02}:{:02}Z", self.rng.random_range(0..24), self.rng.random_range(0..60), self.rng.random_range(0..60))
+                format!(
+                    "{:02}:{:02}:{:02}Z",
+                    self.rng.random_range(0..24),
+                    self.rng.random_range(0..60),
+                    self.rng.random_range(0..60)
+                )
             }
             Some("date-time") => format!(
                 "2026-{:02}-{:02}T{:02}:{:02}:{:02}Z",
@@ -365,13 +372,16 @@ mod tests {
     /// Schemas built from the keywords this module honours, nested.
     fn schemas() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
-            (proptest::option::of(0u64..5), proptest::option::of(5u64..40))
-                .prop_map(|(lo, hi)| {
-                    let mut s = json!({"type": "string"});
-                    if let Some(l) = lo { s["minLength"] = json!(l); }
-                    if let Some(h) = hi { s["maxLength"] = json!(h); }
-                    s
-                }),
+            (proptest::option::of(0u64..5), proptest::option::of(5u64..40)).prop_map(|(lo, hi)| {
+                let mut s = json!({"type": "string"});
+                if let Some(l) = lo {
+                    s["minLength"] = json!(l);
+                }
+                if let Some(h) = hi {
+                    s["maxLength"] = json!(h);
+                }
+                s
+            }),
             (-50i64..50, 0i64..100, proptest::bool::ANY).prop_map(|(lo, span, excl)| {
                 if excl {
                     json!({"type": "integer", "exclusiveMinimum": lo, "exclusiveMaximum": lo + span + 2})
@@ -380,7 +390,8 @@ mod tests {
                 }
             }),
             (1i64..10).prop_map(|m| json!({"type": "integer", "multipleOf": m, "minimum": 3, "maximum": 200})),
-            (-10.0f64..10.0, 0.5f64..50.0).prop_map(|(lo, span)| json!({"type": "number", "minimum": lo, "maximum": lo + span})),
+            (-10.0f64..10.0, 0.5f64..50.0)
+                .prop_map(|(lo, span)| json!({"type": "number", "minimum": lo, "maximum": lo + span})),
             Just(json!({"type": "boolean"})),
             Just(json!({"type": ["string", "null"]})),
             Just(json!({"enum": ["a", 1, null, {"k": true}]})),
@@ -390,7 +401,11 @@ mod tests {
         ];
         leaf.prop_recursive(4, 32, 5, |inner| {
             prop_oneof![
-                (proptest::collection::vec(inner.clone(), 1..5), proptest::collection::vec(proptest::bool::ANY, 5), proptest::bool::ANY)
+                (
+                    proptest::collection::vec(inner.clone(), 1..5),
+                    proptest::collection::vec(proptest::bool::ANY, 5),
+                    proptest::bool::ANY
+                )
                     .prop_map(|(props, req, closed)| {
                         let mut p = Map::new();
                         let mut r = Vec::new();

@@ -220,9 +220,14 @@ mod tests {
     fn bad_rules_are_refused() {
         let none = ScriptRule::default();
         assert!(none.validate().is_err());
-        let two = ScriptRule { text: Some("x".into()), error: Some(ScriptedError { status: 500, message: "m".into() }), ..ScriptRule::default() };
+        let two = ScriptRule {
+            text: Some("x".into()),
+            error: Some(ScriptedError { status: 500, message: "m".into() }),
+            ..ScriptRule::default()
+        };
         assert!(two.validate().is_err());
-        let status = ScriptRule { error: Some(ScriptedError { status: 200, message: "m".into() }), ..ScriptRule::default() };
+        let status =
+            ScriptRule { error: Some(ScriptedError { status: 200, message: "m".into() }), ..ScriptRule::default() };
         assert!(status.validate().is_err());
         let zero = ScriptRule { call: Some(0), text: Some("x".into()), ..ScriptRule::default() };
         assert!(zero.validate().is_err());

@@ -538,7 +538,9 @@ mod tests {
 
     #[test]
     fn pieces_put_a_text_back_together_at_about_its_token_count() {
-        for text in ["{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}", "  two  spaces, and punctuation!", ""] {
+        for text in
+            ["{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}", "  two  spaces, and punctuation!", ""]
+        {
             let p = pieces_of(text);
             assert_eq!(p.concat(), text);
             assert!(p.len().abs_diff(count_tokens(text) as usize) <= 2, "{p:?} against {}", count_tokens(text));

@@ -22,7 +22,8 @@ fn fixture(name: &str) -> String {
 /// into a temporary directory and moves it into place).
 fn python() -> String {
     let py = root().join("target/pyclients/bin/python");
-    let ok = |p: &Path| Command::new(p).args(["-c", "import ollama, httpx, openai"]).status().is_ok_and(|s| s.success());
+    let ok =
+        |p: &Path| Command::new(p).args(["-c", "import ollama, httpx, openai"]).status().is_ok_and(|s| s.success());
     if !ok(&py) {
         let lock = root().join("target/pyclients.lock");
         // One installer at a time: mkdir is atomic.

@@ -36,7 +36,8 @@ fn a_tool_loop_agent_sends_the_tool_result_back_and_gets_an_answer() {
         assert_eq!(a.calls[1].eval_count, Some(expected[0]));
         assert_eq!(a.calls[3].eval_count, Some(expected[1]));
         // The server saw the follow-up as the same conversation, one turn on.
-        let mine: Vec<_> = trace.requests.iter().filter(|r| r.agent_label.as_deref() == Some(a.name.as_str())).collect();
+        let mine: Vec<_> =
+            trace.requests.iter().filter(|r| r.agent_label.as_deref() == Some(a.name.as_str())).collect();
         assert_eq!(mine.len(), 4);
         let (first, second) = (mine[0].conversation.as_ref().unwrap(), mine[1].conversation.as_ref().unwrap());
         assert_eq!(second.parent.as_ref(), Some(&first.key), "the follow-up carries the first call's history");

@@ -95,7 +95,12 @@ fn the_script_applies_on_v1_and_num_predict_cuts_a_scripted_text() {
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["choices"][0]["message"]["content"], "one two three");
     assert_eq!(v["choices"][0]["finish_reason"], "length");
-    let (_, text) = chat(&sim, "/v1/chat/completions", "a", &json!({"model": "llama3.2:1b", "messages": [{"role": "user", "content": "x"}]}));
+    let (_, text) = chat(
+        &sim,
+        "/v1/chat/completions",
+        "a",
+        &json!({"model": "llama3.2:1b", "messages": [{"role": "user", "content": "x"}]}),
+    );
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
     assert_eq!(v["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], r#"{"x":1}"#);
@@ -119,7 +124,13 @@ fn the_script_is_replaced_at_run_time_and_bad_rules_are_refused() {
     let (status, text) = chat(&sim, "/v1/completions", "a", &json!({"model": "tiny", "prompt": "x"}));
     assert_eq!(status, 503);
     assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["error"]["message"], "busy");
-    for bad in [r#"[{"agent": "a"}]"#, r#"[{"text": "x", "error": {"status": 500, "message": "m"}}]"#, r#"[{"text": "x", "call": 0}]"#, "{", r#"[{"text": "x", "colour": 1}]"#] {
+    for bad in [
+        r#"[{"agent": "a"}]"#,
+        r#"[{"text": "x", "error": {"status": 500, "message": "m"}}]"#,
+        r#"[{"text": "x", "call": 0}]"#,
+        "{",
+        r#"[{"text": "x", "colour": 1}]"#,
+    ] {
         let r = put(bad);
         assert_eq!(r.status, 400, "{bad}: {}", r.text());
         assert!(r.text().starts_with(r#"{"error":""#), "{}", r.text());

@@ -25,7 +25,8 @@ fn tools() -> Value {
 }
 
 fn schema_of(name: &str) -> Value {
-    tools().as_array().unwrap().iter().find(|t| t["function"]["name"] == name).unwrap()["function"]["parameters"].clone()
+    tools().as_array().unwrap().iter().find(|t| t["function"]["name"] == name).unwrap()["function"]["parameters"]
+        .clone()
 }
 
 fn assert_valid(schema: &Value, doc: &Value) {
@@ -47,7 +48,10 @@ fn ndjson(text: &str) -> Vec<Value> {
 fn sse(text: &str) -> Vec<Value> {
     let events: Vec<&str> = text.split("\n\n").filter(|e| !e.is_empty()).collect();
     assert_eq!(events.last(), Some(&"data: [DONE]"), "{text}");
-    events[..events.len() - 1].iter().map(|e| serde_json::from_str(e.strip_prefix("data: ").unwrap()).unwrap()).collect()
+    events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e.strip_prefix("data: ").unwrap()).unwrap())
+        .collect()
 }
 
 fn is_call_id(id: &Value) -> bool {
@@ -119,7 +123,8 @@ fn a_native_non_streaming_answer_carries_parallel_calls_in_one_message() {
     let body = json!({"model": "llama3.2:1b", "tools": tools(), "options": {"sim_tool_calls": 3},
         "messages": [{"role": "user", "content": "Compare the weather in three cities"}]});
     let lines = ndjson(&post(&sim, "/api/chat", &body));
-    let streamed: Vec<Value> = lines.iter().filter_map(|l| l["message"]["tool_calls"].as_array()).flatten().cloned().collect();
+    let streamed: Vec<Value> =
+        lines.iter().filter_map(|l| l["message"]["tool_calls"].as_array()).flatten().cloned().collect();
     assert_eq!(&streamed, calls, "the same calls, streamed or not");
     assert_eq!(lines.len(), 4);
 }
@@ -251,7 +256,11 @@ fn frozen_clock_tool_call_streams_match_their_snapshots() {
     let sim = SimBuilder::new().seed(3).frozen_clock(true).time_scale(0.01).start().unwrap();
     let messages = json!([{"role": "user", "content": "What is the weather in Paris?"}]);
     let native = post(&sim, "/api/chat", &json!({"model": "llama3.2:1b", "messages": messages, "tools": tools()}));
-    let v1 = post(&sim, "/v1/chat/completions", &json!({"model": "llama3.2:1b", "stream": true, "messages": messages, "tools": tools()}));
+    let v1 = post(
+        &sim,
+        "/v1/chat/completions",
+        &json!({"model": "llama3.2:1b", "stream": true, "messages": messages, "tools": tools()}),
+    );
     snapshot_settings().bind(|| {
         insta::assert_snapshot!("frozen_chat_tool_call_stream", native);
         insta::assert_snapshot!("frozen_openai_tool_call_stream", v1);

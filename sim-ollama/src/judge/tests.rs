@@ -77,7 +77,11 @@ fn agents_awaited_one_after_another_are_serialized_with_hand_computed_figures() 
     assert_eq!(r.concurrency.possible, Some(3));
     // The verdict did not rest on the saving, so the summary (what snapshots keep) leaves its
     // load-dependent band out.
-    assert!(r.summary().ends_with("max in flight: 1 of 3\nsaving: n/a (no two requests overlapped)\n"), "{}", r.summary());
+    assert!(
+        r.summary().ends_with("max in flight: 1 of 3\nsaving: n/a (no two requests overlapped)\n"),
+        "{}",
+        r.summary()
+    );
 }
 
 #[test]

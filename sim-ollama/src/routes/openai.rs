@@ -233,7 +233,6 @@ pub(crate) async fn chat_completions(
     traced(&mut trace, r).map_err(ApiError::openai)
 }
 
-
 #[derive(Serialize)]
 struct TextChoice<'a> {
     text: &'a str,

@@ -4,9 +4,9 @@
 //! endpoint's wire format ([`respond`]). An endpoint is an adapter: it parses its request into
 //! a [`Generation`] and renders its answer.
 
+use super::AppState;
 use super::body::{TokenBody, write_finish, write_token};
 use super::native::Peer;
-use super::AppState;
 use crate::error::ApiError;
 use crate::faults::{FaultKind, FaultRule};
 use crate::generation::{Job, Plan, PlanInput, Running};
@@ -63,7 +63,11 @@ pub(crate) struct Started {
 /// Everything between a parsed request and its first token: the scripted answer (a scripted
 /// error is the answer), the plan, the fault, then a runner and a slot. Takes the trace (an
 /// error before it is taken is recorded by [`traced`]).
-pub(crate) async fn start(s: &AppState, g: Generation<'_>, trace: &mut Option<TraceGuard>) -> Result<Started, ApiError> {
+pub(crate) async fn start(
+    s: &AppState,
+    g: Generation<'_>,
+    trace: &mut Option<TraceGuard>,
+) -> Result<Started, ApiError> {
     let scripted = pick_script(s, &g.model, g.endpoint, trace.as_ref())?;
     let plan = Plan::new(&PlanInput {
         sim_seed: s.shared.cfg.seed,
@@ -81,7 +85,8 @@ pub(crate) async fn start(s: &AppState, g: Generation<'_>, trace: &mut Option<Tr
     });
     let seed = plan.seed;
     let job = job(s, g.model, g.options, g.shift, g.keep_alive, plan, g.arrival);
-    let fault = pick_fault(s, &job.model, g.endpoint, trace.as_ref().unwrap_or_else(|| unreachable!("the trace is begun")))?;
+    let fault =
+        pick_fault(s, &job.model, g.endpoint, trace.as_ref().unwrap_or_else(|| unreachable!("the trace is begun")))?;
     let t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
     let run = Running::start(job, t).await?;
     Ok(Started { run, fault, seed })
@@ -322,4 +327,3 @@ pub(crate) async fn respond(
         r
     }
 }
-
