@@ -164,11 +164,7 @@ impl Wire {
                 out.put_slice(b"},\"done\":false}\n");
             }
             Wire::OpenAiChat { id, model, created, .. } => {
-                chat_chunk_head(out, id, *created, model);
-                out.put_slice(b"\"choices\":[{\"index\":0,\"delta\":{");
-                if first {
-                    out.put_slice(b"\"role\":\"assistant\",");
-                }
+                chat_delta_open(out, id, *created, model, first);
                 out.put_slice(b"\"content\":");
                 write_json_str(out, piece);
                 out.put_slice(b"},\"finish_reason\":null}]}\n\n");
@@ -195,11 +191,7 @@ impl Wire {
                 out.put_slice(b"},\"done\":false}\n");
             }
             Wire::OpenAiChat { id, model, created, .. } => {
-                chat_chunk_head(out, id, *created, model);
-                out.put_slice(b"\"choices\":[{\"index\":0,\"delta\":{");
-                if first {
-                    out.put_slice(b"\"role\":\"assistant\",");
-                }
+                chat_delta_open(out, id, *created, model, first);
                 out.put_slice(b"\"content\":\"\",\"tool_calls\":");
                 write_go_json(&mut out.writer(), &openai_calls(calls));
                 out.put_slice(b"},\"finish_reason\":null}]}\n\n");
@@ -312,6 +304,15 @@ fn chat_chunk_head(out: &mut BytesMut, id: &str, created: u64, model: &str) {
     out.put_slice(b",\"model\":");
     write_json_str(out, model);
     out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",");
+}
+
+/// A `/v1` chat chunk up to the inside of its delta, with the role on the first chunk only.
+fn chat_delta_open(out: &mut BytesMut, id: &str, created: u64, model: &str, first: bool) {
+    chat_chunk_head(out, id, created, model);
+    out.put_slice(b"\"choices\":[{\"index\":0,\"delta\":{");
+    if first {
+        out.put_slice(b"\"role\":\"assistant\",");
+    }
 }
 
 /// `finish_reason` of a `/v1` chat answer: `stop` becomes `tool_calls` when the answer called

@@ -65,7 +65,7 @@ pub(crate) fn write_finish(run: &mut Running, wire: &Wire, out: &mut BytesMut) {
     let metrics = run.metrics(now);
     let ids = if matches!(wire, Wire::Generate { context: Some(_), .. }) { run.output_ids() } else { Vec::new() };
     let (created_at, created_unix) = run.created(now);
-    let called = !run.text.calls.is_empty() && run.text.calls.iter().any(|c| c.end < run.emitted());
+    let called = run.text.calls.iter().any(|c| c.end < run.emitted());
     wire.finish(out, run.done_reason(), called, &created_at, created_unix, &metrics, &ids);
     run.finish(Outcome::Done, None);
 }

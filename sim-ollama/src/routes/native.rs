@@ -480,8 +480,9 @@ async fn chat_inner(
     trace: &mut Option<TraceGuard>,
 ) -> Result<Response, ApiError> {
     let messages = parse_messages(f)?;
-    let tools = crate::tools::parse(f.array("tools", "[]api.Tool")?)?;
-    let offered = f.array("tools", "[]api.Tool")?.map_or(0, Vec::len);
+    let offered_tools = f.array("tools", "[]api.Tool")?;
+    let offered = offered_tools.map_or(0, Vec::len);
+    let tools = crate::tools::parse(offered_tools)?;
     let model = resolve(s, &model_s)?;
     let spec = &model.spec;
     if !spec.has("completion") {

@@ -169,8 +169,9 @@ pub(crate) async fn chat_completions(
         let options = options(&f)?;
         let format = response_format(&f)?;
         let usage = include_usage(&f)?;
-        let tools = crate::tools::parse(f.array("tools", "[]api.Tool")?)?;
-        let offered = f.array("tools", "[]api.Tool")?.map_or(0, Vec::len);
+        let offered_tools = f.array("tools", "[]api.Tool")?;
+        let offered = offered_tools.map_or(0, Vec::len);
+        let tools = crate::tools::parse(offered_tools)?;
         if model_s.is_empty() {
             return Err(ApiError::bad_request("model is required"));
         }
