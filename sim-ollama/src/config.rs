@@ -228,6 +228,21 @@ impl ModelSpec {
         self.capabilities.iter().any(|c| c == capability)
     }
 
+    /// What a call costs alone on an idle device, modelled milliseconds (before any time
+    /// scale): the mean overhead, the prompt's evaluation (with the chat template's tokens)
+    /// and `tokens` mean token gaps. Replayed profiles use their recorded means. Live mode
+    /// sizes local work by it (a scenario's local work keeps its share of a call).
+    pub fn solo_call_ms(&self, prompt: &str, tokens: u32) -> f64 {
+        let p = &self.profile;
+        let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
+        if let Some(r) = &p.replay {
+            return mean(&r.ttft_ms) + mean(&r.gaps_ms) * f64::from(tokens.saturating_sub(1));
+        }
+        let prompt_tokens = crate::tokens::count_tokens(prompt) + p.template_tokens;
+        let decode = if p.decode_tokens_per_s > 0.0 { 1000.0 / p.decode_tokens_per_s } else { 0.0 };
+        p.first_token_ms.mean + f64::from(prompt_tokens) / p.prompt_tokens_per_s * 1000.0 + decode * f64::from(tokens)
+    }
+
     /// The digest: configured, or a stable one derived from the name.
     pub fn digest(&self) -> String {
         self.digest.clone().unwrap_or_else(|| {
@@ -348,6 +363,9 @@ pub struct ConfigFile {
     /// Scripted turns (see [`crate::script`]).
     #[serde(default)]
     pub script: Vec<crate::script::ScriptRule>,
+    /// Noise on purpose (see [`crate::noise`]): off unless given.
+    #[serde(default)]
+    pub noise: Option<crate::noise::NoiseSpec>,
 }
 
 impl ConfigFile {
@@ -394,6 +412,7 @@ pub(crate) struct SimConfig {
     pub(crate) faults: Vec<crate::faults::FaultRule>,
     pub(crate) script: Vec<crate::script::ScriptRule>,
     pub(crate) trace_budget: usize,
+    pub(crate) noise: crate::noise::NoiseSpec,
 }
 
 /// An instance with its device index and limits resolved.
@@ -423,6 +442,7 @@ pub(crate) struct RawConfig {
     pub(crate) faults: Vec<crate::faults::FaultRule>,
     pub(crate) script: Vec<crate::script::ScriptRule>,
     pub(crate) trace_budget_mb: Option<u64>,
+    pub(crate) noise: Option<crate::noise::NoiseSpec>,
 }
 
 impl RawConfig {
@@ -537,6 +557,8 @@ impl RawConfig {
         }
         let script: Vec<_> = f.script.iter().chain(self.script.iter()).cloned().collect();
         crate::script::check(&script).map_err(invalid)?;
+        let noise = self.noise.or_else(|| f.noise.clone()).unwrap_or_default();
+        noise.validate().map_err(invalid)?;
         Ok(SimConfig {
             seed,
             time_scale,
@@ -556,6 +578,7 @@ impl RawConfig {
             worker_threads,
             faults,
             script,
+            noise,
         })
     }
 }

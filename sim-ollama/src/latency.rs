@@ -46,6 +46,8 @@ pub(crate) struct Timing {
     rng: SimRng,
     /// The first token costs no gap of its own (replayed TTFTs already include it).
     first_free: bool,
+    /// Multiplies every gap (noise, [`Timing::slow_down`]).
+    factor: f64,
 }
 
 impl Timing {
@@ -55,7 +57,7 @@ impl Timing {
             // together: the first token leaves when it ends.
             let overhead = scaled_ms(Sampler::empirical(&r.ttft_ms, 1.0).sample(&mut rng), time_scale);
             let gap = Sampler::empirical(&r.gaps_ms, 1e6 * time_scale);
-            return Timing { overhead, prompt: Duration::ZERO, gap, rng, first_free: true };
+            return Timing { overhead, prompt: Duration::ZERO, gap, rng, first_free: true, factor: 1.0 };
         }
         let prompt = scaled_ms(f64::from(prompt_tokens) / profile.prompt_tokens_per_s * 1000.0, time_scale);
         let overhead = scaled_ms(profile.first_token_ms.sampler().sample(&mut rng), time_scale);
@@ -67,7 +69,16 @@ impl Timing {
             min: None,
             max: None,
         };
-        Timing { overhead, prompt, gap: gap_spec.sampler(), rng, first_free: false }
+        Timing { overhead, prompt, gap: gap_spec.sampler(), rng, first_free: false, factor: 1.0 }
+    }
+
+    /// Multiplies all of the stream's work by `factor` (noise on purpose, [`crate::noise`]).
+    pub(crate) fn slow_down(&mut self, factor: f64) {
+        if factor.is_finite() && factor > 0.0 {
+            self.overhead = self.overhead.mul_f64(factor);
+            self.prompt = self.prompt.mul_f64(factor);
+            self.factor *= factor;
+        }
     }
 
     /// Solo work from the previous token (or the end of prompt evaluation) to the next token.
@@ -75,7 +86,7 @@ impl Timing {
         if std::mem::take(&mut self.first_free) {
             return Duration::ZERO;
         }
-        let g = self.gap.sample(&mut self.rng);
+        let g = self.gap.sample(&mut self.rng) * self.factor;
         if g.is_finite() && g > 0.0 { Duration::from_nanos(g as u64) } else { Duration::ZERO }
     }
 }

@@ -51,6 +51,11 @@ struct Args {
     /// Memory the trace may hold for finished requests, MiB (default 256; 0 keeps none).
     #[arg(long)]
     trace_budget_mb: Option<u64>,
+    /// Noise on purpose, seeded: `jitter=0.3,slow=0.05,slow_factor=3,contention=0.2`
+    /// (per-request jitter cv, hiccup probability and factor, slowdown per stream on another
+    /// device). Replaces the configuration's `[noise]`.
+    #[arg(long, value_parser = sim_ollama::NoiseSpec::parse)]
+    noise: Option<sim_ollama::NoiseSpec>,
 }
 
 fn main() -> ExitCode {
@@ -93,6 +98,9 @@ fn run(args: Args) -> Result<(), (u8, String)> {
     }
     if let Some(t) = args.time_scale {
         b = b.time_scale(t);
+    }
+    if let Some(n) = args.noise {
+        b = b.noise(n);
     }
     if args.frozen_clock {
         b = b.frozen_clock(true);

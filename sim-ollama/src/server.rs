@@ -197,6 +197,13 @@ impl SimBuilder {
         self
     }
 
+    /// Makes the server noisy on purpose: per-request jitter, hiccups and contention between
+    /// devices (see [`crate::noise`]), seeded by the master seed. Replaces the file's `[noise]`.
+    pub fn noise(mut self, noise: crate::noise::NoiseSpec) -> Self {
+        self.raw.noise = Some(noise);
+        self
+    }
+
     /// Adds a fault rule (see [`FaultRule`](crate::faults::FaultRule)).
     pub fn fault(mut self, rule: crate::faults::FaultRule) -> Self {
         self.raw.faults.push(rule);

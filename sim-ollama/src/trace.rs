@@ -395,6 +395,11 @@ impl TraceGuard {
         });
     }
 
+    /// The request's id in the trace.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
     /// The request's modelled solo work so far (see [`RequestTrace::solo_us`]).
     pub(crate) fn solo(&mut self, work: std::time::Duration) {
         self.solo_us = work.as_micros() as u64;

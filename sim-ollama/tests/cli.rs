@@ -52,6 +52,16 @@ fn bad_arguments_exit_with_2_and_a_clear_message() {
         .expect("runs");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("dual-one-device"));
+    let out = Command::new(env!("CARGO_BIN_EXE_sim-ollama"))
+        .args(["--port", "0", "--noise", "jitter=0.2,loud=1"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unknown key \"loud\""),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

@@ -18,3 +18,5 @@ mod embedding;
 mod tools;
 // Scripted turns: TOML, builder, /sim/script.
 mod script;
+// Noise on purpose: seeded jitter, hiccups, contention between devices.
+mod noise;

@@ -69,7 +69,7 @@ pub(crate) async fn start(
     trace: &mut Option<TraceGuard>,
 ) -> Result<Started, ApiError> {
     let scripted = pick_script(s, &g.model, g.endpoint, trace.as_ref())?;
-    let plan = Plan::new(&PlanInput {
+    let mut plan = Plan::new(&PlanInput {
         sim_seed: s.shared.cfg.seed,
         time_scale: s.shared.cfg.time_scale,
         model: &g.model,
@@ -84,6 +84,17 @@ pub(crate) async fn start(
         scripted,
     });
     let seed = plan.seed;
+    let noise = &s.shared.cfg.noise;
+    if noise.is_active() {
+        // Streams decoding on other devices now (instances on this one share it already).
+        let mine = s.instance.device.index;
+        let mut devices: Vec<_> = s.shared.instances.iter().map(|i| &i.device).filter(|d| d.index != mine).collect();
+        devices.sort_by_key(|d| d.index);
+        devices.dedup_by_key(|d| d.index);
+        let others: usize = devices.iter().map(|d| d.streams()).sum();
+        let id = trace.as_ref().map_or(0, |t| t.id());
+        plan.timing.slow_down(noise.factor(s.shared.cfg.seed, id, others));
+    }
     let job = job(s, g.model, g.options, g.shift, g.keep_alive, plan, g.arrival);
     let fault =
         pick_fault(s, &job.model, g.endpoint, trace.as_ref().unwrap_or_else(|| unreachable!("the trace is begun")))?;
