@@ -52,7 +52,7 @@ pub struct CallRecord {
 }
 
 impl CallRecord {
-    fn new(sent: Instant) -> Self {
+    pub(crate) fn new(sent: Instant) -> Self {
         CallRecord {
             sent,
             headers: None,

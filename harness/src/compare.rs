@@ -227,11 +227,14 @@ mod tests {
                 calls: Vec::new(),
                 judge: None,
                 time_scale: 1.0,
+                local_work_scale: 1.0,
+                saving_interval: None,
+                calls_overlapped: None,
                 timeline: None,
             })
             .collect();
         let refs: Vec<&RunResult> = runs.iter().collect();
-        let summary = vec![summarize_cell("smol", "scale_8", None, &refs)];
+        let summary = vec![summarize_cell("smol", "scale_8", None, &refs, None)];
         Results {
             schema_version: crate::report::SCHEMA_VERSION,
             mode: "simulator".into(),

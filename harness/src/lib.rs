@@ -23,6 +23,7 @@
 //! - [`record`]: per-token timings of a live server, for the simulator to replay.
 //! - [`soak`]: the reliability benchmark of a long-running simulator (`harness soak`).
 
+pub mod baseline;
 pub mod client;
 pub mod compare;
 pub mod exec;

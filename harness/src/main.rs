@@ -351,9 +351,11 @@ struct RunOptions {
     /// Time scale of the simulator (default: each scenario's, else 0.01).
     #[arg(long, value_parser = positive_finite)]
     time_scale: Option<f64>,
-    /// Solo runs per agent for the baselines (median).
-    #[arg(long, default_value_t = 1)]
-    solo_runs: usize,
+    /// Solo rounds per cell for the baselines (each agent's median is its baseline). Default:
+    /// 1 on the simulator; in live mode one before every run and one after the last (at
+    /// least 3), spread among the runs.
+    #[arg(long)]
+    solo_runs: Option<usize>,
     /// Output directory for results.json, summary.md and CSV.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -441,7 +443,12 @@ fn plan(runtimes: Vec<String>, scenarios: Vec<String>, c: RunOptions) -> Result<
         runs: c.runs,
         seed: c.seed,
         time_scale: c.time_scale,
-        solo_runs: c.solo_runs,
+        solo_runs: match (c.solo_runs, &target) {
+            (Some(0), _) => return Err("--solo-runs must be at least 1".into()),
+            (Some(n), _) => n,
+            (None, Target::Simulator) => 1,
+            (None, Target::Live { .. }) => (c.runs + 1).max(3),
+        },
         target,
         out: c.out,
         timeout: Duration::try_from_secs_f64(c.timeout_s).unwrap_or(Duration::from_secs(120)),

@@ -2,11 +2,12 @@
 //! simulator (one per scenario, with the scenario's deployment preset) or against live
 //! servers. Results are written after every run.
 
+use crate::baseline::{Rounds, RunShape};
 use crate::measure::{self, CallMetrics};
 use crate::report::{self, Results, RunResult, VerdictBands};
 use crate::runtime::{self, AgentRecord, Executor, Job};
 use crate::stats::percentile;
-use crate::verdict;
+use crate::verdict::{self, Verdict};
 use crate::workload::{AgentPlan, Scenario};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -103,7 +104,22 @@ struct Deployment {
     sim: Option<sim_ollama::SimHandle>,
     urls: Vec<String>,
     model: String,
+    /// The simulator's time scale (1 in live mode): modelled time = wall time / this.
     time_scale: f64,
+    /// Live mode: what local work is multiplied by, measured once per scenario
+    /// ([`calibrate_local_work`]); `None` until measured. The simulator scales local work by
+    /// its time scale instead.
+    local_work_scale: Option<f64>,
+}
+
+impl Deployment {
+    /// What the scenario's local work (modelled milliseconds) is multiplied by.
+    fn local_scale(&self) -> f64 {
+        match &self.sim {
+            Some(_) => self.time_scale,
+            None => self.local_work_scale.unwrap_or(1.0),
+        }
+    }
 }
 
 fn deploy(plan: &MatrixPlan, s: &Scenario) -> Result<Deployment, MatrixError> {
@@ -118,12 +134,35 @@ fn deploy(plan: &MatrixPlan, s: &Scenario) -> Result<Deployment, MatrixError> {
                 .start()
                 .map_err(|e| MatrixError::Simulator(e.to_string()))?;
             let urls = sim.urls().to_vec();
-            Ok(Deployment { sim: Some(sim), urls, model: s.model.clone(), time_scale })
+            Ok(Deployment { sim: Some(sim), urls, model: s.model.clone(), time_scale, local_work_scale: None })
         }
         Target::Live { endpoints, model } => {
-            Ok(Deployment { sim: None, urls: endpoints.clone(), model: model.clone(), time_scale: 1.0 })
+            // Instance i is endpoint i: a scenario of one server uses the first endpoint only,
+            // so it measures one server (with the slots that server has), not two.
+            let urls = endpoints.iter().take(s.instances()).cloned().collect();
+            Ok(Deployment { sim: None, urls, model: model.clone(), time_scale: 1.0, local_work_scale: None })
         }
     }
+}
+
+/// Live mode: every scenario must find a server for each of its instances (issue 14: a
+/// scenario spread over the wrong number of servers measures another deployment).
+fn check_servers(plan: &MatrixPlan) -> Result<(), MatrixError> {
+    let Target::Live { endpoints, .. } = &plan.target else { return Ok(()) };
+    let short: Vec<String> = plan
+        .scenarios
+        .iter()
+        .filter(|s| s.instances() > endpoints.len())
+        .map(|s| format!("{} needs {} (preset {})", s.name, s.instances(), s.preset))
+        .collect();
+    if short.is_empty() {
+        return Ok(());
+    }
+    Err(MatrixError::Live(format!(
+        "{} endpoint(s) given, but instance i of a scenario runs on endpoint i and {}: give as many --endpoints, or choose scenarios with fewer instances",
+        endpoints.len(),
+        short.join("; ")
+    )))
 }
 
 /// Checks that every live endpoint answers and has the model.
@@ -160,11 +199,7 @@ pub fn check_live(endpoints: &[String], model: &str) -> Result<(), MatrixError> 
 }
 
 fn job(d: &Deployment, agents: Vec<AgentPlan>, token_gap: Duration, timeout: Duration) -> Job {
-    Job { agents, urls: d.urls.clone(), model: d.model.clone(), time_scale: d.time_scale, token_gap, timeout }
-}
-
-fn duration_s(a: &AgentRecord) -> f64 {
-    a.end.saturating_duration_since(a.start).as_secs_f64()
+    Job { agents, urls: d.urls.clone(), model: d.model.clone(), time_scale: d.local_scale(), token_gap, timeout }
 }
 
 /// Loads the model on every instance with each agent's runner options (one token), so no
@@ -182,6 +217,206 @@ fn warm_up(exec: &mut dyn Executor, d: &Deployment, agents: &[AgentPlan], timeou
             vec![crate::workload::Call { tokens: 1, local_work_ms: 0.0, tool_work_ms: None, ..a.calls[0].clone() }];
         exec.run(&job(d, vec![w], Duration::ZERO, timeout));
     }
+}
+
+/// How many solo rounds run before concurrent run `i + 1` (`slots[runs]`: after the last).
+/// On the simulator every round runs first (its solo cost does not drift); in live mode the
+/// rounds are spread from before the first run to after the last, so a server that drifts
+/// during the cell drifts in the baselines too.
+fn round_slots(rounds: usize, runs: usize, live: bool) -> Vec<usize> {
+    let mut slots = vec![0; runs + 1];
+    if !live || rounds == 1 {
+        slots[0] = rounds;
+        return slots;
+    }
+    for k in 0..rounds {
+        let at = (k as f64 * runs as f64 / (rounds - 1) as f64).round() as usize;
+        slots[at.min(runs)] += 1;
+    }
+    slots
+}
+
+/// One solo round: each distinct agent (instance and calls) alone, once. Returns each agent's
+/// duration (agents of one shape share it; a failed solo run is no baseline and is left out)
+/// and the mean inter-token gap of every call.
+fn solo_round(
+    exec: &mut dyn Executor,
+    d: &Deployment,
+    agents: &[AgentPlan],
+    timeout: Duration,
+) -> (BTreeMap<String, f64>, Vec<f64>) {
+    let mut round = BTreeMap::new();
+    let mut itl = Vec::new();
+    let mut by_shape: Vec<((usize, String), Option<f64>)> = Vec::new();
+    for a in agents {
+        let shape = (a.instance, format!("{:?}", a.calls));
+        let measured = match by_shape.iter().find(|(k, _)| *k == shape) {
+            Some((_, v)) => *v,
+            None => {
+                let recs = exec.run(&job(d, vec![a.clone()], Duration::ZERO, timeout));
+                let ok = recs.first().filter(|r| r.calls.iter().all(|c| c.error.is_none()));
+                if let Some(r) = ok {
+                    // The mean gap of each call (first to last token over the gaps), not every
+                    // gap: tokens that arrive bunched in one read would make the median gap ~0
+                    // on a loaded machine, and the blocking control's sleep with it.
+                    for c in &r.calls {
+                        if let (Some(a), Some(b), true) = (c.tokens.first(), c.tokens.last(), c.tokens.len() > 1) {
+                            itl.push((*b - *a).as_secs_f64() / (c.tokens.len() - 1) as f64);
+                        }
+                    }
+                }
+                let v = ok.map(|r| r.end.saturating_duration_since(r.start).as_secs_f64());
+                by_shape.push((shape, v));
+                v
+            }
+        };
+        if let Some(v) = measured {
+            round.insert(a.name.clone(), v);
+        }
+    }
+    (round, itl)
+}
+
+/// Live mode: what local work is multiplied by so that it keeps the share of a call it has on
+/// the simulator (issue 14: 150 ms of local work beside 30-60 ms calls on a fast server made a
+/// one-permit control cost nothing measurable). The first agent's calls run alone, without
+/// local work or tools; the factor is their measured time over the time the scenario's model
+/// is modelled to take for them ([`sim_ollama::ModelSpec::solo_call_ms`]). 1 when the model
+/// is not in the catalogue or nothing could be measured.
+fn calibrate_local_work(
+    exec: &mut dyn Executor,
+    d: &Deployment,
+    s: &Scenario,
+    agents: &[AgentPlan],
+    timeout: Duration,
+) -> f64 {
+    let (Some(spec), Some(first)) = (s.model_spec(), agents.first()) else { return 1.0 };
+    let mut probe = first.clone();
+    for c in &mut probe.calls {
+        c.local_work_ms = 0.0;
+        c.tool_work_ms = None;
+    }
+    let modelled: f64 = probe.calls.iter().map(|c| spec.solo_call_ms(&c.prompt, c.tokens)).sum();
+    let recs = exec.run(&Job { time_scale: 1.0, ..job(d, vec![probe], Duration::ZERO, timeout) });
+    let measured: f64 = match recs.first() {
+        Some(r) if r.calls.iter().all(|c| c.error.is_none()) => {
+            r.calls.iter().map(|c| c.end.saturating_duration_since(c.sent).as_secs_f64() * 1e3).sum()
+        }
+        _ => return 1.0,
+    };
+    let f = measured / modelled;
+    if f.is_finite() && f > 0.0 { f } else { 1.0 }
+}
+
+/// Writes a run's timeline SVG; returns its path relative to `dir`.
+fn write_timeline(
+    dir: &std::path::Path,
+    rt: &str,
+    scenario: &str,
+    r: usize,
+    t: &sim_ollama::TraceSnapshot,
+) -> Result<String, MatrixError> {
+    let rel = format!("timelines/{rt}__{scenario}__{r}.svg");
+    let title = format!("{rt} x {scenario} run {r}");
+    let doc = crate::timeline::svg(&title, &crate::timeline::lanes(t))
+        .map_err(|e| MatrixError::Output(std::io::Error::other(e)))?;
+    std::fs::create_dir_all(dir.join("timelines")).map_err(MatrixError::Output)?;
+    report::write_atomic(&dir.join(&rel), doc.as_bytes()).map_err(MatrixError::Output)?;
+    Ok(rel)
+}
+
+fn shape(recs: &[AgentRecord], wall_s: f64) -> RunShape {
+    RunShape { wall_s, agents: recs.iter().map(|a| a.name.clone()).collect() }
+}
+
+/// Judges one concurrent run against the solo rounds so far: on the simulator by the judge on
+/// its trace, in live mode by the client's view ([`verdict::judge_live`]).
+#[allow(clippy::too_many_arguments)]
+fn judge_run(
+    rt: &str,
+    scenario: &str,
+    r: usize,
+    d: &Deployment,
+    recs: &[AgentRecord],
+    rounds: &Rounds,
+    trace: Option<&sim_ollama::TraceSnapshot>,
+    timeline: Option<String>,
+) -> RunResult {
+    let (eff, times) = measure::efficiency(recs, &rounds.medians());
+    let times = times
+        .into_iter()
+        .map(|mut t| {
+            let v = rounds.samples(&t.name);
+            t.solo_rounds = v.len();
+            t.solo_min_s = v.iter().copied().fold(f64::NAN, f64::min);
+            t.solo_max_s = v.iter().copied().fold(f64::NAN, f64::max);
+            t
+        })
+        .collect();
+    let interval = rounds.run_interval(&shape(recs, eff.wall_s));
+    let (verdict, reason, judged, saving) = match (&d.sim, trace) {
+        (Some(sim), Some(t)) => {
+            let (v, reason, rep) = verdict::judge_simulated(t, sim.origin(), recs, &eff);
+            let saving = rep.time.saving.unwrap_or(f64::NAN);
+            (v, reason, Some(rep), saving)
+        }
+        _ => {
+            let (v, reason) = verdict::judge_live(&eff, recs, interval);
+            (v, reason, None, eff.saving)
+        }
+    };
+    let calls: Vec<CallMetrics> = recs
+        .iter()
+        .flat_map(|a| a.calls.iter().enumerate().map(move |(i, c)| CallMetrics::of(&a.name, a.instance, i, c)))
+        .collect();
+    RunResult {
+        runtime: rt.to_string(),
+        scenario: scenario.to_string(),
+        run: r,
+        wall_s: eff.wall_s,
+        efficiency_true: eff.efficiency_true,
+        efficiency_apparent: eff.efficiency_apparent,
+        speedup: eff.speedup,
+        saving,
+        saving_interval: if d.sim.is_none() { interval.map(|(a, b)| [a, b]) } else { None },
+        calls_overlapped: d.sim.is_none().then(|| verdict::calls_overlap(recs)),
+        verdict,
+        reason,
+        agents: times,
+        calls,
+        judge: judged,
+        time_scale: d.time_scale,
+        local_work_scale: d.local_scale(),
+        timeline,
+    }
+}
+
+/// Adds a run to the results, summarises its cell again and writes everything.
+fn record(
+    results: &mut Results,
+    run: RunResult,
+    control: Option<&str>,
+    plan: &MatrixPlan,
+    rounds: &Rounds,
+) -> Result<(), MatrixError> {
+    let (rt, sc) = (run.runtime.clone(), run.scenario.clone());
+    results.runs.push(run);
+    let cell_runs: Vec<&RunResult> = results.runs.iter().filter(|x| x.runtime == rt && x.scenario == sc).collect();
+    // Live mode: how sure the cell's saving is, over its rounds and its judged runs.
+    let shapes: Vec<RunShape> = cell_runs
+        .iter()
+        .filter(|x| x.judge.is_none() && x.verdict != Verdict::Failed)
+        .map(|x| RunShape { wall_s: x.wall_s, agents: x.agents.iter().map(|a| a.name.clone()).collect() })
+        .collect();
+    let interval = if matches!(plan.target, Target::Live { .. }) { rounds.cell_interval(&shapes) } else { None };
+    let summary = report::summarize_cell(&rt, &sc, control, &cell_runs, interval);
+    results.summary.retain(|c| !(c.runtime == rt && c.scenario == sc));
+    results.summary.push(summary);
+    report::fill_effect_sizes(results);
+    if let Some(dir) = &plan.out {
+        report::write_all(dir, results).map_err(MatrixError::Output)?;
+    }
+    Ok(())
 }
 
 /// Runs the plan. It blocks the calling thread until the matrix is done. Each runtime variant
@@ -205,6 +440,7 @@ pub fn run(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, Ma
 
 fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, MatrixError> {
     if let Target::Live { endpoints, model } = &plan.target {
+        check_servers(plan)?;
         check_live(endpoints, model)?;
     }
     let mut results = Results {
@@ -224,7 +460,7 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
     let cells = plan.scenarios.len() * plan.runtimes.len();
     let mut cell = 0;
     for s in &plan.scenarios {
-        let d = deploy(plan, s)?;
+        let mut d = deploy(plan, s)?;
         let agents = s.plan(d.urls.len());
         for rt in &plan.runtimes {
             cell += 1;
@@ -235,116 +471,67 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
             }
             let exec = executors.get_mut(rt).map(|b| b.as_mut()).ok_or_else(|| MatrixError::Runtime(rt.clone()))?;
             warm_up(exec, &d, &agents, plan.timeout);
-
-            // Solo baselines: each distinct agent (instance and calls) alone, median of runs.
-            let mut solo: BTreeMap<String, f64> = BTreeMap::new();
-            let mut solo_itl: Vec<f64> = Vec::new();
-            let mut by_shape: Vec<((usize, String), f64)> = Vec::new();
-            for a in &agents {
-                let shape = (a.instance, format!("{:?}", a.calls));
-                if let Some((_, v)) = by_shape.iter().find(|(k, _)| *k == shape) {
-                    solo.insert(a.name.clone(), *v);
-                    continue;
-                }
-                let mut ds = Vec::new();
-                for _ in 0..plan.solo_runs.max(1) {
-                    let recs = exec.run(&job(&d, vec![a.clone()], Duration::ZERO, plan.timeout));
-                    // A failed solo run is no baseline: its duration is the failure's.
-                    if let Some(r) = recs.first().filter(|r| r.calls.iter().all(|c| c.error.is_none())) {
-                        ds.push(duration_s(r));
-                        // The mean gap of each call (first to last token over the gaps), not
-                        // every gap: tokens that arrive bunched in one read would make the
-                        // median gap ~0 on a loaded machine, and the blocking control's sleep
-                        // with it.
-                        for c in &r.calls {
-                            if let (Some(a), Some(b), true) = (c.tokens.first(), c.tokens.last(), c.tokens.len() > 1) {
-                                solo_itl.push((*b - *a).as_secs_f64() / (c.tokens.len() - 1) as f64);
-                            }
-                        }
-                    }
-                }
-                let m = percentile(&ds, 0.5);
-                solo.insert(a.name.clone(), m);
-                by_shape.push((shape, m));
-                progress.step("solo baseline");
+            if d.sim.is_none() && d.local_work_scale.is_none() {
+                d.local_work_scale = Some(calibrate_local_work(exec, &d, s, &agents, plan.timeout));
             }
-            // The blocking control blocks for a multiple of one solo inter-token gap per token
-            // (runtime::BLOCKING_CONTROL_FACTOR; 0 when the baseline had no gaps: a single
-            // token), at most a second: the median of the solo calls' mean gaps.
-            let gap = Duration::from_secs_f64(if solo_itl.is_empty() {
-                0.0
-            } else {
-                percentile(&solo_itl, 0.5).clamp(1e-6, 1.0)
-            });
             let control = runtime::info(rt).and_then(|v| v.control);
+            let live = d.sim.is_none();
 
-            for r in 1..=plan.runs {
+            // Solo baselines in rounds (each distinct agent alone, once per round): all before
+            // the runs on the simulator, spread among them in live mode.
+            let slots = round_slots(plan.solo_runs.max(1), plan.runs, live);
+            let mut rounds = Rounds::new();
+            let mut solo_itl: Vec<f64> = Vec::new();
+            let mut cell: Vec<(usize, Vec<AgentRecord>)> = Vec::new();
+            for slot in 0..=plan.runs {
+                for _ in 0..slots[slot] {
+                    let (round, itl) = solo_round(exec, &d, &agents, plan.timeout);
+                    rounds.push(round);
+                    solo_itl.extend(itl);
+                    progress.step("solo baseline");
+                }
+                if slot == plan.runs {
+                    break;
+                }
+                let r = slot + 1;
+                // The blocking control blocks for a multiple of one solo inter-token gap per
+                // token (runtime::BLOCKING_CONTROL_FACTOR; 0 when the baseline had no gaps: a
+                // single token), at most a second: the median of the solo calls' mean gaps.
+                let gap = Duration::from_secs_f64(if solo_itl.is_empty() {
+                    0.0
+                } else {
+                    percentile(&solo_itl, 0.5).clamp(1e-6, 1.0)
+                });
                 if let Some(sim) = &d.sim {
                     sim.clear_trace();
                 }
                 let recs = exec.run(&job(&d, agents.clone(), gap, plan.timeout));
-                let (eff, times) = measure::efficiency(&recs, &solo);
                 let trace = d.sim.as_ref().map(|sim| {
                     // Answers the agents have read may still be finishing on the server.
                     let _ = sim.wait_idle(Duration::from_secs(2));
                     sim.trace()
                 });
                 let timeline = match (&plan.out, &trace) {
-                    (Some(dir), Some(t)) => {
-                        let rel = format!("timelines/{rt}__{}__{r}.svg", s.name);
-                        let title = format!("{rt} x {} run {r}", s.name);
-                        let doc = crate::timeline::svg(&title, &crate::timeline::lanes(t))
-                            .map_err(|e| MatrixError::Output(std::io::Error::other(e)))?;
-                        std::fs::create_dir_all(dir.join("timelines")).map_err(MatrixError::Output)?;
-                        report::write_atomic(&dir.join(&rel), doc.as_bytes()).map_err(MatrixError::Output)?;
-                        Some(rel)
-                    }
+                    (Some(dir), Some(t)) => Some(write_timeline(dir, rt, &s.name, r, t)?),
                     _ => None,
                 };
-                let (v, reason, judged, saving) = match (&d.sim, &trace) {
-                    (Some(sim), Some(t)) => {
-                        let (v, reason, rep) = verdict::judge_simulated(t, sim.origin(), &recs, &eff);
-                        let saving = rep.time.saving.unwrap_or(f64::NAN);
-                        (v, reason, Some(rep), saving)
-                    }
-                    _ => {
-                        let (v, reason) = verdict::judge_live(&eff, &recs);
-                        (v, reason, None, eff.saving)
-                    }
-                };
-                let calls: Vec<CallMetrics> = recs
-                    .iter()
-                    .flat_map(|a| {
-                        a.calls.iter().enumerate().map(move |(i, c)| CallMetrics::of(&a.name, a.instance, i, c))
-                    })
-                    .collect();
-                let run = RunResult {
-                    runtime: rt.clone(),
-                    scenario: s.name.clone(),
-                    run: r,
-                    wall_s: eff.wall_s,
-                    efficiency_true: eff.efficiency_true,
-                    efficiency_apparent: eff.efficiency_apparent,
-                    speedup: eff.speedup,
-                    saving,
-                    verdict: v,
-                    reason,
-                    agents: times,
-                    calls,
-                    judge: judged,
-                    time_scale: d.time_scale,
-                    timeline,
-                };
-                progress.run(&run);
-                results.runs.push(run);
-                let cell_runs: Vec<&RunResult> =
-                    results.runs.iter().filter(|x| &x.runtime == rt && x.scenario == s.name).collect();
-                let summary = report::summarize_cell(rt, &s.name, control, &cell_runs);
-                results.summary.retain(|c| !(&c.runtime == rt && c.scenario == s.name));
-                results.summary.push(summary);
-                report::fill_effect_sizes(&mut results);
-                if let Some(dir) = &plan.out {
-                    report::write_all(dir, &results).map_err(MatrixError::Output)?;
+                let run = judge_run(rt, &s.name, r, &d, &recs, &rounds, trace.as_ref(), timeline);
+                if live {
+                    // Judged again when the cell's last solo round is in; shown then.
+                    progress.step("concurrent run");
+                    cell.push((r, recs));
+                } else {
+                    progress.run(&run);
+                }
+                record(&mut results, run, control, plan, &rounds)?;
+            }
+            if live {
+                // Every run of the cell against every solo round of the cell.
+                for (r, recs) in &cell {
+                    let run = judge_run(rt, &s.name, *r, &d, recs, &rounds, None, None);
+                    progress.run(&run);
+                    results.runs.retain(|x| !(&x.runtime == rt && x.scenario == s.name && x.run == *r));
+                    record(&mut results, run, control, plan, &rounds)?;
                 }
             }
         }

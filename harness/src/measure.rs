@@ -37,6 +37,7 @@ pub struct CallMetrics {
     /// Tokens per second from the first to the last token (client-side).
     pub tok_per_s: Option<f64>,
     /// Whole call, ms.
+    #[serde(deserialize_with = "crate::stats::nan_or")]
     pub duration_ms: f64,
     /// What went wrong, if anything.
     pub error: Option<String>,
@@ -75,14 +76,29 @@ impl CallMetrics {
     }
 }
 
+fn nan() -> f64 {
+    f64::NAN
+}
+
 /// An agent's durations in a run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AgentTimes {
     /// Agent.
     pub name: String,
-    /// Its duration alone (the solo baseline), seconds.
+    /// Its duration alone (the solo baseline: the median of its solo rounds), seconds.
+    #[serde(deserialize_with = "crate::stats::nan_or")]
     pub solo_s: f64,
+    /// Solo rounds the baseline is the median of.
+    #[serde(default)]
+    pub solo_rounds: usize,
+    /// The fastest and slowest of those rounds, seconds (their spread).
+    #[serde(default = "nan", deserialize_with = "crate::stats::nan_or")]
+    pub solo_min_s: f64,
+    /// The slowest.
+    #[serde(default = "nan", deserialize_with = "crate::stats::nan_or")]
+    pub solo_max_s: f64,
     /// Its duration in the concurrent run, seconds.
+    #[serde(deserialize_with = "crate::stats::nan_or")]
     pub concurrent_s: f64,
 }
 
@@ -90,18 +106,23 @@ pub struct AgentTimes {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Efficiency {
     /// Wall time of the concurrent run (first start to last end), seconds.
+    #[serde(deserialize_with = "crate::stats::nan_or")]
     pub wall_s: f64,
     /// Sum of solo durations / (agents x wall): 1.0 = perfectly parallel, 1/agents = serial.
+    #[serde(deserialize_with = "crate::stats::nan_or")]
     pub efficiency_true: f64,
     /// The study's formula: sum of the agents' durations *in the concurrent run* / (agents x
     /// wall). Stays high when contention stretches every agent.
+    #[serde(deserialize_with = "crate::stats::nan_or")]
     pub efficiency_apparent: f64,
     /// Sum of solo durations / wall.
+    #[serde(deserialize_with = "crate::stats::nan_or")]
     pub speedup: f64,
     /// Share of the possible saving achieved: (sum of solo - wall) / (sum of solo - longest
     /// solo). 1.0 = as fast as the longest agent alone (ideal), 0.0 = no faster than one
     /// after the other, negative = slower than that. Unlike the true efficiency it is 1.0 for a
     /// perfect run of unequal agents, so verdicts use it.
+    #[serde(deserialize_with = "crate::stats::nan_or")]
     pub saving: f64,
 }
 
@@ -119,6 +140,9 @@ pub fn efficiency(agents: &[AgentRecord], solo: &BTreeMap<String, f64>) -> (Effi
         .map(|a| AgentTimes {
             name: a.name.clone(),
             solo_s: solo.get(&a.name).copied().unwrap_or(f64::NAN),
+            solo_rounds: 0,
+            solo_min_s: f64::NAN,
+            solo_max_s: f64::NAN,
             concurrent_s: a.end.saturating_duration_since(a.start).as_secs_f64(),
         })
         .collect();

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Version of `results.json`'s schema.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 fn one() -> f64 {
     1.0
@@ -27,18 +27,32 @@ pub struct RunResult {
     /// Run number, from 1.
     pub run: usize,
     /// Wall time of the concurrent run, seconds (time-scaled on the simulator).
+    #[serde(deserialize_with = "crate::stats::nan_or")]
     pub wall_s: f64,
     /// Sum of solo durations / (agents x wall).
+    #[serde(deserialize_with = "crate::stats::nan_or")]
     pub efficiency_true: f64,
     /// The study's formula: sum of concurrent durations / (agents x wall).
+    #[serde(deserialize_with = "crate::stats::nan_or")]
     pub efficiency_apparent: f64,
     /// Sum of solo durations / wall.
+    #[serde(deserialize_with = "crate::stats::nan_or")]
     pub speedup: f64,
     /// Share of the possible saving achieved, as the verdict read it: on the simulator the
     /// judge's (modelled solo costs, `judge.time`), in live mode against the measured solo
     /// baselines. NaN when there was nothing to save.
+    #[serde(deserialize_with = "crate::stats::nan_or")]
     pub saving: f64,
-    /// parallel / degraded / serialized / failed.
+    /// Live mode with two or more solo rounds: the 80 % bootstrap interval of `saving` over
+    /// the rounds ([`crate::baseline`]).
+    #[serde(default)]
+    pub saving_interval: Option<[f64; 2]>,
+    /// Live mode: whether calls of two agents were ever in flight together, as the client saw
+    /// them (`false` decides a serialized verdict by itself); absent on the simulator, whose
+    /// judge reads the server's trace.
+    #[serde(default)]
+    pub calls_overlapped: Option<bool>,
+    /// parallel / degraded / serialized / inconclusive / failed.
     pub verdict: Verdict,
     /// Why, in a sentence.
     pub reason: String,
@@ -49,8 +63,13 @@ pub struct RunResult {
     /// The simulator's judge on the run's trace (absent in live mode).
     pub judge: Option<sim_ollama::Report>,
     /// The time scale the run ran at (1.0 in live mode).
-    #[serde(default = "one")]
+    #[serde(default = "one", deserialize_with = "crate::stats::nan_or")]
     pub time_scale: f64,
+    /// What the scenario's local work (modelled ms) was multiplied by: the time scale on the
+    /// simulator; in live mode the measured call time over the modelled one, so local work
+    /// keeps its share of a call.
+    #[serde(default = "one", deserialize_with = "crate::stats::nan_or")]
+    pub local_work_scale: f64,
     /// Path of the run's SVG timeline, relative to the output directory (simulator mode with
     /// an output directory only).
     #[serde(default)]
@@ -76,18 +95,27 @@ pub struct CellSummary {
     pub speedup: Summary,
     /// Share of the possible saving, over runs.
     pub saving: Summary,
+    /// Live mode: the 80 % bootstrap interval of the cell's saving (the median run's), over
+    /// the solo rounds and the runs; a cell whose interval crosses the parallel line is
+    /// inconclusive.
+    #[serde(default)]
+    pub saving_interval: Option<[f64; 2]>,
     /// Wall time over runs, seconds.
     pub wall_s: Summary,
     /// The time scale the cell ran at (1.0 in live mode): modelled time = wall / time scale.
-    #[serde(default = "one")]
+    #[serde(default = "one", deserialize_with = "crate::stats::nan_or")]
     pub time_scale: f64,
     /// Median TTFT over all calls, ms of wall time.
+    #[serde(deserialize_with = "crate::stats::nan_or")]
     pub ttft_ms_p50: f64,
     /// Median inter-token latency over all calls, ms of wall time.
+    #[serde(deserialize_with = "crate::stats::nan_or")]
     pub itl_ms_p50: f64,
     /// 99th percentile of the calls' ITL p99, ms.
+    #[serde(deserialize_with = "crate::stats::nan_or")]
     pub itl_ms_p99: f64,
     /// Median client-side tokens/s over calls.
+    #[serde(deserialize_with = "crate::stats::nan_or")]
     pub tok_per_s_p50: f64,
     /// The cell's verdict (from its median run).
     pub verdict: Verdict,
@@ -134,8 +162,10 @@ pub struct Results {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct VerdictBands {
     /// A saving at or above this is parallel.
+    #[serde(deserialize_with = "crate::stats::nan_or")]
     pub parallel_min_saving: f64,
     /// A saving at or below this is serialized.
+    #[serde(deserialize_with = "crate::stats::nan_or")]
     pub serialized_max_saving: f64,
 }
 
@@ -145,8 +175,29 @@ impl Default for VerdictBands {
     }
 }
 
-/// Summarises the runs of one cell.
-pub fn summarize_cell(runtime: &str, scenario: &str, control: Option<&str>, all: &[&RunResult]) -> CellSummary {
+/// How far a verdict is from parallel, for ordering runs: the cell takes its median run, so
+/// a verdict that is not parallel (inconclusive included) never lifts a cell above its evidence.
+fn rank(v: Verdict) -> u8 {
+    match v {
+        Verdict::Failed => 0,
+        Verdict::Serialized => 1,
+        Verdict::Degraded => 2,
+        Verdict::Inconclusive => 3,
+        Verdict::Parallel => 4,
+    }
+}
+
+/// Summarises the runs of one cell. `interval` is the live cell's 80 % interval of the saving
+/// ([`crate::baseline::Rounds::cell_interval`]): a cell whose median run reads parallel, or
+/// short of parallel by its saving, while the interval lies on both sides of the parallel
+/// line, is inconclusive.
+pub fn summarize_cell(
+    runtime: &str,
+    scenario: &str,
+    control: Option<&str>,
+    all: &[&RunResult],
+    interval: Option<(f64, f64)>,
+) -> CellSummary {
     // Failed runs are no evidence: their figures are left out, their number and first reason
     // are told. A cell whose every run failed is failed.
     let runs: Vec<&RunResult> = all.iter().copied().filter(|r| r.verdict != Verdict::Failed).collect();
@@ -155,13 +206,14 @@ pub fn summarize_cell(runtime: &str, scenario: &str, control: Option<&str>, all:
     let f = |g: fn(&RunResult) -> f64| summarize(&runs.iter().map(|r| g(r)).collect::<Vec<_>>());
     let calls: Vec<&CallMetrics> = runs.iter().flat_map(|r| r.calls.iter()).collect();
     let col = |g: fn(&CallMetrics) -> Option<f64>| calls.iter().filter_map(|c| g(c)).collect::<Vec<f64>>();
-    // The median run by saving gives the cell's verdict and reason; of an even number of runs,
-    // the lower of the two middle ones, so a cell of two runs is parallel only if both were.
-    // Runs with nothing to save (NaN) sort first: they never lift a cell.
+    // The median run gives the cell's verdict and reason: runs ordered by verdict, then by
+    // saving; of an even number of runs, the lower of the two middle ones, so a cell of two
+    // runs is parallel only if both were. Runs with nothing to save (NaN) sort first among
+    // their verdict: they never lift a cell.
     let mut sorted: Vec<&&RunResult> = runs.iter().collect();
     sorted.sort_by(|a, b| {
         let key = |r: &RunResult| if r.saving.is_nan() { f64::NEG_INFINITY } else { r.saving };
-        key(a).total_cmp(&key(b))
+        rank(a.verdict).cmp(&rank(b.verdict)).then(key(a).total_cmp(&key(b)))
     });
     let median = sorted.get(sorted.len().saturating_sub(1) / 2);
     let mut verdicts = std::collections::BTreeMap::new();
@@ -178,6 +230,23 @@ pub fn summarize_cell(runtime: &str, scenario: &str, control: Option<&str>, all:
             failed[0].reason
         ));
     }
+    let mut verdict = median.map_or(Verdict::Failed, |r| r.verdict);
+    // Live cells: noise that could move the cell across the parallel line makes it
+    // inconclusive, whichever side the median run fell on, unless the median run was
+    // serialized by the calls' order (no two ever overlapped): that does not rest on timings.
+    if let (Some((lo, hi)), Some(m)) = (interval, median) {
+        let by_order = m.verdict == Verdict::Serialized && m.calls_overlapped == Some(false);
+        let by_saving = matches!(verdict, Verdict::Parallel | Verdict::Degraded | Verdict::Serialized) && !by_order;
+        if by_saving && lo < PARALLEL_MIN_SAVING && hi >= PARALLEL_MIN_SAVING {
+            verdict = Verdict::Inconclusive;
+            reason = format!(
+                "too noisy to tell: the cell's saving lies between {:.0}% and {:.0}% (80% interval over its solo rounds and runs), on both sides of the {:.0}% parallel line; the median run: {reason}",
+                lo * 100.0,
+                hi * 100.0,
+                PARALLEL_MIN_SAVING * 100.0
+            );
+        }
+    }
     CellSummary {
         runtime: runtime.to_string(),
         scenario: scenario.to_string(),
@@ -187,13 +256,14 @@ pub fn summarize_cell(runtime: &str, scenario: &str, control: Option<&str>, all:
         efficiency_apparent: f(|r| r.efficiency_apparent),
         speedup: f(|r| r.speedup),
         saving: f(|r| r.saving),
+        saving_interval: interval.map(|(a, b)| [a, b]),
         wall_s: f(|r| r.wall_s),
         time_scale: all.first().map_or(1.0, |r| r.time_scale),
         ttft_ms_p50: percentile(&col(|c| c.ttft_ms), 0.5),
         itl_ms_p50: percentile(&col(|c| c.itl_p50_ms), 0.5),
         itl_ms_p99: percentile(&col(|c| c.itl_p99_ms), 0.99),
         tok_per_s_p50: percentile(&col(|c| c.tok_per_s), 0.5),
-        verdict: median.map_or(Verdict::Failed, |r| r.verdict),
+        verdict,
         reason,
         cause: median.and_then(|r| r.judge.as_ref()).map(|j| j.cause),
         verdicts,
@@ -244,7 +314,11 @@ pub fn markdown(r: &Results) -> String {
         "Mode: {} (seed {}){}. True efficiency = sum of solo durations / (agents x concurrent wall); apparent = the study's formula (sum of concurrent durations / (agents x wall)); saving = share of the possible time saving achieved, (sum of solo - wall) / (sum of solo - longest solo). Verdicts: parallel at a saving >= {:.0} %, serialized at <= {:.0} %, degraded in between.\n",
         r.mode,
         r.seed,
-        if r.server_trace { "" } else { "; no server trace in live mode, reasons come from client timings only" },
+        if r.server_trace {
+            ""
+        } else {
+            "; no server trace in live mode, reasons come from client timings only: a run whose calls never overlapped is serialized, and a run or cell whose saving's 80 % interval over the solo rounds crosses the parallel line is inconclusive"
+        },
         r.thresholds.parallel_min_saving * 100.0,
         r.thresholds.serialized_max_saving * 100.0
     );
@@ -307,7 +381,7 @@ pub fn markdown(r: &Results) -> String {
     let _ = writeln!(s, "\n## By cell\n");
     let _ = writeln!(
         s,
-        "| runtime | scenario | runs | true eff (%) mean [95% CI] | apparent eff (%) | speedup (x) | saving (%) | TTFT p50 (ms, {time}) | ITL p50 (ms, {time}) | verdict | reason |",
+        "| runtime | scenario | runs | true eff (%) mean [95% CI] | apparent eff (%) | speedup (x) | saving (%) [80% interval, live] | TTFT p50 (ms, {time}) | ITL p50 (ms, {time}) | verdict | reason |",
         time = if r.server_trace { "modelled" } else { "wall" }
     );
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
@@ -323,7 +397,10 @@ pub fn markdown(r: &Results) -> String {
             pct(c.efficiency_true.ci95_high),
             pct(c.efficiency_apparent.mean),
             c.speedup.mean,
-            pct(c.saving.mean),
+            match c.saving_interval {
+                Some([lo, hi]) => format!("{} [{}, {}]", pct(c.saving.mean), pct(lo), pct(hi)),
+                None => pct(c.saving.mean),
+            },
             c.ttft_ms_p50 / c.time_scale,
             c.itl_ms_p50 / c.time_scale,
             c.verdict,
@@ -502,6 +579,9 @@ mod tests {
             calls: Vec::new(),
             judge: None,
             time_scale: 1.0,
+            local_work_scale: 1.0,
+            saving_interval: None,
+            calls_overlapped: None,
             timeline: None,
         }
     }
@@ -511,27 +591,76 @@ mod tests {
         // Issue 10: the "median" of two runs was the upper one, so one parallel run of two
         // passed the cell.
         let (good, bad) = (run(0.95, Verdict::Parallel), run(0.10, Verdict::Serialized));
-        let c = summarize_cell("r", "s", None, &[&good, &bad]);
+        let c = summarize_cell("r", "s", None, &[&good, &bad], None);
         assert_eq!(c.verdict, Verdict::Serialized, "{}", c.reason);
-        let c = summarize_cell("r", "s", None, &[&bad, &good]);
+        let c = summarize_cell("r", "s", None, &[&bad, &good], None);
         assert_eq!(c.verdict, Verdict::Serialized);
-        let c = summarize_cell("r", "s", None, &[&good, &good.clone()]);
+        let c = summarize_cell("r", "s", None, &[&good, &good.clone()], None);
         assert_eq!(c.verdict, Verdict::Parallel);
         // A run with nothing to save never lifts a cell.
         let none = run(f64::NAN, Verdict::Inconclusive);
-        let c = summarize_cell("r", "s", None, &[&good, &none]);
+        let c = summarize_cell("r", "s", None, &[&good, &none], None);
         assert_eq!(c.verdict, Verdict::Inconclusive);
     }
 
     /// Issue 14: a run with a failed call used to count: its 0.1 ms made the cell's figures
     /// absurd (a saving of -17,999.8 %). Failed runs are counted and told, never averaged.
     #[test]
+    fn a_live_cell_whose_interval_crosses_the_parallel_line_is_inconclusive() {
+        let par = run(0.9, Verdict::Parallel);
+        let c = summarize_cell("r", "s", None, &[&par], Some((0.7, 0.95)));
+        assert_eq!(c.verdict, Verdict::Inconclusive, "{}", c.reason);
+        assert!(c.reason.contains("between 70% and 95%"), "{}", c.reason);
+        assert_eq!(c.saving_interval, Some([0.7, 0.95]));
+        assert_eq!(summarize_cell("r", "s", None, &[&par], Some((0.82, 0.95))).verdict, Verdict::Parallel);
+        assert_eq!(summarize_cell("r", "s", None, &[&par], None).verdict, Verdict::Parallel);
+        // Serialized by a low saving: noise could have made it parallel, so it cannot stand...
+        let low = run(0.1, Verdict::Serialized);
+        assert_eq!(summarize_cell("r", "s", None, &[&low], Some((-0.1, 0.9))).verdict, Verdict::Inconclusive);
+        assert_eq!(summarize_cell("r", "s", None, &[&low], Some((-0.1, 0.5))).verdict, Verdict::Serialized);
+        // ... serialized by the calls' order stands whatever the timings.
+        let ordered = RunResult { calls_overlapped: Some(false), ..run(0.9, Verdict::Serialized) };
+        assert_eq!(summarize_cell("r", "s", None, &[&ordered], Some((0.5, 0.99))).verdict, Verdict::Serialized);
+    }
+
+    #[test]
+    fn unmeasured_numbers_survive_a_round_trip_through_results_json() {
+        // serde_json writes NaN as null; a cell whose every run failed has NaN figures, and
+        // `harness compare` must still read the file.
+        let failed = run(f64::NAN, Verdict::Failed);
+        let summary = vec![summarize_cell("r", "s", None, &[&failed], None)];
+        let r = Results {
+            schema_version: SCHEMA_VERSION,
+            mode: "live".into(),
+            server_trace: false,
+            seed: 0,
+            command: String::new(),
+            thresholds: VerdictBands::default(),
+            runs: vec![failed],
+            summary,
+        };
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains("\"saving\":null"), "{text}");
+        let back: Results = serde_json::from_str(&text).expect("a results file with NaNs reads back");
+        assert!(back.runs[0].saving.is_nan() && back.summary[0].efficiency_true.mean.is_nan());
+    }
+
+    #[test]
+    fn runs_are_ordered_by_verdict_before_saving() {
+        // An inconclusive run with a high saving never outranks a parallel one, nor lifts a
+        // cell: of {serialized 0.95, inconclusive 0.99, parallel 0.85} the median is inconclusive.
+        let (s, i, p) =
+            (run(0.95, Verdict::Serialized), run(0.99, Verdict::Inconclusive), run(0.85, Verdict::Parallel));
+        assert_eq!(summarize_cell("r", "s", None, &[&p, &i, &s], None).verdict, Verdict::Inconclusive);
+    }
+
+    #[test]
     fn failed_runs_are_left_out_of_a_cells_figures_and_told() {
         let good = run(0.95, Verdict::Parallel);
         let mut bad = run(-179.998, Verdict::Failed);
         bad.efficiency_true = 0.0001;
         bad.reason = "1 of 2 agents failed (b: HTTP 500)".into();
-        let c = summarize_cell("r", "s", None, &[&good, &bad, &good.clone()]);
+        let c = summarize_cell("r", "s", None, &[&good, &bad, &good.clone()], None);
         assert_eq!(c.verdict, Verdict::Parallel, "{}", c.reason);
         assert_eq!((c.runs, c.failed_runs), (3, 1));
         assert!((c.saving.mean - 0.95).abs() < 1e-9, "the failed run's saving is left out: {:?}", c.saving);
@@ -543,7 +672,7 @@ mod tests {
         );
         assert_eq!(c.verdicts.get("failed"), Some(&1));
         // Every run failed: the cell failed, with the first run's reason.
-        let c = summarize_cell("r", "s", None, &[&bad]);
+        let c = summarize_cell("r", "s", None, &[&bad], None);
         assert_eq!(c.verdict, Verdict::Failed);
         assert_eq!(c.reason, "1 of 2 agents failed (b: HTTP 500)");
         assert!(c.saving.mean.is_nan());

@@ -3,24 +3,38 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Reads a number written by `serde_json`, which writes NaN (nothing to measure) as `null`:
+/// `null` reads back as NaN, so a results file with an empty cell can be read again (by
+/// `harness compare`).
+pub fn nan_or<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
 /// Summary of a sample.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// Sample size.
     pub n: usize,
     /// Mean.
+    #[serde(deserialize_with = "nan_or")]
     pub mean: f64,
     /// Sample standard deviation (n - 1).
+    #[serde(deserialize_with = "nan_or")]
     pub sd: f64,
     /// Lower bound of the 95 % confidence interval of the mean.
+    #[serde(deserialize_with = "nan_or")]
     pub ci95_low: f64,
     /// Upper bound.
+    #[serde(deserialize_with = "nan_or")]
     pub ci95_high: f64,
     /// Smallest value.
+    #[serde(deserialize_with = "nan_or")]
     pub min: f64,
     /// Median.
+    #[serde(deserialize_with = "nan_or")]
     pub median: f64,
     /// Largest value.
+    #[serde(deserialize_with = "nan_or")]
     pub max: f64,
 }
 

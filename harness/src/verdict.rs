@@ -100,9 +100,17 @@ pub fn judge_simulated(
     (report.verdict, format!("{} ({})", report.reason, effs(e)), report)
 }
 
-/// Judges a live run (no server trace): from the efficiencies against the measured solo
-/// baselines and whether the calls overlapped as the client saw them.
-pub fn judge_live(e: &Efficiency, agents: &[AgentRecord]) -> (Verdict, String) {
+/// Judges a live run (no server trace): from whether the calls overlapped as the client saw
+/// them, the efficiencies against the median solo baselines, and `interval`, the 80 %
+/// bootstrap interval of the saving over the solo rounds (`None` with one round).
+///
+/// Decisive evidence first (issue 14): when no two agents' calls were ever in flight together,
+/// the run is serialized whatever the noisy efficiencies say. Otherwise the saving places the
+/// run in a band, unless the interval lies on both sides of the parallel line: then the run is
+/// inconclusive (noise, not the program, would decide). An interval across the serialized line
+/// only leaves the run degraded or serialized, both short of parallel; the median baseline's
+/// saving chooses, and the reason gives the interval.
+pub fn judge_live(e: &Efficiency, agents: &[AgentRecord], interval: Option<(f64, f64)>) -> (Verdict, String) {
     if let Some(failed) = failed_reason(agents) {
         return (Verdict::Failed, failed);
     }
@@ -112,27 +120,47 @@ pub fn judge_live(e: &Efficiency, agents: &[AgentRecord]) -> (Verdict, String) {
             "no solo baseline to judge by: an agent's solo run failed or returned nothing".to_string(),
         );
     }
-    let v = classify(e);
+    let effs = match interval {
+        Some((lo, hi)) => {
+            format!("{}; saving {} ({}-{} over the solo rounds)", effs(e), pct(e.saving), pct(lo), pct(hi))
+        }
+        None => effs(e),
+    };
     let n = agents.len();
+    let talking = agents.iter().filter(|a| !a.calls.is_empty()).count();
+    if talking >= 2 && !calls_overlap(agents) {
+        return (
+            Verdict::Serialized,
+            format!(
+                "no two agents' calls were ever in flight together (each call was made only after the one before it had finished): serialized in the client, whatever the timings say ({effs}; no server trace in live mode)"
+            ),
+        );
+    }
+    let v = classify(e);
+    if let Some((lo, hi)) = interval {
+        if lo < PARALLEL_MIN_SAVING && hi >= PARALLEL_MIN_SAVING && !e.saving.is_nan() {
+            return (
+                Verdict::Inconclusive,
+                format!(
+                    "too noisy to tell: the saving lies on both sides of the {} parallel line depending on which solo runs are the baseline; measure more solo rounds or quieten the servers ({effs})",
+                    pct(PARALLEL_MIN_SAVING)
+                ),
+            );
+        }
+    }
     let reason = if v == Verdict::Parallel {
-        format!("{n} agents overlapped: {}", effs(e))
+        format!("{n} agents overlapped: {effs}")
     } else {
-        client_reason(agents, &effs(e))
+        format!(
+            "calls overlapped but the agents took longer together than their saving allows: shared server slots or devices, or a client that slows its own calls (no server trace in live mode to tell which) ({effs})"
+        )
     };
     (v, reason)
 }
 
-fn order(agents: &[AgentRecord]) -> (String, String) {
-    let mut by_start: Vec<&AgentRecord> = agents.iter().collect();
-    by_start.sort_by_key(|a| a.start);
-    let first = by_start.first().map_or("A".to_string(), |a| a.name.clone());
-    let second = by_start.get(1).map_or("B".to_string(), |a| a.name.clone());
-    (first, second)
-}
-
 /// Whether calls of different agents were in flight together, as the client saw them (from
 /// the moment the call was made to its last byte).
-fn calls_overlap(agents: &[AgentRecord]) -> bool {
+pub fn calls_overlap(agents: &[AgentRecord]) -> bool {
     let mut iv: Vec<(std::time::Instant, std::time::Instant, &str)> =
         agents.iter().flat_map(|a| a.calls.iter().map(move |c| (c.sent, c.end, a.name.as_str()))).collect();
     iv.sort_by_key(|x| x.0);
@@ -148,20 +176,6 @@ fn calls_overlap(agents: &[AgentRecord]) -> bool {
         }
     }
     false
-}
-
-fn client_reason(agents: &[AgentRecord], effs: &str) -> String {
-    // Live mode: no server trace; judge from the calls' intervals.
-    let (a, b) = order(agents);
-    if !calls_overlap(agents) {
-        format!(
-            "agent {b}'s call started only after agent {a}'s finished: serialized in the client ({effs}; no server trace in live mode)"
-        )
-    } else {
-        format!(
-            "calls overlapped but each took longer than alone: shared server slots or devices (no server trace in live mode to tell which) ({effs})"
-        )
-    }
 }
 
 #[cfg(test)]
@@ -182,6 +196,48 @@ mod tests {
         assert_eq!(classify(&saving(f64::NAN)), Verdict::Degraded, "one agent at 50 % of its solo speed");
         let none = Efficiency { efficiency_true: f64::NAN, ..saving(f64::NAN) };
         assert_eq!(classify(&none), Verdict::Failed);
+    }
+
+    /// Agents with one call each over `[from, to]` seconds after a common origin.
+    fn agents(spans: &[(&str, f64, f64)]) -> Vec<AgentRecord> {
+        let t0 = Instant::now();
+        let at = |s: f64| t0 + std::time::Duration::from_secs_f64(s);
+        spans
+            .iter()
+            .map(|(name, from, to)| {
+                let mut c = crate::client::CallRecord::new(at(*from));
+                c.tokens = vec![at(*from + 0.01), at(*to)];
+                c.end = at(*to);
+                AgentRecord { name: name.to_string(), instance: 0, start: at(*from), end: at(*to), calls: vec![c] }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn calls_that_never_overlapped_are_serialized_whatever_the_saving_says() {
+        // Issue 14: one slow solo baseline made a sequential control read "parallel".
+        let seq = agents(&[("a", 0.0, 1.0), ("b", 1.0, 2.0)]);
+        let (v, reason) = judge_live(&saving(0.95), &seq, Some((0.9, 0.99)));
+        assert_eq!(v, Verdict::Serialized, "{reason}");
+        assert!(reason.contains("no two agents' calls were ever in flight together"), "{reason}");
+        // The same timings with overlapping calls are judged by the saving.
+        let par = agents(&[("a", 0.0, 1.0), ("b", 0.1, 1.1)]);
+        assert_eq!(judge_live(&saving(0.95), &par, Some((0.9, 0.99))).0, Verdict::Parallel);
+    }
+
+    #[test]
+    fn a_saving_on_both_sides_of_the_parallel_line_is_inconclusive_and_says_why() {
+        let par = agents(&[("a", 0.0, 1.0), ("b", 0.1, 1.1)]);
+        for point in [0.85, 0.75] {
+            let (v, reason) = judge_live(&saving(point), &par, Some((0.7, 0.9)));
+            assert_eq!(v, Verdict::Inconclusive, "{point}: {reason}");
+            assert!(reason.contains("too noisy") && reason.contains("70%-90%"), "{reason}");
+        }
+        // Across the serialized line only: short of parallel either way; the median decides.
+        assert_eq!(judge_live(&saving(0.1), &par, Some((0.05, 0.3))).0, Verdict::Serialized);
+        assert_eq!(judge_live(&saving(0.2), &par, Some((0.05, 0.3))).0, Verdict::Degraded);
+        // One round: no interval, the saving decides.
+        assert_eq!(judge_live(&saving(0.85), &par, None).0, Verdict::Parallel);
     }
 
     #[test]

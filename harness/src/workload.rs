@@ -200,6 +200,14 @@ impl Scenario {
         out
     }
 
+    /// The scenario's model as the simulator models it: from the preset's models, else the
+    /// default catalogue (`None` when neither has it).
+    pub fn model_spec(&self) -> Option<sim_ollama::ModelSpec> {
+        let want = if self.model.contains(':') { self.model.clone() } else { format!("{}:latest", self.model) };
+        let preset = sim_ollama::config::preset(&self.preset).map(|f| f.models).unwrap_or_default();
+        preset.into_iter().chain(sim_ollama::config::default_catalogue()).find(|m| m.name == want)
+    }
+
     /// Total agents.
     pub fn agent_count(&self) -> usize {
         self.agents.iter().map(|a| a.count).sum()

@@ -43,7 +43,7 @@ fn a_matrix_writes_json_markdown_and_csv_and_exits_0() {
         assert!(dir.join(f).exists(), "{f} written");
     }
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
-    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["schema_version"], 3);
     assert_eq!(v["runs"].as_array().map(Vec::len), Some(4));
     let run = &v["runs"][0];
     for k in [

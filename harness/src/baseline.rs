@@ -1,0 +1,179 @@
+//! Solo baselines measured in rounds, and how sure a saving computed from them is.
+//!
+//! A round runs every distinct agent of a scenario alone, once. On a noisy server (issue 14)
+//! one round is not a baseline: a single slow solo run made a sequential control look parallel.
+//! So live mode measures several rounds, interleaved with the concurrent runs (a server that
+//! drifts slower during the matrix drifts in the baselines too), takes each agent's median, and
+//! says how sure the saving is with a bootstrap over the rounds: resample the rounds (and, for a
+//! cell, the runs), recompute the medians and the saving, and keep the middle 80 %.
+//!
+//! The saving of a run depends only on its wall time and its agents' solo durations:
+//! `(sum of solo - wall) / (sum of solo - longest solo)` ([`crate::measure::Efficiency`]).
+
+use crate::stats::percentile;
+use rand::{RngExt, SeedableRng};
+use std::collections::BTreeMap;
+
+/// Share of the bootstrap distribution an interval covers: its 10th to 90th percentile.
+pub const INTERVAL_COVERAGE: f64 = 0.80;
+/// Bootstrap resamples per interval.
+const RESAMPLES: usize = 400;
+
+/// The solo rounds of one cell: each round maps an agent's name to its solo duration, seconds.
+#[derive(Debug, Clone, Default)]
+pub struct Rounds {
+    rounds: Vec<BTreeMap<String, f64>>,
+}
+
+/// A run as the saving sees it: its wall time and its agents.
+#[derive(Debug, Clone)]
+pub struct RunShape {
+    /// Wall time, seconds.
+    pub wall_s: f64,
+    /// The agents' names.
+    pub agents: Vec<String>,
+}
+
+/// The saving of `run` against per-agent solo durations: NaN when an agent has none or there
+/// is nothing to save.
+pub fn saving(run: &RunShape, solo: &BTreeMap<String, f64>) -> f64 {
+    let mut sum = 0.0;
+    let mut max: f64 = 0.0;
+    for a in &run.agents {
+        let Some(s) = solo.get(a).copied().filter(|s| s.is_finite()) else { return f64::NAN };
+        sum += s;
+        max = max.max(s);
+    }
+    if sum > max && run.wall_s > 0.0 { (sum - run.wall_s) / (sum - max) } else { f64::NAN }
+}
+
+impl Rounds {
+    /// No rounds yet.
+    pub fn new() -> Self {
+        Rounds::default()
+    }
+
+    /// Adds a round (agents whose solo run failed are left out of it).
+    pub fn push(&mut self, round: BTreeMap<String, f64>) {
+        if !round.is_empty() {
+            self.rounds.push(round);
+        }
+    }
+
+    /// Rounds so far.
+    pub fn len(&self) -> usize {
+        self.rounds.len()
+    }
+
+    /// Whether no round succeeded.
+    pub fn is_empty(&self) -> bool {
+        self.rounds.is_empty()
+    }
+
+    /// Each agent's solo samples.
+    pub fn samples(&self, agent: &str) -> Vec<f64> {
+        self.rounds.iter().filter_map(|r| r.get(agent).copied()).collect()
+    }
+
+    /// Each agent's median over the rounds (the lower middle of an even number).
+    pub fn medians(&self) -> BTreeMap<String, f64> {
+        median_of(self.rounds.iter())
+    }
+
+    /// The 80 % bootstrap interval of a run's saving over the rounds; `None` with fewer than
+    /// two rounds (one round says nothing about its own noise).
+    pub fn run_interval(&self, run: &RunShape) -> Option<(f64, f64)> {
+        self.cell_interval(std::slice::from_ref(run))
+    }
+
+    /// The 80 % bootstrap interval of a cell's saving (the median of its runs' savings),
+    /// resampling both the rounds and the runs; `None` with fewer than two rounds or no run.
+    pub fn cell_interval(&self, runs: &[RunShape]) -> Option<(f64, f64)> {
+        let k = self.rounds.len();
+        if k < 2 || runs.is_empty() {
+            return None;
+        }
+        // Seeded by the data, so the same measurements always give the same interval.
+        let seed = runs.iter().fold(k as u64, |h, r| h.rotate_left(7) ^ r.wall_s.to_bits());
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+        let mut out = Vec::with_capacity(RESAMPLES);
+        for _ in 0..RESAMPLES {
+            let picked: Vec<&BTreeMap<String, f64>> = (0..k).map(|_| &self.rounds[rng.random_range(0..k)]).collect();
+            let solo = median_of(picked.into_iter());
+            let savings: Vec<f64> =
+                (0..runs.len()).map(|_| saving(&runs[rng.random_range(0..runs.len())], &solo)).collect();
+            out.push(lower_median(&savings));
+        }
+        let tail = (1.0 - INTERVAL_COVERAGE) / 2.0;
+        let (lo, hi) = (percentile(&out, tail), percentile(&out, 1.0 - tail));
+        (lo.is_finite() && hi.is_finite()).then_some((lo, hi))
+    }
+}
+
+/// The lower middle value (NaN sorts first; NaN when empty).
+fn lower_median(v: &[f64]) -> f64 {
+    let mut v: Vec<f64> = v.to_vec();
+    v.sort_by(|a, b| {
+        let key = |x: &f64| if x.is_nan() { f64::NEG_INFINITY } else { *x };
+        key(a).total_cmp(&key(b))
+    });
+    v.get(v.len().saturating_sub(1) / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn median_of<'a>(rounds: impl Iterator<Item = &'a BTreeMap<String, f64>>) -> BTreeMap<String, f64> {
+    let mut by: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for r in rounds {
+        for (a, d) in r {
+            by.entry(a.clone()).or_default().push(*d);
+        }
+    }
+    by.into_iter().map(|(a, v)| (a, lower_median(&v))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(a: f64, b: f64) -> BTreeMap<String, f64> {
+        [("a".to_string(), a), ("b".to_string(), b)].into_iter().collect()
+    }
+
+    fn run(wall: f64) -> RunShape {
+        RunShape { wall_s: wall, agents: vec!["a".into(), "b".into()] }
+    }
+
+    #[test]
+    fn the_saving_is_one_when_together_take_the_longest_alone() {
+        assert!((saving(&run(1.0), &round(1.0, 1.0)) - 1.0).abs() < 1e-12);
+        assert!(saving(&run(2.0), &round(1.0, 1.0)).abs() < 1e-12);
+        assert!(saving(&run(1.0), &round(1.0, f64::NAN)).is_nan());
+    }
+
+    #[test]
+    fn medians_resist_one_slow_round() {
+        let mut r = Rounds::new();
+        for x in [1.0, 1.1, 0.9, 5.0, 1.0] {
+            r.push(round(x, x));
+        }
+        assert_eq!(r.medians()["a"], 1.0);
+    }
+
+    #[test]
+    fn the_interval_widens_with_noisy_rounds_and_needs_two() {
+        let mut one = Rounds::new();
+        one.push(round(1.0, 1.0));
+        assert_eq!(one.run_interval(&run(1.05)), None);
+        let mut quiet = Rounds::new();
+        let mut noisy = Rounds::new();
+        for (i, x) in [1.0, 1.02, 0.98, 1.01, 0.99, 1.0].iter().enumerate() {
+            quiet.push(round(*x, *x));
+            let n = if i % 2 == 0 { x * 0.7 } else { x * 1.3 };
+            noisy.push(round(n, n));
+        }
+        let (ql, qh) = quiet.run_interval(&run(1.05)).unwrap();
+        let (nl, nh) = noisy.run_interval(&run(1.05)).unwrap();
+        assert!(ql <= 0.95 && 0.95 <= qh && qh - ql < 0.1, "quiet {ql}..{qh}");
+        assert!(nh - nl > 0.4, "noisy {nl}..{nh}");
+        assert_eq!(noisy.run_interval(&run(1.05)), Some((nl, nh)), "seeded by the data: the same interval");
+    }
+}
