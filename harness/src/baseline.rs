@@ -15,19 +15,19 @@ use rand::{RngExt, SeedableRng};
 use std::collections::BTreeMap;
 
 /// Share of the bootstrap distribution an interval covers: its 10th to 90th percentile.
-pub const INTERVAL_COVERAGE: f64 = 0.80;
+pub(crate) const INTERVAL_COVERAGE: f64 = 0.80;
 /// Bootstrap resamples per interval.
 const RESAMPLES: usize = 400;
 
 /// The solo rounds of one cell: each round maps an agent's name to its solo duration, seconds.
 #[derive(Debug, Clone, Default)]
-pub struct Rounds {
+pub(crate) struct Rounds {
     rounds: Vec<BTreeMap<String, f64>>,
 }
 
 /// A run as the saving sees it: its wall time and its agents.
 #[derive(Debug, Clone)]
-pub struct RunShape {
+pub(crate) struct RunShape {
     /// Wall time, seconds.
     pub wall_s: f64,
     /// The agents' names.
@@ -36,7 +36,7 @@ pub struct RunShape {
 
 /// The saving of `run` against per-agent solo durations: NaN when an agent has none or there
 /// is nothing to save.
-pub fn saving(run: &RunShape, solo: &BTreeMap<String, f64>) -> f64 {
+pub(crate) fn saving(run: &RunShape, solo: &BTreeMap<String, f64>) -> f64 {
     let mut sum = 0.0;
     let mut max: f64 = 0.0;
     for a in &run.agents {
@@ -49,46 +49,36 @@ pub fn saving(run: &RunShape, solo: &BTreeMap<String, f64>) -> f64 {
 
 impl Rounds {
     /// No rounds yet.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Rounds::default()
     }
 
     /// Adds a round (agents whose solo run failed are left out of it).
-    pub fn push(&mut self, round: BTreeMap<String, f64>) {
+    pub(crate) fn push(&mut self, round: BTreeMap<String, f64>) {
         if !round.is_empty() {
             self.rounds.push(round);
         }
     }
 
-    /// Rounds so far.
-    pub fn len(&self) -> usize {
-        self.rounds.len()
-    }
-
-    /// Whether no round succeeded.
-    pub fn is_empty(&self) -> bool {
-        self.rounds.is_empty()
-    }
-
     /// Each agent's solo samples.
-    pub fn samples(&self, agent: &str) -> Vec<f64> {
+    pub(crate) fn samples(&self, agent: &str) -> Vec<f64> {
         self.rounds.iter().filter_map(|r| r.get(agent).copied()).collect()
     }
 
     /// Each agent's median over the rounds (the lower middle of an even number).
-    pub fn medians(&self) -> BTreeMap<String, f64> {
+    pub(crate) fn medians(&self) -> BTreeMap<String, f64> {
         median_of(self.rounds.iter())
     }
 
     /// The 80 % bootstrap interval of a run's saving over the rounds; `None` with fewer than
     /// two rounds (one round says nothing about its own noise).
-    pub fn run_interval(&self, run: &RunShape) -> Option<(f64, f64)> {
+    pub(crate) fn run_interval(&self, run: &RunShape) -> Option<(f64, f64)> {
         self.cell_interval(std::slice::from_ref(run))
     }
 
     /// The 80 % bootstrap interval of a cell's saving (the median of its runs' savings),
     /// resampling both the rounds and the runs; `None` with fewer than two rounds or no run.
-    pub fn cell_interval(&self, runs: &[RunShape]) -> Option<(f64, f64)> {
+    pub(crate) fn cell_interval(&self, runs: &[RunShape]) -> Option<(f64, f64)> {
         let k = self.rounds.len();
         if k < 2 || runs.is_empty() {
             return None;

@@ -181,7 +181,7 @@ impl Lines {
 
 /// Options of one call.
 #[derive(Debug, Clone)]
-pub struct CallOpts {
+pub(crate) struct CallOpts {
     /// Blocking sleep after each token (the `ctl-blocking-sleep` control).
     pub per_token_block: Option<Duration>,
     /// Agent label sent as `X-Agent`.
@@ -192,7 +192,7 @@ pub struct CallOpts {
 
 /// An HTTP stack.
 #[derive(Debug, Clone)]
-pub enum Stack {
+pub(crate) enum Stack {
     /// reqwest on the caller's tokio runtime.
     Reqwest(reqwest::Client),
     /// hyper over smol's TcpStream; `read_cap` limits each socket read.
@@ -223,7 +223,7 @@ static BRIDGE: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
 });
 
 /// Runs `f` on the bridge runtime and waits for it from any executor.
-pub fn bridge<F>(f: F) -> impl std::future::Future<Output = F::Output>
+pub(crate) fn bridge<F>(f: F) -> impl std::future::Future<Output = F::Output>
 where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
@@ -242,7 +242,7 @@ fn split_url(url: &str) -> (String, String) {
 
 impl Stack {
     /// Streams one call. Never panics on a bad server: every failure is in `error`.
-    pub async fn call(&self, url: &str, body: Vec<u8>, opts: &CallOpts) -> CallRecord {
+    pub(crate) async fn call(&self, url: &str, body: Vec<u8>, opts: &CallOpts) -> CallRecord {
         match self {
             Stack::Reqwest(c) => with_timeout_tokio(opts.timeout, reqwest_call(c, url, body, opts, None)).await,
             Stack::HyperSmol { read_cap } => {
@@ -431,7 +431,7 @@ async fn hyper_smol_call(url: &str, body: Vec<u8>, opts: &CallOpts, read_cap: Op
 /// One HTTP/1.1 connection per instance, shared by every call behind a lock: calls on one
 /// instance go one at a time, whatever the runtime does.
 #[derive(Debug, Default)]
-pub struct OneConnection {
+pub(crate) struct OneConnection {
     conns: std::sync::Mutex<
         HashMap<String, Arc<tokio::sync::Mutex<Option<hyper::client::conn::http1::SendRequest<Full<Bytes>>>>>>,
     >,
@@ -513,7 +513,7 @@ mod tests {
 }
 
 /// Runs `f` on the bridge runtime from a thread that is not in any async context.
-pub fn bridge_blocking<F>(f: F) -> F::Output
+pub(crate) fn bridge_blocking<F>(f: F) -> F::Output
 where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
@@ -547,7 +547,7 @@ pub fn endpoint_url(e: &str) -> Result<String, String> {
 
 /// An error with its whole cause chain, and what kind of failure it was (refused, timed out),
 /// instead of reqwest's bare "error sending request for url (...)".
-pub fn describe_error(e: &reqwest::Error) -> String {
+pub(crate) fn describe_error(e: &reqwest::Error) -> String {
     let kind = if e.is_timeout() {
         "timed out"
     } else if e.is_connect() {

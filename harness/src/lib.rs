@@ -5,15 +5,23 @@
 //! Data flow: workload → runtime variant → HTTP client → measurement (+ the simulator's
 //! trace) → verdict → report.
 //!
+//! # The public surface
+//! What a user (and `main.rs`, and the tests) needs is re-exported here: run a matrix with
+//! [`run`] and a [`MatrixPlan`] of [`Scenario`]s, read its [`Results`] and their
+//! [`Verdict`]s, compare two results, judge a program ([`exec`]), and the figures every run
+//! carries ([`CallMetrics`], [`AgentTimes`], [`Efficiency`]). The modules below are public for
+//! their details; the HTTP stacks, the measurement and the baselines are private.
+//!
 //! # Map of the code
 //! - [`matrix`]: start here: runs runtimes x scenarios x runs, with solo baselines.
 //! - [`workload`]: scenarios and agents, from `fixtures/scenarios/*.toml`.
 //! - [`runtime`]: the variants (tokio, LocalSet, async-std, smol, 1 KB reads, the study's
 //!   bridge) and the controls with deliberate serialization bugs.
-//! - [`client`]: the HTTP stacks that stream a call and time every token.
-//! - [`measure`]: per-call metrics and efficiencies against measured solo baselines.
+//! - `client` (private): the HTTP stacks that stream a call and time every token.
+//! - `measure` (private): per-call metrics and efficiencies against the solo baselines.
+//! - `baseline` (private): solo rounds, their medians, and the bootstrap interval of a saving.
 //! - [`verdict`]: a run's verdict: the simulator's judge (`sim_ollama::judge`) told what the
-//!   client saw, or, in live mode, the measured efficiencies.
+//!   client saw, or, in live mode, the calls' order and the saving against the solo rounds.
 //! - [`stats`]: mean, sd, 95 % CI, effect size.
 //! - [`report`]: `results.json`, `summary.md`, CSV, written atomically.
 //! - [`thresholds`]: `fixtures/thresholds.toml`, what each cell must read.
@@ -23,12 +31,12 @@
 //! - [`record`]: per-token timings of a live server, for the simulator to replay.
 //! - [`soak`]: the reliability benchmark of a long-running simulator (`harness soak`).
 
-pub mod baseline;
-pub mod client;
+mod baseline;
+mod client;
 pub mod compare;
 pub mod exec;
 pub mod matrix;
-pub mod measure;
+mod measure;
 pub mod record;
 pub mod report;
 pub mod runtime;
@@ -38,3 +46,10 @@ pub mod thresholds;
 pub mod timeline;
 pub mod verdict;
 pub mod workload;
+
+pub use client::{CallRecord, ParsedStream, endpoint_url, parse_stream};
+pub use matrix::{MatrixError, MatrixPlan, Progress, Quiet, Target, run};
+pub use measure::{AgentTimes, CallMetrics, Efficiency};
+pub use report::{CellSummary, Results, RunResult};
+pub use verdict::Verdict;
+pub use workload::Scenario;

@@ -427,8 +427,7 @@ fn plan(runtimes: Vec<String>, scenarios: Vec<String>, c: RunOptions) -> Result<
     let target = match (c.endpoints.is_empty(), c.model) {
         (true, None) => Target::Simulator,
         (false, Some(model)) => {
-            let endpoints =
-                c.endpoints.iter().map(|e| harness::client::endpoint_url(e)).collect::<Result<Vec<_>, _>>()?;
+            let endpoints = c.endpoints.iter().map(|e| harness::endpoint_url(e)).collect::<Result<Vec<_>, _>>()?;
             Target::Live { endpoints, model }
         }
         (false, None) => return Err("live mode needs --model with --endpoints".into()),

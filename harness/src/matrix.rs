@@ -280,7 +280,8 @@ fn solo_round(
 /// Live mode: what local work is multiplied by so that it keeps the share of a call it has on
 /// the simulator (issue 14: 150 ms of local work beside 30-60 ms calls on a fast server made a
 /// one-permit control cost nothing measurable). The first agent's calls run alone, without
-/// local work or tools; the factor is their measured time over the time the scenario's model
+/// local work or tools (with the matrix's first runtime variant, after its warm-up); the
+/// factor is their measured time over the time the scenario's model
 /// is modelled to take for them ([`sim_ollama::ModelSpec::solo_call_ms`]). 1 when the model
 /// is not in the catalogue or nothing could be measured.
 fn calibrate_local_work(
@@ -482,7 +483,7 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
             let slots = round_slots(plan.solo_runs.max(1), plan.runs, live);
             let mut rounds = Rounds::new();
             let mut solo_itl: Vec<f64> = Vec::new();
-            let mut cell: Vec<(usize, Vec<AgentRecord>)> = Vec::new();
+            let mut to_judge_again: Vec<(usize, Vec<AgentRecord>)> = Vec::new();
             for slot in 0..=plan.runs {
                 for _ in 0..slots[slot] {
                     let (round, itl) = solo_round(exec, &d, &agents, plan.timeout);
@@ -519,7 +520,7 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
                 if live {
                     // Judged again when the cell's last solo round is in; shown then.
                     progress.step("concurrent run");
-                    cell.push((r, recs));
+                    to_judge_again.push((r, recs));
                 } else {
                     progress.run(&run);
                 }
@@ -527,7 +528,7 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
             }
             if live {
                 // Every run of the cell against every solo round of the cell.
-                for (r, recs) in &cell {
+                for (r, recs) in &to_judge_again {
                     let run = judge_run(rt, &s.name, *r, &d, recs, &rounds, None, None);
                     progress.run(&run);
                     results.runs.retain(|x| !(&x.runtime == rt && x.scenario == s.name && x.run == *r));

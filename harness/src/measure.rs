@@ -127,7 +127,7 @@ pub struct Efficiency {
 }
 
 /// Computes the efficiencies. `solo` holds each agent's solo duration, by name.
-pub fn efficiency(agents: &[AgentRecord], solo: &BTreeMap<String, f64>) -> (Efficiency, Vec<AgentTimes>) {
+pub(crate) fn efficiency(agents: &[AgentRecord], solo: &BTreeMap<String, f64>) -> (Efficiency, Vec<AgentTimes>) {
     let start = agents.iter().map(|a| a.start).min();
     let end = agents.iter().map(|a| a.end).max();
     let wall = match (start, end) {

@@ -44,7 +44,7 @@ pub struct RunResult {
     #[serde(deserialize_with = "crate::stats::nan_or")]
     pub saving: f64,
     /// Live mode with two or more solo rounds: the 80 % bootstrap interval of `saving` over
-    /// the rounds ([`crate::baseline`]).
+    /// the rounds (resampled; see `harness/src/baseline.rs`).
     #[serde(default)]
     pub saving_interval: Option<[f64; 2]>,
     /// Live mode: whether calls of two agents were ever in flight together, as the client saw
@@ -188,7 +188,7 @@ fn rank(v: Verdict) -> u8 {
 }
 
 /// Summarises the runs of one cell. `interval` is the live cell's 80 % interval of the saving
-/// ([`crate::baseline::Rounds::cell_interval`]): a cell whose median run reads parallel, or
+/// (a bootstrap over its solo rounds and runs): a cell whose median run reads parallel, or
 /// short of parallel by its saving, while the interval lies on both sides of the parallel
 /// line, is inconclusive.
 pub fn summarize_cell(
@@ -381,7 +381,7 @@ pub fn markdown(r: &Results) -> String {
     let _ = writeln!(s, "\n## By cell\n");
     let _ = writeln!(
         s,
-        "| runtime | scenario | runs | true eff (%) mean [95% CI] | apparent eff (%) | speedup (x) | saving (%) [80% interval, live] | TTFT p50 (ms, {time}) | ITL p50 (ms, {time}) | verdict | reason |",
+        "| runtime | scenario | runs | true eff (%) mean [95% CI] | apparent eff (%) | speedup (x) | saving (%) median [80% interval, live] | TTFT p50 (ms, {time}) | ITL p50 (ms, {time}) | verdict | reason |",
         time = if r.server_trace { "modelled" } else { "wall" }
     );
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
@@ -398,8 +398,8 @@ pub fn markdown(r: &Results) -> String {
             pct(c.efficiency_apparent.mean),
             c.speedup.mean,
             match c.saving_interval {
-                Some([lo, hi]) => format!("{} [{}, {}]", pct(c.saving.mean), pct(lo), pct(hi)),
-                None => pct(c.saving.mean),
+                Some([lo, hi]) => format!("{} [{}, {}]", pct(c.saving.median), pct(lo), pct(hi)),
+                None => pct(c.saving.median),
             },
             c.ttft_ms_p50 / c.time_scale,
             c.itl_ms_p50 / c.time_scale,

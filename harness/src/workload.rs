@@ -22,7 +22,7 @@ pub struct Call {
     /// Local work after the call, milliseconds of modelled time (scaled like the simulator).
     #[serde(default)]
     pub local_work_ms: f64,
-    /// A tool round trip (chat only): the call offers a tool ([`TOOL`]); when the model calls
+    /// A tool round trip (chat only): the call offers a tool ([`tool`]); when the model calls
     /// it, the agent runs the tool for this long (modelled milliseconds, scaled), sends the
     /// result back with the history, and the model's answer to that is `tokens` long.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -58,7 +58,7 @@ proptest! {
         let r = post("/api/generate", &json!({"model": "tiny", "prompt": "split me", "options": {"num_predict": n, "seed": 3}}).to_string());
         prop_assert_eq!(r.status, 200);
         let body = r.body;
-        let whole = harness::client::parse_stream([body.as_slice()]);
+        let whole = harness::parse_stream([body.as_slice()]);
         let mut points: Vec<usize> = cuts.into_iter().map(|c| c % (body.len() + 1)).collect();
         points.sort_unstable();
         let mut chunks = Vec::new();
@@ -67,7 +67,7 @@ proptest! {
             chunks.push(&body[last..p]);
             last = p;
         }
-        let split = harness::client::parse_stream(chunks);
+        let split = harness::parse_stream(chunks);
         prop_assert_eq!(&split, &whole);
         prop_assert_eq!(split.error, None);
         prop_assert_eq!(split.eval_count, Some(split.tokens as u64));

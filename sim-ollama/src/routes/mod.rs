@@ -259,6 +259,36 @@ mod tests {
     }
 
     #[test]
+    fn a_panicking_handler_answers_500_in_ollamas_shape_and_the_server_keeps_serving() {
+        // No route of the simulator panics on purpose, so the layer is driven with one that
+        // does, served the way the simulator serves (issue 10: a panic used to drop the
+        // connection, and was caught by a test only by accident).
+        async fn boom() -> &'static str {
+            panic!("boom")
+        }
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let app = Router::new()
+                .route("/boom", get(boom))
+                .route("/fine", get(|| async { "fine" }))
+                .layer(middleware::from_fn(catch_panics));
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            tokio::spawn(async move { axum::serve(listener, app).await });
+            let client = reqwest::Client::new();
+            let r =
+                client.get(format!("http://{addr}/boom")).send().await.expect("an answer, not a dropped connection");
+            assert_eq!(r.status().as_u16(), 500);
+            assert_eq!(
+                r.text().await.unwrap(),
+                r#"{"error":"sim-ollama: internal error while handling this request"}"#
+            );
+            let r = client.get(format!("http://{addr}/fine")).send().await.unwrap();
+            assert_eq!(r.text().await.unwrap(), "fine");
+        });
+    }
+
+    #[test]
     fn wildcards_match_prefix_and_suffix() {
         assert!(wildcard_match("https://*.example.com", "https://a.example.com"));
         assert!(!wildcard_match("https://*.example.com", "https://a.example.org"));
