@@ -317,21 +317,17 @@ fn throughput() {
 }
 
 fn calibration() {
-    // gemma3:latest alone: one cold call, then warm calls with the study's output lengths
-    // (collector ~390 tokens, insight ~640), each after a reload as in the data (load_ms
-    // 240-530 ms on every call).
+    // gemma3:latest alone: the first call starts a runner; then calls with the study's output
+    // lengths (collector ~390 tokens, insight ~640) on the loaded runner, each paying the
+    // per-call overhead (the data's load_ms of ~270 ms on every call); then reloads for new
+    // options, each starting a new runner (the data's 3.2-8.3 s on the first call of a
+    // configuration).
     let rt = client_runtime();
     let scale = 0.2;
     let sim = SimBuilder::new().time_scale(scale).start().expect("sim");
     let url = format!("{}/api/generate", sim.url());
     let client = reqwest::Client::new();
-    let mut rates = Vec::new();
-    let mut ttfts = Vec::new();
-    let mut loads = Vec::new();
-    for i in 0..20 {
-        let n = if i % 2 == 0 { 390 } else { 640 };
-        // Alternate num_ctx so that every call reloads, as the study's did.
-        let ctx = if i % 2 == 0 { 2048 } else { 4096 };
+    let call = |n: u32, ctx: u32| {
         let body = serde_json::json!({"model": "gemma3:latest", "prompt": "Analyze the benchmark data and report the key findings.", "stream": true, "options": {"num_predict": n, "num_ctx": ctx}});
         let t0 = Instant::now();
         let (ttft, fin) = rt.block_on(async {
@@ -347,22 +343,28 @@ fn calibration() {
             (ttft.expect("a token"), serde_json::from_slice::<serde_json::Value>(&last).expect("json"))
         });
         let eval_s = fin["eval_duration"].as_f64().unwrap_or(0.0) / 1e9 / scale;
-        rates.push(fin["eval_count"].as_f64().unwrap_or(0.0) / eval_s);
-        ttfts.push(ttft.as_secs_f64() * 1e3 / scale);
-        loads.push(fin["load_duration"].as_f64().unwrap_or(0.0) / 1e6 / scale);
+        let rate = fin["eval_count"].as_f64().unwrap_or(0.0) / eval_s;
+        (rate, ttft.as_secs_f64() * 1e3 / scale, fin["load_duration"].as_f64().unwrap_or(0.0) / 1e6 / scale)
+    };
+    let (_, first_ttft, first_load) = call(390, 2048);
+    let (mut rates, mut ttfts, mut loads) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..20 {
+        let (rate, ttft, load) = call(if i % 2 == 0 { 390 } else { 640 }, 2048);
+        rates.push(rate);
+        ttfts.push(ttft);
+        loads.push(load);
     }
-    let cold = (ttfts[0], loads[0]);
-    let warm_ttft = median(ttfts[1..].to_vec());
-    let warm_load = median(loads[1..].to_vec());
-    println!("calibration (gemma3:latest alone, 20 calls, modelled time = wall / time scale {scale}):");
+    let reloads: Vec<f64> = (0..4).map(|i| call(50, if i % 2 == 0 { 4096 } else { 2048 }).2).collect();
+    println!("calibration (gemma3:latest alone, modelled time = wall / time scale {scale}):");
     println!("  solo decode rate: median {:.1} tok/s            (shared data: 114.5 tok/s alone)", median(rates));
     println!(
-        "  TTFT warm (after a reload): median {warm_ttft:.0} ms (shared data: 550-1350 ms alone; serialized rows median 789 ms)"
+        "  loaded runner, 20 calls: TTFT median {:.0} ms, load_duration median {:.0} ms (shared data: load_ms median 272 ms, p10 238, p90 359 on 548 calls; TTFT median 316-366 ms in the concurrent rows)",
+        median(ttfts),
+        median(loads)
     );
-    println!("  load warm: median {warm_load:.0} ms                (shared data: median 274 ms, p10 240, p90 534)");
     println!(
-        "  cold first call: TTFT {:.0} ms, load {:.0} ms     (shared data: cold loads 4.3-6.0 s, up to 8.3 s)",
-        cold.0, cold.1
+        "  runner starts: first call TTFT {first_ttft:.0} ms, load {first_load:.0} ms; 4 reloads for num_ctx: load median {:.0} ms (shared data: 3.2-8.3 s, median 7.0 s on the 52 first calls of a configuration)",
+        median(reloads)
     );
 }
 
@@ -400,17 +402,18 @@ fn dual() {
     let client = reqwest::Client::new();
     let (mut rates, mut ttfts, mut loads, mut walls) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut collector, mut insight) = (Vec::new(), Vec::new());
-    // The data shows a warm load (240-530 ms) on every call: the study's runs reloaded the
-    // model each time. keep_alive 0 does the same here.
+    // The data shows a load_duration of 240-530 ms on every call to a loaded runner: the real
+    // scheduler's per-call health ping (issue 13), which the default profile models. The runs
+    // keep their runners loaded, as the study's did after its first call.
     for run in 0..10 {
         let calls = [
             (
                 sim.urls()[0].clone(),
-                serde_json::json!({"model": "gemma3:latest", "prompt": "Collect and summarise the benchmark metrics.", "keep_alive": 0, "options": {"num_predict": 390}}),
+                serde_json::json!({"model": "gemma3:latest", "prompt": "Collect and summarise the benchmark metrics.", "options": {"num_predict": 390}}),
             ),
             (
                 sim.urls()[1].clone(),
-                serde_json::json!({"model": "gemma3:latest", "prompt": "Analyse the collected metrics and give insights.", "keep_alive": 0, "options": {"num_predict": 640, "num_gpu": 80, "num_ctx": 512}}),
+                serde_json::json!({"model": "gemma3:latest", "prompt": "Analyse the collected metrics and give insights.", "options": {"num_predict": 640, "num_gpu": 80, "num_ctx": 512}}),
             ),
         ];
         let t0 = Instant::now();

@@ -93,11 +93,21 @@ pub struct Jitter {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Profile {
-    /// Load time when the model was loaded before in this process (weights in the page cache).
+    /// Starting a runner: every load, the first or a reload (for new runner options, after an
+    /// eviction or an expiry), starts a new runner process in the real server
+    /// (`server/sched.go` v0.33.0-rc2: `load` -> `llm.NewLlamaServer`), and pays this.
     pub load_ms: DistSpec,
-    /// Load time of the first load of this model in the process (a cold start).
+    /// A first load in the process that costs more than `load_ms` (weights not yet in the page
+    /// cache); `load_ms` when absent.
     #[serde(default)]
     pub cold_load_ms: Option<DistSpec>,
+    /// Per-call overhead on a loaded runner: the real scheduler pings the runner's health on
+    /// every request that finds its model loaded (`server/sched.go` v0.33.0-rc2: `GetRunner`
+    /// -> `needsReload` -> `runner.llama.Ping`). It is in the request's `load_duration` and
+    /// its time to first token, before it waits for a slot. Zero when absent, and not applied
+    /// to a replayed profile (its recorded times to first token hold it).
+    #[serde(default = "zero_dist")]
+    pub call_overhead_ms: DistSpec,
     /// Prompt evaluation rate, tokens per second: TTFT grows with prompt length.
     pub prompt_tokens_per_s: f64,
     /// Latency before prompt evaluation that the real server reports in no duration field
@@ -170,6 +180,7 @@ impl Profile {
     fn validate(&self, model: &str) -> Result<(), String> {
         let f = |field: &str| format!("model {model:?}: profile.{field}");
         self.load_ms.validate(&f("load_ms"))?;
+        self.call_overhead_ms.validate(&f("call_overhead_ms"))?;
         if let Some(c) = &self.cold_load_ms {
             c.validate(&f("cold_load_ms"))?;
         }
@@ -228,8 +239,9 @@ impl ModelSpec {
         self.capabilities.iter().any(|c| c == capability)
     }
 
-    /// What a call costs alone on an idle device, modelled milliseconds (before any time
-    /// scale): the mean overhead, the prompt's evaluation (with the chat template's tokens)
+    /// What a call costs alone on an idle device with its runner loaded, modelled milliseconds
+    /// (before any time scale): the mean per-call and first-token overheads, the prompt's
+    /// evaluation (with the chat template's tokens)
     /// and `tokens` mean token gaps. Replayed profiles use their recorded means. Live mode
     /// sizes local work by it (a scenario's local work keeps its share of a call).
     pub fn solo_call_ms(&self, prompt: &str, tokens: u32) -> f64 {
@@ -240,7 +252,10 @@ impl ModelSpec {
         }
         let prompt_tokens = crate::tokens::count_tokens(prompt) + p.template_tokens;
         let decode = if p.decode_tokens_per_s > 0.0 { 1000.0 / p.decode_tokens_per_s } else { 0.0 };
-        p.first_token_ms.mean + f64::from(prompt_tokens) / p.prompt_tokens_per_s * 1000.0 + decode * f64::from(tokens)
+        p.call_overhead_ms.mean
+            + p.first_token_ms.mean
+            + f64::from(prompt_tokens) / p.prompt_tokens_per_s * 1000.0
+            + decode * f64::from(tokens)
     }
 
     /// The digest: configured, or a stable one derived from the name.

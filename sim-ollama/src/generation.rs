@@ -208,12 +208,14 @@ impl Running {
         let slot_at = member.joined;
         trace.with(|r| r.slot_us = Some(trace.us(slot_at)));
         let (overhead, prompt_work) = (timing.overhead, timing.prompt);
+        // The per-call overhead on a loaded runner is part of what the call costs alone.
+        let ping = lease.ping;
         let mut pacer = Pacer::new(member, timing, text.pieces.len(), timer, lateness);
         // Step 0: the overhead is over; step 1: the prompt is evaluated.
         let overhead_done = pacer.step().await.map_or_else(Instant::now, |s| s.at);
-        trace.solo(overhead);
+        trace.solo(ping + overhead);
         let prompt_done = pacer.step().await.map_or_else(Instant::now, |s| s.at);
-        trace.solo(overhead + prompt_work);
+        trace.solo(ping + overhead + prompt_work);
         Ok(Running {
             prompt_tokens,
             text,
@@ -243,7 +245,7 @@ impl Running {
                 self.last_at = at;
                 self.last_intended = intended;
                 self.emitted = index - 1;
-                self.trace.solo(intended);
+                self.trace.solo(self.lease.ping + intended);
                 self.trace.token(at, self.pacer.speed());
                 if self.pacer.member().seen_version != self.seen_version {
                     let m = self.pacer.member();

@@ -23,6 +23,16 @@ pub(crate) fn load_time(profile: &Profile, cold: bool, time_scale: f64, rng: &mu
     scaled_ms(spec.sampler().sample(rng), time_scale)
 }
 
+/// The per-call overhead of a request that finds its runner loaded (the real scheduler's
+/// health ping, [`Profile::call_overhead_ms`]). None for a replayed profile: a recorded time to
+/// first token already holds everything the real server did before it.
+pub(crate) fn call_overhead(profile: &Profile, time_scale: f64, rng: &mut SimRng) -> Duration {
+    if profile.replay.is_some() {
+        return Duration::ZERO;
+    }
+    scaled_ms(profile.call_overhead_ms.sampler().sample(rng), time_scale)
+}
+
 /// The model's natural answer length when the request does not bound it.
 pub(crate) fn output_len(profile: &Profile, rng: &mut SimRng) -> usize {
     let s = match &profile.replay {
@@ -138,11 +148,32 @@ mod tests {
     }
 
     #[test]
-    fn cold_loads_take_longer_than_warm_ones() {
-        let p = gemma();
+    fn a_first_load_costs_cold_load_ms_only_when_the_profile_has_one() {
+        let mut p = gemma();
         let mut rng = SimRng::seed_from_u64(3);
-        let cold: Duration = (0..100).map(|_| load_time(&p, true, 1.0, &mut rng)).sum();
-        let warm: Duration = (0..100).map(|_| load_time(&p, false, 1.0, &mut rng)).sum();
-        assert!(cold > warm * 5, "cold {cold:?} warm {warm:?}");
+        // gemma3's data gives one figure for every runner start, first or reload.
+        assert!(p.cold_load_ms.is_none());
+        let first: Duration = (0..100).map(|_| load_time(&p, true, 1.0, &mut rng)).sum();
+        assert!(first > Duration::from_secs(100 * 5), "runner starts of ~6.5 s: {first:?}");
+        p.cold_load_ms = Some(DistSpec::constant(20_000.0));
+        assert_eq!(load_time(&p, true, 1.0, &mut rng), Duration::from_secs(20));
+        assert!(load_time(&p, false, 1.0, &mut rng) < Duration::from_secs(15));
+    }
+
+    #[test]
+    fn the_per_call_overhead_follows_the_profile_and_scales() {
+        let p = gemma();
+        let mut rng = SimRng::seed_from_u64(4);
+        let v: Vec<Duration> = (0..200).map(|_| call_overhead(&p, 1.0, &mut rng)).collect();
+        let mean = v.iter().sum::<Duration>() / 200;
+        assert!(v.iter().all(|d| *d >= Duration::from_millis(150)), "min 150 ms");
+        assert!((260..320).contains(&mean.as_millis()), "mean {mean:?}");
+        assert!(call_overhead(&p, 0.01, &mut rng) < Duration::from_millis(10), "scaled like every duration");
+        let mut none = p.clone();
+        none.call_overhead_ms = DistSpec::constant(0.0);
+        assert_eq!(call_overhead(&none, 1.0, &mut rng), Duration::ZERO);
+        let mut replayed = p.clone();
+        replayed.replay = Some(crate::config::Replay { ttft_ms: vec![100.0], gaps_ms: vec![5.0], tokens: vec![9.0] });
+        assert_eq!(call_overhead(&replayed, 1.0, &mut rng), Duration::ZERO, "a recorded TTFT holds it already");
     }
 }

@@ -184,8 +184,12 @@ pub(crate) struct RunnerRequest<'a> {
 pub(crate) struct Lease {
     instance: Arc<Instance>,
     pub(crate) runner: Arc<Runner>,
-    /// Modelled load time this request paid for or waited on (zero when warm).
+    /// Modelled load time this request paid for or waited on, or its per-call overhead on a
+    /// loaded runner (what its `load_duration` reports).
     pub(crate) load_modelled: Duration,
+    /// The per-call overhead alone (zero when the request loaded or waited for a load): part
+    /// of what the call costs alone, so the trace's modelled solo cost includes it.
+    pub(crate) ping: Duration,
 }
 
 /// Snapshot of a loaded runner, for `/api/ps` and `/sim/metrics`.
@@ -275,7 +279,8 @@ impl Instance {
             self.attach(&st, &req.key, &req.opts, req.keep_alive)
         };
         if let Some(runner) = attached {
-            let lease = Lease { instance: Arc::clone(self), runner, load_modelled: Duration::ZERO };
+            let lease =
+                Lease { instance: Arc::clone(self), runner, load_modelled: Duration::ZERO, ping: Duration::ZERO };
             return self.wait_ready(lease, &req).await;
         }
 
@@ -310,7 +315,12 @@ impl Instance {
                 Decision::Attached(runner) => {
                     drop(pending);
                     drop(sched);
-                    let lease = Lease { instance: Arc::clone(self), runner, load_modelled: Duration::ZERO };
+                    let lease = Lease {
+                        instance: Arc::clone(self),
+                        runner,
+                        load_modelled: Duration::ZERO,
+                        ping: Duration::ZERO,
+                    };
                     return self.wait_ready(lease, &req).await;
                 }
                 Decision::Load(runner) => {
@@ -324,7 +334,7 @@ impl Instance {
                     });
                     drop(pending);
                     let load_modelled = runner.load_time;
-                    let lease = Lease { instance: Arc::clone(self), runner, load_modelled };
+                    let lease = Lease { instance: Arc::clone(self), runner, load_modelled, ping: Duration::ZERO };
                     return self.wait_ready(lease, &req).await;
                 }
                 Decision::Wait(reason, detail) => {
@@ -433,9 +443,25 @@ impl Instance {
         Decision::Load(runner)
     }
 
-    /// Waits until the lease's runner has loaded.
+    /// Waits until the lease's runner has loaded. A request that found its runner loaded pays
+    /// the per-call overhead instead (the real scheduler's health ping,
+    /// [`crate::config::Profile::call_overhead_ms`]): it shows in its `load_duration`.
     async fn wait_ready(&self, mut lease: Lease, req: &RunnerRequest<'_>) -> Result<Lease, ApiError> {
         if lease.runner.is_ready() {
+            if lease.load_modelled.is_zero() {
+                let mut rng = SeedBuilder::new(self.seed)
+                    .str("ping")
+                    .u64(self.index as u64)
+                    .str(&req.key)
+                    .u64(req.trace.id())
+                    .rng();
+                let d = latency::call_overhead(&req.model.profile, self.time_scale, &mut rng);
+                if !d.is_zero() {
+                    tokio::time::sleep(d).await;
+                }
+                lease.load_modelled = d;
+                lease.ping = d;
+            }
             return Ok(lease);
         }
         let w =

@@ -85,13 +85,43 @@ async fn a_different_num_ctx_reloads_after_in_flight_requests_and_sampling_optio
     );
     assert!(rb.runner_us.unwrap() >= ra.end_us.unwrap(), "the reload waited for the in-flight request");
     assert_eq!(rb.loads.len(), 1);
-    // The reload's modelled load (warm llama3.2: ~180 ms x 0.1) shows in load_duration.
+    // The reload starts a new runner (llama3.2: ~1.5 s x 0.1), and it shows in load_duration.
     assert!(b["load_duration"].as_u64().unwrap() >= rb.loads[0].duration_us * 1000);
     let ps: Value = client().get(format!("{u}/api/ps")).send().await?.json().await?;
     assert_eq!(ps["models"][0]["context_length"], 4096);
     // Sampling options never reload.
     generate(u, "c", with(4096, 0.2, 3)).await;
     assert!(by_agent(&sim.trace(), "c").loads.is_empty());
+    Ok(())
+}
+
+/// Issue 13: a call to a loaded runner pays the real scheduler's per-call health ping (~290 ms
+/// modelled for gemma3, the shared data's ~270 ms on every call), and a reload for new runner
+/// options starts a new runner: a full load (the data's 3.2-8.3 s), not the fast figure it
+/// cost before (~0.3 s). Read from the frozen clock's modelled durations, not a wall clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_for_options_costs_a_runner_start_and_a_loaded_call_the_ping() -> Result {
+    let sim = SimBuilder::new().frozen_clock(true).time_scale(0.005).seed(3).start()?;
+    let u = sim.url();
+    let call = |agent: &'static str, ctx: u32| {
+        generate(u, agent, json!({"model": "gemma3", "prompt": "x", "options": {"num_ctx": ctx, "num_predict": 3}}))
+    };
+    let ms = |v: &Value| v["load_duration"].as_u64().unwrap() as f64 / 1e6 / 0.005;
+    let first = ms(&call("first", 2048).await);
+    let mut loaded = Vec::new();
+    for agent in ["warm-1", "warm-2", "warm-3"] {
+        loaded.push(ms(&call(agent, 2048).await));
+    }
+    let reload = ms(&call("reload", 4096).await);
+    assert!(first >= 3000.0, "the first load starts a runner: {first:.0} ms");
+    for l in &loaded {
+        // The profile's ping: log-normal around 290 ms, at least 150.
+        assert!((150.0..1000.0).contains(l), "a call to a loaded runner: {l:.0} ms");
+    }
+    assert!(reload >= 3000.0, "a reload for num_ctx starts a new runner: {reload:.0} ms");
+    let t = sim.trace();
+    assert_eq!(by_agent(&t, "reload").loads.len(), 1);
+    assert!(by_agent(&t, "warm-2").loads.is_empty(), "a call to a loaded runner loads nothing");
     Ok(())
 }
 
