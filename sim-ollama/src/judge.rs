@@ -877,12 +877,11 @@ fn decide(
         )
     } else if c.slot_wait_s >= 0.25 * lost && c.slot_wait_s > 0.0 {
         let slots = slot_words(reqs);
+        let words =
+            if verdict == Verdict::Serialized { "serialized by the server" } else { "partly serialized by the server" };
         (
             Cause::ServerSlots,
-            format!(
-                "{slots}: requests waited {:.2} s in total for a parallel slot: serialized by the server",
-                c.slot_wait_s
-            ),
+            format!("{slots}: requests waited {:.2} s in total for a parallel slot: {words}", c.slot_wait_s),
         )
     } else if c.max_decoding > 1 && c.mean_speed < 0.75 {
         let place = if c.shared_devices.is_empty() {

@@ -265,6 +265,21 @@ fn one_slot_is_blamed_on_the_server() {
 }
 
 #[test]
+fn a_slot_wait_that_cost_part_of_the_saving_is_partly_serialized_in_words_too() {
+    // B waited 60 ms of A's 100 for the slot: took 160 against 100 ideal and 200 one at a
+    // time, saving 40 %: degraded, and the reason must not say plainly "serialized".
+    let a = req(1, Some("a"), 0, 100, 100);
+    let mut b = req(2, Some("b"), 0, 160, 100);
+    b.slot_us = Some(60 * MS);
+    b.first_token_us = Some(60 * MS);
+    b.waits.push(Wait { reason: WaitReason::SlotBusy, from_us: 0, to_us: Some(60 * MS), detail: "1/1".into() });
+    let r = judge(&snap(vec![a, b]), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Degraded, "{r}");
+    assert_eq!(r.cause, Cause::ServerSlots);
+    assert!(r.reason.contains("partly serialized by the server"), "{}", r.reason);
+}
+
+#[test]
 fn a_shared_device_gives_no_real_speedup() {
     // Both decoded together at 39 % of solo speed: 100 ms of work each took 256 ms; one at a
     // time would have taken 200: saving (200 - 256) / 100 = -0.56.
