@@ -33,8 +33,13 @@ python3 - "$out" $seeds <<'PY'
 import collections, json, sys
 out, seeds = sys.argv[1], sys.argv[2:]
 controls, correct, misses = collections.Counter(), collections.Counter(), []
+correct_runs = collections.Counter()
 for seed in seeds:
     r = json.load(open(f"{out}/seed-{seed}/results.json"))
+    correct_variants = {c["runtime"] for c in r["summary"] if not c["control"]}
+    for run in r["runs"]:
+        if run["runtime"] in correct_variants:
+            correct_runs[run["verdict"]] += 1
     for c in r["summary"]:
         # A client with one connection has one connection per server: with its two agents on
         # two servers it serializes nothing (the simulator's gate reads it parallel there too).
@@ -50,5 +55,6 @@ for seed in seeds:
                 misses.append((seed, c["runtime"], c["scenario"], c["verdict"]))
 print(f"control cells ({sum(controls.values())}):", dict(controls))
 print(f"correct cells ({sum(correct.values())}):", dict(correct))
+print(f"correct runs ({sum(correct_runs.values())}):", dict(correct_runs))
 print("controls not caught / correct variants called serialized:", misses or "none")
 PY

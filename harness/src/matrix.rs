@@ -354,7 +354,8 @@ fn judge_run(
             t
         })
         .collect();
-    let interval = rounds.run_interval(&shape(recs, eff.wall_s));
+    // Live mode only: the simulator's judge reads the trace, not the baselines.
+    let interval = if d.sim.is_none() { rounds.run_interval(&shape(recs, eff.wall_s)) } else { None };
     let (verdict, reason, judged, saving) = match (&d.sim, trace) {
         (Some(sim), Some(t)) => {
             let (v, reason, rep) = verdict::judge_simulated(t, sim.origin(), recs, &eff);
@@ -379,7 +380,7 @@ fn judge_run(
         efficiency_apparent: eff.efficiency_apparent,
         speedup: eff.speedup,
         saving,
-        saving_interval: if d.sim.is_none() { interval.map(|(a, b)| [a, b]) } else { None },
+        saving_interval: interval.map(|(a, b)| [a, b]),
         calls_overlapped: d.sim.is_none().then(|| verdict::calls_overlap(recs)),
         verdict,
         reason,
@@ -392,16 +393,19 @@ fn judge_run(
     }
 }
 
-/// Adds a run to the results, summarises its cell again and writes everything.
+/// Adds runs of one cell to the results (replacing earlier judgements of the same runs),
+/// summarises the cell again and writes everything, once.
 fn record(
     results: &mut Results,
-    run: RunResult,
+    runs: Vec<RunResult>,
     control: Option<&str>,
     plan: &MatrixPlan,
     rounds: &Rounds,
 ) -> Result<(), MatrixError> {
-    let (rt, sc) = (run.runtime.clone(), run.scenario.clone());
-    results.runs.push(run);
+    let Some(first) = runs.first() else { return Ok(()) };
+    let (rt, sc) = (first.runtime.clone(), first.scenario.clone());
+    results.runs.retain(|x| !(x.runtime == rt && x.scenario == sc && runs.iter().any(|r| r.run == x.run)));
+    results.runs.extend(runs);
     let cell_runs: Vec<&RunResult> = results.runs.iter().filter(|x| x.runtime == rt && x.scenario == sc).collect();
     // Live mode: how sure the cell's saving is, over its rounds and its judged runs.
     let shapes: Vec<RunShape> = cell_runs
@@ -524,16 +528,18 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
                 } else {
                     progress.run(&run);
                 }
-                record(&mut results, run, control, plan, &rounds)?;
+                record(&mut results, vec![run], control, plan, &rounds)?;
             }
             if live {
                 // Every run of the cell against every solo round of the cell.
-                for (r, recs) in &to_judge_again {
-                    let run = judge_run(rt, &s.name, *r, &d, recs, &rounds, None, None);
-                    progress.run(&run);
-                    results.runs.retain(|x| !(&x.runtime == rt && x.scenario == s.name && x.run == *r));
-                    record(&mut results, run, control, plan, &rounds)?;
+                let judged: Vec<RunResult> = to_judge_again
+                    .iter()
+                    .map(|(r, recs)| judge_run(rt, &s.name, *r, &d, recs, &rounds, None, None))
+                    .collect();
+                for run in &judged {
+                    progress.run(run);
                 }
+                record(&mut results, judged, control, plan, &rounds)?;
             }
         }
     }

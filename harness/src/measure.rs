@@ -147,7 +147,6 @@ pub(crate) fn efficiency(agents: &[AgentRecord], solo: &BTreeMap<String, f64>) -
         })
         .collect();
     let solo_sum: f64 = times.iter().map(|t| t.solo_s).sum();
-    let solo_max: f64 = times.iter().map(|t| t.solo_s).fold(0.0, f64::max);
     let conc_sum: f64 = times.iter().map(|t| t.concurrent_s).sum();
     let e = if wall > 0.0 {
         Efficiency {
@@ -155,7 +154,10 @@ pub(crate) fn efficiency(agents: &[AgentRecord], solo: &BTreeMap<String, f64>) -
             efficiency_true: solo_sum / (n * wall),
             efficiency_apparent: conc_sum / (n * wall),
             speedup: solo_sum / wall,
-            saving: if solo_sum > solo_max { (solo_sum - wall) / (solo_sum - solo_max) } else { f64::NAN },
+            saving: crate::baseline::saving(
+                &crate::baseline::RunShape { wall_s: wall, agents: agents.iter().map(|a| a.name.clone()).collect() },
+                solo,
+            ),
         }
     } else {
         Efficiency {

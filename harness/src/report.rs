@@ -237,7 +237,7 @@ pub fn summarize_cell(
     if let (Some((lo, hi)), Some(m)) = (interval, median) {
         let by_order = m.verdict == Verdict::Serialized && m.calls_overlapped == Some(false);
         let by_saving = matches!(verdict, Verdict::Parallel | Verdict::Degraded | Verdict::Serialized) && !by_order;
-        if by_saving && lo < PARALLEL_MIN_SAVING && hi >= PARALLEL_MIN_SAVING {
+        if by_saving && crate::verdict::crosses_parallel_line(lo, hi) {
             verdict = Verdict::Inconclusive;
             reason = format!(
                 "too noisy to tell: the cell's saving lies between {:.0}% and {:.0}% (80% interval over its solo rounds and runs), on both sides of the {:.0}% parallel line; the median run: {reason}",

@@ -100,6 +100,12 @@ pub fn judge_simulated(
     (report.verdict, format!("{} ({})", report.reason, effs(e)), report)
 }
 
+/// Whether an interval of the saving lies on both sides of the parallel line: the noise, not
+/// the program, would decide between parallel and not (live runs and cells are inconclusive).
+pub fn crosses_parallel_line(lo: f64, hi: f64) -> bool {
+    lo < PARALLEL_MIN_SAVING && hi >= PARALLEL_MIN_SAVING
+}
+
 /// Judges a live run (no server trace): from whether the calls overlapped as the client saw
 /// them, the efficiencies against the median solo baselines, and `interval`, the 80 %
 /// bootstrap interval of the saving over the solo rounds (`None` with one round).
@@ -138,7 +144,7 @@ pub fn judge_live(e: &Efficiency, agents: &[AgentRecord], interval: Option<(f64,
     }
     let v = classify(e);
     if let Some((lo, hi)) = interval {
-        if lo < PARALLEL_MIN_SAVING && hi >= PARALLEL_MIN_SAVING && !e.saving.is_nan() {
+        if crosses_parallel_line(lo, hi) && !e.saving.is_nan() {
             return (
                 Verdict::Inconclusive,
                 format!(

@@ -21,9 +21,9 @@
 //! given seed and request order. The noisy work is the request's work: the trace's modelled
 //! solo cost includes it.
 
+use crate::dist::{DistKind, DistSpec};
 use crate::seed::SeedBuilder;
 use rand::RngExt;
-use rand_distr::{Distribution, LogNormal};
 use serde::{Deserialize, Serialize};
 
 /// The noise a server adds (see the module documentation). All zero: no noise.
@@ -94,10 +94,8 @@ impl NoiseSpec {
         let mut rng = SeedBuilder::new(seed).str("noise").u64(id).rng();
         let mut f = 1.0;
         if self.jitter_cv > 0.0 {
-            let sigma2 = (1.0 + self.jitter_cv * self.jitter_cv).ln();
-            if let Ok(d) = LogNormal::new(-sigma2 / 2.0, sigma2.sqrt()) {
-                f *= d.sample(&mut rng);
-            }
+            let jitter = DistSpec { dist: DistKind::Lognormal, mean: 1.0, cv: self.jitter_cv, min: None, max: None };
+            f *= jitter.sampler().sample(&mut rng);
         }
         if self.slow_probability > 0.0 && rng.random_bool(self.slow_probability) {
             f *= self.slow_factor;

@@ -248,15 +248,20 @@ fn refused_requests_are_failures_and_loads_are_not_requests() {
     assert!(r.reason.contains("failed before it ran"), "{}", r.reason);
 }
 
+/// A (100 ms of work) and B (100 ms) arrive together; B waits `wait_ms` for the one slot.
+fn waited_for_the_slot(wait_ms: u64) -> Vec<RequestTrace> {
+    let a = req(1, Some("a"), 0, 100, 100);
+    let mut b = req(2, Some("b"), 0, 100 + wait_ms, 100);
+    b.slot_us = Some(wait_ms * MS);
+    b.first_token_us = Some(wait_ms * MS);
+    b.waits.push(Wait { reason: WaitReason::SlotBusy, from_us: 0, to_us: Some(wait_ms * MS), detail: "1/1".into() });
+    vec![a, b]
+}
+
 #[test]
 fn one_slot_is_blamed_on_the_server() {
     // B arrived with A but waited 100 ms for the slot: took 200 = one at a time, saving 0.
-    let a = req(1, Some("a"), 0, 100, 100);
-    let mut b = req(2, Some("b"), 0, 200, 100);
-    b.slot_us = Some(100 * MS);
-    b.first_token_us = Some(100 * MS);
-    b.waits.push(Wait { reason: WaitReason::SlotBusy, from_us: 0, to_us: Some(100 * MS), detail: "1/1".into() });
-    let r = judge(&snap(vec![a, b]), &JudgeOptions::new());
+    let r = judge(&snap(waited_for_the_slot(100)), &JudgeOptions::new());
     assert_eq!(r.verdict, Verdict::Serialized, "{r}");
     assert_eq!(r.cause, Cause::ServerSlots);
     assert!(r.reason.contains("serialized by the server"), "{}", r.reason);
@@ -268,12 +273,7 @@ fn one_slot_is_blamed_on_the_server() {
 fn a_slot_wait_that_cost_part_of_the_saving_is_partly_serialized_in_words_too() {
     // B waited 60 ms of A's 100 for the slot: took 160 against 100 ideal and 200 one at a
     // time, saving 40 %: degraded, and the reason must not say plainly "serialized".
-    let a = req(1, Some("a"), 0, 100, 100);
-    let mut b = req(2, Some("b"), 0, 160, 100);
-    b.slot_us = Some(60 * MS);
-    b.first_token_us = Some(60 * MS);
-    b.waits.push(Wait { reason: WaitReason::SlotBusy, from_us: 0, to_us: Some(60 * MS), detail: "1/1".into() });
-    let r = judge(&snap(vec![a, b]), &JudgeOptions::new());
+    let r = judge(&snap(waited_for_the_slot(60)), &JudgeOptions::new());
     assert_eq!(r.verdict, Verdict::Degraded, "{r}");
     assert_eq!(r.cause, Cause::ServerSlots);
     assert!(r.reason.contains("partly serialized by the server"), "{}", r.reason);
