@@ -224,6 +224,11 @@ pub struct ModelSpec {
     pub context_length: u64,
     /// Width of the model's embeddings (and of `/api/embed` vectors for embedding models).
     pub embedding_length: u64,
+    /// Bytes of KV cache per token of context, as the real estimate computes it
+    /// (`PredictServerVRAM`, llm/llama_server.go: 2 (K and V) x layers x KV heads x head size x
+    /// 2 bytes); estimated as `embedding_length x 16` when absent.
+    #[serde(default)]
+    pub kv_bytes_per_token: Option<u64>,
     /// Subset of `completion, tools, insert, vision, embedding, thinking`.
     pub capabilities: Vec<String>,
     /// The chat template `/api/show` reports.
@@ -256,6 +261,15 @@ impl ModelSpec {
             + p.first_token_ms.mean
             + f64::from(prompt_tokens) / p.prompt_tokens_per_s * 1000.0
             + decode * f64::from(tokens)
+    }
+
+    /// The memory the real scheduler predicts for a runner of this model before it starts it
+    /// (`PredictServerVRAM`, llm/llama_server.go v0.33.0-rc2 2681-2701, with the context of
+    /// `effectiveLlamaServerContext`, server/sched.go 793-795): the weights (the file's size)
+    /// plus the KV cache of `num_ctx` tokens for each of `num_parallel` slots.
+    pub fn predicted_memory(&self, num_ctx: u64, num_parallel: usize) -> u64 {
+        let kv = self.kv_bytes_per_token.unwrap_or(self.embedding_length.saturating_mul(16));
+        self.size.saturating_add(kv.saturating_mul(num_ctx).saturating_mul(num_parallel.max(1) as u64))
     }
 
     /// The digest: configured, or a stable one derived from the name.
@@ -299,7 +313,52 @@ pub struct DeviceSpec {
     /// 1 = no better than time-slicing.
     #[serde(default = "default_batch_penalty")]
     pub batch_penalty: f64,
+    /// Memory (VRAM) in GiB, shared by every runner of every instance on the device. When set,
+    /// the scheduler evicts by memory as the real one does (a new model must fit in 80 % of
+    /// the free memory when others are loaded) and the default `num_ctx` follows the real
+    /// server's tiers (4096 below 23 GiB, 32768 below 47 GiB, 262144 above). Absent: memory is
+    /// not modelled (every model fits) and `num_ctx` defaults to 4096.
+    #[serde(default)]
+    pub memory_gib: Option<f64>,
+    /// How long an unload waits for the GPU to report its memory free again before a request
+    /// that waited for the unload can load (the real `waitForVRAMRecovery`, server/sched.go
+    /// 1441-1499, on discrete GPUs only: polled every 250 ms, "typical convergence is 0.5-1.5s",
+    /// 5 s at most). Modelled milliseconds; 0 (the default) for integrated GPUs, Metal and CPUs.
+    #[serde(default)]
+    pub vram_release_ms: f64,
 }
+
+impl DeviceSpec {
+    /// A device with the default sharing figures and no memory model.
+    pub fn new(name: impl Into<String>) -> Self {
+        DeviceSpec {
+            name: name.into(),
+            cross_process_efficiency: default_cross_process_efficiency(),
+            batch_penalty: default_batch_penalty(),
+            memory_gib: None,
+            vram_release_ms: 0.0,
+        }
+    }
+
+    /// The device's memory in bytes, when modelled.
+    pub fn memory_bytes(&self) -> Option<u64> {
+        self.memory_gib.map(|g| (g * GIB as f64) as u64)
+    }
+
+    /// The default `num_ctx` of a server on this device: the real server's tiers by total VRAM
+    /// (server/routes.go v0.33.0-rc2 2045-2057; thresholds 47 and 23 GiB "to account for small
+    /// differences in the exact value").
+    pub fn default_num_ctx(&self) -> u64 {
+        match self.memory_bytes() {
+            Some(m) if m >= 47 * GIB => 262_144,
+            Some(m) if m >= 23 * GIB => 32_768,
+            _ => 4096,
+        }
+    }
+}
+
+/// One gibibyte.
+pub(crate) const GIB: u64 = 1 << 30;
 
 fn default_cross_process_efficiency() -> f64 {
     0.78
@@ -522,6 +581,12 @@ impl RawConfig {
             if !(d.batch_penalty >= 0.0 && d.batch_penalty.is_finite()) {
                 return Err(invalid(format!("device {:?}: batch_penalty must be >= 0", d.name)));
             }
+            if d.memory_gib.is_some_and(|g| !(g.is_finite() && g > 0.0 && g <= 1e6)) {
+                return Err(invalid(format!("device {:?}: memory_gib must be a number of GiB above 0", d.name)));
+            }
+            if !(d.vram_release_ms.is_finite() && (0.0..=600_000.0).contains(&d.vram_release_ms)) {
+                return Err(invalid(format!("device {:?}: vram_release_ms must be from 0 to 600000", d.name)));
+            }
         }
         let count = self.instances.unwrap_or(f.instances.len().max(1));
         if count == 0 {
@@ -536,11 +601,7 @@ impl RawConfig {
                     .position(|d| &d.name == name)
                     .ok_or_else(|| invalid(format!("instance {i}: unknown device {name:?}")))?,
                 None => {
-                    devices.push(DeviceSpec {
-                        name: format!("device-{i}"),
-                        cross_process_efficiency: default_cross_process_efficiency(),
-                        batch_penalty: default_batch_penalty(),
-                    });
+                    devices.push(DeviceSpec::new(format!("device-{i}")));
                     devices.len() - 1
                 }
             };

@@ -31,6 +31,9 @@ pub(crate) struct Device {
     /// Bumped (under the lock) on every membership change, so streams can keep a copy of
     /// their batch's clock and skip the lock while nothing changed.
     epoch: AtomicU64,
+    /// Memory held by the runners on this device, of every instance: (instance, runner) ->
+    /// bytes. What each server's scheduler sees as used when it asks the GPU what is free.
+    memory: Mutex<HashMap<BatchKey, u64>>,
 }
 
 #[derive(Debug, Default)]
@@ -52,7 +55,37 @@ struct Batch {
 
 impl Device {
     pub(crate) fn new(index: usize, spec: DeviceSpec) -> Self {
-        Device { index, spec, state: Mutex::new(DeviceState::default()), epoch: AtomicU64::new(0) }
+        Device {
+            index,
+            spec,
+            state: Mutex::new(DeviceState::default()),
+            epoch: AtomicU64::new(0),
+            memory: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn memory(&self) -> MutexGuard<'_, HashMap<BatchKey, u64>> {
+        self.memory.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Bytes held by runners on the device.
+    pub(crate) fn memory_used(&self) -> u64 {
+        self.memory().values().sum()
+    }
+
+    /// Free bytes, when the device's memory is modelled.
+    pub(crate) fn memory_free(&self) -> Option<u64> {
+        self.spec.memory_bytes().map(|m| m.saturating_sub(self.memory_used()))
+    }
+
+    /// Records a runner's memory (replacing what it held).
+    pub(crate) fn hold_memory(&self, key: BatchKey, bytes: u64) {
+        self.memory().insert(key, bytes);
+    }
+
+    /// Forgets a runner's memory (it unloaded).
+    pub(crate) fn release_memory(&self, key: BatchKey) {
+        self.memory().remove(&key);
     }
 
     fn lock(&self) -> MutexGuard<'_, DeviceState> {
@@ -226,7 +259,7 @@ mod tests {
     fn device(eff: f64, penalty: f64) -> Arc<Device> {
         Arc::new(Device::new(
             0,
-            DeviceSpec { name: "gpu".into(), cross_process_efficiency: eff, batch_penalty: penalty },
+            DeviceSpec { cross_process_efficiency: eff, batch_penalty: penalty, ..DeviceSpec::new("gpu") },
         ))
     }
 

@@ -9,7 +9,7 @@ use crate::dist::{DistSpec, Sampler};
 use crate::seed::SimRng;
 use std::time::Duration;
 
-fn scaled_ms(ms: f64, time_scale: f64) -> Duration {
+pub(crate) fn scaled_ms(ms: f64, time_scale: f64) -> Duration {
     let ns = ms * 1e6 * time_scale;
     if ns.is_finite() && ns > 0.0 { Duration::from_nanos(ns as u64) } else { Duration::ZERO }
 }

@@ -1,8 +1,32 @@
-//! One instance's scheduler, as the real server's (`server/sched.go`): loaded runners with
-//! reference counts and keep-alive timers, one load at a time in FIFO order, the pending
-//! limit (`OLLAMA_MAX_QUEUE`, then 503) for requests that need scheduling, reloads when runner
-//! options differ (after in-flight requests finish), eviction past
-//! `OLLAMA_MAX_LOADED_MODELS`, and `num_parallel` FIFO slots per runner.
+//! One instance's scheduler, as the real server's (`server/sched.go` of Ollama v0.33.0-rc2):
+//! loaded runners with reference counts and keep-alive timers; one scheduling loop that takes
+//! pending requests in FIFO order and loads one model at a time; the pending limit
+//! (`OLLAMA_MAX_QUEUE`, then 503) for every request that cannot use a loaded runner at once,
+//! including those that arrive while their model loads; reloads when runner options differ and
+//! eviction past `OLLAMA_MAX_LOADED_MODELS`, both by expiring a runner (keep-alive zero) and
+//! waiting until it is idle, while compatible requests keep using it; loads aborted when the
+//! loading request's client goes away; and `num_parallel` FIFO slots per runner.
+//!
+//! How the real scheduler does each of these, with its lines:
+//! - `getRunner` (sched.go 169-211): a request whose model is in `s.loaded` with matching
+//!   options takes it at once (`useLoadedRunner`), with no queue, even when that runner has
+//!   been told to expire for a reload or an eviction; every other request is sent to
+//!   `pendingReqCh`, a channel of `OLLAMA_MAX_QUEUE` places, and is refused with `ErrMaxQueue`
+//!   (503) when it is full.
+//! - `processPending` (225-363), one goroutine: it takes one pending request at a time and
+//!   blocks until that request has a runner; `load` (496-755) runs the whole start of a
+//!   llama-server (`llamaServerRunner.Load` -> `WaitUntilRunning`, llm/llama_server.go
+//!   1047-1061) before the runner enters `s.loaded`, so requests for a model that is loading
+//!   find nothing loaded and wait in the pending queue, counted, then go through the loop one
+//!   by one once it is loaded.
+//! - `WaitUntilRunning(req.ctx)` (llama_server.go 1281-1295): the loading request's client
+//!   going away aborts the load (the process is closed, sched.go 643-648); the next pending
+//!   request starts a new one.
+//! - A runner to reload or evict gets `sessionDuration = 0` once (sched.go 330-341) and the loop
+//!   waits for an unload; a later request that passes its own `keep_alive` sets the duration
+//!   again (`useLoadedRunner`, 475-493), and the runner then lives until that expires.
+//! - The victim (`findRunnerToUnload`, 1664-1693, `ByDurationAndName`, 1557-1578): the runners
+//!   sorted by keep-alive, then name; the first idle one, else the first (busy) one.
 
 use crate::clock::Clock;
 use crate::config::{ModelSpec, ResolvedInstance};
@@ -14,17 +38,20 @@ use crate::request::Options;
 use crate::seed::SeedBuilder;
 use crate::store::Store;
 use crate::trace::{Load, TraceGuard, WaitReason};
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// The options a runner is loaded with; a request with different ones forces a reload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RunnerOptions {
-    /// Effective context length per slot (default 4096, capped at the model's).
+    /// Effective context length per slot (the device's default tier, capped at the model's).
     pub(crate) num_ctx: u64,
+    /// The request left `num_ctx` to the server: an automatic value matches any other
+    /// automatic one when deciding a reload (`needsReload`, server/sched.go 1396-1398).
+    pub(crate) num_ctx_auto: bool,
     pub(crate) num_batch: i64,
     /// `None` = automatic (all layers on the GPU).
     pub(crate) num_gpu: Option<i64>,
@@ -34,17 +61,17 @@ pub(crate) struct RunnerOptions {
     pub(crate) shift: bool,
 }
 
-/// The default `num_ctx` of a machine with less than 24 GiB of VRAM.
-pub(crate) const DEFAULT_NUM_CTX: u64 = 4096;
-
 impl RunnerOptions {
-    pub(crate) fn from_options(o: &Options, model: &ModelSpec, shift: bool) -> Self {
-        let num_ctx = match o.num_ctx {
-            Some(n) if n > 0 => (n as u64).clamp(4, model.context_length.max(4)),
-            _ => DEFAULT_NUM_CTX.min(model.context_length.max(4)),
+    /// The runner options of a request; `default_num_ctx` is the server's automatic value
+    /// ([`crate::config::DeviceSpec::default_num_ctx`]).
+    pub(crate) fn from_options(o: &Options, model: &ModelSpec, shift: bool, default_num_ctx: u64) -> Self {
+        let (num_ctx, num_ctx_auto) = match o.num_ctx {
+            Some(n) if n > 0 => ((n as u64).clamp(4, model.context_length.max(4)), false),
+            _ => (default_num_ctx.min(model.context_length.max(4)), true),
         };
         RunnerOptions {
             num_ctx,
+            num_ctx_auto,
             num_batch: o.num_batch.unwrap_or(512),
             num_gpu: o.num_gpu.filter(|n| *n >= 0),
             main_gpu: o.main_gpu,
@@ -57,7 +84,7 @@ impl RunnerOptions {
     /// Why a runner loaded with `self` cannot serve a request asking for `req`, if it cannot.
     pub(crate) fn reload_reason(&self, req: &RunnerOptions) -> Option<String> {
         let mut diffs = Vec::new();
-        if self.num_ctx != req.num_ctx {
+        if self.num_ctx != req.num_ctx && !(self.num_ctx_auto && req.num_ctx_auto) {
             diffs.push(format!("num_ctx {} -> {}", self.num_ctx, req.num_ctx));
         }
         if self.num_batch != req.num_batch {
@@ -99,16 +126,23 @@ pub(crate) struct Runner {
     pub(crate) slots: Arc<Semaphore>,
     /// Modelled duration of this runner's load.
     pub(crate) load_time: Duration,
-    pub(crate) load_start: Instant,
-    ready: watch::Sender<bool>,
+    /// Set when the load has finished; until then no request can use the runner.
+    ready: AtomicBool,
+    /// The memory predicted for it (what `/api/ps` reports as `size`).
+    pub(crate) memory: u64,
+    /// The part of it on the device (`size_vram`): all of it when it fits, what is free when it
+    /// is the only model and does not (the real server then offloads layers to the CPU; the
+    /// slower decoding that follows is not modelled), none with `num_gpu` 0.
+    pub(crate) vram: u64,
     st: Mutex<RunnerState>,
 }
 
 #[derive(Debug)]
 struct RunnerState {
     refs: usize,
+    /// Zero once the scheduler has expired the runner for a reload or an eviction (the real
+    /// `sessionDuration = 0`): it unloads as soon as it is idle.
     keep_alive: KeepAlive,
-    draining: bool,
     expires_at: SystemTime,
     /// Bumped whenever the runner goes busy, so a stale expiry timer does nothing.
     idle_gen: u64,
@@ -122,7 +156,7 @@ impl Runner {
     }
 
     pub(crate) fn is_ready(&self) -> bool {
-        *self.ready.borrow()
+        self.ready.load(Ordering::Acquire)
     }
 
     /// Requests holding the runner.
@@ -164,8 +198,13 @@ struct State {
     runners: BTreeMap<String, Arc<Runner>>,
     /// Requests waiting for the scheduler (bounded by `max_queue`).
     pending: usize,
-    /// Loads done per model key (the first one is cold).
+    /// Loads started per model key (the first one is cold).
     loads: HashMap<String, u64>,
+    /// Model keys whose last load was aborted by its client.
+    aborted: HashSet<String>,
+    /// Until when the device is still releasing the memory of the last unload (real:
+    /// `waitForVRAMRecovery`); a request that waited for an unload loads after it.
+    vram_released_at: Option<Instant>,
 }
 
 /// What a request asks the scheduler for.
@@ -199,6 +238,9 @@ pub(crate) struct RunnerInfo {
     pub(crate) model: Arc<ModelSpec>,
     pub(crate) num_ctx: u64,
     pub(crate) on_gpu: bool,
+    /// Bytes in memory and on the device (`/api/ps` `size` and `size_vram`), when the device's
+    /// memory is modelled.
+    pub(crate) memory: Option<(u64, u64)>,
     pub(crate) expires_at: SystemTime,
     pub(crate) busy_slots: usize,
     pub(crate) num_parallel: usize,
@@ -247,7 +289,10 @@ impl Instance {
         if self.clock.is_frozen() { crate::clock::frozen_epoch() } else { SystemTime::now() }
     }
 
-    /// Takes the runner if it is loaded with compatible options (or loading with them).
+    /// Takes the runner if it is loaded with compatible options, as `useLoadedRunner` does:
+    /// even a runner expired for a reload or an eviction, and a `keep_alive` in the request
+    /// replaces the runner's (so it may no longer unload when idle). A runner still loading is
+    /// not in the real `s.loaded`: it is never taken here.
     fn attach(
         &self,
         st: &State,
@@ -256,10 +301,10 @@ impl Instance {
         keep_alive: Option<KeepAlive>,
     ) -> Option<Arc<Runner>> {
         let r = st.runners.get(key)?;
-        let mut rs = r.lock();
-        if rs.draining || r.opts.reload_reason(opts).is_some() {
+        if !r.is_ready() || r.opts.reload_reason(opts).is_some() {
             return None;
         }
+        let mut rs = r.lock();
         rs.refs += 1;
         rs.idle_gen += 1;
         if let Some(t) = rs.expiry.take() {
@@ -273,73 +318,81 @@ impl Instance {
 
     /// Gets a loaded runner for a request, loading, reloading or evicting as needed.
     pub(crate) async fn acquire(self: &Arc<Self>, req: RunnerRequest<'_>) -> Result<Lease, ApiError> {
-        // Fast path: loaded (or loading) with the right options: never enters the queue.
+        // Fast path: loaded with the right options: never enters the queue.
         let attached = {
             let st = self.lock();
             self.attach(&st, &req.key, &req.opts, req.keep_alive)
         };
         if let Some(runner) = attached {
-            let lease =
-                Lease { instance: Arc::clone(self), runner, load_modelled: Duration::ZERO, ping: Duration::ZERO };
-            return self.wait_ready(lease, &req).await;
+            return self.ping(Lease::new(self, runner, Duration::ZERO), &req).await;
         }
 
-        // Slow path: through the scheduler, bounded by max_queue.
-        {
+        // Slow path: the pending queue, bounded by max_queue, then the scheduling loop.
+        let loading = {
             let mut st = self.lock();
             if st.pending >= self.cfg.max_queue {
                 return Err(ApiError::busy());
             }
             st.pending += 1;
-        }
+            st.runners.values().find(|r| !r.is_ready()).map(|r| r.display.clone())
+        };
         let pending = PendingGuard(self);
         let sched = match Arc::clone(&self.sched).try_lock_owned() {
             Ok(g) => g,
             Err(_) => {
-                let w = req.trace.begin_wait(
-                    WaitReason::Scheduler,
-                    Instant::now(),
-                    "another model load is in progress".into(),
-                );
+                let (reason, detail) = match loading {
+                    Some(m) if m == req.display => (
+                        WaitReason::ModelLoading,
+                        format!("queued while {m} loads ({} pending, max {})", self.pending(), self.cfg.max_queue),
+                    ),
+                    Some(m) => (WaitReason::Scheduler, format!("queued while {m} loads")),
+                    None => (WaitReason::Scheduler, "queued behind other requests being scheduled".to_string()),
+                };
+                let w = req.trace.begin_wait(reason, Instant::now(), detail);
                 let g = Arc::clone(&self.sched).lock_owned().await;
                 req.trace.end_wait(w, Instant::now());
                 g
             }
         };
+        let mut steps = Steps::default();
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            match self.schedule_step(&req) {
+            match self.schedule_step(&req, &mut steps) {
                 Decision::Retry => continue,
                 Decision::Attached(runner) => {
                     drop(pending);
                     drop(sched);
-                    let lease = Lease {
-                        instance: Arc::clone(self),
-                        runner,
-                        load_modelled: Duration::ZERO,
-                        ping: Duration::ZERO,
-                    };
-                    return self.wait_ready(lease, &req).await;
+                    return self.ping(Lease::new(self, runner, Duration::ZERO), &req).await;
                 }
                 Decision::Load(runner) => {
-                    // The load runs in its own task holding the scheduler, so one model loads
-                    // at a time even if this request goes away.
-                    let loader = Arc::clone(&runner);
-                    self.rt.spawn(async move {
-                        tokio::time::sleep(loader.load_time).await;
-                        loader.ready.send_replace(true);
-                        drop(sched);
-                    });
                     drop(pending);
-                    let load_modelled = runner.load_time;
-                    let lease = Lease { instance: Arc::clone(self), runner, load_modelled, ping: Duration::ZERO };
-                    return self.wait_ready(lease, &req).await;
+                    // The load holds the scheduler, so one model loads at a time, and runs in
+                    // this request: dropping it (its client went away) drops the lease first,
+                    // which removes the unfinished runner, then the scheduler.
+                    let load_time = runner.load_time;
+                    let loading = Loading { lease: Lease::new(self, runner, load_time), _sched: sched };
+                    let w = req.trace.begin_wait(
+                        WaitReason::ModelLoading,
+                        Instant::now(),
+                        format!("loading {}", loading.lease.runner.display),
+                    );
+                    tokio::time::sleep(load_time).await;
+                    req.trace.end_wait(w, Instant::now());
+                    let Loading { lease, _sched } = loading;
+                    lease.runner.ready.store(true, Ordering::Release);
+                    return Ok(lease);
                 }
                 Decision::Wait(reason, detail) => {
                     let w = req.trace.begin_wait(reason, Instant::now(), detail);
                     notified.await;
+                    req.trace.end_wait(w, Instant::now());
+                }
+                Decision::Settle(at) => {
+                    let detail = format!("{} releasing the unloaded model's memory", self.device.spec.name);
+                    let w = req.trace.begin_wait(WaitReason::MemoryRelease, Instant::now(), detail);
+                    tokio::time::sleep_until(at.into()).await;
                     req.trace.end_wait(w, Instant::now());
                 }
             }
@@ -347,63 +400,134 @@ impl Instance {
     }
 
     /// One decision of the scheduler for a request, under the state lock.
-    fn schedule_step(&self, req: &RunnerRequest<'_>) -> Decision {
+    fn schedule_step(&self, req: &RunnerRequest<'_>, steps: &mut Steps) -> Decision {
         let mut st = self.lock();
         if let Some(runner) = self.attach(&st, &req.key, &req.opts, req.keep_alive) {
             return Decision::Attached(runner);
         }
-        if let Some(r) = st.runners.get(&req.key).cloned() {
-            // Loaded with other options (or already draining): reload once idle.
+        // A runner to expire first: this model's, loaded with other options (a reload); at the
+        // loaded-model limit, the victim; or the victim when the model would not fit in memory.
+        let victim_of = |st: &State| st.runners.values().min_by_key(|r| victim_order(r)).cloned();
+        let (victim, wait) = if let Some(r) = st.runners.get(&req.key) {
             let why = r.opts.reload_reason(&req.opts).unwrap_or_else(|| "model is unloading".into());
-            let mut rs = r.lock();
-            rs.draining = true;
-            if rs.refs == 0 {
-                drop(rs);
-                st.runners.remove(&req.key);
-                return Decision::Retry;
+            (Arc::clone(r), Wait::Reload(why))
+        } else if st.runners.len() >= self.cfg.max_loaded_models {
+            let Some(v) = victim_of(&st) else { return Decision::Retry };
+            (v, Wait::Evict(format!("{} models loaded (max {})", st.runners.len(), self.cfg.max_loaded_models)))
+        } else if let Some(why) = self.does_not_fit(&st, req) {
+            let Some(v) = victim_of(&st) else { return Decision::Retry };
+            (v, Wait::Evict(why))
+        } else {
+            // A request that waited for an unload loads once the device has released its
+            // memory.
+            if let Some(at) = st.vram_released_at.filter(|at| steps.expired.is_some() && *at > Instant::now()) {
+                return Decision::Settle(at);
             }
-            return Decision::Wait(
+            drop(st);
+            return self.start_load(req, steps.unloaded.as_deref());
+        };
+        let first = steps.expired != Some(victim.id);
+        if first {
+            steps.expired = Some(victim.id);
+            steps.unloaded = Some(match &wait {
+                Wait::Reload(why) => format!("reload for runner options: {why}"),
+                Wait::Evict(why) => format!("load after evicting {}: {why}", victim.display),
+            });
+        }
+        let mut vs = victim.lock();
+        if vs.refs == 0 {
+            drop(vs);
+            self.remove_runner(&mut st, &victim);
+            return Decision::Retry;
+        }
+        if first {
+            vs.keep_alive = KeepAlive::For(Duration::ZERO);
+        }
+        let refs = vs.refs;
+        drop(vs);
+        match wait {
+            Wait::Reload(why) => Decision::Wait(
                 WaitReason::ReloadForOptions,
-                format!("{} busy with {} request(s); reload for {why}", r.display, rs.refs),
-            );
-        }
-        if st.runners.len() >= self.cfg.max_loaded_models {
-            // Evict the idle-soonest model: idle ones first, then the soonest to expire.
-            let victim = st
-                .runners
-                .values()
-                .min_by_key(|r| {
-                    let rs = r.lock();
-                    (rs.refs > 0, rs.expires_at)
-                })
-                .cloned();
-            let Some(v) = victim else { return Decision::Retry };
-            let mut vs = v.lock();
-            vs.draining = true;
-            if vs.refs == 0 {
-                drop(vs);
-                st.runners.remove(&v.key);
-                return Decision::Retry;
-            }
-            return Decision::Wait(
+                format!("{} busy with {refs} request(s); reload for {why}", victim.display),
+            ),
+            Wait::Evict(why) => Decision::Wait(
                 WaitReason::Eviction,
-                format!(
-                    "{} models loaded (max {}); evicting {}",
-                    st.runners.len(),
-                    self.cfg.max_loaded_models,
-                    v.display
-                ),
-            );
+                format!("{why}; evicting {} once its {refs} request(s) finish", victim.display),
+            ),
         }
-        // Load it.
+    }
+
+    /// Why a model would not fit, when the device's memory is modelled and other models of
+    /// this instance are loaded: the real pre-flight check (server/sched.go 544-567) asks the
+    /// predicted memory to fit in 80 % of what is free. With nothing else loaded the model
+    /// loads whatever its size (sched.go 295-302: "prefer the best fit").
+    fn does_not_fit(&self, st: &State, req: &RunnerRequest<'_>) -> Option<String> {
+        let free = self.device.memory_free()?;
+        if st.runners.is_empty() || req.opts.num_gpu == Some(0) {
+            return None;
+        }
+        let need = req.model.predicted_memory(req.opts.num_ctx, self.num_parallel(&req.model));
+        (need > free / 100 * 80).then(|| {
+            format!(
+                "{} needs {} (num_ctx {}), more than 80 % of the {} free on {}",
+                req.display,
+                gib(need),
+                req.opts.num_ctx,
+                gib(free),
+                self.device.spec.name
+            )
+        })
+    }
+
+    /// Slots of a runner of `model`: `OLLAMA_NUM_PARALLEL`, but 1 for embedding models and for
+    /// the architectures the real server forces to 1 (server/sched.go 500-511).
+    fn num_parallel(&self, model: &ModelSpec) -> usize {
+        const ONE_SLOT: [&str; 11] = [
+            "mllama",
+            "qwen3vl",
+            "qwen3vlmoe",
+            "qwen35",
+            "qwen35moe",
+            "qwen3next",
+            "lfm2",
+            "lfm2moe",
+            "nemotron_h",
+            "nemotron_h_moe",
+            "nemotron_h_omni",
+        ];
+        if model.has("embedding") || ONE_SLOT.contains(&model.family.as_str()) { 1 } else { self.cfg.num_parallel }
+    }
+
+    /// Unloads a runner: forgets it, frees its memory on the device, and, for a runner that had
+    /// loaded, starts the device's release of that memory.
+    fn remove_runner(&self, st: &mut State, runner: &Runner) {
+        if st.runners.get(&runner.key).is_some_and(|r| r.id == runner.id) {
+            st.runners.remove(&runner.key);
+        }
+        self.device.release_memory((self.index, runner.id));
+        let release = latency::scaled_ms(self.device.spec.vram_release_ms, self.time_scale);
+        if runner.is_ready() && !release.is_zero() {
+            st.vram_released_at = Some(Instant::now() + release);
+        }
+    }
+
+    /// Creates the runner a request will load, and records the load in its trace, with why
+    /// (`unloaded`: the reload or eviction that made room for it).
+    fn start_load(&self, req: &RunnerRequest<'_>, unloaded: Option<&str>) -> Decision {
+        let mut st = self.lock();
         let n = st.loads.entry(req.key.clone()).or_insert(0);
         let cold = *n == 0;
         *n += 1;
         let mut rng = SeedBuilder::new(self.seed).str("load").u64(self.index as u64).str(&req.key).u64(*n).rng();
         let load_time = latency::load_time(&req.model.profile, cold, self.time_scale, &mut rng);
-        let num_parallel = if req.model.has("embedding") { 1 } else { self.cfg.num_parallel };
-        let (ready, _) = watch::channel(false);
-        let now = Instant::now();
+        let restart = st.aborted.remove(&req.key);
+        let num_parallel = self.num_parallel(&req.model);
+        let memory = req.model.predicted_memory(req.opts.num_ctx, num_parallel);
+        let vram = match (req.opts.num_gpu, self.device.memory_free()) {
+            (Some(0), _) => 0,
+            (_, Some(free)) => memory.min(free),
+            (_, None) => memory,
+        };
         let runner = Arc::new(Runner {
             id: self.next_runner.fetch_add(1, Ordering::Relaxed),
             key: req.key.clone(),
@@ -413,25 +537,27 @@ impl Instance {
             num_parallel,
             slots: Arc::new(Semaphore::new(num_parallel)),
             load_time,
-            load_start: now,
-            ready,
+            ready: AtomicBool::new(false),
+            memory,
+            vram,
             st: Mutex::new(RunnerState {
                 refs: 1,
                 keep_alive: req.keep_alive.unwrap_or(self.default_keep_alive),
-                draining: false,
                 expires_at: self.now_wall() + load_time,
                 idle_gen: 0,
                 expiry: None,
             }),
         });
         st.runners.insert(req.key.clone(), Arc::clone(&runner));
+        self.device.hold_memory((self.index, runner.id), vram);
         drop(st);
-        let reason = match req.trace.with(|r| r.waits.last().map(|w| w.reason)) {
-            Some(WaitReason::ReloadForOptions) => "reload for runner options",
-            Some(WaitReason::Eviction) => "load after eviction",
-            _ if cold => "first use (cold start)",
-            _ => "not loaded",
+        let reason = match unloaded {
+            Some(why) => why,
+            None if restart => "a new start: the previous load was aborted when its client went away",
+            None if cold => "first use (cold start)",
+            None => "not loaded",
         };
+        let now = Instant::now();
         req.trace.with(|r| {
             r.loads.push(Load {
                 start_us: req.trace.us(now),
@@ -443,60 +569,36 @@ impl Instance {
         Decision::Load(runner)
     }
 
-    /// Waits until the lease's runner has loaded. A request that found its runner loaded pays
-    /// the per-call overhead instead (the real scheduler's health ping,
-    /// [`crate::config::Profile::call_overhead_ms`]): it shows in its `load_duration`.
-    async fn wait_ready(&self, mut lease: Lease, req: &RunnerRequest<'_>) -> Result<Lease, ApiError> {
-        if lease.runner.is_ready() {
-            if lease.load_modelled.is_zero() {
-                let mut rng = SeedBuilder::new(self.seed)
-                    .str("ping")
-                    .u64(self.index as u64)
-                    .str(&req.key)
-                    .u64(req.trace.id())
-                    .rng();
-                let d = latency::call_overhead(&req.model.profile, self.time_scale, &mut rng);
-                if !d.is_zero() {
-                    tokio::time::sleep(d).await;
-                }
-                lease.load_modelled = d;
-                lease.ping = d;
-            }
-            return Ok(lease);
+    /// A request that found its runner loaded pays the per-call overhead (the real
+    /// scheduler's health ping, [`crate::config::Profile::call_overhead_ms`]): it shows in its
+    /// `load_duration`.
+    async fn ping(&self, mut lease: Lease, req: &RunnerRequest<'_>) -> Result<Lease, ApiError> {
+        let mut rng =
+            SeedBuilder::new(self.seed).str("ping").u64(self.index as u64).str(&req.key).u64(req.trace.id()).rng();
+        let d = latency::call_overhead(&req.model.profile, self.time_scale, &mut rng);
+        if !d.is_zero() {
+            tokio::time::sleep(d).await;
         }
-        let w =
-            req.trace.begin_wait(WaitReason::ModelLoading, Instant::now(), format!("loading {}", lease.runner.display));
-        if lease.load_modelled.is_zero() {
-            // Joined a load already in progress: it shows in this request's load_duration too.
-            lease.load_modelled = lease.runner.load_time;
-            let (start, dur) = (lease.runner.load_start, lease.runner.load_time);
-            req.trace.with(|r| {
-                r.loads.push(Load {
-                    start_us: req.trace.us(start),
-                    duration_us: dur.as_micros() as u64,
-                    cold: false,
-                    reason: "joined a load in progress".into(),
-                })
-            });
-        }
-        let mut rx = lease.runner.ready.subscribe();
-        // The sender lives in the runner, which the lease keeps alive.
-        let _ = rx.wait_for(|ready| *ready).await;
-        req.trace.end_wait(w, Instant::now());
+        lease.load_modelled = d;
+        lease.ping = d;
         Ok(lease)
     }
 
-    /// Releases a runner reference; starts the keep-alive timer or unloads when idle.
+    /// Releases a runner reference; starts the keep-alive timer, or unloads when the runner
+    /// is expired (keep-alive zero) or its load never finished (the loading client went away).
     fn release(self: &Arc<Self>, runner: &Arc<Runner>) {
         let mut st = self.lock();
         let mut rs = runner.lock();
         rs.refs = rs.refs.saturating_sub(1);
         if rs.refs == 0 {
-            if rs.draining || rs.keep_alive.is_zero() {
+            let aborted = !runner.is_ready();
+            if aborted || rs.keep_alive.is_zero() {
                 drop(rs);
-                if st.runners.get(&runner.key).is_some_and(|r| r.id == runner.id) {
-                    st.runners.remove(&runner.key);
+                if aborted && st.runners.get(&runner.key).is_some_and(|r| r.id == runner.id) {
+                    st.aborted.insert(runner.key.clone());
+                    tracing::debug!(target: "sim_ollama", instance = self.index, model = %runner.display, "load aborted: its client went away");
                 }
+                self.remove_runner(&mut st, runner);
             } else {
                 rs.idle_gen += 1;
                 match rs.keep_alive {
@@ -526,23 +628,24 @@ impl Instance {
         let rs = runner.lock();
         if rs.refs == 0 && rs.idle_gen == generation && st.runners.get(&runner.key).is_some_and(|r| r.id == runner.id) {
             drop(rs);
-            st.runners.remove(&runner.key);
+            self.remove_runner(&mut st, runner);
             tracing::debug!(target: "sim_ollama", instance = self.index, model = %runner.display, "keep-alive expired: unloaded");
         }
         drop(st);
         self.changed.notify_waiters();
     }
 
-    /// Unloads a model as soon as it is idle (an empty prompt with `keep_alive: 0`).
+    /// Unloads a model as soon as it is idle (an empty prompt with `keep_alive: 0`), as the
+    /// real `expireRunner` (sched.go 1713-1730) does: a model still loading is not loaded yet
+    /// and is left alone.
     pub(crate) fn unload(&self, key: &str) {
         let mut st = self.lock();
-        if let Some(r) = st.runners.get(key).cloned() {
+        if let Some(r) = st.runners.get(key).filter(|r| r.is_ready()).cloned() {
             let mut rs = r.lock();
             rs.keep_alive = KeepAlive::For(Duration::ZERO);
-            rs.draining = true;
             if rs.refs == 0 {
                 drop(rs);
-                st.runners.remove(key);
+                self.remove_runner(&mut st, &r);
             }
         }
         drop(st);
@@ -560,6 +663,7 @@ impl Instance {
                 model: Arc::clone(&r.model),
                 num_ctx: r.opts.num_ctx,
                 on_gpu: r.opts.num_gpu != Some(0),
+                memory: self.device.spec.memory_gib.map(|_| (r.memory, r.vram)),
                 expires_at: r.expires_at(),
                 busy_slots: r.busy_slots(),
                 num_parallel: r.num_parallel,
@@ -584,6 +688,49 @@ enum Decision {
     Load(Arc<Runner>),
     /// Wait for a change (in-flight requests finishing), for this reason.
     Wait(WaitReason, String),
+    /// Wait until the device has released an unloaded model's memory, then decide again.
+    Settle(Instant),
+}
+
+/// What one request's scheduling has done so far.
+#[derive(Default)]
+struct Steps {
+    /// The runner it expired (told to unload when idle): the real loop does that once, then
+    /// waits for an unload.
+    expired: Option<u64>,
+    /// Why, as its load will say.
+    unloaded: Option<String>,
+}
+
+/// Why a request waits for a runner to unload.
+enum Wait {
+    /// Its model is loaded with other options.
+    Reload(String),
+    /// Another model must make room.
+    Evict(String),
+}
+
+/// Bytes in GiB, for messages.
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / crate::config::GIB as f64)
+}
+
+/// The order in which the real `findRunnerToUnload` picks a victim (smallest first): idle
+/// before busy, then the shortest keep-alive (forever last), then the name.
+fn victim_order(r: &Runner) -> (bool, Duration, String) {
+    let rs = r.lock();
+    let keep = match rs.keep_alive {
+        KeepAlive::Forever => Duration::MAX,
+        KeepAlive::For(d) => d,
+    };
+    (rs.refs > 0, keep, r.key.clone())
+}
+
+/// A load in progress, in the request that started it. Fields drop in order: the lease first
+/// (removing a runner whose load did not finish), then the scheduler.
+struct Loading {
+    lease: Lease,
+    _sched: tokio::sync::OwnedMutexGuard<()>,
 }
 
 struct PendingGuard<'a>(&'a Instance);
@@ -596,6 +743,10 @@ impl Drop for PendingGuard<'_> {
 }
 
 impl Lease {
+    fn new(instance: &Arc<Instance>, runner: Arc<Runner>, load_modelled: Duration) -> Self {
+        Lease { instance: Arc::clone(instance), runner, load_modelled, ping: Duration::ZERO }
+    }
+
     /// Takes one of the runner's parallel slots, in FIFO order.
     pub(crate) async fn slot(&self, trace: &TraceGuard) -> OwnedSemaphorePermit {
         let sem = Arc::clone(&self.runner.slots);

@@ -67,6 +67,9 @@ pub enum WaitReason {
     Eviction,
     /// All parallel slots of the model were busy.
     SlotBusy,
+    /// An unload this request waited for had not yet released the device's memory (discrete
+    /// GPUs: `DeviceSpec::vram_release_ms`).
+    MemoryRelease,
 }
 
 /// One interval a request spent waiting.
@@ -498,6 +501,7 @@ pub(crate) fn explain(r: &RequestTrace) -> String {
             WaitReason::ReloadForOptions => "for in-flight requests before a reload",
             WaitReason::Eviction => "for another model to be evicted",
             WaitReason::SlotBusy => "for a parallel slot",
+            WaitReason::MemoryRelease => "for the device to release memory",
         };
         parts.push(format!("waited {} {what} ({})", ms(to.saturating_sub(w.from_us)), w.detail));
     }

@@ -14,3 +14,7 @@ mod devices;
 mod faults;
 // Thousands of aborted streams leak no slot, task or request.
 mod leaks;
+// Loads as the real scheduler runs them: queued, counted, aborted, served while expiring.
+mod loads;
+// Device memory: eviction by memory, servers sharing a GPU, memory release, num_ctx tiers.
+mod memory;

@@ -281,10 +281,15 @@ async fn pull_copy_and_delete_change_what_is_installed() -> Result {
     let names = |v: &Value| {
         v["models"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap().to_string()).collect::<Vec<_>>()
     };
+    let r = post(&format!("{u}/api/generate"), json!({"model": "tiny"})).await?;
+    assert_eq!(r.status(), 200, "loaded");
     let r = client().delete(format!("{u}/api/delete")).json(&json!({"model": "tiny"})).send().await?;
     assert_eq!((r.status().as_u16(), r.text().await?.as_str()), (200, ""));
     let tags: Value = client().get(format!("{u}/api/tags")).send().await?.json().await?;
     assert!(!names(&tags).contains(&"tiny:latest".to_string()));
+    // As in the real server, deleting does not unload: the runner stays until it expires.
+    let ps: Value = client().get(format!("{u}/api/ps")).send().await?.json().await?;
+    assert_eq!(names(&ps), ["tiny:latest"]);
     let r = post(&format!("{u}/api/generate"), json!({"model": "tiny", "prompt": "x"})).await?;
     assert_eq!(r.status(), 404);
 

@@ -139,6 +139,7 @@ pub(crate) async fn ps(State(s): State<AppState>) -> Response {
         .iter()
         .map(|r| {
             let size = r.model.size_loaded.unwrap_or(r.model.size);
+            let (size, size_vram) = r.memory.unwrap_or((size, if r.on_gpu { size } else { 0 }));
             PsModel {
                 name: &r.display,
                 model: &r.display,
@@ -146,7 +147,7 @@ pub(crate) async fn ps(State(s): State<AppState>) -> Response {
                 digest: r.model.digest(),
                 details: details(&r.model, false),
                 expires_at: rfc3339(r.expires_at),
-                size_vram: if r.on_gpu { size } else { 0 },
+                size_vram,
                 context_length: r.num_ctx,
             }
         })
@@ -914,6 +915,8 @@ pub(crate) async fn delete(
     if !s.instance.store.remove(&name) {
         return Err(ApiError::model_not_found(&model_s));
     }
-    s.instance.unload(&name.key());
+    // The real DeleteHandler (server/routes.go v0.33.0-rc2 1247-1297) removes the manifest and
+    // layers and never touches the scheduler: a loaded runner stays loaded (and in /api/ps)
+    // until it expires.
     Ok(StatusCode::OK.into_response())
 }

@@ -166,7 +166,7 @@ pub(crate) fn job(
     plan: Plan,
     arrival: Instant,
 ) -> Job {
-    let opts = RunnerOptions::from_options(options, &model.spec, shift);
+    let opts = RunnerOptions::from_options(options, &model.spec, shift, s.instance.device.spec.default_num_ctx());
     Job {
         instance: Arc::clone(&s.instance),
         model,
@@ -193,7 +193,7 @@ pub(crate) async fn load_only(
         key: model.name.key(),
         display: model.name.display(),
         model: Arc::clone(&model.spec),
-        opts: RunnerOptions::from_options(options, &model.spec, shift),
+        opts: RunnerOptions::from_options(options, &model.spec, shift, s.instance.device.spec.default_num_ctx()),
         keep_alive,
         trace,
     };
