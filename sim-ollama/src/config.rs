@@ -37,7 +37,7 @@ pub const DEFAULT_BODY_LIMIT: usize = 32 * 1024 * 1024;
 
 /// The version string `/api/version` reports: the release the captures in
 /// `reference/real-ollama` came from.
-pub const DEFAULT_VERSION: &str = "0.33.0";
+pub const DEFAULT_VERSION: &str = "0.33.0-rc2";
 
 /// Errors reading or checking a configuration.
 #[derive(Debug)]
@@ -469,7 +469,7 @@ pub fn default_catalogue() -> Vec<ModelSpec> {
 /// seed 0, time scale 1.0, real clock, one instance on its own device, `num_parallel` 1,
 /// `max_queue` 512, `max_loaded_models` 3, keep-alive 5 min, body limit 32 MiB, trace budget
 /// 256 MiB, version
-/// `0.33.0`, 2 worker threads, the default catalogue.
+/// `0.33.0-rc2` (the server the captures in `reference/real-ollama` came from), 2 worker threads, the default catalogue.
 #[derive(Debug, Clone)]
 pub(crate) struct SimConfig {
     pub(crate) seed: u64,

@@ -187,7 +187,8 @@ impl Running {
         let Plan { prompt_tokens, text, timing, .. } = plan;
         trace.with(|r| r.prompt_tokens = u64::from(prompt_tokens));
         let req = RunnerRequest {
-            key: model.name.key(),
+            key: model.runner_key(),
+            name_key: model.name.key(),
             display: model.name.display(),
             model: Arc::clone(&model.spec),
             opts,

@@ -210,7 +210,10 @@ struct State {
 /// What a request asks the scheduler for.
 #[derive(Debug)]
 pub(crate) struct RunnerRequest<'a> {
+    /// The runner's identity: the model's weights ([`crate::store::Installed::runner_key`]).
     pub(crate) key: String,
+    /// The name the request used (lower case), which seeds its load and ping draws.
+    pub(crate) name_key: String,
     pub(crate) display: String,
     pub(crate) model: Arc<ModelSpec>,
     pub(crate) opts: RunnerOptions,
@@ -518,7 +521,7 @@ impl Instance {
         let n = st.loads.entry(req.key.clone()).or_insert(0);
         let cold = *n == 0;
         *n += 1;
-        let mut rng = SeedBuilder::new(self.seed).str("load").u64(self.index as u64).str(&req.key).u64(*n).rng();
+        let mut rng = SeedBuilder::new(self.seed).str("load").u64(self.index as u64).str(&req.name_key).u64(*n).rng();
         let load_time = latency::load_time(&req.model.profile, cold, self.time_scale, &mut rng);
         let restart = st.aborted.remove(&req.key);
         let num_parallel = self.num_parallel(&req.model);
@@ -574,7 +577,7 @@ impl Instance {
     /// `load_duration`.
     async fn ping(&self, mut lease: Lease, req: &RunnerRequest<'_>) -> Result<Lease, ApiError> {
         let mut rng =
-            SeedBuilder::new(self.seed).str("ping").u64(self.index as u64).str(&req.key).u64(req.trace.id()).rng();
+            SeedBuilder::new(self.seed).str("ping").u64(self.index as u64).str(&req.name_key).u64(req.trace.id()).rng();
         let d = latency::call_overhead(&req.model.profile, self.time_scale, &mut rng);
         if !d.is_zero() {
             tokio::time::sleep(d).await;

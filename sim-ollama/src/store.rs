@@ -25,6 +25,16 @@ pub(crate) struct Store {
     registry: Arc<Vec<Arc<ModelSpec>>>,
 }
 
+impl Installed {
+    /// What the scheduler knows a runner by: its weights, as the real `schedulerModelKey`
+    /// (server/sched.go v0.33.0-rc2 107-127) keys runners by the GGUF file's path. A copy
+    /// (`/api/copy`) installs the same weights under another name, so the two names share one
+    /// runner and its slots.
+    pub(crate) fn runner_key(&self) -> String {
+        format!("weights:{}", self.spec.digest())
+    }
+}
+
 impl Store {
     /// A store holding the whole catalogue, newest first in catalogue order.
     pub(crate) fn new(registry: Arc<Vec<Arc<ModelSpec>>>, base_time: SystemTime) -> Self {

@@ -256,19 +256,8 @@ impl Wire {
                 out.put_slice(b"data: [DONE]\n\n");
             }
             Wire::OpenAiCompletion { id, model, include_usage } => {
-                completion_chunk(out, id, model, created_unix, "", Some(reason.as_str()), *include_usage);
-                if *include_usage {
-                    out.put_slice(b"data: {\"id\":\"");
-                    out.put_slice(id.as_bytes());
-                    out.put_slice(b"\",\"object\":\"text_completion\",\"created\":");
-                    out.put_slice(created_unix.to_string().as_bytes());
-                    out.put_slice(b",\"choices\":[],\"model\":");
-                    write_json_str(out, model);
-                    out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"usage\":");
-                    write_go_json(&mut out.writer(), &Usage::new(metrics.prompt_eval_count, metrics.eval_count));
-                    out.put_slice(b"}\n\n");
-                }
-                out.put_slice(b"data: [DONE]\n\n");
+                let usage = Usage::new(metrics.prompt_eval_count, metrics.eval_count);
+                completion_end(out, id, model, created_unix, reason.as_str(), *include_usage, &usage);
             }
         }
     }
@@ -455,4 +444,30 @@ mod tests {
             "{\"model\":\"m\",\"created_at\":\"t\",\"response\":\"\",\"done\":true,\"done_reason\":\"stop\",\"total_duration\":5,\"prompt_eval_count\":3,\"prompt_eval_duration\":1000}\n"
         );
     }
+}
+
+/// The end of a `/v1/completions` stream: the chunk with the finish reason, the usage chunk
+/// when asked for, and `[DONE]` (middleware/openai.go `CompleteWriter.writeResponse`).
+pub(crate) fn completion_end(
+    out: &mut BytesMut,
+    id: &str,
+    model: &str,
+    created_unix: u64,
+    reason: &str,
+    include_usage: bool,
+    usage: &Usage,
+) {
+    completion_chunk(out, id, model, created_unix, "", Some(reason), include_usage);
+    if include_usage {
+        out.put_slice(b"data: {\"id\":\"");
+        out.put_slice(id.as_bytes());
+        out.put_slice(b"\",\"object\":\"text_completion\",\"created\":");
+        out.put_slice(created_unix.to_string().as_bytes());
+        out.put_slice(b",\"choices\":[],\"model\":");
+        write_json_str(out, model);
+        out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"usage\":");
+        write_go_json(&mut out.writer(), usage);
+        out.put_slice(b"}\n\n");
+    }
+    out.put_slice(b"data: [DONE]\n\n");
 }

@@ -137,3 +137,34 @@ async fn a_runner_waiting_for_its_reload_still_serves_requests_with_its_options(
     assert_eq!(ps["models"][0]["context_length"], 4096);
     Ok(())
 }
+
+/// Issue 13 item 6: the real scheduler keys runners by the weights' file (`schedulerModelKey`),
+/// so a copy made with `/api/copy` shares the original's runner and its slots: with one slot,
+/// a request through the copy waits for the original's (the old scheduler started a second
+/// runner, and the two ran side by side).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_shares_the_runner_and_the_slots_of_its_original() -> Result {
+    let sim = SimBuilder::new().time_scale(0.1).start()?;
+    let u = sim.url().to_string();
+    let r = client()
+        .post(format!("{u}/api/copy"))
+        .json(&json!({"source": "llama3.2:1b", "destination": "alias"}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), 200);
+    crate::helpers::load(&u, "llama3.2:1b", json!({})).await;
+    let body = |m: &str| json!({"model": m, "prompt": "x", "options": {"num_predict": 200, "sim_tokens": 200}});
+    let (a, b) = tokio::join!(
+        crate::helpers::generate(&u, "original", body("llama3.2:1b")),
+        crate::helpers::generate(&u, "copy", body("alias"))
+    );
+    assert_eq!((a["eval_count"].as_u64(), b["eval_count"].as_u64()), (Some(200), Some(200)));
+    let t = sim.trace();
+    let (ro, rc) = (by_agent(&t, "original"), by_agent(&t, "copy"));
+    assert!(ro.loads.is_empty() && rc.loads.is_empty(), "the copy loads nothing: {:?}", rc.loads);
+    let waited = [ro, rc].iter().filter(|r| r.waits.iter().any(|w| w.reason == WaitReason::SlotBusy)).count();
+    assert_eq!(waited, 1, "one of the two waited for the one slot");
+    let ps: Value = client().get(format!("{u}/api/ps")).send().await?.json().await?;
+    assert_eq!(ps["models"].as_array().map(Vec::len), Some(1), "{ps}");
+    Ok(())
+}

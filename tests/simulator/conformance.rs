@@ -25,7 +25,8 @@ fn root_and_version_answer_like_ollama_including_head() {
     assert_eq!((h.status, h.header("content-length")), (200, Some("17")));
     let v = raw_blocking(addr, "GET", "/api/version", None, &[]);
     assert_eq!(v.header("content-type"), Some("application/json; charset=utf-8"));
-    assert_eq!(v.json(), json!({"version": "0.33.0"}));
+    // The exact version the captures came from (03-get-version: `{"version":"0.33.0-rc2"}`).
+    assert_eq!(v.json(), json!({"version": "0.33.0-rc2"}));
     let hv = raw_blocking(addr, "HEAD", "/api/version", None, &[]);
     assert_eq!(hv.status, 200);
     assert_eq!(hv.header("content-length"), Some("20"));
@@ -383,6 +384,38 @@ async fn openai_completions_and_models_have_openais_shapes() -> Result {
     assert_eq!(keys(&m["data"][0]), ["id", "object", "created", "owned_by"]);
     let one: Value = client().get(format!("{u}/v1/models/tiny")).send().await?.json().await?;
     assert_eq!(one["id"], "tiny");
+    Ok(())
+}
+
+/// Issue 13 item 8: `/v1/completions` with an empty prompt loads the model and answers with no
+/// text and the finish reason `load` (the real middleware turns it into an empty generate);
+/// the simulator used to generate a full answer.
+#[tokio::test]
+async fn an_empty_v1_completion_is_a_load() -> Result {
+    let sim = SimBuilder::new().time_scale(0.01).start()?;
+    let u = sim.url();
+    let v: Value = post(&format!("{u}/v1/completions"), json!({"model": "tiny", "prompt": ""})).await?.json().await?;
+    assert_eq!(v["choices"], json!([{"text": "", "index": 0, "finish_reason": "load"}]));
+    assert_eq!(v["usage"], json!({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}));
+    assert_eq!((v["object"].as_str(), v["model"].as_str()), (Some("text_completion"), Some("tiny")));
+    let ps: Value = client().get(format!("{u}/api/ps")).send().await?.json().await?;
+    assert_eq!(ps["models"][0]["name"], "tiny:latest", "loaded");
+    let t = sim.trace();
+    assert_eq!(t.requests.last().map(|r| r.tokens), Some(0), "no token generated");
+    let r = post(
+        &format!("{u}/v1/completions"),
+        json!({"model": "tiny", "stream": true, "stream_options": {"include_usage": true}}),
+    )
+    .await?;
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    let text = r.text().await?;
+    let events: Vec<&str> = text.split("\n\n").filter(|e| !e.is_empty()).collect();
+    assert_eq!(events.len(), 3, "{text}");
+    let first: Value = serde_json::from_str(events[0].strip_prefix("data: ").unwrap())?;
+    assert_eq!(first["choices"][0]["finish_reason"], "load");
+    let usage: Value = serde_json::from_str(events[1].strip_prefix("data: ").unwrap())?;
+    assert_eq!(usage["usage"]["total_tokens"], 0);
+    assert_eq!(events[2], "data: [DONE]");
     Ok(())
 }
 

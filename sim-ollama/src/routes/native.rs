@@ -308,7 +308,7 @@ async fn generate_inner(
         return Err(ApiError::bad_request(format!("{} does not support insert", model.name.full())));
     }
     if prompt.is_empty() && c.keep_alive.is_some_and(|k| k.is_zero()) {
-        s.instance.unload(&model.name.key());
+        s.instance.unload(&model.runner_key());
         if let Some(mut t) = trace.take() {
             t.finish(Outcome::Done, 200, None);
         }
@@ -497,7 +497,7 @@ async fn chat_inner(
     }
     let empty = Message { role: "assistant", content: "", tool_calls: Vec::new() };
     if messages.is_empty() && c.keep_alive.is_some_and(|k| k.is_zero()) {
-        s.instance.unload(&model.name.key());
+        s.instance.unload(&model.runner_key());
         if let Some(mut t) = trace.take() {
             t.finish(Outcome::Done, 200, None);
         }

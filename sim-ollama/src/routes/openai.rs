@@ -252,6 +252,30 @@ struct Completion<'a> {
     usage: Usage,
 }
 
+/// The answer to a `/v1/completions` request with an empty prompt, once the model is loaded.
+fn completion_load(s: &AppState, model: &str, stream: bool, include_usage: bool) -> Response {
+    let created = unix_seconds(if s.shared.clock.is_frozen() {
+        crate::clock::frozen_epoch()
+    } else {
+        std::time::SystemTime::now()
+    });
+    let id = format!("cmpl-{}", s.shared.cfg.seed % 999);
+    if stream {
+        let mut out = bytes::BytesMut::new();
+        crate::wire::completion_end(&mut out, &id, model, created, "load", include_usage, &Usage::new(0, 0));
+        return bytes_response(StatusCode::OK, "text/event-stream", out.to_vec());
+    }
+    v1_json(&Completion {
+        id,
+        object: "text_completion",
+        created,
+        model,
+        system_fingerprint: "fp_ollama",
+        choices: [TextChoice { text: "", index: 0, finish_reason: "load" }],
+        usage: Usage::new(0, 0),
+    })
+}
+
 /// `POST /v1/completions`.
 pub(crate) async fn completions(
     State(s): State<AppState>,
@@ -278,6 +302,14 @@ pub(crate) async fn completions(
         let model = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model_s))?;
         if !model.spec.has("completion") {
             return Err(ApiError::bad_request(format!("\"{model_s}\" does not support generate")));
+        }
+        if prompt.is_empty() {
+            // The real middleware turns this into a generate request with an empty prompt: a
+            // load (server/routes.go v0.33.0-rc2 477-486), answered as a completion with no
+            // text and the finish reason "load" (openai/openai.go ToCompletion).
+            let mut t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
+            pipeline::load_only(&s, &model, &options, true, None, &mut t).await?;
+            return Ok(completion_load(&s, &model_s, stream, usage));
         }
         let rendered = format!("{prompt}{suffix}");
         let g = Generation {

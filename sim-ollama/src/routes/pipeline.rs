@@ -190,7 +190,8 @@ pub(crate) async fn load_only(
     trace: &mut TraceGuard,
 ) -> Result<(), ApiError> {
     let req = RunnerRequest {
-        key: model.name.key(),
+        key: model.runner_key(),
+        name_key: model.name.key(),
         display: model.name.display(),
         model: Arc::clone(&model.spec),
         opts: RunnerOptions::from_options(options, &model.spec, shift, s.instance.device.spec.default_num_ctx()),
