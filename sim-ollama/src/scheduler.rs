@@ -143,7 +143,9 @@ struct RunnerState {
     /// Zero once the scheduler has expired the runner for a reload or an eviction (the real
     /// `sessionDuration = 0`): it unloads as soon as it is idle.
     keep_alive: KeepAlive,
-    expires_at: SystemTime,
+    /// Set when the runner goes idle; unset until its first request ends (the real scheduler
+    /// "waits to set expiresAt").
+    expires_at: Option<SystemTime>,
     /// Bumped whenever the runner goes busy, so a stale expiry timer does nothing.
     idle_gen: u64,
     /// The keep-alive timer of an idle runner, aborted when it goes busy again.
@@ -169,8 +171,14 @@ impl Runner {
         self.num_parallel - self.slots.available_permits()
     }
 
-    pub(crate) fn expires_at(&self) -> SystemTime {
-        self.lock().expires_at
+    /// When it expires, as `/api/ps` says: before its first request has ended, now plus its
+    /// keep-alive (the real `loadedModels`, server/sched.go v0.33.0-rc2 1775-1780).
+    pub(crate) fn expires_at(&self, now: SystemTime) -> SystemTime {
+        let rs = self.lock();
+        rs.expires_at.unwrap_or_else(|| match rs.keep_alive {
+            KeepAlive::For(d) => now.checked_add(d).unwrap_or(now + FOREVER),
+            KeepAlive::Forever => now + FOREVER,
+        })
     }
 }
 
@@ -546,7 +554,7 @@ impl Instance {
             st: Mutex::new(RunnerState {
                 refs: 1,
                 keep_alive: req.keep_alive.unwrap_or(self.default_keep_alive),
-                expires_at: self.now_wall() + load_time,
+                expires_at: None,
                 idle_gen: 0,
                 expiry: None,
             }),
@@ -605,10 +613,10 @@ impl Instance {
             } else {
                 rs.idle_gen += 1;
                 match rs.keep_alive {
-                    KeepAlive::Forever => rs.expires_at = self.now_wall() + FOREVER,
+                    KeepAlive::Forever => rs.expires_at = Some(self.now_wall() + FOREVER),
                     KeepAlive::For(d) => {
                         // A keep-alive too long to add is forever.
-                        rs.expires_at = self.now_wall().checked_add(d).unwrap_or(self.now_wall() + FOREVER);
+                        rs.expires_at = Some(self.now_wall().checked_add(d).unwrap_or(self.now_wall() + FOREVER));
                         let generation = rs.idle_gen;
                         let (inst, r) = (Arc::clone(self), Arc::clone(runner));
                         let task = self.rt.spawn(async move {
@@ -657,6 +665,7 @@ impl Instance {
 
     /// Loaded runners, for `/api/ps` (ready ones) and metrics.
     pub(crate) fn runners(&self) -> Vec<RunnerInfo> {
+        let now = self.now_wall();
         let st = self.lock();
         st.runners
             .values()
@@ -667,7 +676,7 @@ impl Instance {
                 num_ctx: r.opts.num_ctx,
                 on_gpu: r.opts.num_gpu != Some(0),
                 memory: self.device.spec.memory_gib.map(|_| (r.memory, r.vram)),
-                expires_at: r.expires_at(),
+                expires_at: r.expires_at(now),
                 busy_slots: r.busy_slots(),
                 num_parallel: r.num_parallel,
                 waiting_for_slot: r.refs().saturating_sub(r.busy_slots()),

@@ -178,3 +178,27 @@ async fn absurd_values_are_answered_not_panicked_on() -> Result {
     }
     Ok(())
 }
+
+/// Issue 13 item 8: while a model's first request runs, the real scheduler has not set its
+/// expiry yet, and `/api/ps` reports now plus the keep-alive (server/sched.go 1775-1780); the
+/// simulator used to report the end of the load. Frozen clock: "now" is the fixed epoch,
+/// 2026-01-01T00:00:00Z.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ps_during_a_models_first_request_expires_a_keep_alive_from_now() -> Result {
+    let sim = SimBuilder::new().frozen_clock(true).time_scale(0.1).start()?;
+    let u = sim.url().to_string();
+    let body = json!({"model": "llama3.2:1b", "prompt": "x", "keep_alive": "10m", "options": {"num_predict": 3000, "sim_tokens": 3000}});
+    let first = tokio::spawn({
+        let u = u.clone();
+        async move { generate(&u, "first", body).await }
+    });
+    let t0 = std::time::Instant::now();
+    while sim.metrics().instances[0].active == 0 {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(20), "the first request never started");
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    let ps: Value = client().get(format!("{u}/api/ps")).send().await?.json().await?;
+    assert_eq!(ps["models"][0]["expires_at"], "2026-01-01T00:10:00Z", "{ps}");
+    first.abort();
+    Ok(())
+}
