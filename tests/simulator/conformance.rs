@@ -467,3 +467,25 @@ async fn a_client_that_disconnects_mid_stream_frees_its_slot_at_once() -> Result
     assert!(cancelled.tokens < 1000, "{} tokens", cancelled.tokens);
     Ok(())
 }
+
+/// `/v1/embeddings` with `encoding_format` "base64", in any case as the real middleware accepts
+/// it (`strings.EqualFold`), answers each vector as the little-endian float32 bytes of the
+/// float answer (openai/openai.go `floatsToBase64`).
+#[tokio::test]
+async fn v1_embeddings_in_base64_are_the_float_vectors_bytes() -> Result {
+    use base64::Engine;
+    let sim = SimBuilder::new().time_scale(0.0).start()?;
+    let u = sim.url();
+    let url = format!("{u}/v1/embeddings");
+    let ask = |format: &str| post(&url, json!({"model": "nomic-embed-text", "input": "hi", "encoding_format": format}));
+    let floats: Value = ask("float").await?.json().await?;
+    let encoded: Value = ask("BASE64").await?.json().await?;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(encoded["data"][0]["embedding"].as_str().unwrap())?;
+    let decoded: Vec<f64> =
+        bytes.chunks_exact(4).map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect();
+    let expected: Vec<f64> =
+        floats["data"][0]["embedding"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    assert_eq!(decoded.len(), 768);
+    assert_eq!(decoded, expected);
+    Ok(())
+}

@@ -235,6 +235,25 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
         "application/json",
         "{\"error\":{\"message\":\"invalid input\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n",
     ),
+    // The real middleware checks encoding_format before the input (middleware/openai.go
+    // v0.33.0-rc2 404-410) ...
+    (
+        "POST",
+        "/v1/embeddings",
+        Some(r#"{"model":"nomic-embed-text","input":[],"encoding_format":"int8"}"#),
+        400,
+        "application/json",
+        "{\"error\":{\"message\":\"Invalid value for 'encoding_format' = int8. Supported values: ['float', 'base64'].\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n",
+    ),
+    // ... and the handler finds no model named "" (EmbedHandler -> parseAndValidateModelRef).
+    (
+        "POST",
+        "/v1/embeddings",
+        Some(r#"{"input":"hi"}"#),
+        404,
+        "application/json",
+        "{\"error\":{\"message\":\"model '' not found\",\"type\":\"not_found_error\",\"param\":null,\"code\":null}}\n",
+    ),
 ];
 
 #[test]

@@ -381,6 +381,17 @@ pub(crate) async fn embeddings(
     let f = Fields::new(&map, "EmbedRequest");
     let r = async {
         let model_s = f.string("model")?.unwrap_or_default();
+        // The real middleware checks the format first, in any case (middleware/openai.go
+        // v0.33.0-rc2 404-410), then the input, and the handler the model.
+        let base64 = match f.string("encoding_format")?.unwrap_or_default() {
+            e if e.is_empty() || e.eq_ignore_ascii_case("float") => false,
+            e if e.eq_ignore_ascii_case("base64") => true,
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid value for 'encoding_format' = {other}. Supported values: ['float', 'base64']."
+                )));
+            }
+        };
         let inputs = match map.get("input") {
             Some(Value::String(s)) if s.is_empty() => vec![String::new()],
             Some(Value::Array(a)) if a.is_empty() => {
@@ -391,16 +402,11 @@ pub(crate) async fn embeddings(
         if inputs.is_empty() {
             return Err(ApiError::bad_request("invalid input"));
         }
-        let base64 = match f.string("encoding_format")?.as_deref() {
-            None | Some("") | Some("float") => false,
-            Some("base64") => true,
-            Some(other) => {
-                return Err(ApiError::bad_request(format!("invalid encoding format: {other}")));
-            }
-        };
         let dimensions = f.int("dimensions")?;
-        if model_s.is_empty() {
-            return Err(ApiError::bad_request("model is required"));
+        if model_s.trim().is_empty() {
+            // The handler's model reference check: `model '' not found`, 404 (server/routes.go
+            // EmbedHandler -> parseAndValidateModelRef -> ErrModelRequired).
+            return Err(ApiError::model_not_found(&model_s));
         }
         let model = native::resolve_embedding_model(&s, &model_s)?;
         let trace = begin_trace(&s, arrival, "/v1/embeddings", &model_s, &headers, peer, false, None);
