@@ -40,6 +40,12 @@ impl ApiError {
     pub(crate) fn busy() -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "server busy, please try again.  maximum pending requests exceeded")
     }
+    /// `invalid model name`: a name the real server cannot parse (`model.ErrUnqualifiedName`,
+    /// written by `writeModelRefParseError`, server/routes.go v0.33.0-rc2 66-75, for generate,
+    /// chat, embed and show, and through the `/v1` middleware in OpenAI's shape).
+    pub(crate) fn invalid_model_name() -> Self {
+        Self::bad_request("invalid model name")
+    }
     /// `model 'NAME' not found` (generate, chat, show, delete).
     pub(crate) fn model_not_found(name: &str) -> Self {
         Self::not_found(format!("model '{name}' not found"))

@@ -176,7 +176,7 @@ pub(crate) async fn show(State(s): State<AppState>, body: Result<Bytes, BytesRej
         return Err(ApiError::bad_request("model is required"));
     };
     let _verbose = f.bool("verbose")?;
-    let name = Name::parse(&model).ok_or_else(|| ApiError::model_not_found(&model))?;
+    let name = Name::parse(&model).ok_or_else(ApiError::invalid_model_name)?;
     let m = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&name.display()))?;
     let spec = &m.spec;
     let arch = spec.family.replace('-', "_");
@@ -640,7 +640,10 @@ fn is_zero(v: &u64) -> bool {
 /// Looks up an embedding model with embed's not-found text and capability check.
 pub(crate) fn resolve_embedding_model(s: &AppState, model_s: &str) -> Result<Installed, ApiError> {
     let not_found = || ApiError::not_found(format!("model \"{model_s}\" not found, try pulling it first"));
-    let name = Name::parse(model_s).ok_or_else(not_found)?;
+    if model_s.trim().is_empty() {
+        return Err(ApiError::model_not_found(model_s));
+    }
+    let name = Name::parse(model_s).ok_or_else(ApiError::invalid_model_name)?;
     let m = s.instance.store.get(&name).ok_or_else(not_found)?;
     if !m.spec.has("embedding") {
         return Err(ApiError::new(
@@ -911,7 +914,8 @@ pub(crate) async fn delete(
     let Some(model_s) = model_s else {
         return Err(ApiError::bad_request("model is required"));
     };
-    let name = Name::parse(&model_s).ok_or_else(|| ApiError::model_not_found(&model_s))?;
+    // DeleteHandler's own text for a name it cannot parse (server/routes.go 1257-1266).
+    let name = Name::parse(&model_s).ok_or_else(|| ApiError::bad_request(format!("name {model_s:?} is invalid")))?;
     if !s.instance.store.remove(&name) {
         return Err(ApiError::model_not_found(&model_s));
     }

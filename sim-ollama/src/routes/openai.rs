@@ -179,7 +179,7 @@ pub(crate) async fn chat_completions(
         let c = native::conversation(&messages);
         t.with(|r| r.conversation = Some(c));
         trace = Some(t);
-        let name = Name::parse(&model_s).ok_or_else(|| ApiError::model_not_found(&model_s))?;
+        let name = Name::parse(&model_s).ok_or_else(ApiError::invalid_model_name)?;
         let model = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model_s))?;
         if !model.spec.has("completion") {
             return Err(ApiError::bad_request(format!("\"{model_s}\" does not support chat")));
@@ -298,7 +298,7 @@ pub(crate) async fn completions(
             return Err(ApiError::model_not_found(""));
         }
         trace = Some(begin_trace(&s, arrival, "/v1/completions", &model_s, &headers, peer, stream, None));
-        let name = Name::parse(&model_s).ok_or_else(|| ApiError::model_not_found(&model_s))?;
+        let name = Name::parse(&model_s).ok_or_else(ApiError::invalid_model_name)?;
         let model = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model_s))?;
         if !model.spec.has("completion") {
             return Err(ApiError::bad_request(format!("\"{model_s}\" does not support generate")));
@@ -481,7 +481,7 @@ pub(crate) async fn models(State(s): State<AppState>) -> Response {
 
 /// `GET /v1/models/{model}`: the id is echoed as requested.
 pub(crate) async fn model(State(s): State<AppState>, Path(model): Path<String>) -> Result<Response, ApiError> {
-    let name = Name::parse(&model).ok_or_else(|| ApiError::model_not_found(&model).openai())?;
+    let name = Name::parse(&model).ok_or_else(|| ApiError::invalid_model_name().openai())?;
     let m = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model).openai())?;
     Ok(v1_json(&ModelObject {
         id: model,

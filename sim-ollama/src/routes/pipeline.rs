@@ -152,7 +152,12 @@ pub(crate) fn traced<T>(trace: &mut Option<TraceGuard>, r: Result<T, ApiError>) 
 
 /// Looks a model up, with generate/chat's not-found text (the name as sent).
 pub(crate) fn resolve(s: &AppState, model: &str) -> Result<Installed, ApiError> {
-    let name = Name::parse(model).ok_or_else(|| ApiError::model_not_found(model))?;
+    // An empty name is not found (`ErrModelRequired` falls through to the handler's text);
+    // any other name that does not parse is invalid.
+    if model.trim().is_empty() {
+        return Err(ApiError::model_not_found(model));
+    }
+    let name = Name::parse(model).ok_or_else(ApiError::invalid_model_name)?;
     s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(model))
 }
 
