@@ -162,17 +162,21 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// `think`: a bool or a level string.
+    /// `think`: a bool or a level string, read as the real `ThinkValue.UnmarshalJSON`
+    /// (api/types.go v0.33.0-rc2 1202-1222): any other string (`"true"` included) and any other
+    /// type are errors, each with its own text.
     pub(crate) fn think(&self) -> Result<Option<Think>, ApiError> {
         match self.get("think") {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(if *b { Think::On } else { Think::Off })),
             Some(Value::String(s)) if matches!(s.as_str(), "low" | "medium" | "high" | "max") => Ok(Some(Think::On)),
-            Some(Value::String(s)) if s == "true" => Ok(Some(Think::On)),
-            Some(Value::String(s)) if s == "false" => Ok(Some(Think::Off)),
-            Some(v) => Err(ApiError::bad_request(format!(
-                "invalid think value: {v} (must be \"high\", \"medium\", \"low\", \"max\", true, or false)"
+            Some(Value::String(s)) => Err(ApiError::bad_request(format!(
+                "invalid think value: {} (must be \"high\", \"medium\", \"low\", \"max\", true, or false)",
+                Value::String(s.clone())
             ))),
+            Some(_) => Err(ApiError::bad_request(
+                "think must be a boolean or string (\"high\", \"medium\", \"low\", \"max\", true, or false)",
+            )),
         }
     }
 }

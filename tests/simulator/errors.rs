@@ -235,6 +235,50 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
         "application/json",
         "{\"error\":{\"message\":\"invalid input\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n",
     ),
+    // `think` as ThinkValue reads it: the string "true" is not a level, and a number is not a
+    // boolean or a string (api/types.go 1202-1222).
+    (
+        "POST",
+        "/api/chat",
+        Some(r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"think":"true"}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"invalid think value: \"true\" (must be \"high\", \"medium\", \"low\", \"max\", true, or false)"}"#,
+    ),
+    (
+        "POST",
+        "/api/generate",
+        Some(r#"{"model":"tiny","prompt":"hi","think":1}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"think must be a boolean or string (\"high\", \"medium\", \"low\", \"max\", true, or false)"}"#,
+    ),
+    // /v1 chat as the real FromChatRequest reads it: content may be null only beside tool
+    // calls (Go's encoder escapes the "<nil>" of the message); reasoning efforts are mapped, checked, and refused for a model that cannot think.
+    (
+        "POST",
+        "/v1/chat/completions",
+        Some(r#"{"model":"tiny","messages":[{"role":"user","content":null}]}"#),
+        400,
+        "application/json",
+        "{\"error\":{\"message\":\"invalid message content type: \\u003cnil\\u003e\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n",
+    ),
+    (
+        "POST",
+        "/v1/chat/completions",
+        Some(r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"reasoning_effort":"extreme"}"#),
+        400,
+        "application/json",
+        "{\"error\":{\"message\":\"invalid reasoning value: \\\"extreme\\\" (must be \\\"minimal\\\", \\\"low\\\", \\\"medium\\\", \\\"high\\\", \\\"xhigh\\\", \\\"ultra\\\", \\\"max\\\", or \\\"none\\\")\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n",
+    ),
+    (
+        "POST",
+        "/v1/chat/completions",
+        Some(r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"reasoning":{"effort":"low"}}"#),
+        400,
+        "application/json",
+        "{\"error\":{\"message\":\"\\\"tiny\\\" does not support thinking\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n",
+    ),
     // A name the real server cannot parse is 400 "invalid model name" (writeModelRefParseError,
     // server/routes.go 66-75), not a 404; delete says it its own way.
     (

@@ -9,7 +9,7 @@ use super::{AppState, body_bytes, bytes_response};
 use crate::clock::unix_seconds;
 use crate::error::ApiError;
 use crate::names::Name;
-use crate::request::{Fields, Options, decode_body};
+use crate::request::{Fields, Options, Think, decode_body};
 use crate::tokens::OutputFormat;
 use crate::wire::{Usage, Wire, to_go_json};
 use axum::body::Bytes;
@@ -76,10 +76,25 @@ fn include_usage(f: &Fields<'_>) -> Result<bool, ApiError> {
         .unwrap_or(false))
 }
 
-/// Message content: a string, or an array of text and image parts.
-fn message_content(v: Option<&Value>) -> Result<(String, usize), ApiError> {
+/// Message content: a string, or an array of text and image parts. Anything else (null or
+/// absent included) is accepted only from a message with tool calls, as the real
+/// `FromChatRequest` does (openai/openai.go v0.33.0-rc2 627-631: "content is only optional if
+/// tool calls are present"), and refused with Go's name of its type otherwise.
+fn message_content(v: Option<&Value>, tool_calls: bool) -> Result<(String, usize), ApiError> {
+    let go_type = match v {
+        None | Some(Value::Null) => "<nil>",
+        Some(Value::Bool(_)) => "bool",
+        Some(Value::Number(_)) => "float64",
+        Some(Value::Object(_)) => "map[string]interface {}",
+        Some(Value::String(_)) | Some(Value::Array(_)) => "",
+    };
+    if !go_type.is_empty() {
+        if tool_calls {
+            return Ok((String::new(), 0));
+        }
+        return Err(ApiError::bad_request(format!("invalid message content type: {go_type}")));
+    }
     match v {
-        None | Some(Value::Null) => Ok((String::new(), 0)),
         Some(Value::String(s)) => Ok((s.clone(), 0)),
         Some(Value::Array(parts)) => {
             let mut text = String::new();
@@ -104,7 +119,26 @@ fn message_content(v: Option<&Value>) -> Result<(String, usize), ApiError> {
             }
             Ok((text, images))
         }
-        Some(_) => Err(ApiError::bad_request("invalid message content type")),
+        _ => unreachable!("the other types are handled above"),
+    }
+}
+
+/// Thinking asked for by `reasoning.effort` or `reasoning_effort`, as the real
+/// `thinkFromReasoningEffort` maps them (openai/openai.go v0.33.0-rc2 523-546): "none" turns it
+/// off, the levels (and "minimal", "xhigh", "ultra", clamped) turn it on, anything else is a 400.
+fn think_from_effort(f: &Fields<'_>) -> Result<Option<Think>, ApiError> {
+    let effort = match f.object("reasoning", "Reasoning")? {
+        Some(r) => r.get("effort").and_then(Value::as_str).unwrap_or("").to_string(),
+        None => f.string("reasoning_effort")?.unwrap_or_default(),
+    };
+    match effort.as_str() {
+        "" => Ok(None),
+        "none" => Ok(Some(Think::Off)),
+        "minimal" | "low" | "medium" | "high" | "max" | "xhigh" | "ultra" => Ok(Some(Think::On)),
+        other => Err(ApiError::bad_request(format!(
+            "invalid reasoning value: {} (must be \"minimal\", \"low\", \"medium\", \"high\", \"xhigh\", \"ultra\", \"max\", or \"none\")",
+            Value::String(other.to_string())
+        ))),
     }
 }
 
@@ -156,7 +190,8 @@ pub(crate) async fn chat_completions(
         let mut messages = Vec::with_capacity(msgs.len());
         for m in msgs {
             let role = m.get("role").and_then(Value::as_str).unwrap_or("").to_lowercase();
-            let (content, images) = message_content(m.get("content"))?;
+            let has_calls = m.get("tool_calls").is_some_and(|c| !c.is_null());
+            let (content, images) = message_content(m.get("content"), has_calls)?;
             let mut tool_text = String::new();
             if let Some(calls) = m.get("tool_calls").filter(|c| !c.is_null()) {
                 tool_text = calls.to_string();
@@ -166,6 +201,7 @@ pub(crate) async fn chat_completions(
             }
             messages.push(ChatMessage { role, content, images, tool_text });
         }
+        let think = think_from_effort(&f)?;
         let options = options(&f)?;
         let format = response_format(&f)?;
         let usage = include_usage(&f)?;
@@ -183,6 +219,9 @@ pub(crate) async fn chat_completions(
         let model = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model_s))?;
         if !model.spec.has("completion") {
             return Err(ApiError::bad_request(format!("\"{model_s}\" does not support chat")));
+        }
+        if think == Some(Think::On) && !model.spec.has("thinking") {
+            return Err(ApiError::bad_request(format!("\"{model_s}\" does not support thinking")));
         }
         if offered > 0 && !model.spec.has("tools") {
             return Err(ApiError::bad_request(format!("{} does not support tools", model.name.full())));
