@@ -279,6 +279,16 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
         "application/json",
         "{\"error\":{\"message\":\"\\\"tiny\\\" does not support thinking\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n",
     ),
+    // A format that is neither "json" nor a schema object: the real runner's text, with the
+    // raw JSON quoted (llm/llama_server.go 1583-1596).
+    (
+        "POST",
+        "/api/generate",
+        Some(r#"{"model":"tiny","prompt":"hi","format":"yaml","stream":false}"#),
+        500,
+        "application/json; charset=utf-8",
+        r#"{"error":"invalid format: \"\\\"yaml\\\"\"; expected \"json\" or a valid JSON Schema object"}"#,
+    ),
     // A name the real server cannot parse is 400 "invalid model name" (writeModelRefParseError,
     // server/routes.go 66-75), not a 404; delete says it its own way.
     (

@@ -110,9 +110,12 @@ pub(crate) fn output_format(format: Option<&Value>) -> Result<OutputFormat, ApiE
         Some(Value::String(s)) if s.is_empty() => Ok(OutputFormat::Prose),
         Some(Value::String(s)) if s == "json" => Ok(OutputFormat::Json),
         Some(v @ Value::Object(_)) => Ok(OutputFormat::Schema(v.clone())),
-        Some(other) => {
-            Err(ApiError::internal(format!("invalid format: {other}; expected \"json\" or a valid JSON Schema")))
-        }
+        // The real text quotes the raw JSON it was given, Go's %q of a json.RawMessage
+        // (llm/llama_server.go v0.33.0-rc2 1583-1596).
+        Some(other) => Err(ApiError::internal(format!(
+            "invalid format: {}; expected \"json\" or a valid JSON Schema object",
+            Value::String(other.to_string())
+        ))),
     }
 }
 
