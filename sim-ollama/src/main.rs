@@ -36,17 +36,17 @@ struct Args {
     /// Deterministic created_at and durations (fixed epoch, modelled values).
     #[arg(long)]
     frozen_clock: bool,
-    /// Parallel slots per loaded model.
-    #[arg(long, env = "OLLAMA_NUM_PARALLEL")]
+    /// Parallel slots per loaded model [env: OLLAMA_NUM_PARALLEL].
+    #[arg(long)]
     num_parallel: Option<usize>,
-    /// Requests that may wait for the scheduler before 503.
-    #[arg(long, env = "OLLAMA_MAX_QUEUE")]
+    /// Requests that may wait for the scheduler before 503 [env: OLLAMA_MAX_QUEUE].
+    #[arg(long)]
     max_queue: Option<usize>,
-    /// Models loaded at once per instance (0 = automatic: 3).
-    #[arg(long, env = "OLLAMA_MAX_LOADED_MODELS")]
+    /// Models loaded at once per instance (0 = automatic: 3) [env: OLLAMA_MAX_LOADED_MODELS].
+    #[arg(long)]
     max_loaded_models: Option<usize>,
-    /// Default keep-alive: a Go duration or integer seconds.
-    #[arg(long, env = "OLLAMA_KEEP_ALIVE")]
+    /// Default keep-alive: a Go duration or integer seconds [env: OLLAMA_KEEP_ALIVE].
+    #[arg(long)]
     keep_alive: Option<String>,
     /// Memory the trace may hold for finished requests, MiB (default 256; 0 keeps none).
     #[arg(long)]
@@ -65,13 +65,53 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let args = Args::parse();
+    let mut args = Args::parse();
+    read_environment(&mut args);
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err((code, msg)) => {
             eprintln!("{msg}");
             ExitCode::from(code)
         }
+    }
+}
+
+/// The `OLLAMA_*` variables a flag does not override, read as the real server reads them
+/// (envconfig/config.go v0.33.0-rc2): a value that does not parse is logged and the default
+/// kept, never a reason to exit; `OLLAMA_NUM_PARALLEL=0` means 1 (sched.go: `max(.., 1)`) and
+/// `OLLAMA_MAX_QUEUE=0`, a queue of none, the smallest the simulator has: 1. A bad flag is still
+/// an error: flags are typed by the user running the simulator.
+fn read_environment(args: &mut Args) {
+    fn uint(key: &str) -> Option<usize> {
+        let v = std::env::var(key).ok().filter(|v| !v.is_empty())?;
+        match v.trim().parse::<u64>() {
+            Ok(n) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+            Err(_) => {
+                tracing::warn!(target: "sim_ollama", key, value = %v, "invalid environment variable, using default");
+                None
+            }
+        }
+    }
+    if args.num_parallel.is_none() {
+        args.num_parallel = uint("OLLAMA_NUM_PARALLEL").map(|n| n.max(1));
+    }
+    if args.max_queue.is_none() {
+        args.max_queue = uint("OLLAMA_MAX_QUEUE").map(|n| n.max(1));
+    }
+    if args.max_loaded_models.is_none() {
+        args.max_loaded_models = uint("OLLAMA_MAX_LOADED_MODELS");
+    }
+    if args.keep_alive.is_none() {
+        // envconfig.KeepAlive: a Go duration or integer seconds, else the default 5 minutes.
+        args.keep_alive = std::env::var("OLLAMA_KEEP_ALIVE").ok().filter(|v| !v.is_empty()).and_then(|v| {
+            match KeepAlive::from_env_value(&v) {
+                Ok(_) => Some(v),
+                Err(e) => {
+                    tracing::warn!(target: "sim_ollama", key = "OLLAMA_KEEP_ALIVE", value = %v, "invalid environment variable, using default: {e}");
+                    None
+                }
+            }
+        });
     }
 }
 

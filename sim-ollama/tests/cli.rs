@@ -75,3 +75,34 @@ fn ollama_host_sets_the_address_and_a_taken_port_exits_with_1() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("127.0.0.1:{port}")));
 }
+
+/// Issue 13 item 8: the real server reads a bad `OLLAMA_*` value as its default, with a
+/// warning (envconfig: "invalid environment variable, using default"); the simulator exited.
+#[test]
+fn bad_environment_values_fall_back_to_the_defaults() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sim-ollama"))
+        .args(["--port", "0"])
+        .env("OLLAMA_NUM_PARALLEL", "two")
+        .env("OLLAMA_MAX_LOADED_MODELS", "-1")
+        .env("OLLAMA_KEEP_ALIVE", "soon")
+        .env("OLLAMA_MAX_QUEUE", "0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("a line");
+    let url = line.trim().strip_prefix("sim-ollama listening on http://").map(str::to_string);
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let out = child.wait_with_output().expect("exits");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let url = url.unwrap_or_else(|| panic!("did not start: {line:?}\n{stderr}"));
+    assert!(url.starts_with("127.0.0.1:"), "{url}");
+    for key in ["OLLAMA_NUM_PARALLEL", "OLLAMA_MAX_LOADED_MODELS", "OLLAMA_KEEP_ALIVE"] {
+        assert!(
+            stderr.contains("invalid environment variable, using default") && stderr.contains(key),
+            "{key}: {stderr}"
+        );
+    }
+    assert!(out.status.success(), "{:?}", out.status);
+}
