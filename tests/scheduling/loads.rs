@@ -168,3 +168,21 @@ async fn a_copy_shares_the_runner_and_the_slots_of_its_original() -> Result {
     assert_eq!(ps["models"].as_array().map(Vec::len), Some(1), "{ps}");
     Ok(())
 }
+
+/// Issue 13 item 8: the real scheduler loads some architectures with one slot whatever
+/// `OLLAMA_NUM_PARALLEL` says (server/sched.go 505-511: mllama, qwen3vl, lfm2, nemotron_h...).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn architectures_that_cannot_batch_get_one_slot() -> Result {
+    let mut vl = sim_ollama::config::default_catalogue().into_iter().find(|m| m.name == "llama3.2:1b").unwrap();
+    vl.name = "qwen3-vl:2b".into();
+    vl.family = "qwen3vl".into();
+    let sim = SimBuilder::new().model(vl).num_parallel(4).time_scale(0.01).start()?;
+    for model in ["qwen3-vl:2b", "llama3.2:1b"] {
+        crate::helpers::load(sim.url(), model, json!({})).await;
+    }
+    let slots: Vec<(String, usize)> =
+        sim.metrics().instances[0].loaded.iter().map(|l| (l.model.clone(), l.num_parallel)).collect();
+    assert!(slots.contains(&("qwen3-vl:2b".to_string(), 1)), "{slots:?}");
+    assert!(slots.contains(&("llama3.2:1b".to_string(), 4)), "{slots:?}");
+    Ok(())
+}
