@@ -365,6 +365,9 @@ impl Instance {
                 g
             }
         };
+        // The scheduling loop has taken this request off the pending queue (the real
+        // `processPending` receives it from `pendingReqCh`): it no longer counts.
+        drop(pending);
         let mut steps = Steps::default();
         loop {
             let notified = self.changed.notified();
@@ -373,12 +376,10 @@ impl Instance {
             match self.schedule_step(&req, &mut steps) {
                 Decision::Retry => continue,
                 Decision::Attached(runner) => {
-                    drop(pending);
                     drop(sched);
                     return self.ping(Lease::new(self, runner, Duration::ZERO), &req).await;
                 }
                 Decision::Load(runner) => {
-                    drop(pending);
                     // The load holds the scheduler, so one model loads at a time, and runs in
                     // this request: dropping it (its client went away) drops the lease first,
                     // which removes the unfinished runner, then the scheduler.
