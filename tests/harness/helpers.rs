@@ -13,8 +13,13 @@ pub fn scenario(name: &str, preset: &str, agents: usize, tokens: u32, time_scale
 
 /// The study's two agents (shorter) on `preset`.
 pub fn two_agents(name: &str, preset: &str) -> Scenario {
+    two_agents_at(name, preset, 0.05)
+}
+
+/// [`two_agents`] at another time scale.
+pub fn two_agents_at(name: &str, preset: &str, time_scale: f64) -> Scenario {
     Scenario::from_toml(&format!(
-        "name = \"{name}\"\npreset = \"{preset}\"\ntime_scale = 0.05\n[[agents]]\nname = \"collector\"\n[[agents.calls]]\nprompt = \"Collect.\"\ntokens = 120\n[[agents]]\nname = \"insight\"\n[[agents.calls]]\nprompt = \"Analyse.\"\ntokens = 200\n"
+        "name = \"{name}\"\npreset = \"{preset}\"\ntime_scale = {time_scale}\n[[agents]]\nname = \"collector\"\n[[agents.calls]]\nprompt = \"Collect.\"\ntokens = 120\n[[agents]]\nname = \"insight\"\n[[agents.calls]]\nprompt = \"Analyse.\"\ntokens = 200\n"
     ))
     .expect("test scenario parses")
 }
