@@ -1,4 +1,4 @@
-use crate::helpers::{plan, two_agents};
+use crate::helpers::{plan, two_agents, two_agents_at};
 use harness::matrix::{self, MatrixError, Quiet, Target};
 use harness::verdict::Verdict;
 use std::io::BufRead;
@@ -53,9 +53,11 @@ fn live(endpoints: Vec<String>) -> Target {
 
 #[test]
 fn live_mode_runs_against_a_separately_started_sim_ollama_without_a_trace() {
+    // Time scale 0.2: calls of ~0.3-0.45 s of wall time, which is all live mode can judge. At
+    // 0.05 (calls of ~0.1 s) a client delayed by four busy loops once read degraded (62 %).
     let sim =
-        SimProcess::start(&["--port", "0", "--instances", "2", "--preset", "dual-two-devices", "--time-scale", "0.05"]);
-    let mut p = plan(&["tokio-default", "ctl-sequential"], vec![two_agents("live", "dual-two-devices")], 2);
+        SimProcess::start(&["--port", "0", "--instances", "2", "--preset", "dual-two-devices", "--time-scale", "0.2"]);
+    let mut p = plan(&["tokio-default", "ctl-sequential"], vec![two_agents_at("live", "dual-two-devices", 0.2)], 2);
     p.target = live(sim.urls.clone());
     let r = matrix::run(&p, &mut Quiet).expect("live matrix runs");
     assert_eq!((r.mode.as_str(), r.server_trace), ("live", false));
