@@ -28,6 +28,11 @@ impl Clock {
         self.frozen
     }
 
+    /// Now, as a timestamp: the fixed epoch when frozen, the system clock otherwise.
+    pub(crate) fn now(&self) -> SystemTime {
+        if self.frozen { frozen_epoch() } else { SystemTime::now() }
+    }
+
     /// Wall time of a monotonic instant (real clock only).
     pub(crate) fn wall(&self, at: Instant) -> SystemTime {
         if at >= self.origin { self.origin_wall + (at - self.origin) } else { self.origin_wall - (self.origin - at) }

@@ -128,7 +128,8 @@ pub(crate) struct Runner {
     pub(crate) load_time: Duration,
     /// Set when the load has finished; until then no request can use the runner.
     ready: AtomicBool,
-    /// The memory predicted for it (what `/api/ps` reports as `size`).
+    /// Its memory (what `/api/ps` reports as `size`): the real scheduler's prediction when the
+    /// device's memory is modelled, else the catalogue's `size_loaded`.
     pub(crate) memory: u64,
     /// The part of it on the device (`size_vram`): all of it when it fits, what is free when it
     /// is the only model and does not (the real server then offloads layers to the CPU; the
@@ -248,10 +249,9 @@ pub(crate) struct RunnerInfo {
     pub(crate) display: String,
     pub(crate) model: Arc<ModelSpec>,
     pub(crate) num_ctx: u64,
-    pub(crate) on_gpu: bool,
-    /// Bytes in memory and on the device (`/api/ps` `size` and `size_vram`), when the device's
-    /// memory is modelled.
-    pub(crate) memory: Option<(u64, u64)>,
+    /// Bytes in memory and on the device (`/api/ps` `size` and `size_vram`).
+    pub(crate) size: u64,
+    pub(crate) size_vram: u64,
     pub(crate) expires_at: SystemTime,
     pub(crate) busy_slots: usize,
     pub(crate) num_parallel: usize,
@@ -294,10 +294,6 @@ impl Instance {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn now_wall(&self) -> SystemTime {
-        if self.clock.is_frozen() { crate::clock::frozen_epoch() } else { SystemTime::now() }
     }
 
     /// Takes the runner if it is loaded with compatible options, as `useLoadedRunner` does:
@@ -534,8 +530,14 @@ impl Instance {
         let load_time = latency::load_time(&req.model.profile, cold, self.time_scale, &mut rng);
         let restart = st.aborted.remove(&req.key);
         let num_parallel = self.num_parallel(&req.model);
-        let memory = req.model.predicted_memory(req.opts.num_ctx, num_parallel);
-        let vram = match (req.opts.num_gpu, self.device.memory_free()) {
+        // With the device's memory modelled, the real prediction and what of it fits; without,
+        // the catalogue's measured size, all of it on the device.
+        let free = self.device.memory_free();
+        let memory = match free {
+            Some(_) => req.model.predicted_memory(req.opts.num_ctx, num_parallel),
+            None => req.model.size_loaded.unwrap_or(req.model.size),
+        };
+        let vram = match (req.opts.num_gpu, free) {
             (Some(0), _) => 0,
             (_, Some(free)) => memory.min(free),
             (_, None) => memory,
@@ -614,10 +616,10 @@ impl Instance {
             } else {
                 rs.idle_gen += 1;
                 match rs.keep_alive {
-                    KeepAlive::Forever => rs.expires_at = Some(self.now_wall() + FOREVER),
+                    KeepAlive::Forever => rs.expires_at = Some(self.clock.now() + FOREVER),
                     KeepAlive::For(d) => {
                         // A keep-alive too long to add is forever.
-                        rs.expires_at = Some(self.now_wall().checked_add(d).unwrap_or(self.now_wall() + FOREVER));
+                        rs.expires_at = Some(self.clock.now().checked_add(d).unwrap_or(self.clock.now() + FOREVER));
                         let generation = rs.idle_gen;
                         let (inst, r) = (Arc::clone(self), Arc::clone(runner));
                         let task = self.rt.spawn(async move {
@@ -666,7 +668,7 @@ impl Instance {
 
     /// Loaded runners, for `/api/ps` (ready ones) and metrics.
     pub(crate) fn runners(&self) -> Vec<RunnerInfo> {
-        let now = self.now_wall();
+        let now = self.clock.now();
         let st = self.lock();
         st.runners
             .values()
@@ -675,8 +677,8 @@ impl Instance {
                 display: r.display.clone(),
                 model: Arc::clone(&r.model),
                 num_ctx: r.opts.num_ctx,
-                on_gpu: r.opts.num_gpu != Some(0),
-                memory: self.device.spec.memory_gib.map(|_| (r.memory, r.vram)),
+                size: r.memory,
+                size_vram: r.vram,
                 expires_at: r.expires_at(now),
                 busy_slots: r.busy_slots(),
                 num_parallel: r.num_parallel,

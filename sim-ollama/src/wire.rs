@@ -372,6 +372,39 @@ pub(crate) fn openai_calls(calls: &[ToolCall]) -> Vec<OpenAiToolCall<'_>> {
         .collect()
 }
 
+/// The end of a `/v1/completions` stream: the chunk with the finish reason, the usage chunk
+/// when asked for, and `[DONE]` (middleware/openai.go `CompleteWriter.writeResponse`).
+pub(crate) fn completion_end(
+    out: &mut BytesMut,
+    id: &str,
+    model: &str,
+    created_unix: u64,
+    reason: &str,
+    include_usage: bool,
+    usage: &Usage,
+) {
+    completion_chunk(out, id, model, created_unix, "", Some(reason), include_usage);
+    if include_usage {
+        completion_chunk_head(out, id, created_unix);
+        out.put_slice(b"\"choices\":[],\"model\":");
+        write_json_str(out, model);
+        out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"usage\":");
+        write_go_json(&mut out.writer(), usage);
+        out.put_slice(b"}\n\n");
+    }
+    out.put_slice(b"data: [DONE]\n\n");
+}
+
+/// The start of every `/v1/completions` chunk, up to the comma before `choices`:
+/// `data: {"id":..,"object":"text_completion","created":..,`.
+fn completion_chunk_head(out: &mut BytesMut, id: &str, created: u64) {
+    out.put_slice(b"data: {\"id\":\"");
+    out.put_slice(id.as_bytes());
+    out.put_slice(b"\",\"object\":\"text_completion\",\"created\":");
+    out.put_slice(created.to_string().as_bytes());
+    out.put_u8(b',');
+}
+
 fn completion_chunk(
     out: &mut BytesMut,
     id: &str,
@@ -381,11 +414,8 @@ fn completion_chunk(
     finish: Option<&str>,
     include_usage: bool,
 ) {
-    out.put_slice(b"data: {\"id\":\"");
-    out.put_slice(id.as_bytes());
-    out.put_slice(b"\",\"object\":\"text_completion\",\"created\":");
-    out.put_slice(created.to_string().as_bytes());
-    out.put_slice(b",\"choices\":[{\"text\":");
+    completion_chunk_head(out, id, created);
+    out.put_slice(b"\"choices\":[{\"text\":");
     write_json_str(out, text);
     out.put_slice(b",\"index\":0,\"finish_reason\":");
     match finish {
@@ -444,30 +474,4 @@ mod tests {
             "{\"model\":\"m\",\"created_at\":\"t\",\"response\":\"\",\"done\":true,\"done_reason\":\"stop\",\"total_duration\":5,\"prompt_eval_count\":3,\"prompt_eval_duration\":1000}\n"
         );
     }
-}
-
-/// The end of a `/v1/completions` stream: the chunk with the finish reason, the usage chunk
-/// when asked for, and `[DONE]` (middleware/openai.go `CompleteWriter.writeResponse`).
-pub(crate) fn completion_end(
-    out: &mut BytesMut,
-    id: &str,
-    model: &str,
-    created_unix: u64,
-    reason: &str,
-    include_usage: bool,
-    usage: &Usage,
-) {
-    completion_chunk(out, id, model, created_unix, "", Some(reason), include_usage);
-    if include_usage {
-        out.put_slice(b"data: {\"id\":\"");
-        out.put_slice(id.as_bytes());
-        out.put_slice(b"\",\"object\":\"text_completion\",\"created\":");
-        out.put_slice(created_unix.to_string().as_bytes());
-        out.put_slice(b",\"choices\":[],\"model\":");
-        write_json_str(out, model);
-        out.put_slice(b",\"system_fingerprint\":\"fp_ollama\",\"usage\":");
-        write_go_json(&mut out.writer(), usage);
-        out.put_slice(b"}\n\n");
-    }
-    out.put_slice(b"data: [DONE]\n\n");
 }

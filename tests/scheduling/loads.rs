@@ -7,12 +7,11 @@
 //! 1): every step happens well inside the load, whatever the machine's load, and the load never
 //! completes (its requests are dropped), so the tests take a fraction of a second.
 
-use crate::helpers::{by_agent, client};
+use crate::helpers::{by_agent, client, until};
 use crate::util::Result;
 use serde_json::{Value, json};
 use sim_ollama::dist::DistSpec;
 use sim_ollama::{SimBuilder, SimHandle, WaitReason};
-use std::time::{Duration, Instant};
 
 /// `tiny`, renamed `slowload`, with a load of 60 s.
 fn slow_loading() -> sim_ollama::ModelSpec {
@@ -37,15 +36,6 @@ fn send(url: &str, agent: &str, model: &str) -> tokio::task::JoinHandle<reqwest:
         let status = r.status().as_u16();
         Ok((status, r.json().await?))
     })
-}
-
-/// Polls the server until `cond` holds (the server's own state, not a sleep).
-async fn until(sim: &SimHandle, what: &str, cond: impl Fn(&SimHandle) -> bool) {
-    let t0 = Instant::now();
-    while !cond(sim) {
-        assert!(t0.elapsed() < Duration::from_secs(20), "timed out waiting until {what}: {:#?}", sim.metrics());
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
 }
 
 /// Whether `agent`'s request has started a load and is still in flight.

@@ -5,7 +5,7 @@
 //! gemma3 predicts 3,338,801,804 + 174,080 x num_ctx bytes, llama3.2:1b 1,321,098,329 +
 //! 32,768 x num_ctx (one slot).
 
-use crate::helpers::{by_agent, client, load};
+use crate::helpers::{by_agent, client, load, load_as};
 use crate::util::Result;
 use serde_json::{Value, json};
 use sim_ollama::{ConfigFile, SimBuilder, WaitReason};
@@ -36,45 +36,41 @@ fn names(ps: &[(String, u64, u64, u64)]) -> Vec<&str> {
     v
 }
 
-/// Loads `model` as `agent` (an empty prompt, traced under that label).
-async fn load_as(url: &str, agent: &str, model: &str, options: Value) -> Result {
-    let r = client()
-        .post(format!("{url}/api/generate"))
-        .header("X-Agent", agent)
-        .json(&json!({"model": model, "options": options}))
-        .send()
-        .await?;
-    assert_eq!(r.status(), 200, "{}", r.text().await?);
-    Ok(())
+/// One instance on one GPU of `memory_gib`.
+fn one_gpu(memory_gib: u32) -> String {
+    format!("[[devices]]\nname = \"gpu\"\nmemory_gib = {memory_gib}\n[[instances]]\ndevice = \"gpu\"\n")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_that_would_not_fit_evicts_another_and_one_that_fits_does_not() -> Result {
-    let sim = sim("[[devices]]\nname = \"gpu\"\nmemory_gib = 6\n[[instances]]\ndevice = \"gpu\"\n")?;
+    let sim = sim(&one_gpu(6))?;
     let u = sim.url();
     load(u, "gemma3", json!({})).await;
     assert_eq!(ps(u).await?, [("gemma3:latest".into(), GEMMA3_4K, GEMMA3_4K, 4096)]);
     // llama3.2 at 4096 needs 1.36 GiB; 6 GiB - 3.77 GiB leaves 2.23, and 80 % of that is 1.78:
     // it fits, and both stay loaded.
-    load_as(u, "fits", "llama3.2:1b", json!({})).await?;
+    load_as(u, "fits", "llama3.2:1b", json!({})).await;
     assert_eq!(names(&ps(u).await?), ["gemma3:latest", "llama3.2:1b"]);
     assert!(!by_agent(&sim.trace(), "fits").loads[0].reason.contains("evict"));
-    // At num_ctx 32768 it needs 2.23 GiB: gemma3 is evicted first (the old scheduler counted
-    // models only, and kept both).
-    load(u, "llama3.2:1b", json!({"num_ctx": 32768})).await;
-    load_as(u, "big", "llama3.2:1b", json!({"num_ctx": 32768})).await?;
+    // At num_ctx 32768 it needs 2.23 GiB: a reload for num_ctx, and gemma3 is evicted first
+    // (the old scheduler counted models only, and kept both). The trace says why.
+    load_as(u, "big", "llama3.2:1b", json!({"num_ctx": 32768})).await;
     let after = ps(u).await?;
     let big = 1_321_098_329 + 32_768 * 32_768;
     assert_eq!(after, [("llama3.2:1b".into(), big, big, 32768)]);
+    let t = sim.trace();
+    let reason = &by_agent(&t, "big").loads[0].reason;
+    assert!(reason.contains("evicting gemma3:latest") && reason.contains("more than 80 % of the"), "{reason}");
     Ok(())
 }
 
+/// The same eviction straight away (no reload first), and its reason in words.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_eviction_and_its_reason_are_in_the_trace() -> Result {
-    let sim = sim("[[devices]]\nname = \"gpu\"\nmemory_gib = 6\n[[instances]]\ndevice = \"gpu\"\n")?;
+    let sim = sim(&one_gpu(6))?;
     let u = sim.url();
     load(u, "gemma3", json!({})).await;
-    load_as(u, "big", "llama3.2:1b", json!({"num_ctx": 32768})).await?;
+    load_as(u, "big", "llama3.2:1b", json!({"num_ctx": 32768})).await;
     let t = sim.trace();
     let reason = &by_agent(&t, "big").loads[0].reason;
     assert!(
@@ -123,7 +119,7 @@ async fn a_load_after_an_unload_waits_for_the_memory_on_a_discrete_gpu() -> Resu
         ))?;
         let u = sim.url();
         load(u, "tiny", json!({})).await;
-        load_as(u, "next", "llama3.2:1b", json!({})).await?;
+        load_as(u, "next", "llama3.2:1b", json!({})).await;
         let t = sim.trace();
         let next = by_agent(&t, "next");
         let waits: Vec<u64> = next
@@ -156,11 +152,11 @@ async fn the_default_num_ctx_follows_the_devices_memory_tier() -> Result {
     }
     // On 24 GiB: a request naming num_ctx 8192 reloads; an automatic one after it reloads back
     // to the automatic value; further automatic ones reuse it.
-    let sim = sim("[[devices]]\nname = \"gpu\"\nmemory_gib = 24\n[[instances]]\ndevice = \"gpu\"\n")?;
+    let sim = sim(&one_gpu(24))?;
     let u = sim.url();
     load(u, "llama3.2:1b", json!({"num_ctx": 8192})).await;
-    load_as(u, "auto-1", "llama3.2:1b", json!({})).await?;
-    load_as(u, "auto-2", "llama3.2:1b", json!({"temperature": 0.3})).await?;
+    load_as(u, "auto-1", "llama3.2:1b", json!({})).await;
+    load_as(u, "auto-2", "llama3.2:1b", json!({"temperature": 0.3})).await;
     let t = sim.trace();
     assert_eq!(by_agent(&t, "auto-1").loads.len(), 1, "an automatic num_ctx after 8192 reloads");
     assert!(by_agent(&t, "auto-2").loads.is_empty(), "an automatic num_ctx matches the automatic runner");

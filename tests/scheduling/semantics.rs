@@ -192,11 +192,7 @@ async fn ps_during_a_models_first_request_expires_a_keep_alive_from_now() -> Res
         let u = u.clone();
         async move { generate(&u, "first", body).await }
     });
-    let t0 = std::time::Instant::now();
-    while sim.metrics().instances[0].active == 0 {
-        assert!(t0.elapsed() < std::time::Duration::from_secs(20), "the first request never started");
-        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-    }
+    crate::helpers::until(&sim, "the first request streams", |s| s.metrics().instances[0].active == 1).await;
     let ps: Value = client().get(format!("{u}/api/ps")).send().await?.json().await?;
     assert_eq!(ps["models"][0]["expires_at"], "2026-01-01T00:10:00Z", "{ps}");
     first.abort();

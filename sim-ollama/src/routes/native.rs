@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 /// The client's address, when the server was started with connect info.
 #[derive(Debug, Clone, Copy)]
@@ -137,19 +137,15 @@ pub(crate) async fn ps(State(s): State<AppState>) -> Response {
     runners.sort_by(|a, b| b.expires_at.cmp(&a.expires_at));
     let models = runners
         .iter()
-        .map(|r| {
-            let size = r.model.size_loaded.unwrap_or(r.model.size);
-            let (size, size_vram) = r.memory.unwrap_or((size, if r.on_gpu { size } else { 0 }));
-            PsModel {
-                name: &r.display,
-                model: &r.display,
-                size,
-                digest: r.model.digest(),
-                details: details(&r.model, false),
-                expires_at: rfc3339(r.expires_at),
-                size_vram,
-                context_length: r.num_ctx,
-            }
+        .map(|r| PsModel {
+            name: &r.display,
+            model: &r.display,
+            size: r.size,
+            digest: r.model.digest(),
+            details: details(&r.model, false),
+            expires_at: rfc3339(r.expires_at),
+            size_vram: r.size_vram,
+            context_length: r.num_ctx,
         })
         .collect();
     json_response(StatusCode::OK, &Ps { models })
@@ -246,8 +242,7 @@ fn chat_generate_fields(f: &Fields<'_>) -> Result<ChatGenerateFields, ApiError> 
 }
 
 fn now_stamp(s: &AppState) -> String {
-    let t = if s.shared.clock.is_frozen() { crate::clock::frozen_epoch() } else { SystemTime::now() };
-    rfc3339(t)
+    rfc3339(s.shared.clock.now())
 }
 
 #[derive(Serialize)]
@@ -640,10 +635,7 @@ fn is_zero(v: &u64) -> bool {
 /// Looks up an embedding model with embed's not-found text and capability check.
 pub(crate) fn resolve_embedding_model(s: &AppState, model_s: &str) -> Result<Installed, ApiError> {
     let not_found = || ApiError::not_found(format!("model \"{model_s}\" not found, try pulling it first"));
-    if model_s.trim().is_empty() {
-        return Err(ApiError::model_not_found(model_s));
-    }
-    let name = Name::parse(model_s).ok_or_else(ApiError::invalid_model_name)?;
+    let name = super::pipeline::parse_model_name(model_s)?;
     let m = s.instance.store.get(&name).ok_or_else(not_found)?;
     if !m.spec.has("embedding") {
         return Err(ApiError::new(
@@ -811,7 +803,7 @@ pub(crate) async fn pull(State(s): State<AppState>, body: Result<Bytes, BytesRej
     let Some(model_s) = model_s else {
         return Err(ApiError::bad_request("model is required"));
     };
-    let name = Name::parse(&model_s).ok_or_else(|| ApiError::bad_request("invalid model name"))?;
+    let name = Name::parse(&model_s).ok_or_else(ApiError::invalid_model_name)?;
     let missing = "pull model manifest: file does not exist";
     let Some(spec) = s.instance.store.registry_entry(&name) else {
         if !stream {
@@ -837,7 +829,7 @@ pub(crate) async fn pull(State(s): State<AppState>, body: Result<Bytes, BytesRej
         });
     }
     lines.extend([progress("verifying sha256 digest"), progress("writing manifest"), progress("success")]);
-    let installed_at = if s.shared.clock.is_frozen() { crate::clock::frozen_epoch() } else { SystemTime::now() };
+    let installed_at = s.shared.clock.now();
     if !stream {
         // A download of a few simulated steps, paced like the stream.
         tokio::time::sleep(pull_step(&s) * steps as u32).await;
@@ -897,7 +889,7 @@ pub(crate) async fn copy(State(s): State<AppState>, body: Result<Bytes, BytesRej
     let dst =
         Name::parse(&dst_s).ok_or_else(|| ApiError::bad_request(format!("destination \"{dst_s}\" is invalid")))?;
     let m = s.instance.store.get(&src).ok_or_else(|| ApiError::not_found(format!("model \"{src_s}\" not found")))?;
-    let at = if s.shared.clock.is_frozen() { crate::clock::frozen_epoch() } else { SystemTime::now() };
+    let at = s.shared.clock.now();
     s.instance.store.install(dst, m.spec, at).map_err(ApiError::internal)?;
     Ok(StatusCode::OK.into_response())
 }

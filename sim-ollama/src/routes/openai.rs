@@ -293,11 +293,7 @@ struct Completion<'a> {
 
 /// The answer to a `/v1/completions` request with an empty prompt, once the model is loaded.
 fn completion_load(s: &AppState, model: &str, stream: bool, include_usage: bool) -> Response {
-    let created = unix_seconds(if s.shared.clock.is_frozen() {
-        crate::clock::frozen_epoch()
-    } else {
-        std::time::SystemTime::now()
-    });
+    let created = unix_seconds(s.shared.clock.now());
     let id = format!("cmpl-{}", s.shared.cfg.seed % 999);
     if stream {
         let mut out = bytes::BytesMut::new();

@@ -153,14 +153,19 @@ pub(crate) fn traced<T>(trace: &mut Option<TraceGuard>, r: Result<T, ApiError>) 
     r
 }
 
-/// Looks a model up, with generate/chat's not-found text (the name as sent).
-pub(crate) fn resolve(s: &AppState, model: &str) -> Result<Installed, ApiError> {
-    // An empty name is not found (`ErrModelRequired` falls through to the handler's text);
-    // any other name that does not parse is invalid.
+/// Parses a model name as the real handlers do (`parseAndValidateModelRef`): an empty name is
+/// not found (`ErrModelRequired` falls through to the handler's not-found text), any other name
+/// that does not parse is `invalid model name`.
+pub(crate) fn parse_model_name(model: &str) -> Result<Name, ApiError> {
     if model.trim().is_empty() {
         return Err(ApiError::model_not_found(model));
     }
-    let name = Name::parse(model).ok_or_else(ApiError::invalid_model_name)?;
+    Name::parse(model).ok_or_else(ApiError::invalid_model_name)
+}
+
+/// Looks a model up, with generate/chat's not-found text (the name as sent).
+pub(crate) fn resolve(s: &AppState, model: &str) -> Result<Installed, ApiError> {
+    let name = parse_model_name(model)?;
     s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(model))
 }
 
