@@ -14,6 +14,7 @@ pub const DEFAULT_CATALOGUE_TOML: &str = include_str!("../../fixtures/catalogue.
 /// Deployment presets, compiled in: (name, TOML). See `fixtures/presets/`.
 pub const PRESETS: &[(&str, &str)] = &[
     ("single-1slot", include_str!("../../fixtures/presets/single-1slot.toml")),
+    ("single-1slot-nocache", include_str!("../../fixtures/presets/single-1slot-nocache.toml")),
     ("single-4slots", include_str!("../../fixtures/presets/single-4slots.toml")),
     ("dual-one-device", include_str!("../../fixtures/presets/dual-one-device.toml")),
     ("dual-two-devices", include_str!("../../fixtures/presets/dual-two-devices.toml")),
@@ -268,8 +269,13 @@ impl ModelSpec {
     /// `effectiveLlamaServerContext`, server/sched.go 793-795): the weights (the file's size)
     /// plus the KV cache of `num_ctx` tokens for each of `num_parallel` slots.
     pub fn predicted_memory(&self, num_ctx: u64, num_parallel: usize) -> u64 {
-        let kv = self.kv_bytes_per_token.unwrap_or(self.embedding_length.saturating_mul(16));
+        let kv = self.kv_bytes_per_token();
         self.size.saturating_add(kv.saturating_mul(num_ctx).saturating_mul(num_parallel.max(1) as u64))
+    }
+
+    /// KV cache bytes per token: the catalogue's figure, else 16 bytes per embedding value.
+    pub fn kv_bytes_per_token(&self) -> u64 {
+        self.kv_bytes_per_token.unwrap_or(self.embedding_length.saturating_mul(16)).max(1)
     }
 
     /// The digest: configured, or a stable one derived from the name.
@@ -326,6 +332,12 @@ pub struct DeviceSpec {
     /// 5 s at most). Modelled milliseconds; 0 (the default) for integrated GPUs, Metal and CPUs.
     #[serde(default)]
     pub vram_release_ms: f64,
+    /// Speed of copying a slot's KV cache between device and host memory, GiB/s, when the
+    /// host prompt cache saves or restores a prompt (`llama_state_seq_get_data` /
+    /// `set_data`). An assumption, not a measurement: 10 GiB/s is a PCIe 4.0 x16 link's
+    /// practical rate. Copies take modelled time on the request that caused them.
+    #[serde(default = "default_cache_copy_gib_s")]
+    pub cache_copy_gib_s: f64,
 }
 
 impl DeviceSpec {
@@ -337,6 +349,7 @@ impl DeviceSpec {
             batch_penalty: default_batch_penalty(),
             memory_gib: None,
             vram_release_ms: 0.0,
+            cache_copy_gib_s: default_cache_copy_gib_s(),
         }
     }
 
@@ -366,6 +379,11 @@ fn default_cross_process_efficiency() -> f64 {
 fn default_batch_penalty() -> f64 {
     0.15
 }
+fn default_cache_copy_gib_s() -> f64 {
+    10.0
+}
+/// llama-server's default `--cache-ram`.
+pub(crate) const DEFAULT_CACHE_RAM_MIB: u64 = 8192;
 
 /// One simulated Ollama server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -383,6 +401,10 @@ pub struct InstanceSpec {
     /// `OLLAMA_MAX_LOADED_MODELS` for this instance (default: the server-wide value).
     #[serde(default)]
     pub max_loaded_models: Option<usize>,
+    /// llama-server's host prompt cache for this instance's runners, MiB (default: the
+    /// server-wide value). See [`ServerSection::cache_ram_mib`].
+    #[serde(default)]
+    pub cache_ram_mib: Option<u64>,
 }
 
 /// Server-wide settings of a configuration file's `[server]` table.
@@ -401,6 +423,11 @@ pub struct ServerSection {
     pub max_queue: Option<usize>,
     /// Default `OLLAMA_MAX_LOADED_MODELS` (0 = automatic: 3).
     pub max_loaded_models: Option<usize>,
+    /// llama-server's host prompt cache, MiB: where a slot's prompt is saved when another
+    /// request takes the slot, to be restored when its conversation comes back (`--cache-ram`;
+    /// Ollama 0.33 passes none, so llama-server's default 8192 applies). 0 turns it off: a
+    /// prompt evicted from its slot is then evaluated again in full.
+    pub cache_ram_mib: Option<u64>,
     /// Default `OLLAMA_KEEP_ALIVE`, as a Go duration or integer seconds.
     pub keep_alive: Option<String>,
     /// Request body limit in bytes.
@@ -496,6 +523,8 @@ pub(crate) struct ResolvedInstance {
     pub(crate) num_parallel: usize,
     pub(crate) max_queue: usize,
     pub(crate) max_loaded_models: usize,
+    /// Host prompt cache per runner, bytes (0: off).
+    pub(crate) cache_ram: u64,
 }
 
 /// Builder-level inputs before resolution.
@@ -509,6 +538,7 @@ pub(crate) struct RawConfig {
     pub(crate) num_parallel: Option<usize>,
     pub(crate) max_queue: Option<usize>,
     pub(crate) max_loaded_models: Option<usize>,
+    pub(crate) cache_ram_mib: Option<u64>,
     pub(crate) keep_alive: Option<KeepAlive>,
     pub(crate) body_limit: Option<usize>,
     pub(crate) extra_models: Vec<ModelSpec>,
@@ -537,6 +567,7 @@ impl RawConfig {
             0 => 3,
             n => n,
         };
+        let cache_ram_mib = self.cache_ram_mib.or(f.server.cache_ram_mib).unwrap_or(DEFAULT_CACHE_RAM_MIB);
         if num_parallel == 0 {
             return Err(invalid("num_parallel must be at least 1".into()));
         }
@@ -587,6 +618,9 @@ impl RawConfig {
             if !(d.vram_release_ms.is_finite() && (0.0..=600_000.0).contains(&d.vram_release_ms)) {
                 return Err(invalid(format!("device {:?}: vram_release_ms must be from 0 to 600000", d.name)));
             }
+            if !(d.cache_copy_gib_s.is_finite() && d.cache_copy_gib_s > 0.0) {
+                return Err(invalid(format!("device {:?}: cache_copy_gib_s must be a positive number", d.name)));
+            }
         }
         let count = self.instances.unwrap_or(f.instances.len().max(1));
         if count == 0 {
@@ -617,6 +651,7 @@ impl RawConfig {
                     0 => 3,
                     n => n,
                 },
+                cache_ram: self.cache_ram_mib.or(spec.cache_ram_mib).unwrap_or(cache_ram_mib).saturating_mul(1 << 20),
             });
         }
         let worker_threads = self.worker_threads.or(f.server.worker_threads).unwrap_or(2).max(1);

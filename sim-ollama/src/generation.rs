@@ -3,6 +3,7 @@
 //! their deadlines. Streaming and non-streaming handlers, native and OpenAI, all drive a
 //! [`Running`].
 
+use crate::cache::{Choice, Claim, Tok};
 use crate::clock::{Clock, rfc3339, unix_seconds};
 use crate::error::ApiError;
 use crate::keepalive::KeepAlive;
@@ -14,7 +15,7 @@ use crate::scheduler::{Instance, Lease, RunnerOptions, RunnerRequest};
 use crate::seed::SeedBuilder;
 use crate::store::Installed;
 use crate::tokens::{self, DoneReason, OutputFormat, TextPlan};
-use crate::trace::{Outcome, TraceGuard};
+use crate::trace::{CacheUse, Outcome, TraceGuard};
 use crate::wire::Metrics;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -141,6 +142,46 @@ pub(crate) struct Job {
     pub(crate) lateness: Arc<Lateness>,
     pub(crate) timer: Arc<crate::timer::Timer>,
     pub(crate) arrival: Instant,
+    /// The prompt's tokens, for the slot's prompt cache.
+    pub(crate) prompt: Vec<Tok>,
+    /// What the prompt template puts between the prompt and the answer when the next turn
+    /// resends both (`"assistant: "` in chat), so a slot holds what the next turn will send.
+    pub(crate) reply_prefix: &'static str,
+    /// Modelled time of copying one token's KV state between device and host memory.
+    pub(crate) copy_per_token: Duration,
+}
+
+/// The trace's record of a cache claim.
+fn cache_use(c: &Claim) -> CacheUse {
+    CacheUse {
+        slot: c.slot,
+        chosen_by: match c.choice {
+            Choice::Similarity => "similarity",
+            Choice::LeastRecentlyUsed => "least_recently_used",
+        }
+        .to_string(),
+        cached_tokens: c.cached as u64,
+        evaluated_tokens: c.evaluated as u64,
+        restored_tokens: c.restored as u64,
+        saved_tokens: c.saved as u64,
+        lost_to: c.lost_to.as_ref().map(|l| l.0.clone()),
+        lost_tokens: c.lost_to.as_ref().map_or(0, |l| l.1 as u64),
+    }
+}
+
+/// The prompt's tokens as the prompt cache compares them: the chat template's own tokens
+/// first (not in raw mode), the text's, then each image's (never shared).
+pub(crate) fn prompt_hashes(model: &Installed, rendered: &str, templated: bool, images: usize) -> Vec<Tok> {
+    let template = if templated { model.spec.profile.template_tokens } else { 0 };
+    let mut out = Vec::with_capacity(prompt_tokens(model, rendered, templated, images) as usize);
+    out.extend((0..u64::from(template)).map(|i| crate::seed::mix(i ^ 0x7465_6d70_6c61_7465)));
+    tokens::token_hashes(rendered, &mut out);
+    let salt = crate::seed::fnv1a(rendered.as_bytes());
+    out.extend((0..u64::from(IMAGE_TOKENS) * images as u64).map(|i| crate::seed::mix(salt ^ i)));
+    if out.is_empty() {
+        out.push(0);
+    }
+    out
 }
 
 /// A token that has just been emitted.
@@ -162,6 +203,10 @@ pub(crate) struct Running {
     clock: Clock,
     trace: TraceGuard,
     pacer: Pacer,
+    /// The slot's index in its runner's prompt cache, released (with the generated tokens)
+    /// when the generation is dropped, before the permit.
+    cache_slot: usize,
+    reply_prefix: &'static str,
     // Held for the life of the generation; dropped (freeing the slot, then the runner) when
     // the client goes away or the response ends. Field order is drop order.
     _slot: OwnedSemaphorePermit,
@@ -183,8 +228,21 @@ pub(crate) struct Running {
 impl Running {
     /// Gets a runner and a slot, then evaluates the prompt. Errors finish the trace record.
     pub(crate) async fn start(job: Job, mut trace: TraceGuard) -> Result<Running, ApiError> {
-        let Job { instance, model, opts, keep_alive, plan, clock, lateness, timer, arrival } = job;
-        let Plan { prompt_tokens, text, timing, .. } = plan;
+        let Job {
+            instance,
+            model,
+            opts,
+            keep_alive,
+            plan,
+            clock,
+            lateness,
+            timer,
+            arrival,
+            prompt,
+            reply_prefix,
+            copy_per_token,
+        } = job;
+        let Plan { prompt_tokens, text, mut timing, .. } = plan;
         trace.with(|r| r.prompt_tokens = u64::from(prompt_tokens));
         let req = RunnerRequest {
             key: model.runner_key(),
@@ -205,6 +263,15 @@ impl Running {
         let obtained = Instant::now();
         trace.with(|r| r.runner_us = Some(trace.us(obtained)));
         let slot = lease.slot(&trace).await;
+        // The slot's prompt cache: only the tokens past the common prefix are evaluated, plus
+        // the copies to and from host memory the cache made.
+        let agent = trace.with(|r| r.agent.clone());
+        let claim = lease.runner.claim(&prompt, &agent);
+        if timing.prompt > Duration::ZERO && !prompt.is_empty() {
+            timing.prompt = timing.prompt.mul_f64(claim.evaluated as f64 / prompt.len() as f64)
+                + copy_per_token.saturating_mul(claim.copied() as u32);
+        }
+        trace.with(|r| r.cache = Some(cache_use(&claim)));
         let member = instance.device.join((instance.index, lease.runner.id));
         let slot_at = member.joined;
         trace.with(|r| r.slot_us = Some(trace.us(slot_at)));
@@ -225,6 +292,8 @@ impl Running {
             clock,
             trace,
             pacer,
+            cache_slot: claim.slot,
+            reply_prefix,
             _slot: slot,
             lease,
             arrival,
@@ -351,8 +420,26 @@ impl Running {
             .collect()
     }
 
+    /// The tokens the slot holds after the prompt: the reply prefix and what was generated.
+    fn generated_hashes(&self) -> Vec<Tok> {
+        let mut text = String::from(self.reply_prefix);
+        for p in &self.text.pieces[..self.emitted.min(self.text.pieces.len())] {
+            text.push_str(p);
+        }
+        let mut out = Vec::new();
+        tokens::token_hashes(&text, &mut out);
+        out
+    }
+
     /// Records how the request ended.
     pub(crate) fn finish(&mut self, outcome: Outcome, error: Option<String>) {
         self.trace.finish(outcome, 200, error);
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let generated = self.generated_hashes();
+        self.lease.runner.release_slot(self.cache_slot, &generated);
     }
 }

@@ -44,6 +44,7 @@ pub mod script;
 pub mod server;
 pub mod trace;
 
+mod cache;
 mod device;
 mod error;
 mod generation;
@@ -70,4 +71,4 @@ pub use noise::NoiseSpec;
 pub use routes::sim::{DeviceMetrics, InstanceMetrics, LoadedMetrics, SimMetrics};
 pub use script::{ScriptRule, ScriptedCall, ScriptedError};
 pub use server::{NotIdle, SimBuilder, SimHandle, StartError, parse_ollama_host};
-pub use trace::{Conversation, Outcome, RequestTrace, TraceSnapshot, Wait, WaitReason};
+pub use trace::{CacheUse, Conversation, Outcome, RequestTrace, TraceSnapshot, Wait, WaitReason};

@@ -28,6 +28,7 @@
 //! - The victim (`findRunnerToUnload`, 1664-1693, `ByDurationAndName`, 1557-1578): the runners
 //!   sorted by keep-alive, then name; the first idle one, else the first (busy) one.
 
+use crate::cache::{Claim, PromptCache};
 use crate::clock::Clock;
 use crate::config::{ModelSpec, ResolvedInstance};
 use crate::device::Device;
@@ -136,6 +137,8 @@ pub(crate) struct Runner {
     /// slower decoding that follows is not modelled), none with `num_gpu` 0.
     pub(crate) vram: u64,
     st: Mutex<RunnerState>,
+    /// What each slot holds of its last prompt, and the host prompt cache.
+    cache: Mutex<PromptCache>,
 }
 
 #[derive(Debug)]
@@ -156,6 +159,16 @@ struct RunnerState {
 impl Runner {
     fn lock(&self) -> MutexGuard<'_, RunnerState> {
         self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes an idle slot's cache for a prompt (the caller holds a slot permit).
+    pub(crate) fn claim(&self, prompt: &[crate::cache::Tok], agent: &str) -> Claim {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner()).claim(prompt, agent)
+    }
+
+    /// Frees a slot's cache with the tokens it generated, before its permit is returned.
+    pub(crate) fn release_slot(&self, slot: usize, generated: &[crate::cache::Tok]) {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner()).release(slot, generated);
     }
 
     pub(crate) fn is_ready(&self) -> bool {
@@ -554,6 +567,17 @@ impl Instance {
             ready: AtomicBool::new(false),
             memory,
             vram,
+            cache: Mutex::new(PromptCache::new(num_parallel, {
+                // llama-server's limit: the byte budget in tokens of this model's KV cache,
+                // and never below the whole context (`server_prompt_cache::update`).
+                let ram = self.cfg.cache_ram;
+                if ram == 0 {
+                    0
+                } else {
+                    let ctx = req.opts.num_ctx.saturating_mul(num_parallel as u64);
+                    (ram / req.model.kv_bytes_per_token()).max(ctx) as usize
+                }
+            })),
             st: Mutex::new(RunnerState {
                 refs: 1,
                 keep_alive: req.keep_alive.unwrap_or(self.default_keep_alive),

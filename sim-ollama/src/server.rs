@@ -165,6 +165,13 @@ impl SimBuilder {
         self
     }
 
+    /// llama-server's host prompt cache per runner, MiB (default 8192, as llama-server's own
+    /// default; 0 turns it off): see [`crate::config::ServerSection::cache_ram_mib`].
+    pub fn cache_ram_mib(mut self, mib: u64) -> Self {
+        self.raw.cache_ram_mib = Some(mib);
+        self
+    }
+
     /// `OLLAMA_KEEP_ALIVE` (default 5 minutes).
     pub fn keep_alive(mut self, k: KeepAlive) -> Self {
         self.raw.keep_alive = Some(k);

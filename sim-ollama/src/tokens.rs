@@ -206,6 +206,37 @@ pub(crate) fn count_tokens(text: &str) -> u32 {
     n
 }
 
+/// The tokens of [`count_tokens`] as hashes of their text, in order: a run of up to six
+/// letters or digits, or one other character (whitespace separates and is no token). Two texts
+/// share a prefix of these exactly where they share their words, which is what the prompt
+/// cache compares.
+pub(crate) fn token_hashes(text: &str, out: &mut Vec<u64>) {
+    for word in text.split_whitespace() {
+        let mut start: Option<usize> = None;
+        let mut letters = 0usize;
+        for (i, c) in word.char_indices() {
+            if c.is_alphanumeric() {
+                if letters == 6 {
+                    out.push(crate::seed::fnv1a(word[start.unwrap_or(i)..i].as_bytes()));
+                    letters = 0;
+                    start = None;
+                }
+                start.get_or_insert(i);
+                letters += 1;
+            } else {
+                if let Some(s) = start.take() {
+                    out.push(crate::seed::fnv1a(word[s..i].as_bytes()));
+                    letters = 0;
+                }
+                out.push(crate::seed::fnv1a(c.encode_utf8(&mut [0; 4]).as_bytes()));
+            }
+        }
+        if let Some(s) = start {
+            out.push(crate::seed::fnv1a(word[s..].as_bytes()));
+        }
+    }
+}
+
 /// Stable token ids for a text (for the deprecated `context` field): one id per token of
 /// [`count_tokens`], derived from the text's bytes.
 pub(crate) fn token_ids(text: &str, count: u32, vocab: u32) -> impl Iterator<Item = u32> + '_ {
@@ -545,5 +576,24 @@ mod tests {
             assert_eq!(p.concat(), text);
             assert!(p.len().abs_diff(count_tokens(text) as usize) <= 2, "{p:?} against {}", count_tokens(text));
         }
+    }
+}
+
+#[cfg(test)]
+mod hash_tests {
+    use super::*;
+
+    #[test]
+    fn token_hashes_are_the_counted_tokens_and_a_shared_prefix_of_words_shares_them() {
+        for text in ["", "Hello, world!", "internationalization 1234567890 x", "a\nb  c", "héllo wörld ünïcødé"] {
+            let mut h = Vec::new();
+            token_hashes(text, &mut h);
+            assert_eq!(h.len() as u32, count_tokens(text), "{text:?}");
+        }
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        token_hashes("user: what is the weather\n", &mut a);
+        token_hashes("user: what is the weather\nassistant: sunny\n", &mut b);
+        assert_eq!(&b[..a.len()], &a[..]);
+        assert_ne!(a[0], a[1]);
     }
 }

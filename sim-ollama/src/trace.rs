@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Version of the trace's JSON schema.
-pub const TRACE_SCHEMA_VERSION: u32 = 2;
+pub const TRACE_SCHEMA_VERSION: u32 = 3;
 
 /// How many finished requests the trace keeps before dropping the oldest (besides its byte
 /// budget).
@@ -109,6 +109,29 @@ pub struct Conversation {
     pub parent: Option<String>,
 }
 
+/// What a request found in its slot's prompt cache (see `sim_ollama`'s cache model: llama-server
+/// keeps each parallel slot's last prompt, and a host-memory copy of prompts evicted from it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheUse {
+    /// The parallel slot it ran in (0-based).
+    pub slot: usize,
+    /// `similarity` (the slot held the longest matching prefix) or `least_recently_used`.
+    pub chosen_by: String,
+    /// Prompt tokens it did not evaluate again (in `prompt_eval_count`, not in its duration).
+    pub cached_tokens: u64,
+    /// Prompt tokens it evaluated (at least one).
+    pub evaluated_tokens: u64,
+    /// Tokens restored into the slot from the host prompt cache.
+    pub restored_tokens: u64,
+    /// Tokens of the slot's previous prompt saved to the host prompt cache first.
+    pub saved_tokens: u64,
+    /// When another agent's request had evicted this agent's earlier prefix from the device
+    /// (with no copy left in host memory): that agent.
+    pub lost_to: Option<String>,
+    /// Prompt tokens the lost prefix would have saved.
+    pub lost_tokens: u64,
+}
+
 /// Everything recorded about one request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestTrace {
@@ -180,6 +203,9 @@ pub struct RequestTrace {
     pub max_batch: usize,
     /// A fault the simulator injected into this request, if any.
     pub fault: Option<String>,
+    /// What it found in its slot's prompt cache (generation requests that got a slot).
+    #[serde(default)]
+    pub cache: Option<CacheUse>,
     /// Why the request took the time it took, in words (filled in by snapshots).
     pub explanation: String,
 }
@@ -280,6 +306,7 @@ impl Trace {
             shared_device_with: Vec::new(),
             max_batch: 0,
             fault: None,
+            cache: None,
             explanation: String::new(),
         }));
         // The id is taken under the `active` lock, with the insertion: a snapshot never shows a
@@ -520,6 +547,22 @@ pub(crate) fn explain(r: &RequestTrace) -> String {
             r.min_speed * 100.0,
             if why.is_empty() { String::new() } else { format!(": {}", why.join("; ")) }
         ));
+    }
+    if let Some(c) = &r.cache {
+        if let Some(by) = &c.lost_to {
+            parts.push(format!(
+                "lost its cached prompt in slot {} to {by}: evaluated {} prompt tokens, {} of them again",
+                c.slot, c.evaluated_tokens, c.lost_tokens
+            ));
+        } else if c.cached_tokens > 0 {
+            parts.push(format!(
+                "{} of {} prompt tokens cached in slot {}{}",
+                c.cached_tokens,
+                c.cached_tokens + c.evaluated_tokens,
+                c.slot,
+                if c.restored_tokens > 0 { " (restored from the host prompt cache)" } else { "" }
+            ));
+        }
     }
     if let Some(f) = &r.fault {
         parts.push(format!("fault injected: {f}"));

@@ -18,3 +18,5 @@ mod leaks;
 mod loads;
 // Device memory: eviction by memory, servers sharing a GPU, memory release, num_ctx tiers.
 mod memory;
+// The prompt cache of each slot and in host memory (issue 12).
+mod cache;

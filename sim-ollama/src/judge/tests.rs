@@ -40,6 +40,7 @@ fn req(id: u64, agent: Option<&str>, from: u64, to: u64, solo: u64) -> RequestTr
         shared_device_with: Vec::new(),
         max_batch: 1,
         fault: None,
+        cache: None,
         explanation: String::new(),
     }
 }

@@ -340,6 +340,7 @@ async fn generate_inner(
         format,
         tools: &[],
         last_role: None,
+        reply_prefix: "",
         arrival,
     };
     let Started { run, fault, .. } = pipeline::start(s, g, trace).await?;
@@ -527,6 +528,7 @@ async fn chat_inner(
         format,
         tools: &tools,
         last_role: messages.last().map(|m| m.role.as_str()),
+        reply_prefix: "assistant: ",
         arrival,
     };
     let Started { run, fault, .. } = pipeline::start(s, g, trace).await?;
@@ -609,7 +611,7 @@ pub(crate) async fn run_embedding(
         },
         ..plan
     };
-    let job = job(s, model, options, true, keep_alive, plan, arrival);
+    let job = job(s, model, options, true, keep_alive, plan, arrival, Vec::new(), "");
     let mut run = Running::start(job, trace).await?;
     let m = run.metrics(Instant::now());
     run.finish(Outcome::Done, None);

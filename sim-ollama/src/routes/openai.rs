@@ -240,6 +240,7 @@ pub(crate) async fn chat_completions(
             format,
             tools: &tools,
             last_role: messages.last().map(|m| m.role.as_str()),
+            reply_prefix: "assistant: ",
             arrival,
         };
         let Started { run, fault, seed } = pipeline::start(&s, g, &mut trace).await?;
@@ -360,6 +361,7 @@ pub(crate) async fn completions(
             format: OutputFormat::Prose,
             tools: &[],
             last_role: None,
+            reply_prefix: "",
             arrival,
         };
         let Started { run, fault, seed } = pipeline::start(&s, g, &mut trace).await?;

@@ -48,6 +48,9 @@ pub(crate) struct Generation<'a> {
     /// Role of the last chat message (`None` outside chat).
     pub(crate) last_role: Option<&'a str>,
     pub(crate) arrival: Instant,
+    /// What the template puts before the answer when the next turn resends it (chat:
+    /// `"assistant: "`), so the slot's prompt cache holds what the next turn sends.
+    pub(crate) reply_prefix: &'static str,
 }
 
 /// A generation that has its runner and slot.
@@ -95,7 +98,8 @@ pub(crate) async fn start(
         let id = trace.as_ref().map_or(0, |t| t.id());
         plan.timing.slow_down(noise.factor(s.shared.cfg.seed, id, others));
     }
-    let job = job(s, g.model, g.options, g.shift, g.keep_alive, plan, g.arrival);
+    let prompt = crate::generation::prompt_hashes(&g.model, g.rendered, g.templated, g.images);
+    let job = job(s, g.model, g.options, g.shift, g.keep_alive, plan, g.arrival, prompt, g.reply_prefix);
     let fault =
         pick_fault(s, &job.model, g.endpoint, trace.as_ref().unwrap_or_else(|| unreachable!("the trace is begun")))?;
     let t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
@@ -169,7 +173,9 @@ pub(crate) fn resolve(s: &AppState, model: &str) -> Result<Installed, ApiError> 
     s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(model))
 }
 
-/// The job of a generation request.
+/// The job of a generation request: `prompt` holds its tokens for the slot's prompt cache
+/// (empty: none to compare, as for embeddings).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn job(
     s: &AppState,
     model: Installed,
@@ -178,9 +184,17 @@ pub(crate) fn job(
     keep_alive: Option<KeepAlive>,
     plan: Plan,
     arrival: Instant,
+    prompt: Vec<crate::cache::Tok>,
+    reply_prefix: &'static str,
 ) -> Job {
     let opts = RunnerOptions::from_options(options, &model.spec, shift, s.instance.device.spec.default_num_ctx());
+    let per_token_s =
+        model.spec.kv_bytes_per_token() as f64 / (s.instance.device.spec.cache_copy_gib_s * crate::config::GIB as f64);
+    let copy_per_token = crate::latency::scaled_ms(per_token_s * 1000.0, s.shared.cfg.time_scale);
     Job {
+        prompt,
+        reply_prefix,
+        copy_per_token,
         instance: Arc::clone(&s.instance),
         model,
         opts,
