@@ -40,10 +40,15 @@ pub struct CallRecord {
     pub load_duration_ns: Option<u64>,
     /// `prompt_eval_count` of the final object.
     pub prompt_eval_count: Option<u64>,
+    /// `prompt_eval_duration` of the final object, ns: the server's prompt evaluation, which a
+    /// slot's prompt cache shortens.
+    pub prompt_eval_duration_ns: Option<u64>,
     /// `done_reason` of the final object (`stop`, `length`, ...).
     pub done_reason: Option<String>,
     /// The `message.tool_calls` the answer carried (a JSON array), if any.
     pub tool_calls: Option<serde_json::Value>,
+    /// The answer's text, as streamed (a multi-turn agent sends it back with its history).
+    pub content: String,
     /// HTTP status.
     pub status: Option<u16>,
     /// What went wrong, if anything: an HTTP error, an `{"error"}` line, a broken or
@@ -62,8 +67,10 @@ impl CallRecord {
             eval_duration_ns: None,
             load_duration_ns: None,
             prompt_eval_count: None,
+            prompt_eval_duration_ns: None,
             done_reason: None,
             tool_calls: None,
+            content: String::new(),
             status: None,
             error: None,
         }
@@ -96,6 +103,8 @@ struct Line<'a> {
     load_duration: Option<u64>,
     #[serde(default)]
     prompt_eval_count: Option<u64>,
+    #[serde(default)]
+    prompt_eval_duration: Option<u64>,
     #[serde(default)]
     done_reason: Option<String>,
 }
@@ -144,8 +153,9 @@ impl Lines {
                             None => rec.tool_calls = Some(calls.clone()),
                         }
                         rec.tokens.push(at);
-                    } else if content.is_some_and(|c| !c.is_empty()) {
+                    } else if let Some(c) = content.filter(|c| !c.is_empty()) {
                         rec.tokens.push(at);
+                        rec.content.push_str(c);
                         if let Some(d) = per_token {
                             // The blocking control: "processing" each token with a blocking
                             // sleep inside async code.
@@ -158,6 +168,7 @@ impl Lines {
                         rec.eval_duration_ns = l.eval_duration;
                         rec.load_duration_ns = l.load_duration;
                         rec.prompt_eval_count = l.prompt_eval_count;
+                        rec.prompt_eval_duration_ns = l.prompt_eval_duration;
                         rec.done_reason = l.done_reason;
                     }
                 }

@@ -36,6 +36,9 @@ pub struct CallMetrics {
     pub done_reason: Option<String>,
     /// Tokens per second from the first to the last token (client-side).
     pub tok_per_s: Option<f64>,
+    /// The server's `prompt_eval_duration`, ms of wall time (what a prompt cache saves).
+    #[serde(default)]
+    pub prompt_eval_ms: Option<f64>,
     /// Whole call, ms.
     #[serde(deserialize_with = "crate::stats::nan_or")]
     pub duration_ms: f64,
@@ -70,6 +73,7 @@ impl CallMetrics {
             chunks: r.tokens.len(),
             done_reason: r.done_reason.clone(),
             tok_per_s: span,
+            prompt_eval_ms: r.prompt_eval_duration_ns.map(|ns| ns as f64 / 1e6),
             duration_ms: ms(r.sent, r.end),
             error: r.error.clone(),
         }

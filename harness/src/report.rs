@@ -17,6 +17,10 @@ fn one() -> f64 {
     1.0
 }
 
+fn nan() -> f64 {
+    f64::NAN
+}
+
 /// One run of one cell.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunResult {
@@ -114,6 +118,10 @@ pub struct CellSummary {
     /// 99th percentile of the calls' ITL p99, ms.
     #[serde(deserialize_with = "crate::stats::nan_or")]
     pub itl_ms_p99: f64,
+    /// Median server-reported prompt evaluation over calls, ms of wall time (NaN when no
+    /// server reported one).
+    #[serde(default = "nan", deserialize_with = "crate::stats::nan_or")]
+    pub prompt_eval_ms_p50: f64,
     /// Median client-side tokens/s over calls.
     #[serde(deserialize_with = "crate::stats::nan_or")]
     pub tok_per_s_p50: f64,
@@ -263,6 +271,7 @@ pub fn summarize_cell(
         itl_ms_p50: percentile(&col(|c| c.itl_p50_ms), 0.5),
         itl_ms_p99: percentile(&col(|c| c.itl_p99_ms), 0.99),
         tok_per_s_p50: percentile(&col(|c| c.tok_per_s), 0.5),
+        prompt_eval_ms_p50: percentile(&col(|c| c.prompt_eval_ms), 0.5),
         verdict,
         reason,
         cause: median.and_then(|r| r.judge.as_ref()).map(|j| j.cause),
@@ -381,14 +390,14 @@ pub fn markdown(r: &Results) -> String {
     let _ = writeln!(s, "\n## By cell\n");
     let _ = writeln!(
         s,
-        "| runtime | scenario | runs | true eff (%) mean [95% CI] | apparent eff (%) | speedup (x) | saving (%) median [80% interval, live] | TTFT p50 (ms, {time}) | ITL p50 (ms, {time}) | verdict | reason |",
+        "| runtime | scenario | runs | true eff (%) mean [95% CI] | apparent eff (%) | speedup (x) | saving (%) median [80% interval, live] | TTFT p50 (ms, {time}) | prompt eval p50 (ms, {time}) | ITL p50 (ms, {time}) | verdict | reason |",
         time = if r.server_trace { "modelled" } else { "wall" }
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     for c in &r.summary {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} [{}, {}] | {} | {:.2} | {} | {:.1} | {:.3} | {} | {} |",
+            "| {} | {} | {} | {} [{}, {}] | {} | {:.2} | {} | {:.1} | {:.1} | {:.3} | {} | {} |",
             c.runtime,
             c.scenario,
             c.runs,
@@ -402,6 +411,7 @@ pub fn markdown(r: &Results) -> String {
                 None => pct(c.saving.median),
             },
             c.ttft_ms_p50 / c.time_scale,
+            c.prompt_eval_ms_p50 / c.time_scale,
             c.itl_ms_p50 / c.time_scale,
             c.verdict,
             c.reason.replace('|', "/")
@@ -446,6 +456,7 @@ struct CellRow<'a> {
     itl_ms_p50_wall: f64,
     ttft_ms_p50_modelled: f64,
     itl_ms_p50_modelled: f64,
+    prompt_eval_ms_p50_modelled: f64,
     verdict: Verdict,
     reason: &'a str,
 }
@@ -497,6 +508,7 @@ pub fn summary_csv(r: &Results) -> String {
             itl_ms_p50_wall: c.itl_ms_p50,
             ttft_ms_p50_modelled: c.ttft_ms_p50 / c.time_scale,
             itl_ms_p50_modelled: c.itl_ms_p50 / c.time_scale,
+            prompt_eval_ms_p50_modelled: c.prompt_eval_ms_p50 / c.time_scale,
             verdict: c.verdict,
             reason: &c.reason,
         }

@@ -173,6 +173,21 @@ pub fn body(call: &Call, model: &str) -> Vec<u8> {
     serde_json::to_vec(&v).unwrap_or_default()
 }
 
+/// A multi-turn agent's call: its conversation so far (`messages`: the system prompt, earlier
+/// prompts and answers) and the call's prompt.
+pub fn history_body(call: &Call, model: &str, messages: &[serde_json::Value]) -> Vec<u8> {
+    let mut options = call.options.clone();
+    options.insert("num_predict".into(), serde_json::Value::from(call.tokens));
+    options.insert("sim_tokens".into(), serde_json::Value::from(call.tokens));
+    let mut all = messages.to_vec();
+    all.push(serde_json::json!({"role": "user", "content": call.prompt}));
+    let v = serde_json::json!({"model": model, "messages": all, "stream": true, "options": options});
+    serde_json::to_vec(&v).unwrap_or_default()
+}
+
+/// Numbers the conversations of multi-turn agents, so each run's is new to the server.
+static CONVERSATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// The request after a tool call: the history (the user's message, the model's calls, one
 /// result per call) with the tool still offered, answered in `call.tokens` tokens.
 pub fn tool_result_body(call: &Call, model: &str, tool_calls: &serde_json::Value) -> Vec<u8> {
@@ -258,9 +273,20 @@ async fn run_agent(
     let opts = call_opts(agent, job, per_token_block);
     let url_base = job.urls.get(agent.instance).cloned().unwrap_or_else(|| job.urls[0].clone());
     let mut calls = Vec::with_capacity(agent.calls.len());
+    let mut history = Vec::new();
+    if agent.history {
+        let n = CONVERSATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let system = agent.system.as_deref().unwrap_or("You are a helpful agent.");
+        history.push(serde_json::json!({"role": "system", "content": format!("Conversation {n}.\n{system}")}));
+    }
     for (i, c) in agent.calls.iter().enumerate() {
         let url = format!("{url_base}{}", c.endpoint);
-        let rec = call_in_mode(stack, mode, &url, body(c, &job.model), &opts).await;
+        let b = if agent.history { history_body(c, &job.model, &history) } else { body(c, &job.model) };
+        let rec = call_in_mode(stack, mode, &url, b, &opts).await;
+        if agent.history {
+            history.push(serde_json::json!({"role": "user", "content": c.prompt}));
+            history.push(serde_json::json!({"role": "assistant", "content": rec.content}));
+        }
         let failed = rec.error.is_some();
         let tool_calls = rec.tool_calls.clone();
         calls.push(rec);

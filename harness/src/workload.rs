@@ -57,6 +57,16 @@ pub struct AgentSpec {
     /// How many identical agents.
     #[serde(default = "one")]
     pub count: usize,
+    /// A multi-turn agent: its `/api/chat` calls are one conversation whose history grows
+    /// call by call. Each call sends the system prompt, every earlier prompt with the answer
+    /// it got, and its own prompt, as an agent loop resends its history.
+    #[serde(default)]
+    pub history: bool,
+    /// The system prompt of a multi-turn agent's conversation (its instructions, documents).
+    /// Every run's conversation is a new one: the harness opens it with a line of its own, so a
+    /// server's prompt cache never carries one run's history into the next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
     /// The calls.
     pub calls: Vec<Call>,
 }
@@ -100,6 +110,10 @@ pub struct AgentPlan {
     pub name: String,
     /// Instance index.
     pub instance: usize,
+    /// Whether its chat calls are one growing conversation ([`AgentSpec::history`]).
+    pub history: bool,
+    /// Its conversation's system prompt.
+    pub system: Option<String>,
     /// The calls.
     pub calls: Vec<Call>,
 }
@@ -144,6 +158,12 @@ impl Scenario {
         for a in &self.agents {
             if a.calls.is_empty() || a.count == 0 {
                 return bad(format!("agent {} has no calls or count 0", a.name));
+            }
+            if a.history && a.calls.iter().any(|c| c.endpoint != "/api/chat" || c.tool_work_ms.is_some()) {
+                return bad(format!("agent {}: history needs /api/chat calls without tool_work_ms", a.name));
+            }
+            if a.system.is_some() && !a.history {
+                return bad(format!("agent {}: a system prompt needs history = true", a.name));
             }
             for c in &a.calls {
                 if c.endpoint != "/api/generate" && c.endpoint != "/api/chat" {
@@ -194,7 +214,13 @@ impl Scenario {
                         (rr - 1) % instances.max(1)
                     }
                 };
-                out.push(AgentPlan { name, instance, calls: a.calls.clone() });
+                out.push(AgentPlan {
+                    name,
+                    instance,
+                    history: a.history,
+                    system: a.system.clone(),
+                    calls: a.calls.clone(),
+                });
             }
         }
         out
@@ -233,6 +259,9 @@ pub const BUILTIN: &[&str] = &[
     include_str!("../../fixtures/scenarios/scale_32.toml"),
     include_str!("../../fixtures/scenarios/hetero_short_long.toml"),
     include_str!("../../fixtures/scenarios/tool_loops.toml"),
+    include_str!("../../fixtures/scenarios/history_1slot_shared.toml"),
+    include_str!("../../fixtures/scenarios/history_1slot_shared_nocache.toml"),
+    include_str!("../../fixtures/scenarios/history_slot_each.toml"),
 ];
 
 /// Every built-in scenario.

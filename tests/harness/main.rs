@@ -19,3 +19,5 @@ mod replay;
 mod soak;
 // Agents whose calls are tool round trips.
 mod tools;
+// Multi-turn agents whose histories grow, on one shared slot or a slot each (issue 12).
+mod history;
