@@ -30,6 +30,9 @@ pub struct CallRecord {
     pub headers: Option<Instant>,
     /// Arrival of every token (non-empty content), in order.
     pub tokens: Vec<Instant>,
+    /// Arrival of the first token of reasoning (`thinking`), when the model reasoned first:
+    /// `tokens` then starts at the first token of the answer.
+    pub first_thinking: Option<Instant>,
     /// Last byte (or the error).
     pub end: Instant,
     /// `eval_count` of the final object.
@@ -62,6 +65,7 @@ impl CallRecord {
             sent,
             headers: None,
             tokens: Vec::new(),
+            first_thinking: None,
             end: sent,
             eval_count: None,
             eval_duration_ns: None,
@@ -89,6 +93,8 @@ impl CallRecord {
 struct Line<'a> {
     #[serde(default, borrow)]
     response: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    thinking: Option<std::borrow::Cow<'a, str>>,
     #[serde(default)]
     message: Option<MessageLine<'a>>,
     #[serde(default)]
@@ -113,6 +119,8 @@ struct Line<'a> {
 struct MessageLine<'a> {
     #[serde(default, borrow)]
     content: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    thinking: Option<std::borrow::Cow<'a, str>>,
     #[serde(default)]
     tool_calls: Option<serde_json::Value>,
 }
@@ -145,6 +153,10 @@ impl Lines {
                     }
                     let content = l.response.as_deref().or(l.message.as_ref().and_then(|m| m.content.as_deref()));
                     let calls = l.message.as_ref().and_then(|m| m.tool_calls.as_ref()).filter(|c| !c.is_null());
+                    let thinking = l.thinking.as_deref().or(l.message.as_ref().and_then(|m| m.thinking.as_deref()));
+                    if thinking.is_some_and(|t| !t.is_empty()) {
+                        rec.first_thinking.get_or_insert(at);
+                    }
                     if let Some(calls) = calls {
                         // A tool call is the answer's first output: it counts as an arrival
                         // (TTFT), and its calls are kept for the round trip.

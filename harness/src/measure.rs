@@ -36,6 +36,10 @@ pub struct CallMetrics {
     pub done_reason: Option<String>,
     /// Tokens per second from the first to the last token (client-side).
     pub tok_per_s: Option<f64>,
+    /// Time to the first token of reasoning, ms, when the model reasoned before answering
+    /// (`ttft_ms` is then the time to the first token of the answer).
+    #[serde(default)]
+    pub ttft_thinking_ms: Option<f64>,
     /// The server's `prompt_eval_duration`, ms of wall time (what a prompt cache saves).
     #[serde(default)]
     pub prompt_eval_ms: Option<f64>,
@@ -74,6 +78,7 @@ impl CallMetrics {
             done_reason: r.done_reason.clone(),
             tok_per_s: span,
             prompt_eval_ms: r.prompt_eval_duration_ns.map(|ns| ns as f64 / 1e6),
+            ttft_thinking_ms: r.first_thinking.map(|t| ms(r.sent, t)),
             duration_ms: ms(r.sent, r.end),
             error: r.error.clone(),
         }

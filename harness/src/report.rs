@@ -118,6 +118,10 @@ pub struct CellSummary {
     /// 99th percentile of the calls' ITL p99, ms.
     #[serde(deserialize_with = "crate::stats::nan_or")]
     pub itl_ms_p99: f64,
+    /// Median time to the first token of reasoning over the calls that reasoned, ms of wall
+    /// time (NaN when none did; `ttft_ms_p50` is then the time to the answer's first token).
+    #[serde(default = "nan", deserialize_with = "crate::stats::nan_or")]
+    pub ttft_thinking_ms_p50: f64,
     /// Median server-reported prompt evaluation over calls, ms of wall time (NaN when no
     /// server reported one).
     #[serde(default = "nan", deserialize_with = "crate::stats::nan_or")]
@@ -272,6 +276,7 @@ pub fn summarize_cell(
         itl_ms_p99: percentile(&col(|c| c.itl_p99_ms), 0.99),
         tok_per_s_p50: percentile(&col(|c| c.tok_per_s), 0.5),
         prompt_eval_ms_p50: percentile(&col(|c| c.prompt_eval_ms), 0.5),
+        ttft_thinking_ms_p50: percentile(&col(|c| c.ttft_thinking_ms), 0.5),
         verdict,
         reason,
         cause: median.and_then(|r| r.judge.as_ref()).map(|j| j.cause),
@@ -457,6 +462,7 @@ struct CellRow<'a> {
     ttft_ms_p50_modelled: f64,
     itl_ms_p50_modelled: f64,
     prompt_eval_ms_p50_modelled: f64,
+    ttft_thinking_ms_p50_modelled: f64,
     verdict: Verdict,
     reason: &'a str,
 }
@@ -509,6 +515,7 @@ pub fn summary_csv(r: &Results) -> String {
             ttft_ms_p50_modelled: c.ttft_ms_p50 / c.time_scale,
             itl_ms_p50_modelled: c.itl_ms_p50 / c.time_scale,
             prompt_eval_ms_p50_modelled: c.prompt_eval_ms_p50 / c.time_scale,
+            ttft_thinking_ms_p50_modelled: c.ttft_thinking_ms_p50 / c.time_scale,
             verdict: c.verdict,
             reason: &c.reason,
         }

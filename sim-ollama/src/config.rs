@@ -121,6 +121,13 @@ pub struct Profile {
     pub inter_token: Jitter,
     /// Number of generated tokens when the request sets no `num_predict`.
     pub output_tokens: DistSpec,
+    /// Tokens of reasoning a thinking model generates before its answer when `think` is on
+    /// (the default for models with the `thinking` capability): sent as `thinking` natively and
+    /// `reasoning` on `/v1`, decoded at the same rate, counted in `eval_count` and within
+    /// `num_predict`. Halved at `think: "low"`, doubled at `"high"` (the simulator's choice).
+    /// Absent: the model never reasons.
+    #[serde(default)]
+    pub thinking_tokens: Option<DistSpec>,
     /// Tokens the chat template adds around every prompt.
     #[serde(default)]
     pub template_tokens: u32,

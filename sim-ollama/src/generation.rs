@@ -44,6 +44,10 @@ pub(crate) struct PlanInput<'a> {
     pub(crate) last_role: Option<&'a str>,
     /// A scripted answer (text or tool calls) replaces the generated one.
     pub(crate) scripted: Option<crate::script::Reply>,
+    /// How much the model reasons before answering ([`crate::request::Think::factor`]; 0: not).
+    pub(crate) think: f64,
+    /// The runner's context per slot: generation is bounded at ten of them.
+    pub(crate) num_ctx: u64,
 }
 
 /// A request's content and intended schedule.
@@ -87,14 +91,16 @@ impl Plan {
         }
         let profile = &input.model.spec.profile;
         let mut text_rng = content.str("text").rng();
-        // Generation is bounded by the context, as the real server bounds it: no request can
-        // ask for more than four context windows of tokens.
-        let cap = (input.model.spec.context_length as usize).saturating_mul(4).max(1);
+        // Generation is bounded by the context, as the real server bounds it
+        // ([`crate::context::generation_cap`]).
+        let cap = crate::context::generation_cap(input.num_ctx);
+        // One more than the cap is enough to know the answer would run past it.
         let natural = match o.sim_tokens {
-            Some(n) if n > 0 => (n as usize).min(cap),
+            Some(n) if n > 0 => (n as usize).min(cap + 1),
             _ => latency::output_len(profile, &mut text_rng),
         };
-        let num_predict = o.num_predict.filter(|n| *n > 0).map(|n| (n as usize).min(cap));
+        // `boundedNumPredict`: unset, negative or past the cap, it is the cap.
+        let num_predict = Some(o.num_predict.filter(|n| *n > 0).map_or(cap, |n| (n as usize).min(cap)));
         let policy = crate::tools::Policy {
             probability: o.sim_tool_call_probability.unwrap_or(1.0),
             max_calls: o.sim_tool_calls.map_or(1, |n| n.clamp(0, 64) as usize),
@@ -116,6 +122,15 @@ impl Plan {
                 let calls = crate::tools::plan(input.tools, input.last_role, policy, &mut tools_rng);
                 tokens::generate(&mut text_rng, natural, num_predict, &o.stop, &input.format, calls)
             }
+        };
+        // Reasoning first, from its own seed stream (answers without it are unchanged).
+        let text = match (&profile.thinking_tokens, input.think > 0.0) {
+            (Some(spec), true) => {
+                let mut rng = content.str("thinking").rng();
+                let n = (spec.sampler().sample(&mut rng) * input.think).round().clamp(1.0, cap as f64) as usize;
+                tokens::think_first(&mut rng, n, num_predict, text)
+            }
+            _ => text,
         };
         let prompt_tokens = prompt_tokens(input.model, input.rendered, input.templated, input.images);
         let timing = Timing::new(profile, prompt_tokens, input.time_scale, content.str("timing").rng());
@@ -149,6 +164,9 @@ pub(crate) struct Job {
     pub(crate) reply_prefix: &'static str,
     /// Modelled time of copying one token's KV state between device and host memory.
     pub(crate) copy_per_token: Duration,
+    /// `truncate` (default true), and no images: a prompt longer than its slot is cut rather
+    /// than refused ([`crate::context::fit_prompt`]).
+    pub(crate) truncate: bool,
 }
 
 /// The trace's record of a cache claim.
@@ -238,12 +256,16 @@ impl Running {
             lateness,
             timer,
             arrival,
-            prompt,
+            mut prompt,
             reply_prefix,
             copy_per_token,
+            truncate,
         } = job;
-        let Plan { prompt_tokens, text, mut timing, .. } = plan;
-        trace.with(|r| r.prompt_tokens = u64::from(prompt_tokens));
+        let Plan { mut prompt_tokens, text, mut timing, .. } = plan;
+        trace.with(|r| {
+            r.prompt_tokens = u64::from(prompt_tokens);
+            r.thinking_tokens = text.thinking as u64;
+        });
         let req = RunnerRequest {
             key: model.runner_key(),
             name_key: model.name.key(),
@@ -263,12 +285,28 @@ impl Running {
         let obtained = Instant::now();
         trace.with(|r| r.runner_us = Some(trace.us(obtained)));
         let slot = lease.slot(&trace).await;
+        // The slot's context: a longer prompt is cut or refused, as the real runner does it
+        // once it has its slot.
+        let planned = prompt.len();
+        let limits = crate::context::Limits {
+            num_ctx: lease.runner.opts.num_ctx as usize,
+            truncate,
+            shift: lease.runner.opts.shift && lease.runner.model.family != "deepseek2",
+        };
+        if let Err(e) = crate::context::fit_prompt(&mut prompt, limits) {
+            trace.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
+            return Err(e);
+        }
+        if prompt.len() != planned {
+            prompt_tokens = prompt.len() as u32;
+            trace.with(|r| r.prompt_tokens = u64::from(prompt_tokens));
+        }
         // The slot's prompt cache: only the tokens past the common prefix are evaluated, plus
         // the copies to and from host memory the cache made.
         let agent = trace.with(|r| r.agent.clone());
         let claim = lease.runner.claim(&prompt, &agent);
-        if timing.prompt > Duration::ZERO && !prompt.is_empty() {
-            timing.prompt = timing.prompt.mul_f64(claim.evaluated as f64 / prompt.len() as f64)
+        if timing.prompt > Duration::ZERO && planned > 0 {
+            timing.prompt = timing.prompt.mul_f64(claim.evaluated as f64 / planned as f64)
                 + copy_per_token.saturating_mul(claim.copied() as u32);
         }
         trace.with(|r| r.cache = Some(cache_use(&claim)));
@@ -346,6 +384,11 @@ impl Running {
     /// The text of token `i`.
     pub(crate) fn piece(&self, i: usize) -> &str {
         self.text.pieces.get(i).map_or("", |p| p.as_ref())
+    }
+
+    /// The reasoning generated so far.
+    pub(crate) fn thinking_text(&self) -> String {
+        self.text.pieces[..self.text.thinking.min(self.emitted)].concat()
     }
 
     /// The tool calls whose text has been generated so far.

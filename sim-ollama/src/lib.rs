@@ -45,6 +45,7 @@ pub mod server;
 pub mod trace;
 
 mod cache;
+mod context;
 mod device;
 mod error;
 mod generation;

@@ -168,8 +168,11 @@ impl<'a> Fields<'a> {
     pub(crate) fn think(&self) -> Result<Option<Think>, ApiError> {
         match self.get("think") {
             None => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(if *b { Think::On } else { Think::Off })),
-            Some(Value::String(s)) if matches!(s.as_str(), "low" | "medium" | "high" | "max") => Ok(Some(Think::On)),
+            Some(Value::Bool(b)) => Ok(Some(if *b { Think::On(Effort::Default) } else { Think::Off })),
+            // "max" is sent to the model as "high" (server/routes.go v0.33.0-rc2 430-432).
+            Some(Value::String(s)) if s == "low" => Ok(Some(Think::On(Effort::Low))),
+            Some(Value::String(s)) if s == "medium" => Ok(Some(Think::On(Effort::Medium))),
+            Some(Value::String(s)) if s == "high" || s == "max" => Ok(Some(Think::On(Effort::High))),
             Some(Value::String(s)) => Err(ApiError::bad_request(format!(
                 "invalid think value: {} (must be \"high\", \"medium\", \"low\", \"max\", true, or false)",
                 Value::String(s.clone())
@@ -181,11 +184,49 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// Thinking requested or not.
+/// Thinking requested or not, and how hard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Think {
-    On,
+    On(Effort),
     Off,
+}
+
+/// A thinking level (`think: "low"`, ... or `reasoning_effort`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Effort {
+    /// `think: true`: the model's own default.
+    Default,
+    Low,
+    Medium,
+    High,
+}
+
+impl Think {
+    pub(crate) fn is_on(self) -> bool {
+        matches!(self, Think::On(_))
+    }
+
+    /// What a request thinks: as asked, else on for a model that can think (the real handlers
+    /// default `think` to true for models with the thinking capability, server/routes.go
+    /// v0.33.0-rc2 454-458 and 2616-2620), else off.
+    pub(crate) fn resolve(asked: Option<Think>, can_think: bool) -> Think {
+        match asked {
+            Some(t) => t,
+            None if can_think => Think::On(Effort::Default),
+            None => Think::Off,
+        }
+    }
+
+    /// How much reasoning, against the model's default: the simulator's choice (the real
+    /// length is the model's): half at low, twice at high, none when off.
+    pub(crate) fn factor(self) -> f64 {
+        match self {
+            Think::Off => 0.0,
+            Think::On(Effort::Low) => 0.5,
+            Think::On(Effort::Default | Effort::Medium) => 1.0,
+            Think::On(Effort::High) => 2.0,
+        }
+    }
 }
 
 /// The `options` object, resolved: every known key type-checked (wrong types are the

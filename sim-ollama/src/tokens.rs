@@ -271,6 +271,9 @@ pub(crate) struct TextPlan {
     /// Tool calls, each over a run of pieces that the tool parser reads instead of sending
     /// them as content (only complete calls: one cut by `num_predict` is text).
     pub(crate) calls: Vec<CallSpan>,
+    /// The first `thinking` pieces are the model's reasoning (a thinking model with `think`
+    /// on), sent as `thinking` / `reasoning` before the answer.
+    pub(crate) thinking: usize,
 }
 
 /// The pieces a tool call's text occupies.
@@ -338,7 +341,33 @@ pub(crate) fn generate(
             done_reason = DoneReason::Stop;
         }
     }
-    TextPlan { pieces, done_reason, calls: Vec::new() }
+    TextPlan { pieces, done_reason, calls: Vec::new(), thinking: 0 }
+}
+
+/// Puts `n` tokens of reasoning before an answer, within the same `num_predict` budget (the
+/// real server counts both in `eval_count`): reasoning that uses the whole budget leaves no
+/// answer (done reason `length`); otherwise the answer is cut to what is left.
+pub(crate) fn think_first(rng: &mut SimRng, n: usize, num_predict: Option<usize>, answer: TextPlan) -> TextPlan {
+    let limit = num_predict.unwrap_or(usize::MAX);
+    let mut pieces = prose(rng, n.min(limit));
+    let thinking = pieces.len();
+    let room = limit - thinking;
+    let TextPlan { pieces: mut rest, mut done_reason, mut calls, .. } = answer;
+    if thinking >= limit && n > 0 {
+        rest.clear();
+        calls.clear();
+        done_reason = DoneReason::Length;
+    } else if rest.len() > room {
+        rest.truncate(room);
+        calls.retain(|c| c.end < room);
+        done_reason = DoneReason::Length;
+    }
+    for c in &mut calls {
+        c.start += thinking;
+        c.end += thinking;
+    }
+    pieces.extend(rest);
+    TextPlan { pieces, done_reason, calls, thinking }
 }
 
 /// A scripted answer's text as pieces, cut at `num_predict` (done reason `length`).
@@ -349,7 +378,7 @@ pub(crate) fn scripted_text(text: &str, num_predict: Option<usize>) -> TextPlan 
         pieces.truncate(n);
         done_reason = DoneReason::Length;
     }
-    TextPlan { pieces, done_reason, calls: Vec::new() }
+    TextPlan { pieces, done_reason, calls: Vec::new(), thinking: 0 }
 }
 
 /// The output of a tool-calling turn: each call's text, cut at `limit` tokens; a call cut
@@ -369,7 +398,7 @@ fn call_plan(calls: Vec<ToolCall>, limit: usize) -> TextPlan {
         spans.retain(|s| s.end < limit);
         done_reason = DoneReason::Length;
     }
-    TextPlan { pieces, done_reason, calls: spans }
+    TextPlan { pieces, done_reason, calls: spans, thinking: 0 }
 }
 
 /// A document for a schema, its strings as long as makes the answer about `natural_len`

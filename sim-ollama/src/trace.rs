@@ -175,6 +175,12 @@ pub struct RequestTrace {
     pub error: Option<String>,
     /// Prompt tokens.
     pub prompt_tokens: u64,
+    /// Tokens of reasoning before the answer (a thinking model with `think` on): the first
+    /// `thinking_tokens` of `token_us` are reasoning, `token_us[thinking_tokens]` is the first
+    /// content token (when emitted), so time to first thinking token and time to first content
+    /// token read apart.
+    #[serde(default)]
+    pub thinking_tokens: u64,
     /// Tokens emitted so far.
     pub tokens: u64,
     /// Emission time of every token, microseconds since the simulator started.
@@ -307,6 +313,7 @@ impl Trace {
             max_batch: 0,
             fault: None,
             cache: None,
+            thinking_tokens: 0,
             explanation: String::new(),
         }));
         // The id is taken under the `active` lock, with the insertion: a snapshot never shows a
@@ -562,6 +569,14 @@ pub(crate) fn explain(r: &RequestTrace) -> String {
                 c.slot,
                 if c.restored_tokens > 0 { " (restored from the host prompt cache)" } else { "" }
             ));
+        }
+    }
+    if r.thinking_tokens > 0 {
+        let n = r.thinking_tokens as usize;
+        match (r.token_us.first(), r.token_us.get(n)) {
+            (Some(a), Some(b)) => parts
+                .push(format!("reasoned for {n} tokens ({}) before the first content token", ms(b.saturating_sub(*a)))),
+            _ => parts.push(format!("reasoning planned for {n} tokens; no content token yet")),
         }
     }
     if let Some(f) = &r.fault {

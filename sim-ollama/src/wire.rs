@@ -85,6 +85,8 @@ pub(crate) struct GenerateFinal<'a> {
     pub(crate) model: &'a str,
     pub(crate) created_at: &'a str,
     pub(crate) response: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub(crate) thinking: &'a str,
     pub(crate) done: bool,
     pub(crate) done_reason: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -98,6 +100,8 @@ pub(crate) struct GenerateFinal<'a> {
 pub(crate) struct Message<'a> {
     pub(crate) role: &'a str,
     pub(crate) content: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub(crate) thinking: &'a str,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) tool_calls: Vec<NativeToolCall<'a>>,
 }
@@ -175,6 +179,42 @@ impl Wire {
         }
     }
 
+    /// Appends the line of one token of reasoning: native `thinking` beside an empty answer
+    /// (`api.GenerateResponse`, `api.Message`, api/types.go v0.33.0-rc2 197-207 and 893-919),
+    /// `/v1` `delta.reasoning` beside empty content (`openai/openai.go` toChunk, 310-337).
+    /// `/v1/completions` sends the response only (`ToCompleteChunk`), so nothing. Returns
+    /// whether anything was written.
+    pub(crate) fn thinking(&self, out: &mut BytesMut, piece: &str, created_at: &str, first: bool) -> bool {
+        match self {
+            Wire::Generate { model, .. } => {
+                out.put_slice(b"{\"model\":");
+                write_json_str(out, model);
+                out.put_slice(b",\"created_at\":\"");
+                out.put_slice(created_at.as_bytes());
+                out.put_slice(b"\",\"response\":\"\",\"thinking\":");
+                write_json_str(out, piece);
+                out.put_slice(b",\"done\":false}\n");
+            }
+            Wire::Chat { model } => {
+                out.put_slice(b"{\"model\":");
+                write_json_str(out, model);
+                out.put_slice(b",\"created_at\":\"");
+                out.put_slice(created_at.as_bytes());
+                out.put_slice(b"\",\"message\":{\"role\":\"assistant\",\"content\":\"\",\"thinking\":");
+                write_json_str(out, piece);
+                out.put_slice(b"},\"done\":false}\n");
+            }
+            Wire::OpenAiChat { id, model, created, .. } => {
+                chat_delta_open(out, id, *created, model, first);
+                out.put_slice(b"\"content\":\"\",\"reasoning\":");
+                write_json_str(out, piece);
+                out.put_slice(b"},\"finish_reason\":null}]}\n\n");
+            }
+            Wire::OpenAiCompletion { .. } => return false,
+        }
+        true
+    }
+
     /// Appends the chunk that carries tool calls: empty content and the calls, as the real
     /// server sends them once its tool parser has read a whole call (`server/routes.go`
     /// ChatHandler; `openai/openai.go` toChunk and ToToolCalls for `/v1`). `first` is true when
@@ -222,6 +262,7 @@ impl Wire {
                     model,
                     created_at,
                     response: "",
+                    thinking: "",
                     done: true,
                     done_reason: reason.as_str(),
                     context: ctx.as_deref(),
@@ -234,7 +275,7 @@ impl Wire {
                 let f = ChatFinal {
                     model,
                     created_at,
-                    message: Message { role: "assistant", content: "", tool_calls: Vec::new() },
+                    message: Message { role: "assistant", content: "", thinking: "", tool_calls: Vec::new() },
                     done: true,
                     done_reason: reason.as_str(),
                     metrics,

@@ -99,3 +99,36 @@ fn agents_sharing_one_slot_lose_each_others_prefix_without_the_host_cache_and_ge
     let (l, k, e) = (evaluated(&lost), evaluated(&kept), evaluated(&each));
     assert!(l > 10 * k && l > 10 * e, "evaluated: {l} shared without host cache, {k} with it, {e} with a slot each");
 }
+
+/// A thinking model (issue 12, item 3): the harness reads the time to the first token of
+/// reasoning apart from the time to the first token of the answer.
+#[test]
+fn a_thinking_models_first_reasoning_and_first_answer_token_read_apart() {
+    let sim = SimBuilder::new().time_scale(0.02).start().unwrap();
+    let call: workload::Call =
+        toml::from_str("endpoint = \"/api/chat\"\nprompt = \"Is 1009 prime?\"\ntokens = 500").unwrap();
+    let agent =
+        workload::AgentPlan { name: "thinker".into(), instance: 0, history: false, system: None, calls: vec![call] };
+    let job = Job {
+        agents: vec![agent],
+        urls: sim.urls().to_vec(),
+        model: "qwen3:0.6b".into(),
+        time_scale: 0.02,
+        token_gap: Duration::ZERO,
+        timeout: Duration::from_secs(60),
+    };
+    let recs = runtime::build("tokio-default").unwrap().run(&job);
+    let c = &recs[0].calls[0];
+    assert!(c.error.is_none(), "{:?}", c.error);
+    let m = harness::CallMetrics::of("thinker", 0, 0, c);
+    let (thinking, answer) = (m.ttft_thinking_ms.expect("reasoning seen"), m.ttft_ms.expect("an answer"));
+    sim.wait_idle(Duration::from_secs(5)).unwrap();
+    let r = &sim.trace().requests[0];
+    // The reasoning took thinking_tokens token times at 170 tokens/s, at time scale 0.02.
+    let modelled_ms = r.thinking_tokens as f64 / 170.0 * 1000.0 * 0.02;
+    assert!(
+        answer - thinking > 0.5 * modelled_ms,
+        "first reasoning {thinking} ms, first answer {answer} ms, {} tokens",
+        r.thinking_tokens
+    );
+}

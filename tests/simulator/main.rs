@@ -20,3 +20,7 @@ mod tools;
 mod script;
 // Noise on purpose: seeded jitter, hiccups, contention between devices.
 mod noise;
+// Thinking models: reasoning before the answer, think levels, reasoning_effort (issue 12).
+mod thinking;
+// Context limits: history truncation, prompt truncation, refusals, the generation cap (issue 12).
+mod context;

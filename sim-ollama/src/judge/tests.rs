@@ -41,6 +41,7 @@ fn req(id: u64, agent: Option<&str>, from: u64, to: u64, solo: u64) -> RequestTr
         max_batch: 1,
         fault: None,
         cache: None,
+        thinking_tokens: 0,
         explanation: String::new(),
     }
 }

@@ -80,6 +80,11 @@ pub(crate) fn write_token(run: &mut Running, wire: &Wire, out: &mut BytesMut, i:
         wire.tool_calls(out, std::slice::from_ref(call), &created_at, first);
     } else if run.text.hidden(i) {
         return false;
+    } else if i < run.text.thinking {
+        let (created_at, _) = run.created(at);
+        if !wire.thinking(out, run.piece(i), &created_at, first) {
+            return false;
+        }
     } else {
         let (created_at, created_unix) = run.created(at);
         wire.token(out, run.piece(i), &created_at, created_unix, first);

@@ -220,6 +220,7 @@ struct ChatGenerateFields {
     keep_alive: Option<KeepAlive>,
     think: Option<Think>,
     shift: bool,
+    truncate: bool,
     options_map: Option<Map<String, Value>>,
     format: Option<Value>,
 }
@@ -229,7 +230,7 @@ fn chat_generate_fields(f: &Fields<'_>) -> Result<ChatGenerateFields, ApiError> 
     let keep_alive = f.keep_alive()?;
     let think = f.think()?;
     let shift = f.bool("shift")?.unwrap_or(true);
-    let _truncate = f.bool("truncate")?;
+    let truncate = f.bool("truncate")?.unwrap_or(true);
     let _logprobs = f.bool("logprobs")?;
     if let Some(n) = f.int("top_logprobs")? {
         if !(0..=20).contains(&n) {
@@ -238,7 +239,7 @@ fn chat_generate_fields(f: &Fields<'_>) -> Result<ChatGenerateFields, ApiError> 
     }
     let options_map = f.object("options", "map[string]interface {}")?.cloned();
     let format = f.map.get("format").filter(|v| !v.is_null()).cloned();
-    Ok(ChatGenerateFields { stream, keep_alive, think, shift, options_map, format })
+    Ok(ChatGenerateFields { stream, keep_alive, think, shift, truncate, options_map, format })
 }
 
 fn now_stamp(s: &AppState) -> String {
@@ -296,9 +297,10 @@ async fn generate_inner(
     if !spec.has("completion") {
         return Err(ApiError::bad_request(format!("\"{model_s}\" does not support generate")));
     }
-    if c.think == Some(Think::On) && !spec.has("thinking") {
+    if c.think.is_some_and(Think::is_on) && !spec.has("thinking") {
         return Err(ApiError::bad_request(format!("\"{model_s}\" does not support thinking")));
     }
+    let think = Think::resolve(c.think, spec.has("thinking"));
     if !suffix.is_empty() && !spec.has("insert") {
         return Err(ApiError::bad_request(format!("{} does not support insert", model.name.full())));
     }
@@ -341,6 +343,8 @@ async fn generate_inner(
         tools: &[],
         last_role: None,
         reply_prefix: "",
+        think,
+        truncate: c.truncate,
         arrival,
     };
     let Started { run, fault, .. } = pipeline::start(s, g, trace).await?;
@@ -352,10 +356,12 @@ async fn generate_inner(
             c
         });
         let created_at = run.created_at(now);
+        let thinking = run.thinking_text();
         let fin = GenerateFinal {
             model: &model_s,
             created_at: &created_at,
             response: &text,
+            thinking: &thinking,
             done: true,
             done_reason: run.done_reason().as_str(),
             context: ctx.as_deref(),
@@ -391,8 +397,38 @@ pub(crate) fn conversation(messages: &[ChatMessage]) -> crate::trace::Conversati
     crate::trace::Conversation { key: hash(messages), parent }
 }
 
+/// The messages a chat request keeps when its history outgrows `num_ctx`: the latest that fit,
+/// with every system message before them, and always the last one
+/// ([`crate::context::history_start`]).
+pub(crate) fn fit_history(messages: Vec<ChatMessage>, model: &Installed, num_ctx: u64) -> Vec<ChatMessage> {
+    let kept = |i: usize| -> Vec<&ChatMessage> {
+        messages[..i].iter().filter(|m| m.role == "system").chain(&messages[i..]).collect()
+    };
+    let count = |i: usize| {
+        let ms = kept(i);
+        let images = ms.iter().map(|m| m.images).sum();
+        u64::from(crate::generation::prompt_tokens(model, &render(ms.iter().copied()), true, images))
+    };
+    let Some(last) = messages.len().checked_sub(1) else { return messages };
+    if count(0) <= num_ctx {
+        return messages;
+    }
+    let start = crate::context::history_start(last, num_ctx, count);
+    let mut out = Vec::with_capacity(messages.len() - start);
+    for (i, m) in messages.into_iter().enumerate() {
+        if i >= start || m.role == "system" {
+            out.push(m);
+        }
+    }
+    out
+}
+
 /// Renders messages into the text the model "sees".
 pub(crate) fn render_messages(messages: &[ChatMessage]) -> String {
+    render(messages.iter())
+}
+
+fn render<'a>(messages: impl Iterator<Item = &'a ChatMessage>) -> String {
     let mut out = String::new();
     for m in messages {
         out.push_str(&m.role);
@@ -485,13 +521,14 @@ async fn chat_inner(
     if !spec.has("completion") {
         return Err(ApiError::bad_request(format!("\"{model_s}\" does not support chat")));
     }
-    if c.think == Some(Think::On) && !spec.has("thinking") {
+    if c.think.is_some_and(Think::is_on) && !spec.has("thinking") {
         return Err(ApiError::bad_request(format!("\"{model_s}\" does not support thinking")));
     }
+    let think = Think::resolve(c.think, spec.has("thinking"));
     if offered > 0 && !spec.has("tools") {
         return Err(ApiError::bad_request(format!("{} does not support tools", model.name.full())));
     }
-    let empty = Message { role: "assistant", content: "", tool_calls: Vec::new() };
+    let empty = Message { role: "assistant", content: "", thinking: "", tool_calls: Vec::new() };
     if messages.is_empty() && c.keep_alive.is_some_and(|k| k.is_zero()) {
         s.instance.unload(&model.runner_key());
         if let Some(mut t) = trace.take() {
@@ -514,6 +551,12 @@ async fn chat_inner(
         let c = conversation(&messages);
         t.with(|r| r.conversation = Some(c));
     }
+    let messages = if c.truncate {
+        let num_ctx = pipeline::num_ctx(s, &model, &options, c.shift);
+        fit_history(messages, &model, num_ctx)
+    } else {
+        messages
+    };
     let rendered = render_messages(&messages);
     let g = Generation {
         endpoint: "/api/chat",
@@ -529,6 +572,8 @@ async fn chat_inner(
         tools: &tools,
         last_role: messages.last().map(|m| m.role.as_str()),
         reply_prefix: "assistant: ",
+        think,
+        truncate: c.truncate,
         arrival,
     };
     let Started { run, fault, .. } = pipeline::start(s, g, trace).await?;
@@ -538,10 +583,16 @@ async fn chat_inner(
         let created_at = run.created_at(now);
         // Calls are collected only when the request offered tools (writeChatResponse).
         let calls = run.tool_calls_so_far();
+        let thinking = run.thinking_text();
         let fin = ChatFinal {
             model: &model_s,
             created_at: &created_at,
-            message: Message { role: "assistant", content: &text, tool_calls: crate::wire::native_calls(&calls) },
+            message: Message {
+                role: "assistant",
+                content: &text,
+                thinking: &thinking,
+                tool_calls: crate::wire::native_calls(&calls),
+            },
             done: true,
             done_reason: run.done_reason().as_str(),
             metrics: &metrics,
@@ -601,6 +652,8 @@ pub(crate) async fn run_embedding(
         tools: &[],
         last_role: None,
         scripted: None,
+        think: 0.0,
+        num_ctx: model.spec.context_length,
     });
     let plan = Plan {
         prompt_tokens: tokens.max(1),
@@ -608,6 +661,7 @@ pub(crate) async fn run_embedding(
             pieces: Vec::new(),
             done_reason: crate::tokens::DoneReason::Stop,
             calls: Vec::new(),
+            thinking: 0,
         },
         ..plan
     };

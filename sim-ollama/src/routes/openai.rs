@@ -9,7 +9,7 @@ use super::{AppState, body_bytes, bytes_response};
 use crate::clock::unix_seconds;
 use crate::error::ApiError;
 use crate::names::Name;
-use crate::request::{Fields, Options, Think, decode_body};
+use crate::request::{Effort, Fields, Options, Think, decode_body};
 use crate::tokens::OutputFormat;
 use crate::wire::{Usage, Wire, to_go_json};
 use axum::body::Bytes;
@@ -134,7 +134,9 @@ fn think_from_effort(f: &Fields<'_>) -> Result<Option<Think>, ApiError> {
     match effort.as_str() {
         "" => Ok(None),
         "none" => Ok(Some(Think::Off)),
-        "minimal" | "low" | "medium" | "high" | "max" | "xhigh" | "ultra" => Ok(Some(Think::On)),
+        "minimal" | "low" => Ok(Some(Think::On(Effort::Low))),
+        "medium" => Ok(Some(Think::On(Effort::Medium))),
+        "high" | "max" | "xhigh" | "ultra" => Ok(Some(Think::On(Effort::High))),
         other => Err(ApiError::bad_request(format!(
             "invalid reasoning value: {} (must be \"minimal\", \"low\", \"medium\", \"high\", \"xhigh\", \"ultra\", \"max\", or \"none\")",
             Value::String(other.to_string())
@@ -153,6 +155,8 @@ struct Choice<'a> {
 struct ChoiceMessage<'a> {
     role: &'a str,
     content: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    reasoning: &'a str,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<crate::wire::OpenAiToolCall<'a>>,
 }
@@ -217,15 +221,18 @@ pub(crate) async fn chat_completions(
         trace = Some(t);
         let name = Name::parse(&model_s).ok_or_else(ApiError::invalid_model_name)?;
         let model = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model_s))?;
+        let can_think = model.spec.has("thinking");
         if !model.spec.has("completion") {
             return Err(ApiError::bad_request(format!("\"{model_s}\" does not support chat")));
         }
-        if think == Some(Think::On) && !model.spec.has("thinking") {
+        if think.is_some_and(Think::is_on) && !model.spec.has("thinking") {
             return Err(ApiError::bad_request(format!("\"{model_s}\" does not support thinking")));
         }
         if offered > 0 && !model.spec.has("tools") {
             return Err(ApiError::bad_request(format!("{} does not support tools", model.name.full())));
         }
+        // The /v1 request has no `truncate`: the chat handler's default (true) applies.
+        let messages = native::fit_history(messages, &model, pipeline::num_ctx(&s, &model, &options, true));
         let rendered = render_messages(&messages);
         let g = Generation {
             endpoint: "/v1/chat/completions",
@@ -241,6 +248,8 @@ pub(crate) async fn chat_completions(
             tools: &tools,
             last_role: messages.last().map(|m| m.role.as_str()),
             reply_prefix: "assistant: ",
+            truncate: true,
+            think: Think::resolve(think, can_think),
             arrival,
         };
         let Started { run, fault, seed } = pipeline::start(&s, g, &mut trace).await?;
@@ -250,6 +259,7 @@ pub(crate) async fn chat_completions(
         Ok(pipeline::respond(run, wire, stream, fault, move |run, text, now| {
             let m = run.metrics(now);
             let calls = run.tool_calls_so_far();
+            let reasoning = run.thinking_text();
             v1_json(&ChatCompletion {
                 id,
                 object: "chat.completion",
@@ -261,6 +271,7 @@ pub(crate) async fn chat_completions(
                     message: ChoiceMessage {
                         role: "assistant",
                         content: &text,
+                        reasoning: &reasoning,
                         tool_calls: crate::wire::openai_calls(&calls),
                     },
                     finish_reason: crate::wire::openai_finish(run.done_reason(), !calls.is_empty()),
@@ -336,6 +347,7 @@ pub(crate) async fn completions(
         trace = Some(begin_trace(&s, arrival, "/v1/completions", &model_s, &headers, peer, stream, None));
         let name = Name::parse(&model_s).ok_or_else(ApiError::invalid_model_name)?;
         let model = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model_s))?;
+        let can_think = model.spec.has("thinking");
         if !model.spec.has("completion") {
             return Err(ApiError::bad_request(format!("\"{model_s}\" does not support generate")));
         }
@@ -362,6 +374,8 @@ pub(crate) async fn completions(
             tools: &[],
             last_role: None,
             reply_prefix: "",
+            truncate: true,
+            think: Think::resolve(None, can_think),
             arrival,
         };
         let Started { run, fault, seed } = pipeline::start(&s, g, &mut trace).await?;

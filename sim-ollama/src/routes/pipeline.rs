@@ -51,6 +51,10 @@ pub(crate) struct Generation<'a> {
     /// What the template puts before the answer when the next turn resends it (chat:
     /// `"assistant: "`), so the slot's prompt cache holds what the next turn sends.
     pub(crate) reply_prefix: &'static str,
+    /// Whether and how hard the model reasons first (resolved against the model).
+    pub(crate) think: crate::request::Think,
+    /// The request's `truncate` (default true): a prompt longer than the context is cut.
+    pub(crate) truncate: bool,
 }
 
 /// A generation that has its runner and slot.
@@ -72,6 +76,7 @@ pub(crate) async fn start(
     trace: &mut Option<TraceGuard>,
 ) -> Result<Started, ApiError> {
     let scripted = pick_script(s, &g.model, g.endpoint, trace.as_ref())?;
+    let num_ctx = num_ctx(s, &g.model, g.options, g.shift);
     let mut plan = Plan::new(&PlanInput {
         sim_seed: s.shared.cfg.seed,
         time_scale: s.shared.cfg.time_scale,
@@ -85,6 +90,8 @@ pub(crate) async fn start(
         tools: g.tools,
         last_role: g.last_role,
         scripted,
+        think: g.think.factor(),
+        num_ctx,
     });
     let seed = plan.seed;
     let noise = &s.shared.cfg.noise;
@@ -99,7 +106,8 @@ pub(crate) async fn start(
         plan.timing.slow_down(noise.factor(s.shared.cfg.seed, id, others));
     }
     let prompt = crate::generation::prompt_hashes(&g.model, g.rendered, g.templated, g.images);
-    let job = job(s, g.model, g.options, g.shift, g.keep_alive, plan, g.arrival, prompt, g.reply_prefix);
+    let mut job = job(s, g.model, g.options, g.shift, g.keep_alive, plan, g.arrival, prompt, g.reply_prefix);
+    job.truncate = g.truncate && g.images == 0;
     let fault =
         pick_fault(s, &job.model, g.endpoint, trace.as_ref().unwrap_or_else(|| unreachable!("the trace is begun")))?;
     let t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
@@ -167,6 +175,11 @@ pub(crate) fn parse_model_name(model: &str) -> Result<Name, ApiError> {
     Name::parse(model).ok_or_else(ApiError::invalid_model_name)
 }
 
+/// The context per slot a runner for this request would have.
+pub(crate) fn num_ctx(s: &AppState, model: &Installed, options: &Options, shift: bool) -> u64 {
+    RunnerOptions::from_options(options, &model.spec, shift, s.instance.device.spec.default_num_ctx()).num_ctx
+}
+
 /// Looks a model up, with generate/chat's not-found text (the name as sent).
 pub(crate) fn resolve(s: &AppState, model: &str) -> Result<Installed, ApiError> {
     let name = parse_model_name(model)?;
@@ -195,6 +208,7 @@ pub(crate) fn job(
         prompt,
         reply_prefix,
         copy_per_token,
+        truncate: true,
         instance: Arc::clone(&s.instance),
         model,
         opts,
@@ -316,7 +330,7 @@ pub(crate) async fn respond(
         let start = Instant::now();
         let mut struck = false;
         while let Some(t) = run.next_token().await {
-            if !run.text.hidden(t.index) {
+            if !run.text.hidden(t.index) && t.index >= run.text.thinking {
                 text.push_str(run.piece(t.index));
             }
             if !struck && strike(&run, start) {
