@@ -10,6 +10,8 @@ use serde::Serialize;
 pub(crate) enum Flavor {
     Native,
     OpenAi,
+    /// `/v1/messages`: `{"type":"error","error":{"type","message"},"request_id"}`.
+    Anthropic,
 }
 
 /// An error answered to the client.
@@ -58,6 +60,13 @@ impl ApiError {
         }
         self
     }
+    /// Re-flavours an error for the Anthropic layer (`anthropic.NewError`, anthropic/anthropic.go
+    /// v0.33.0-rc2 38-61: the type follows the status).
+    pub(crate) fn anthropic(mut self) -> Self {
+        self.flavor = Flavor::Anthropic;
+        self.charset = false;
+        self
+    }
     /// Marks an OpenAI error as a request-decoding error (content type with charset).
     pub(crate) fn with_charset(mut self) -> Self {
         self.charset = true;
@@ -68,6 +77,27 @@ impl ApiError {
     pub(crate) fn body(&self) -> Vec<u8> {
         match self.flavor {
             Flavor::Native => crate::wire::to_go_json(&NativeError { error: &self.message }),
+            Flavor::Anthropic => {
+                let kind = match self.status.as_u16() {
+                    400 => "invalid_request_error",
+                    401 => "authentication_error",
+                    403 => "permission_error",
+                    404 => "not_found_error",
+                    429 => "rate_limit_error",
+                    503 | 529 => "overloaded_error",
+                    _ => "api_error",
+                };
+                // The real id is random (`req_` and 24 hex digits); here it is derived from the
+                // message, so a run's errors are the same bytes every time.
+                let id = format!("req_{:024x}", u128::from(crate::seed::fnv1a(self.message.as_bytes())) << 32);
+                let mut b = crate::wire::to_go_json(&AnthropicError {
+                    kind: "error",
+                    error: AnthropicErrorBody { kind, message: &self.message },
+                    request_id: &id,
+                });
+                b.push(b'\n');
+                b
+            }
             Flavor::OpenAi => {
                 let kind = match self.status.as_u16() {
                     400 => "invalid_request_error",
@@ -91,6 +121,21 @@ impl ApiError {
 #[derive(Serialize)]
 struct NativeError<'a> {
     error: &'a str,
+}
+
+#[derive(Serialize)]
+struct AnthropicError<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    error: AnthropicErrorBody<'a>,
+    request_id: &'a str,
+}
+
+#[derive(Serialize)]
+struct AnthropicErrorBody<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    message: &'a str,
 }
 
 #[derive(Serialize)]

@@ -221,9 +221,9 @@ pub(crate) struct Running {
     clock: Clock,
     trace: TraceGuard,
     pacer: Pacer,
-    /// The slot's index in its runner's prompt cache, released (with the generated tokens)
+    /// The slot's place in its runner's prompt cache, released (with the generated tokens)
     /// when the generation is dropped, before the permit.
-    cache_slot: usize,
+    cache_slot: CacheSlot,
     reply_prefix: &'static str,
     // Held for the life of the generation; dropped (freeing the slot, then the runner) when
     // the client goes away or the response ends. Field order is drop order.
@@ -305,6 +305,9 @@ impl Running {
         // the copies to and from host memory the cache made.
         let agent = trace.with(|r| r.agent.clone());
         let claim = lease.runner.claim(&prompt, &agent);
+        // From here the slot's cache is held: a client that goes away during the prompt frees
+        // it too (the guard's drop), not only a generation that ends.
+        let cache_slot = CacheSlot { runner: Arc::clone(&lease.runner), slot: claim.slot, generated: Vec::new() };
         if timing.prompt > Duration::ZERO && planned > 0 {
             timing.prompt = timing.prompt.mul_f64(claim.evaluated as f64 / planned as f64)
                 + copy_per_token.saturating_mul(claim.copied() as u32);
@@ -330,7 +333,7 @@ impl Running {
             clock,
             trace,
             pacer,
-            cache_slot: claim.slot,
+            cache_slot,
             reply_prefix,
             _slot: slot,
             lease,
@@ -482,7 +485,22 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let generated = self.generated_hashes();
-        self.lease.runner.release_slot(self.cache_slot, &generated);
+        // The guard releases the slot's cache with these when the fields drop next.
+        self.cache_slot.generated = self.generated_hashes();
+    }
+}
+
+/// A claimed slot of a runner's prompt cache; dropping it releases the slot with the tokens
+/// it generated.
+#[derive(Debug)]
+struct CacheSlot {
+    runner: Arc<crate::scheduler::Runner>,
+    slot: usize,
+    generated: Vec<Tok>,
+}
+
+impl Drop for CacheSlot {
+    fn drop(&mut self) {
+        self.runner.release_slot(self.slot, &self.generated);
     }
 }

@@ -217,7 +217,7 @@ pub(crate) fn token_hashes(text: &str, out: &mut Vec<u64>) {
         for (i, c) in word.char_indices() {
             if c.is_alphanumeric() {
                 if letters == 6 {
-                    out.push(crate::seed::fnv1a(word[start.unwrap_or(i)..i].as_bytes()));
+                    out.push(crate::seed::fnv1a(&word.as_bytes()[start.unwrap_or(i)..i]));
                     letters = 0;
                     start = None;
                 }
@@ -225,14 +225,14 @@ pub(crate) fn token_hashes(text: &str, out: &mut Vec<u64>) {
                 letters += 1;
             } else {
                 if let Some(s) = start.take() {
-                    out.push(crate::seed::fnv1a(word[s..i].as_bytes()));
+                    out.push(crate::seed::fnv1a(&word.as_bytes()[s..i]));
                     letters = 0;
                 }
                 out.push(crate::seed::fnv1a(c.encode_utf8(&mut [0; 4]).as_bytes()));
             }
         }
         if let Some(s) = start {
-            out.push(crate::seed::fnv1a(word[s..].as_bytes()));
+            out.push(crate::seed::fnv1a(&word.as_bytes()[s..]));
         }
     }
 }

@@ -2,6 +2,8 @@
 //! every streaming format (native NDJSON for generate and chat, OpenAI SSE for chat
 //! completions and completions).
 
+pub(crate) mod anthropic;
+
 use crate::tokens::DoneReason;
 use crate::tools::ToolCall;
 use bytes::BytesMut;
@@ -143,6 +145,8 @@ pub(crate) enum Wire {
     OpenAiChat { id: String, model: String, created: u64, include_usage: bool },
     /// `/v1/completions` SSE.
     OpenAiCompletion { id: String, model: String, include_usage: bool },
+    /// `/v1/messages` (Anthropic) SSE.
+    Anthropic(anthropic::Stream),
 }
 
 impl Wire {
@@ -176,6 +180,7 @@ impl Wire {
             Wire::OpenAiCompletion { id, model, include_usage } => {
                 completion_chunk(out, id, model, created_unix, piece, None, *include_usage);
             }
+            Wire::Anthropic(a) => a.text(out, piece),
         }
     }
 
@@ -211,6 +216,7 @@ impl Wire {
                 out.put_slice(b"},\"finish_reason\":null}]}\n\n");
             }
             Wire::OpenAiCompletion { .. } => return false,
+            Wire::Anthropic(a) => a.thinking(out, piece),
         }
         true
     }
@@ -236,6 +242,7 @@ impl Wire {
                 write_go_json(&mut out.writer(), &openai_calls(calls));
                 out.put_slice(b"},\"finish_reason\":null}]}\n\n");
             }
+            Wire::Anthropic(a) => a.tool_calls(out, calls),
             // Generate and completions take no tools.
             Wire::Generate { .. } | Wire::OpenAiCompletion { .. } => {}
         }
@@ -300,6 +307,7 @@ impl Wire {
                 let usage = Usage::new(metrics.prompt_eval_count, metrics.eval_count);
                 completion_end(out, id, model, created_unix, reason.as_str(), *include_usage, &usage);
             }
+            Wire::Anthropic(a) => a.finish(out, reason, metrics),
         }
     }
 
@@ -320,6 +328,9 @@ impl Wire {
             Wire::OpenAiCompletion { id, model, include_usage } => {
                 completion_chunk(out, id, model, 0, "", None, *include_usage);
             }
+            // The Anthropic writer reads an error chunk as an empty answer and writes nothing
+            // for it: the stream just ends, without `message_stop`.
+            Wire::Anthropic(_) => {}
         }
     }
 }

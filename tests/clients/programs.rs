@@ -22,8 +22,9 @@ fn fixture(name: &str) -> String {
 /// into a temporary directory and moves it into place).
 fn python() -> String {
     let py = root().join("target/pyclients/bin/python");
-    let ok =
-        |p: &Path| Command::new(p).args(["-c", "import ollama, httpx, openai"]).status().is_ok_and(|s| s.success());
+    let ok = |p: &Path| {
+        Command::new(p).args(["-c", "import ollama, httpx, openai, anthropic"]).status().is_ok_and(|s| s.success())
+    };
     if !ok(&py) {
         let lock = root().join("target/pyclients.lock");
         // One installer at a time: mkdir is atomic.
@@ -44,7 +45,7 @@ fn python() -> String {
                 "scripts/setup-clients.sh failed ({status:?}): the Python clients are needed for these tests"
             );
         }
-        assert!(ok(&py), "{} cannot import ollama and openai after setup", py.display());
+        assert!(ok(&py), "{} cannot import ollama, openai and anthropic after setup", py.display());
     }
     py.display().to_string()
 }
@@ -141,13 +142,13 @@ fn node_fetch_every_serialization_bug_is_caught_labelled_or_not() {
 }
 
 /// Tool loops on the official clients (ollama-python with a Python function as the tool, the
-/// OpenAI SDK on /v1): each agent asks, gets a tool call, runs the tool, sends the result and
+/// OpenAI SDK on /v1, the Anthropic SDK on /v1/messages): each agent asks, gets a tool call, runs the tool, sends the result and
 /// gets a text answer (the program exits 1 otherwise). Agents that loop together are parallel;
 /// a lock held around each agent's loop serializes them. See: issue 11.
 #[test]
 fn python_tool_loops_on_the_official_clients_run_to_completion_and_are_judged() {
     let (py, script) = (python(), fixture("python_tools.py"));
-    for client in ["ollama", "openai"] {
+    for client in ["ollama", "openai", "anthropic"] {
         for labelled in [true, false] {
             let (v, words) = judge(cmd(&[&py, &script, client, "correct"], labelled), None);
             assert_eq!(v, Verdict::Parallel, "{client}: {words}");

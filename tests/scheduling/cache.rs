@@ -149,3 +149,41 @@ async fn the_host_prompt_cache_restores_an_evicted_prefix_for_the_cost_of_a_copy
     assert!(got * 5 < us(&first), "restoring is much cheaper than evaluating: {got} against {}", us(&first));
     Ok(())
 }
+
+/// A client that goes away while its prompt is evaluated frees its slot's cache with the slot
+/// (the claim is held by a guard from the moment it is made): two agents that then run
+/// together get a slot each. Were the cache slot left marked busy, the second agent would be
+/// put in the first one's slot, overwriting its prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_cancelled_during_its_prompt_frees_its_cache_slot() -> Result {
+    // llama3.2:1b evaluating 10 prompt tokens a second: a prompt phase of seconds, so the
+    // cancellation surely lands in it.
+    let mut slow = sim_ollama::config::default_catalogue().into_iter().find(|m| m.name == "llama3.2:1b").unwrap();
+    slow.name = "slowprompt:latest".into();
+    slow.profile.prompt_tokens_per_s = 10.0;
+    let sim = SimBuilder::new().model(slow).num_parallel(2).time_scale(0.05).start()?;
+    let url = sim.url().to_string();
+    let body = |who: &str| json!({"model": "slowprompt", "prompt": text(who, 30), "stream": false, "options": {"num_predict": 40}});
+    let client = reqwest::Client::new();
+    let doomed = {
+        let (c, u, b) = (client.clone(), url.clone(), body("x"));
+        tokio::spawn(async move { c.post(format!("{u}/api/generate")).header("X-Agent", "x").json(&b).send().await })
+    };
+    crate::helpers::until(&sim, "x is evaluating its prompt", |s| {
+        s.trace().requests.iter().any(|r| r.agent == "x" && r.slot_us.is_some())
+    })
+    .await;
+    doomed.abort();
+    crate::helpers::until(&sim, "x is gone", |s| s.trace().requests.iter().all(|r| r.end_us.is_some())).await;
+    let send = |who: &'static str| {
+        let (c, u, b) = (client.clone(), url.clone(), body(who));
+        tokio::spawn(async move { c.post(format!("{u}/api/generate")).header("X-Agent", who).json(&b).send().await })
+    };
+    let (a, b) = (send("a"), send("b"));
+    a.await??;
+    b.await??;
+    let t = sim.trace();
+    let slot = |who: &str| t.requests.iter().find(|r| r.agent == who).and_then(|r| r.cache.clone()).unwrap().slot;
+    assert_ne!(slot("a"), slot("b"), "two requests in flight together hold two slots");
+    Ok(())
+}

@@ -24,3 +24,5 @@ mod noise;
 mod thinking;
 // Context limits: history truncation, prompt truncation, refusals, the generation cap (issue 12).
 mod context;
+// /v1/messages: the Anthropic Messages API (issue 12).
+mod anthropic;

@@ -6,6 +6,7 @@
 //! - [`sim`]: `/sim/*`, the simulator's own trace and metrics.
 //! - [`body`]: the paced streaming body shared by every streaming endpoint.
 
+pub(crate) mod anthropic;
 pub(crate) mod body;
 pub(crate) mod native;
 pub(crate) mod openai;
@@ -52,6 +53,7 @@ pub(crate) fn app(state: AppState) -> Router {
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))
         .route("/v1/embeddings", post(openai::embeddings))
+        .route("/v1/messages", post(anthropic::messages))
         .route("/v1/models", get(openai::models))
         .route("/v1/models/{*model}", get(openai::model))
         .route("/sim/trace", get(sim::get_trace).delete(sim::delete_trace))

@@ -559,22 +559,12 @@ async fn chat_inner(
     };
     let rendered = render_messages(&messages);
     let g = Generation {
-        endpoint: "/api/chat",
-        model,
-        rendered: &rendered,
-        templated: true,
-        images: messages.iter().map(|m| m.images).sum(),
-        options: &options,
         shift: c.shift,
         keep_alive: c.keep_alive,
-        default_temperature: 0.8,
         format,
-        tools: &tools,
-        last_role: messages.last().map(|m| m.role.as_str()),
-        reply_prefix: "assistant: ",
         think,
         truncate: c.truncate,
-        arrival,
+        ..Generation::chat("/api/chat", model, &messages, &rendered, &options, &tools, arrival)
     };
     let Started { run, fault, .. } = pipeline::start(s, g, trace).await?;
     let wire = Wire::Chat { model: model_s.clone() };

@@ -235,22 +235,10 @@ pub(crate) async fn chat_completions(
         let messages = native::fit_history(messages, &model, pipeline::num_ctx(&s, &model, &options, true));
         let rendered = render_messages(&messages);
         let g = Generation {
-            endpoint: "/v1/chat/completions",
-            model,
-            rendered: &rendered,
-            templated: true,
-            images: messages.iter().map(|m| m.images).sum(),
-            options: &options,
-            shift: true,
-            keep_alive: None,
             default_temperature: 1.0,
             format,
-            tools: &tools,
-            last_role: messages.last().map(|m| m.role.as_str()),
-            reply_prefix: "assistant: ",
-            truncate: true,
             think: Think::resolve(think, can_think),
-            arrival,
+            ..Generation::chat("/v1/chat/completions", model, &messages, &rendered, &options, &tools, arrival)
         };
         let Started { run, fault, seed } = pipeline::start(&s, g, &mut trace).await?;
         let id = format!("chatcmpl-{}", seed % 999);

@@ -57,6 +57,41 @@ pub(crate) struct Generation<'a> {
     pub(crate) truncate: bool,
 }
 
+impl<'a> Generation<'a> {
+    /// A chat turn, what the chat endpoints (`/api/chat`, `/v1/chat/completions`,
+    /// `/v1/messages`) share: the messages rendered with the chat template, their images, the
+    /// last role, the reply prefix, the chat handler's defaults (temperature 0.8, prose,
+    /// `shift` and `truncate` on, no thinking). Callers set what differs.
+    pub(crate) fn chat(
+        endpoint: &'static str,
+        model: Installed,
+        messages: &'a [super::native::ChatMessage],
+        rendered: &'a str,
+        options: &'a Options,
+        tools: &'a [ToolDef],
+        arrival: Instant,
+    ) -> Self {
+        Generation {
+            endpoint,
+            model,
+            rendered,
+            templated: true,
+            images: messages.iter().map(|m| m.images).sum(),
+            options,
+            shift: true,
+            keep_alive: None,
+            default_temperature: 0.8,
+            format: OutputFormat::Prose,
+            tools,
+            last_role: messages.last().map(|m| m.role.as_str()),
+            arrival,
+            reply_prefix: "assistant: ",
+            think: crate::request::Think::Off,
+            truncate: true,
+        }
+    }
+}
+
 /// A generation that has its runner and slot.
 #[derive(Debug)]
 pub(crate) struct Started {

@@ -1,0 +1,273 @@
+//! `POST /v1/messages`: the Anthropic Messages API, as the real server's middleware serves it
+//! (middleware/anthropic.go and anthropic/anthropic.go of v0.33.0-rc2): the request becomes a
+//! chat request (`FromMessagesRequest`, 297-414; `convertMessage`, 417-552), goes through the
+//! same pipeline as `/api/chat` (scheduling, slots, prompt cache, trace), and its answer is
+//! written as Anthropic events or one message object ([`crate::wire::anthropic`]).
+
+use super::native::{self, ChatMessage, Peer, render_messages};
+use super::pipeline::{self, Generation, Started, begin_trace, traced};
+use super::{AppState, body_bytes};
+use crate::error::ApiError;
+use crate::names::Name;
+use crate::request::{Effort, Fields, Options, Think, decode_body};
+use crate::wire::anthropic::{Stream, Usage, stop_reason};
+use crate::wire::{Wire, to_go_json};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use std::time::Instant;
+
+/// The non-streaming answer (`MessagesResponse`, anthropic/anthropic.go 207-217).
+#[derive(Serialize)]
+struct MessagesResponse<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    role: &'a str,
+    model: &'a str,
+    /// `null` when the answer is empty (a nil slice in Go).
+    content: Option<Vec<Value>>,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    stop_reason: &'a str,
+    usage: Usage,
+}
+
+/// The text of a content field: a string, or the `text` of its text blocks.
+fn text_of(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+/// `convertMessage`: text blocks join into the content, images count, `tool_use` blocks become
+/// the message's tool calls, each `tool_result` a `tool` message (before the user's text),
+/// `thinking` blocks are kept out of the prompt.
+fn convert(m: &Map<String, Value>, out: &mut Vec<ChatMessage>) -> Result<(), ApiError> {
+    let role = m.get("role").and_then(Value::as_str).unwrap_or("").to_lowercase();
+    let blocks: Vec<Value> = match m.get("content") {
+        Some(Value::String(s)) => vec![json!({"type": "text", "text": s})],
+        Some(Value::Array(a)) => a.clone(),
+        _ => Vec::new(),
+    };
+    let (mut text, mut images, mut calls, mut results) = (String::new(), 0, Vec::new(), Vec::new());
+    for b in &blocks {
+        match b.get("type").and_then(Value::as_str).unwrap_or("") {
+            "text" => text.push_str(b.get("text").and_then(Value::as_str).unwrap_or("")),
+            "image" => {
+                let source = b.get("source").ok_or_else(|| ApiError::bad_request("invalid image source"))?;
+                let kind = source.get("type").and_then(Value::as_str).unwrap_or("");
+                if kind != "base64" {
+                    return Err(ApiError::bad_request(format!(
+                        "invalid image source type: {kind}. Only base64 images are supported."
+                    )));
+                }
+                images += 1;
+            }
+            "tool_use" => {
+                let id = b.get("id").and_then(Value::as_str).unwrap_or("");
+                let name = b.get("name").and_then(Value::as_str).unwrap_or("");
+                if id.is_empty() {
+                    return Err(ApiError::bad_request("tool_use block missing required 'id' field"));
+                }
+                if name.is_empty() {
+                    return Err(ApiError::bad_request("tool_use block missing required 'name' field"));
+                }
+                calls.push(json!({"id": id, "function": {"name": name, "arguments": b.get("input")}}));
+            }
+            "tool_result" => results.push(ChatMessage {
+                role: "tool".into(),
+                content: text_of(b.get("content")),
+                images: 0,
+                tool_text: b.get("tool_use_id").and_then(Value::as_str).unwrap_or("").to_string(),
+            }),
+            _ => {}
+        }
+    }
+    let user_results = role == "user" && !results.is_empty();
+    if user_results {
+        out.append(&mut results);
+    }
+    if !text.is_empty() || images > 0 || !calls.is_empty() {
+        let tool_text = if calls.is_empty() { String::new() } else { Value::Array(calls).to_string() };
+        out.push(ChatMessage { role, content: text, images, tool_text });
+    }
+    out.append(&mut results);
+    Ok(())
+}
+
+/// `EstimateInputTokens` (anthropic/anthropic.go 1077-1118): characters of the system prompt,
+/// the messages (roles, texts, thinking, tool blocks as JSON) and the tools, over 4.
+fn estimate_input_tokens(map: &Map<String, Value>) -> u64 {
+    let block_len = |b: &Value| -> usize {
+        let mut n = b.get("text").and_then(Value::as_str).map_or(0, str::len);
+        n += b.get("thinking").and_then(Value::as_str).map_or(0, str::len);
+        if matches!(b.get("type").and_then(Value::as_str), Some("tool_use" | "tool_result")) {
+            n += b.to_string().len();
+        }
+        n
+    };
+    let content_len = |v: Option<&Value>| match v {
+        Some(Value::String(s)) => s.len(),
+        Some(Value::Array(a)) => a.iter().map(block_len).sum(),
+        _ => 0,
+    };
+    let mut total = content_len(map.get("system"));
+    let messages = map.get("messages").and_then(Value::as_array);
+    for m in messages.into_iter().flatten() {
+        total += m.get("role").and_then(Value::as_str).map_or(0, str::len) + content_len(m.get("content"));
+    }
+    for t in map.get("tools").and_then(Value::as_array).into_iter().flatten() {
+        let s = |k: &str| t.get(k).and_then(Value::as_str).map_or(0, str::len);
+        total += s("name") + s("description") + t.get("input_schema").map_or(0, |v| v.to_string().len());
+    }
+    let tokens = (total / 4) as u64;
+    if tokens == 0 && (messages.is_some_and(|m| !m.is_empty()) || map.contains_key("system")) { 1 } else { tokens }
+}
+
+/// `POST /v1/messages`.
+pub(crate) async fn messages(
+    State(s): State<AppState>,
+    peer: Peer,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let arrival = Instant::now();
+    let body = body_bytes(body, s.shared.cfg.body_limit).map_err(ApiError::anthropic)?;
+    let map = decode_body(&body, "MessagesRequest").map_err(ApiError::anthropic)?;
+    let f = Fields::new(&map, "MessagesRequest");
+    let model_s = f.string("model").map_err(ApiError::anthropic)?.unwrap_or_default();
+    let stream = f.bool("stream").map_err(ApiError::anthropic)?.unwrap_or(false);
+    let max_tokens = f.int("max_tokens").map_err(ApiError::anthropic)?.unwrap_or(0);
+    let mut trace = None;
+    let r = async {
+        // The middleware's own checks (middleware/anthropic.go 736-760).
+        if model_s.is_empty() {
+            return Err(ApiError::bad_request("model is required"));
+        }
+        if max_tokens <= 0 {
+            return Err(ApiError::bad_request("max_tokens is required and must be positive"));
+        }
+        let msgs = match f.array("messages", "[]anthropic.MessageParam")? {
+            Some(m) if !m.is_empty() => m,
+            _ => return Err(ApiError::bad_request("messages is required")),
+        };
+        let mut messages = Vec::new();
+        let system = text_of(map.get("system"));
+        if !system.is_empty() {
+            messages.push(ChatMessage { role: "system".into(), content: system, images: 0, tool_text: String::new() });
+        }
+        for m in msgs {
+            let Value::Object(m) = m else {
+                return Err(ApiError::bad_request(format!(
+                    "json: cannot unmarshal {} into Go struct field MessagesRequest.messages of type anthropic.MessageParam",
+                    crate::request::json_kind(m)
+                )));
+            };
+            convert(m, &mut messages)?;
+        }
+        // Sampling: max_tokens is num_predict; the chat handler's defaults otherwise.
+        let mut o = Map::new();
+        o.insert("num_predict".into(), Value::from(max_tokens));
+        for (from, to) in [("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"), ("stop_sequences", "stop")] {
+            if let Some(v) = map.get(from).filter(|v| !v.is_null()) {
+                o.insert(to.into(), v.clone());
+            }
+        }
+        let options = Options::from_map(Some(&o))?;
+        // Tools: name, description, input_schema, as function tools.
+        let tools: Vec<Value> = f
+            .array("tools", "[]anthropic.Tool")?
+            .into_iter()
+            .flatten()
+            .map(|t| json!({"type": "function", "function": {"name": t.get("name"),
+                "description": t.get("description"), "parameters": t.get("input_schema")}}))
+            .collect();
+        let offered = tools.len();
+        let tools = crate::tools::parse(Some(&tools))?;
+        // `thinking` enabled / disabled, else `output_config.effort`.
+        let effort = map
+            .get("output_config")
+            .and_then(|c| c.get("effort"))
+            .and_then(Value::as_str)
+            .map(|e| e.trim().to_lowercase());
+        let think = match map.get("thinking").and_then(|t| t.get("type")).and_then(Value::as_str) {
+            Some("enabled") => Some(Think::On(Effort::Default)),
+            Some("disabled") => Some(Think::Off),
+            _ => match effort.as_deref() {
+                Some("low") => Some(Think::On(Effort::Low)),
+                Some("medium") => Some(Think::On(Effort::Medium)),
+                Some("high" | "xhigh" | "max") => Some(Think::On(Effort::High)),
+                _ => None,
+            },
+        };
+        let t = begin_trace(&s, arrival, "/v1/messages", &model_s, &headers, peer, stream, Some(&o));
+        let c = native::conversation(&messages);
+        t.with(|r| r.conversation = Some(c));
+        trace = Some(t);
+        let name = Name::parse(&model_s).ok_or_else(ApiError::invalid_model_name)?;
+        let model = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model_s))?;
+        if !model.spec.has("completion") {
+            return Err(ApiError::bad_request(format!("\"{model_s}\" does not support chat")));
+        }
+        if offered > 0 && !model.spec.has("tools") {
+            return Err(ApiError::bad_request(format!("{} does not support tools", model.name.full())));
+        }
+        // The Anthropic route relaxes thinking on a model that cannot think, where the chat
+        // handler would refuse it (`relax_thinking`, server/routes.go 2622-2630).
+        let can_think = model.spec.has("thinking");
+        let think = if can_think { Think::resolve(think, true) } else { Think::Off };
+        let messages = native::fit_history(messages, &model, pipeline::num_ctx(&s, &model, &options, true));
+        let rendered = render_messages(&messages);
+        let g = Generation { think, ..Generation::chat("/v1/messages", model, &messages, &rendered, &options, &tools, arrival) };
+        let Started { run, fault, seed } = pipeline::start(&s, g, &mut trace).await?;
+        let id = format!("msg_{:024x}", u128::from(seed) << 32 | u128::from(seed >> 32));
+        let wire = Wire::Anthropic(Stream {
+            id: id.clone(),
+            model: model_s.clone(),
+            input_estimate: estimate_input_tokens(&map),
+            blocks: Default::default(),
+        });
+        Ok(pipeline::respond(run, wire, stream, fault, move |run, text, now| {
+            let m = run.metrics(now);
+            let calls = run.tool_calls_so_far();
+            let thinking = run.thinking_text();
+            let mut content = Vec::new();
+            if !thinking.is_empty() {
+                content.push(json!({"type": "thinking", "thinking": thinking}));
+            }
+            if !text.is_empty() {
+                content.push(json!({"type": "text", "text": text}));
+            }
+            for c in &calls {
+                content.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}));
+            }
+            let r = MessagesResponse {
+                id: &id,
+                kind: "message",
+                role: "assistant",
+                model: &model_s,
+                content: (!content.is_empty()).then_some(content),
+                stop_reason: stop_reason(run.done_reason(), !calls.is_empty()),
+                usage: Usage { input_tokens: m.prompt_eval_count, output_tokens: m.eval_count },
+            };
+            let mut b = to_go_json(&r);
+            b.push(b'\n');
+            let mut resp = (StatusCode::OK, b).into_response();
+            resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            resp
+        })
+        .await)
+    }
+    .await;
+    traced(&mut trace, r).map_err(ApiError::anthropic)
+}
