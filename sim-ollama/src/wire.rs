@@ -3,6 +3,7 @@
 //! completions and completions).
 
 pub(crate) mod anthropic;
+pub(crate) mod responses;
 
 use crate::tokens::DoneReason;
 use crate::tools::ToolCall;
@@ -147,6 +148,8 @@ pub(crate) enum Wire {
     OpenAiCompletion { id: String, model: String, include_usage: bool },
     /// `/v1/messages` (Anthropic) SSE.
     Anthropic(anthropic::Stream),
+    /// `/v1/responses` (OpenAI Responses) SSE.
+    Responses(Box<responses::Stream>),
 }
 
 impl Wire {
@@ -181,6 +184,7 @@ impl Wire {
                 completion_chunk(out, id, model, created_unix, piece, None, *include_usage);
             }
             Wire::Anthropic(a) => a.text(out, piece),
+            Wire::Responses(r) => r.text(out, piece, created_unix),
         }
     }
 
@@ -189,7 +193,14 @@ impl Wire {
     /// `/v1` `delta.reasoning` beside empty content (`openai/openai.go` toChunk, 310-337).
     /// `/v1/completions` sends the response only (`ToCompleteChunk`), so nothing. Returns
     /// whether anything was written.
-    pub(crate) fn thinking(&self, out: &mut BytesMut, piece: &str, created_at: &str, first: bool) -> bool {
+    pub(crate) fn thinking(
+        &self,
+        out: &mut BytesMut,
+        piece: &str,
+        created_at: &str,
+        created_unix: u64,
+        first: bool,
+    ) -> bool {
         match self {
             Wire::Generate { model, .. } => {
                 out.put_slice(b"{\"model\":");
@@ -217,6 +228,7 @@ impl Wire {
             }
             Wire::OpenAiCompletion { .. } => return false,
             Wire::Anthropic(a) => a.thinking(out, piece),
+            Wire::Responses(r) => r.thinking(out, piece, created_unix),
         }
         true
     }
@@ -225,7 +237,14 @@ impl Wire {
     /// server sends them once its tool parser has read a whole call (`server/routes.go`
     /// ChatHandler; `openai/openai.go` toChunk and ToToolCalls for `/v1`). `first` is true when
     /// nothing was written before (the `/v1` role goes on the first chunk only).
-    pub(crate) fn tool_calls(&self, out: &mut BytesMut, calls: &[ToolCall], created_at: &str, first: bool) {
+    pub(crate) fn tool_calls(
+        &self,
+        out: &mut BytesMut,
+        calls: &[ToolCall],
+        created_at: &str,
+        created_unix: u64,
+        first: bool,
+    ) {
         match self {
             Wire::Chat { model } => {
                 out.put_slice(b"{\"model\":");
@@ -243,6 +262,7 @@ impl Wire {
                 out.put_slice(b"},\"finish_reason\":null}]}\n\n");
             }
             Wire::Anthropic(a) => a.tool_calls(out, calls),
+            Wire::Responses(r) => r.tool_calls(out, calls, created_unix),
             // Generate and completions take no tools.
             Wire::Generate { .. } | Wire::OpenAiCompletion { .. } => {}
         }
@@ -308,6 +328,7 @@ impl Wire {
                 completion_end(out, id, model, created_unix, reason.as_str(), *include_usage, &usage);
             }
             Wire::Anthropic(a) => a.finish(out, reason, metrics),
+            Wire::Responses(r) => r.finish(out, reason, metrics.prompt_eval_count, metrics.eval_count, created_unix),
         }
     }
 
@@ -331,6 +352,8 @@ impl Wire {
             // The Anthropic writer reads an error chunk as an empty answer and writes nothing
             // for it: the stream just ends, without `message_stop`.
             Wire::Anthropic(_) => {}
+            // The Responses writer likewise reads it as an empty chunk: nothing is written.
+            Wire::Responses(_) => {}
         }
     }
 }

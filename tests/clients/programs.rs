@@ -142,13 +142,14 @@ fn node_fetch_every_serialization_bug_is_caught_labelled_or_not() {
 }
 
 /// Tool loops on the official clients (ollama-python with a Python function as the tool, the
-/// OpenAI SDK on /v1, the Anthropic SDK on /v1/messages): each agent asks, gets a tool call, runs the tool, sends the result and
+/// OpenAI SDK on /v1/chat/completions and /v1/responses, the Anthropic SDK on /v1/messages):
+/// each agent asks, gets a tool call, runs the tool, sends the result and
 /// gets a text answer (the program exits 1 otherwise). Agents that loop together are parallel;
 /// a lock held around each agent's loop serializes them. See: issue 11.
 #[test]
 fn python_tool_loops_on_the_official_clients_run_to_completion_and_are_judged() {
     let (py, script) = (python(), fixture("python_tools.py"));
-    for client in ["ollama", "openai", "anthropic"] {
+    for client in ["ollama", "openai", "responses", "anthropic"] {
         for labelled in [true, false] {
             let (v, words) = judge(cmd(&[&py, &script, client, "correct"], labelled), None);
             assert_eq!(v, Verdict::Parallel, "{client}: {words}");

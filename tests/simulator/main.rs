@@ -26,3 +26,5 @@ mod thinking;
 mod context;
 // /v1/messages: the Anthropic Messages API (issue 12).
 mod anthropic;
+// /v1/responses: the OpenAI Responses API (issue 12).
+mod responses;

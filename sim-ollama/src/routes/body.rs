@@ -76,13 +76,13 @@ pub(crate) fn write_finish(run: &mut Running, wire: &Wire, out: &mut BytesMut) {
 pub(crate) fn write_token(run: &mut Running, wire: &Wire, out: &mut BytesMut, i: usize, at: Instant) -> bool {
     let first = !run.wrote_chunk;
     if let Some(call) = run.text.call_ending_at(i) {
-        let (created_at, _) = run.created(at);
-        wire.tool_calls(out, std::slice::from_ref(call), &created_at, first);
+        let (created_at, created_unix) = run.created(at);
+        wire.tool_calls(out, std::slice::from_ref(call), &created_at, created_unix, first);
     } else if run.text.hidden(i) {
         return false;
     } else if i < run.text.thinking {
-        let (created_at, _) = run.created(at);
-        if !wire.thinking(out, run.piece(i), &created_at, first) {
+        let (created_at, created_unix) = run.created(at);
+        if !wire.thinking(out, run.piece(i), &created_at, created_unix, first) {
             return false;
         }
     } else {

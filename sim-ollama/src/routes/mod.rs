@@ -11,6 +11,7 @@ pub(crate) mod body;
 pub(crate) mod native;
 pub(crate) mod openai;
 pub(crate) mod pipeline;
+pub(crate) mod responses;
 pub(crate) mod sim;
 
 use crate::error::ApiError;
@@ -54,6 +55,7 @@ pub(crate) fn app(state: AppState) -> Router {
         .route("/v1/completions", post(openai::completions))
         .route("/v1/embeddings", post(openai::embeddings))
         .route("/v1/messages", post(anthropic::messages))
+        .route("/v1/responses", post(responses::responses))
         .route("/v1/models", get(openai::models))
         .route("/v1/models/{*model}", get(openai::model))
         .route("/sim/trace", get(sim::get_trace).delete(sim::delete_trace))
