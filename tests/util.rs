@@ -236,3 +236,18 @@ pub fn tags_balance(doc: &str, void: &[&str]) -> std::result::Result<(), String>
     }
     if stack.is_empty() { Ok(()) } else { Err(format!("unclosed: {stack:?}")) }
 }
+
+/// The events of a named-event SSE stream (`event: NAME\ndata: JSON\n\n`, as the Anthropic
+/// and Responses endpoints write them): (name, data), each data's `type` checked to be its name.
+pub fn sse_events(text: &str) -> Vec<(String, serde_json::Value)> {
+    text.split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let (name, data) = e.split_once('\n').unwrap_or_else(|| panic!("an event: {e:?}"));
+            let name = name.strip_prefix("event: ").unwrap_or_else(|| panic!("{name}")).to_string();
+            let data: serde_json::Value = serde_json::from_str(data.strip_prefix("data: ").unwrap()).unwrap();
+            assert_eq!(data["type"], name.as_str(), "the data's type is the event's name");
+            (name, data)
+        })
+        .collect()
+}

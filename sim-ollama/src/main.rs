@@ -161,6 +161,9 @@ fn run(args: Args) -> Result<(), (u8, String)> {
         StartError::Config(_) => (2, e.to_string()),
         _ => (1, e.to_string()),
     })?;
+    // Listen for signals before saying "listening": a supervisor that stops the server as soon
+    // as it is up must get a clean stop, not the default action of an unhandled SIGTERM.
+    let signals = Signals::listen().map_err(|e| (1, format!("sim-ollama: cannot wait for signals: {e}")))?;
     {
         let mut out = std::io::stdout().lock();
         for url in sim.urls() {
@@ -168,27 +171,51 @@ fn run(args: Args) -> Result<(), (u8, String)> {
         }
         let _ = out.flush();
     }
-    wait_for_signal().map_err(|e| (1, format!("sim-ollama: cannot wait for signals: {e}")))?;
+    signals.wait().map_err(|e| (1, format!("sim-ollama: cannot wait for signals: {e}")))?;
     eprintln!("sim-ollama: shutting down");
     sim.shutdown();
     Ok(())
 }
 
-/// Blocks until Ctrl-C or SIGTERM.
-fn wait_for_signal() -> std::io::Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    rt.block_on(async {
+/// Ctrl-C and SIGTERM, listened for from [`Signals::listen`] on.
+struct Signals {
+    rt: tokio::runtime::Runtime,
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Installs the handlers now (a signal that arrives before [`Signals::wait`] is kept).
+    fn listen() -> std::io::Result<Self> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         #[cfg(unix)]
         {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-            tokio::select! {
-                r = tokio::signal::ctrl_c() => r,
-                _ = term.recv() => Ok(()),
-            }
+            use tokio::signal::unix::{SignalKind, signal};
+            let _guard = rt.enter();
+            let (term, int) = (signal(SignalKind::terminate())?, signal(SignalKind::interrupt())?);
+            drop(_guard);
+            Ok(Signals { rt, term, int })
         }
         #[cfg(not(unix))]
+        Ok(Signals { rt })
+    }
+
+    /// Blocks until one of them arrives.
+    fn wait(self) -> std::io::Result<()> {
+        #[cfg(unix)]
         {
-            tokio::signal::ctrl_c().await
+            let Signals { rt, mut term, mut int } = self;
+            rt.block_on(async {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            });
+            Ok(())
         }
-    })
+        #[cfg(not(unix))]
+        self.rt.block_on(tokio::signal::ctrl_c())
+    }
 }

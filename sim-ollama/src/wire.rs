@@ -157,20 +157,14 @@ impl Wire {
     pub(crate) fn token(&self, out: &mut BytesMut, piece: &str, created_at: &str, created_unix: u64, first: bool) {
         match self {
             Wire::Generate { model, .. } => {
-                out.put_slice(b"{\"model\":");
-                write_json_str(out, model);
-                out.put_slice(b",\"created_at\":\"");
-                out.put_slice(created_at.as_bytes());
-                out.put_slice(b"\",\"response\":");
+                native_line_open(out, model, created_at);
+                out.put_slice(b"\"response\":");
                 write_json_str(out, piece);
                 out.put_slice(b",\"done\":false}\n");
             }
             Wire::Chat { model } => {
-                out.put_slice(b"{\"model\":");
-                write_json_str(out, model);
-                out.put_slice(b",\"created_at\":\"");
-                out.put_slice(created_at.as_bytes());
-                out.put_slice(b"\",\"message\":{\"role\":\"assistant\",\"content\":");
+                native_line_open(out, model, created_at);
+                out.put_slice(b"\"message\":{\"role\":\"assistant\",\"content\":");
                 write_json_str(out, piece);
                 out.put_slice(b"},\"done\":false}\n");
             }
@@ -203,20 +197,14 @@ impl Wire {
     ) -> bool {
         match self {
             Wire::Generate { model, .. } => {
-                out.put_slice(b"{\"model\":");
-                write_json_str(out, model);
-                out.put_slice(b",\"created_at\":\"");
-                out.put_slice(created_at.as_bytes());
-                out.put_slice(b"\",\"response\":\"\",\"thinking\":");
+                native_line_open(out, model, created_at);
+                out.put_slice(b"\"response\":\"\",\"thinking\":");
                 write_json_str(out, piece);
                 out.put_slice(b",\"done\":false}\n");
             }
             Wire::Chat { model } => {
-                out.put_slice(b"{\"model\":");
-                write_json_str(out, model);
-                out.put_slice(b",\"created_at\":\"");
-                out.put_slice(created_at.as_bytes());
-                out.put_slice(b"\",\"message\":{\"role\":\"assistant\",\"content\":\"\",\"thinking\":");
+                native_line_open(out, model, created_at);
+                out.put_slice(b"\"message\":{\"role\":\"assistant\",\"content\":\"\",\"thinking\":");
                 write_json_str(out, piece);
                 out.put_slice(b"},\"done\":false}\n");
             }
@@ -247,11 +235,8 @@ impl Wire {
     ) {
         match self {
             Wire::Chat { model } => {
-                out.put_slice(b"{\"model\":");
-                write_json_str(out, model);
-                out.put_slice(b",\"created_at\":\"");
-                out.put_slice(created_at.as_bytes());
-                out.put_slice(b"\",\"message\":{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":");
+                native_line_open(out, model, created_at);
+                out.put_slice(b"\"message\":{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":");
                 write_go_json(&mut out.writer(), &native_calls(calls));
                 out.put_slice(b"},\"done\":false}\n");
             }
@@ -356,6 +341,16 @@ impl Wire {
             Wire::Responses(_) => {}
         }
     }
+}
+
+/// The start of a native stream line, up to the comma after `created_at`:
+/// `{"model":..,"created_at":"..",`.
+fn native_line_open(out: &mut BytesMut, model: &str, created_at: &str) {
+    out.put_slice(b"{\"model\":");
+    write_json_str(out, model);
+    out.put_slice(b",\"created_at\":\"");
+    out.put_slice(created_at.as_bytes());
+    out.put_slice(b"\",");
 }
 
 /// The start of every `/v1` chat chunk, up to the comma before `choices`:

@@ -143,18 +143,37 @@ fn node_fetch_every_serialization_bug_is_caught_labelled_or_not() {
 
 /// Tool loops on the official clients (ollama-python with a Python function as the tool, the
 /// OpenAI SDK on /v1/chat/completions and /v1/responses, the Anthropic SDK on /v1/messages):
-/// each agent asks, gets a tool call, runs the tool, sends the result and
-/// gets a text answer (the program exits 1 otherwise). Agents that loop together are parallel;
-/// a lock held around each agent's loop serializes them. See: issue 11.
-#[test]
-fn python_tool_loops_on_the_official_clients_run_to_completion_and_are_judged() {
+/// each agent asks, gets a tool call, runs the tool, sends the result and gets a text answer
+/// (the program exits 1 otherwise). Agents that loop together are parallel; a lock held around
+/// each agent's loop serializes them. See: issues 11 and 12. One test per client: four
+/// programs each (labelled or not, correct or locked), so a loaded machine's slow imports of
+/// the SDKs stay far inside the test's time limit.
+fn tool_loops_are_judged(client: &str) {
     let (py, script) = (python(), fixture("python_tools.py"));
-    for client in ["ollama", "openai", "responses", "anthropic"] {
-        for labelled in [true, false] {
-            let (v, words) = judge(cmd(&[&py, &script, client, "correct"], labelled), None);
-            assert_eq!(v, Verdict::Parallel, "{client}: {words}");
-            let (v, words) = judge(cmd(&[&py, &script, client, "lock"], labelled), None);
-            assert_eq!(v, Verdict::Serialized, "{client}: {words}");
-        }
+    for labelled in [true, false] {
+        let (v, words) = judge(cmd(&[&py, &script, client, "correct"], labelled), None);
+        assert_eq!(v, Verdict::Parallel, "{client}: {words}");
+        let (v, words) = judge(cmd(&[&py, &script, client, "lock"], labelled), None);
+        assert_eq!(v, Verdict::Serialized, "{client}: {words}");
     }
+}
+
+#[test]
+fn python_tool_loops_on_ollama_python_run_to_completion_and_are_judged() {
+    tool_loops_are_judged("ollama");
+}
+
+#[test]
+fn python_tool_loops_on_the_openai_sdk_chat_completions_run_to_completion_and_are_judged() {
+    tool_loops_are_judged("openai");
+}
+
+#[test]
+fn python_tool_loops_on_the_openai_sdk_responses_api_run_to_completion_and_are_judged() {
+    tool_loops_are_judged("responses");
+}
+
+#[test]
+fn python_tool_loops_on_the_anthropic_sdk_run_to_completion_and_are_judged() {
+    tool_loops_are_judged("anthropic");
 }

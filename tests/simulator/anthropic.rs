@@ -3,7 +3,7 @@
 //! `/api/chat`, answered as Anthropic events (`message_start`, blocks, `message_delta`,
 //! `message_stop`) or one message object, errors in Anthropic's shape.
 
-use crate::util::{raw_blocking, snapshot_settings};
+use crate::util::{raw_blocking, snapshot_settings, sse_events as events};
 use serde_json::{Value, json};
 use sim_ollama::{SimBuilder, SimHandle};
 
@@ -15,20 +15,6 @@ fn post(sim: &SimHandle, body: &Value) -> (u16, String, String) {
     let r = raw_blocking(sim.addrs()[0], "POST", "/v1/messages", Some(&body.to_string()), &[]);
     let ct = r.header("content-type").unwrap_or_default().to_string();
     (r.status, ct, r.text())
-}
-
-/// The events of a stream: (name, data).
-fn events(text: &str) -> Vec<(String, Value)> {
-    text.split("\n\n")
-        .filter(|e| !e.is_empty())
-        .map(|e| {
-            let (name, data) = e.split_once('\n').unwrap_or_else(|| panic!("an event: {e:?}"));
-            let name = name.strip_prefix("event: ").unwrap_or_else(|| panic!("{name}")).to_string();
-            let data: Value = serde_json::from_str(data.strip_prefix("data: ").unwrap()).unwrap();
-            assert_eq!(data["type"], name.as_str(), "the data's type is the event's name");
-            (name, data)
-        })
-        .collect()
 }
 
 fn ask(model: &str, extra: Value) -> Value {

@@ -3,7 +3,7 @@
 //! pipeline as `/api/chat`, answered as one response object or Responses events with sequence
 //! numbers, ending in `response.completed`.
 
-use crate::util::{raw_blocking, snapshot_settings};
+use crate::util::{raw_blocking, snapshot_settings, sse_events as events};
 use serde_json::{Value, json};
 use sim_ollama::{SimBuilder, SimHandle};
 
@@ -15,19 +15,6 @@ fn post(sim: &SimHandle, body: &Value) -> (u16, String, String) {
     let r = raw_blocking(sim.addrs()[0], "POST", "/v1/responses", Some(&body.to_string()), &[]);
     let ct = r.header("content-type").unwrap_or_default().to_string();
     (r.status, ct, r.text())
-}
-
-fn events(text: &str) -> Vec<(String, Value)> {
-    text.split("\n\n")
-        .filter(|e| !e.is_empty())
-        .map(|e| {
-            let (name, data) = e.split_once('\n').unwrap();
-            let name = name.strip_prefix("event: ").unwrap().to_string();
-            let data: Value = serde_json::from_str(data.strip_prefix("data: ").unwrap()).unwrap();
-            assert_eq!(data["type"], name.as_str());
-            (name, data)
-        })
-        .collect()
 }
 
 #[test]

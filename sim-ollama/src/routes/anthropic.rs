@@ -6,17 +6,17 @@
 
 use super::native::{self, ChatMessage, Peer, render_messages};
 use super::pipeline::{self, Generation, Started, begin_trace, traced};
-use super::{AppState, body_bytes};
+use super::{AppState, body_bytes, encoder_response};
 use crate::error::ApiError;
 use crate::names::Name;
 use crate::request::{Effort, Fields, Options, Think, decode_body};
+use crate::wire::Wire;
 use crate::wire::anthropic::{Stream, Usage, stop_reason};
-use crate::wire::{Wire, to_go_json};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
+use axum::response::Response;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use std::time::Instant;
@@ -260,11 +260,7 @@ pub(crate) async fn messages(
                 stop_reason: stop_reason(run.done_reason(), !calls.is_empty()),
                 usage: Usage { input_tokens: m.prompt_eval_count, output_tokens: m.eval_count },
             };
-            let mut b = to_go_json(&r);
-            b.push(b'\n');
-            let mut resp = (StatusCode::OK, b).into_response();
-            resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            resp
+            encoder_response(&r)
         })
         .await)
     }

@@ -243,6 +243,14 @@ pub(crate) fn json_response<T: serde::Serialize>(status: StatusCode, v: &T) -> R
     bytes_response(status, "application/json; charset=utf-8", crate::wire::to_go_json(v))
 }
 
+/// A 200 with a JSON body as Go's `json.Encoder` writes it (a newline after the object), typed
+/// `application/json`: how the Responses and Anthropic middlewares answer.
+pub(crate) fn encoder_response<T: serde::Serialize>(v: &T) -> Response {
+    let mut b = crate::wire::to_go_json(v);
+    b.push(b'\n');
+    bytes_response(StatusCode::OK, "application/json", b)
+}
+
 pub(crate) fn bytes_response(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response {
     let mut r = (status, body).into_response();
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));

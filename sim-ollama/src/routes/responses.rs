@@ -6,18 +6,18 @@
 
 use super::native::{self, ChatMessage, Peer, render_messages};
 use super::pipeline::{self, Generation, Started, begin_trace, traced};
-use super::{AppState, body_bytes};
+use super::{AppState, body_bytes, encoder_response};
 use crate::error::ApiError;
 use crate::names::Name;
 use crate::request::{Effort, Fields, Options, Think, decode_body};
 use crate::tokens::OutputFormat;
+use crate::wire::Wire;
 use crate::wire::responses::{Echo, Ids, Stream, output, tool_echo, usage};
-use crate::wire::{Wire, to_go_json};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
+use axum::response::Response;
 use serde_json::{Map, Value, json};
 use std::time::Instant;
 
@@ -232,11 +232,7 @@ pub(crate) async fn responses(
             let created = run.created_unix(now);
             let out = output(&ids, &run.thinking_text(), &text, &calls);
             let r = echo.response(&ids, &model_s, created, "completed", out, usage(m.prompt_eval_count, m.eval_count), Some(created));
-            let mut b = to_go_json(&r);
-            b.push(b'\n');
-            let mut resp = (StatusCode::OK, b).into_response();
-            resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            resp
+            encoder_response(&r)
         })
         .await)
     }
