@@ -140,18 +140,17 @@ impl PromptCache {
         let (mut saved, mut restored) = (0, 0);
         let previous = std::mem::take(&mut self.slots[slot].tokens);
         let previous_owner = self.slots[slot].owner.clone();
-        let mut current = previous.clone();
+        let mut entry = None;
         if update {
             if !previous.is_empty() && self.save(&previous) {
                 saved = previous.len();
             }
-            if let Some(entry) = self.restore(&current, prompt) {
-                restored = entry.len();
-                current = entry;
-            }
+            entry = self.restore(&previous, prompt);
+            restored = entry.as_ref().map_or(0, Vec::len);
             self.trim();
         }
-        let mut cached = common_prefix(&current, prompt);
+        // What the slot holds now: a restored prompt, else what it held.
+        let mut cached = common_prefix(entry.as_deref().unwrap_or(&previous), prompt);
         if cached == prompt.len() && cached > 0 {
             // The last prompt token is evaluated again for its logits.
             cached -= 1;
@@ -171,9 +170,8 @@ impl PromptCache {
         let s = &mut self.slots[slot];
         s.busy = true;
         s.owner = Some(agent.to_string());
-        current.truncate(cached);
-        current.extend_from_slice(&prompt[cached..]);
-        s.tokens = current;
+        // Its first `cached` tokens are the prompt's already; the rest is evaluated now.
+        s.tokens = prompt.to_vec();
         Claim { slot, choice, cached, evaluated: prompt.len() - cached, restored, saved, lost_to }
     }
 

@@ -191,7 +191,7 @@ fn cache_use(c: &Claim) -> CacheUse {
 /// first (not in raw mode), the text's, then each image's (never shared).
 pub(crate) fn prompt_hashes(model: &Installed, rendered: &str, templated: bool, images: usize) -> Vec<Tok> {
     let template = if templated { model.spec.profile.template_tokens } else { 0 };
-    let mut out = Vec::with_capacity(prompt_tokens(model, rendered, templated, images) as usize);
+    let mut out = Vec::with_capacity(template as usize + rendered.len() / 4);
     out.extend((0..u64::from(template)).map(|i| crate::seed::mix(i ^ 0x7465_6d70_6c61_7465)));
     tokens::token_hashes(rendered, &mut out);
     let salt = crate::seed::fnv1a(rendered.as_bytes());

@@ -4,11 +4,10 @@
 //! same pipeline as `/api/chat` (scheduling, slots, prompt cache, trace), and its answer is
 //! written as Anthropic events or one message object ([`crate::wire::anthropic`]).
 
-use super::native::{self, ChatMessage, Peer, render_messages};
+use super::native::{self, ChatMessage, Peer};
 use super::pipeline::{self, Generation, Started, begin_trace, traced};
 use super::{AppState, body_bytes, encoder_response};
 use crate::error::ApiError;
-use crate::names::Name;
 use crate::request::{Effort, Fields, Options, Think, decode_body};
 use crate::wire::Wire;
 use crate::wire::anthropic::{Stream, Usage, stop_reason};
@@ -214,20 +213,14 @@ pub(crate) async fn messages(
         let c = native::conversation(&messages);
         t.with(|r| r.conversation = Some(c));
         trace = Some(t);
-        let name = Name::parse(&model_s).ok_or_else(ApiError::invalid_model_name)?;
-        let model = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model_s))?;
-        if !model.spec.has("completion") {
-            return Err(ApiError::bad_request(format!("\"{model_s}\" does not support chat")));
-        }
-        if offered > 0 && !model.spec.has("tools") {
-            return Err(ApiError::bad_request(format!("{} does not support tools", model.name.full())));
-        }
+        // No thinking check: see the relaxation below.
+        let model = pipeline::chat_model(&s, &model_s, None, offered)?;
         // The Anthropic route relaxes thinking on a model that cannot think, where the chat
         // handler would refuse it (`relax_thinking`, server/routes.go 2622-2630).
         let can_think = model.spec.has("thinking");
         let think = if can_think { Think::resolve(think, true) } else { Think::Off };
-        let messages = native::fit_history(messages, &model, pipeline::num_ctx(&s, &model, &options, true));
-        let rendered = render_messages(&messages);
+        let (messages, rendered) =
+            native::fit_history(messages, &model, pipeline::num_ctx(&s, &model, &options, true));
         let g = Generation { think, ..Generation::chat("/v1/messages", model, &messages, &rendered, &options, &tools, arrival) };
         let Started { run, fault, seed } = pipeline::start(&s, g, &mut trace).await?;
         let id = format!("msg_{:024x}", u128::from(seed) << 32 | u128::from(seed >> 32));

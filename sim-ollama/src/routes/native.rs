@@ -400,7 +400,19 @@ pub(crate) fn conversation(messages: &[ChatMessage]) -> crate::trace::Conversati
 /// The messages a chat request keeps when its history outgrows `num_ctx`: the latest that fit,
 /// with every system message before them, and always the last one
 /// ([`crate::context::history_start`]).
-pub(crate) fn fit_history(messages: Vec<ChatMessage>, model: &Installed, num_ctx: u64) -> Vec<ChatMessage> {
+///
+/// Returns the messages kept and their rendering.
+pub(crate) fn fit_history(messages: Vec<ChatMessage>, model: &Installed, num_ctx: u64) -> (Vec<ChatMessage>, String) {
+    let whole = render_messages(&messages);
+    let images: usize = messages.iter().map(|m| m.images).sum();
+    // A token is at least one byte: a rendering no longer than the context in bytes fits
+    // without counting (the real `completionPromptForRequest` takes the same shortcut).
+    let extra = u64::from(model.spec.profile.template_tokens) + 256 * images as u64;
+    if whole.len() as u64 + extra <= num_ctx
+        || u64::from(crate::generation::prompt_tokens(model, &whole, true, images)) <= num_ctx
+    {
+        return (messages, whole);
+    }
     let kept = |i: usize| -> Vec<&ChatMessage> {
         messages[..i].iter().filter(|m| m.role == "system").chain(&messages[i..]).collect()
     };
@@ -409,10 +421,7 @@ pub(crate) fn fit_history(messages: Vec<ChatMessage>, model: &Installed, num_ctx
         let images = ms.iter().map(|m| m.images).sum();
         u64::from(crate::generation::prompt_tokens(model, &render(ms.iter().copied()), true, images))
     };
-    let Some(last) = messages.len().checked_sub(1) else { return messages };
-    if count(0) <= num_ctx {
-        return messages;
-    }
+    let last = messages.len().saturating_sub(1);
     let start = crate::context::history_start(last, num_ctx, count);
     let mut out = Vec::with_capacity(messages.len() - start);
     for (i, m) in messages.into_iter().enumerate() {
@@ -420,7 +429,8 @@ pub(crate) fn fit_history(messages: Vec<ChatMessage>, model: &Installed, num_ctx
             out.push(m);
         }
     }
-    out
+    let rendered = render_messages(&out);
+    (out, rendered)
 }
 
 /// Renders messages into the text the model "sees".
@@ -551,13 +561,12 @@ async fn chat_inner(
         let c = conversation(&messages);
         t.with(|r| r.conversation = Some(c));
     }
-    let messages = if c.truncate {
-        let num_ctx = pipeline::num_ctx(s, &model, &options, c.shift);
-        fit_history(messages, &model, num_ctx)
+    let (messages, rendered) = if c.truncate {
+        fit_history(messages, &model, pipeline::num_ctx(s, &model, &options, c.shift))
     } else {
-        messages
+        let rendered = render_messages(&messages);
+        (messages, rendered)
     };
-    let rendered = render_messages(&messages);
     let g = Generation {
         shift: c.shift,
         keep_alive: c.keep_alive,

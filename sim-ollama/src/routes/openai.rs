@@ -3,7 +3,7 @@
 //! ones (`stream` defaults to false, `temperature` and `top_p` to 1.0, `max_tokens` becomes
 //! `num_predict`) and errors are wrapped in OpenAI's error object.
 
-use super::native::{self, ChatMessage, Peer, render_messages};
+use super::native::{self, ChatMessage, Peer};
 use super::pipeline::{self, Generation, Started, begin_trace, traced};
 use super::{AppState, body_bytes, bytes_response};
 use crate::clock::unix_seconds;
@@ -131,7 +131,12 @@ fn think_from_effort(f: &Fields<'_>) -> Result<Option<Think>, ApiError> {
         Some(r) => r.get("effort").and_then(Value::as_str).unwrap_or("").to_string(),
         None => f.string("reasoning_effort")?.unwrap_or_default(),
     };
-    match effort.as_str() {
+    think_from_effort_value(&effort)
+}
+
+/// `thinkFromReasoningEffort` itself: the think value of an effort (empty: the model's default).
+pub(crate) fn think_from_effort_value(effort: &str) -> Result<Option<Think>, ApiError> {
+    match effort {
         "" => Ok(None),
         "none" => Ok(Some(Think::Off)),
         "minimal" | "low" => Ok(Some(Think::On(Effort::Low))),
@@ -219,21 +224,10 @@ pub(crate) async fn chat_completions(
         let c = native::conversation(&messages);
         t.with(|r| r.conversation = Some(c));
         trace = Some(t);
-        let name = Name::parse(&model_s).ok_or_else(ApiError::invalid_model_name)?;
-        let model = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model_s))?;
+        let model = pipeline::chat_model(&s, &model_s, think, offered)?;
         let can_think = model.spec.has("thinking");
-        if !model.spec.has("completion") {
-            return Err(ApiError::bad_request(format!("\"{model_s}\" does not support chat")));
-        }
-        if think.is_some_and(Think::is_on) && !model.spec.has("thinking") {
-            return Err(ApiError::bad_request(format!("\"{model_s}\" does not support thinking")));
-        }
-        if offered > 0 && !model.spec.has("tools") {
-            return Err(ApiError::bad_request(format!("{} does not support tools", model.name.full())));
-        }
         // The /v1 request has no `truncate`: the chat handler's default (true) applies.
-        let messages = native::fit_history(messages, &model, pipeline::num_ctx(&s, &model, &options, true));
-        let rendered = render_messages(&messages);
+        let (messages, rendered) = native::fit_history(messages, &model, pipeline::num_ctx(&s, &model, &options, true));
         let g = Generation {
             default_temperature: 1.0,
             format,

@@ -215,6 +215,28 @@ pub(crate) fn num_ctx(s: &AppState, model: &Installed, options: &Options, shift:
     RunnerOptions::from_options(options, &model.spec, shift, s.instance.device.spec.default_num_ctx()).num_ctx
 }
 
+/// The model of a chat request through an OpenAI or Anthropic route, checked as the chat
+/// handler checks it: the completion capability, thinking when asked for (`None`: not checked),
+/// tools when offered.
+pub(crate) fn chat_model(
+    s: &AppState,
+    model_s: &str,
+    think: Option<crate::request::Think>,
+    offered_tools: usize,
+) -> Result<Installed, ApiError> {
+    let model = resolve(s, model_s)?;
+    if !model.spec.has("completion") {
+        return Err(ApiError::bad_request(format!("\"{model_s}\" does not support chat")));
+    }
+    if think.is_some_and(crate::request::Think::is_on) && !model.spec.has("thinking") {
+        return Err(ApiError::bad_request(format!("\"{model_s}\" does not support thinking")));
+    }
+    if offered_tools > 0 && !model.spec.has("tools") {
+        return Err(ApiError::bad_request(format!("{} does not support tools", model.name.full())));
+    }
+    Ok(model)
+}
+
 /// Looks a model up, with generate/chat's not-found text (the name as sent).
 pub(crate) fn resolve(s: &AppState, model: &str) -> Result<Installed, ApiError> {
     let name = parse_model_name(model)?;

@@ -4,12 +4,11 @@
 //! 416-621): the request becomes a chat turn through the same pipeline as `/api/chat`, and the
 //! answer is written as a response object or Responses events ([`crate::wire::responses`]).
 
-use super::native::{self, ChatMessage, Peer, render_messages};
+use super::native::{self, ChatMessage, Peer};
 use super::pipeline::{self, Generation, Started, begin_trace, traced};
 use super::{AppState, body_bytes, encoder_response};
 use crate::error::ApiError;
-use crate::names::Name;
-use crate::request::{Effort, Fields, Options, Think, decode_body};
+use crate::request::{Fields, Options, Think, decode_body};
 use crate::tokens::OutputFormat;
 use crate::wire::Wire;
 use crate::wire::responses::{Echo, Ids, Stream, output, tool_echo, usage};
@@ -122,7 +121,12 @@ pub(crate) async fn responses(
         let mut messages = Vec::new();
         let instructions = f.string("instructions")?.filter(|i| !i.is_empty());
         if let Some(i) = &instructions {
-            messages.push(ChatMessage { role: "system".into(), content: i.clone(), images: 0, tool_text: String::new() });
+            messages.push(ChatMessage {
+                role: "system".into(),
+                content: i.clone(),
+                images: 0,
+                tool_text: String::new(),
+            });
         }
         convert_input(map.get("input"), &mut messages)?;
         let temperature = f.float("temperature")?;
@@ -140,20 +144,7 @@ pub(crate) async fn responses(
         let reasoning = f.object("reasoning", "openai.ResponsesReasoning")?;
         let effort = reasoning.and_then(|r| r.get("effort")).and_then(Value::as_str).filter(|e| !e.is_empty());
         let summary = reasoning.and_then(|r| r.get("summary")).and_then(Value::as_str).filter(|e| !e.is_empty());
-        // thinkFromReasoningEffort (openai/openai.go 531-546).
-        let think = match effort {
-            None => None,
-            Some("none") => Some(Think::Off),
-            Some("minimal" | "low") => Some(Think::On(Effort::Low)),
-            Some("medium") => Some(Think::On(Effort::Medium)),
-            Some("high" | "max" | "xhigh" | "ultra") => Some(Think::On(Effort::High)),
-            Some(other) => {
-                return Err(ApiError::bad_request(format!(
-                    "invalid reasoning value: {} (must be \"minimal\", \"low\", \"medium\", \"high\", \"xhigh\", \"ultra\", \"max\", or \"none\")",
-                    Value::String(other.to_string())
-                )));
-            }
-        };
+        let think = super::openai::think_from_effort_value(effort.unwrap_or(""))?;
         let request_tools: Vec<Map<String, Value>> = f
             .array("tools", "[]openai.ResponsesTool")?
             .into_iter()
@@ -163,16 +154,19 @@ pub(crate) async fn responses(
         let tools: Vec<Value> = request_tools
             .iter()
             .filter(|t| t.get("type").and_then(Value::as_str) == Some("function"))
-            .map(|t| json!({"type": "function", "function": {"name": t.get("name"),
-                "description": t.get("description"), "parameters": t.get("parameters")}}))
+            .map(|t| {
+                json!({"type": "function", "function": {"name": t.get("name"),
+                "description": t.get("description"), "parameters": t.get("parameters")}})
+            })
             .collect();
         let offered = tools.len();
         let tools = crate::tools::parse(Some(&tools))?;
         let text_format = map.get("text").and_then(|t| t.get("format")).filter(|v| v.is_object());
         let format = match text_format {
-            Some(tf) if tf.get("type").and_then(Value::as_str) == Some("json_schema") => {
-                tf.get("schema").filter(|s| s.is_object()).map_or(OutputFormat::Prose, |s| OutputFormat::Schema(s.clone()))
-            }
+            Some(tf) if tf.get("type").and_then(Value::as_str) == Some("json_schema") => tf
+                .get("schema")
+                .filter(|s| s.is_object())
+                .map_or(OutputFormat::Prose, |s| OutputFormat::Schema(s.clone())),
             _ => OutputFormat::Prose,
         };
         // The chat handler's checks.
@@ -183,20 +177,9 @@ pub(crate) async fn responses(
         let c = native::conversation(&messages);
         t.with(|r| r.conversation = Some(c));
         trace = Some(t);
-        let name = Name::parse(&model_s).ok_or_else(ApiError::invalid_model_name)?;
-        let model = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model_s))?;
-        if !model.spec.has("completion") {
-            return Err(ApiError::bad_request(format!("\"{model_s}\" does not support chat")));
-        }
-        if think.is_some_and(Think::is_on) && !model.spec.has("thinking") {
-            return Err(ApiError::bad_request(format!("\"{model_s}\" does not support thinking")));
-        }
-        if offered > 0 && !model.spec.has("tools") {
-            return Err(ApiError::bad_request(format!("{} does not support tools", model.name.full())));
-        }
+        let model = pipeline::chat_model(&s, &model_s, think, offered)?;
         let think = Think::resolve(think, model.spec.has("thinking"));
-        let messages = native::fit_history(messages, &model, pipeline::num_ctx(&s, &model, &options, true));
-        let rendered = render_messages(&messages);
+        let (messages, rendered) = native::fit_history(messages, &model, pipeline::num_ctx(&s, &model, &options, true));
         let g = Generation {
             default_temperature: 1.0,
             format,
@@ -231,7 +214,15 @@ pub(crate) async fn responses(
             let calls = run.tool_calls_so_far();
             let created = run.created_unix(now);
             let out = output(&ids, &run.thinking_text(), &text, &calls);
-            let r = echo.response(&ids, &model_s, created, "completed", out, usage(m.prompt_eval_count, m.eval_count), Some(created));
+            let r = echo.response(
+                &ids,
+                &model_s,
+                created,
+                "completed",
+                out,
+                usage(m.prompt_eval_count, m.eval_count),
+                Some(created),
+            );
             encoder_response(&r)
         })
         .await)
