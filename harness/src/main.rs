@@ -41,6 +41,81 @@ enum Command {
     Record(RecordArgs),
     /// The reliability benchmark: bad requests, disconnects, the pending limit, a soak.
     Soak(SoakArgs),
+    /// The pacing benchmark: the simulator and a bare tokio writer, each in its own process,
+    /// under the same load from this one; prints the performance table.
+    Bench(BenchArgs),
+    /// The bare writer of `harness bench` (serves until killed).
+    #[command(hide = true)]
+    BenchWriter(BenchWriterArgs),
+}
+
+#[derive(Debug, Args)]
+struct BenchArgs {
+    /// Concurrent streams of each load, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [100usize, 1000])]
+    streams: Vec<usize>,
+    /// Tokens per stream.
+    #[arg(long, default_value_t = 100)]
+    tokens: u32,
+    /// Modelled time between tokens, ms.
+    #[arg(long, default_value_t = 10.0, value_parser = positive_finite)]
+    interval_ms: f64,
+    /// Rounds per load and server (a fresh server process each); medians are reported.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// The sim-ollama binary (default: the one beside this harness binary).
+    #[arg(long)]
+    sim_bin: Option<PathBuf>,
+    /// Also write every round's figures as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct BenchWriterArgs {
+    /// Tokens per stream.
+    #[arg(long)]
+    tokens: u32,
+    /// Time between tokens, µs.
+    #[arg(long)]
+    interval_us: u64,
+}
+
+fn bench(a: BenchArgs) -> ExitCode {
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("harness bench: cannot find this binary: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let plan = harness::bench::BenchPlan {
+        streams: a.streams,
+        tokens: a.tokens,
+        interval: Duration::from_secs_f64(a.interval_ms / 1e3),
+        rounds: a.rounds,
+        sim_bin: a.sim_bin.unwrap_or_else(|| harness::bench::sibling(&exe, "sim-ollama")),
+        writer_bin: exe,
+    };
+    match harness::bench::run(&plan, &mut |what| eprintln!("harness bench: {what}")) {
+        Ok(rep) => {
+            print!("{rep}");
+            if let Some(p) = &a.json {
+                let written = serde_json::to_vec_pretty(&rep)
+                    .map_err(std::io::Error::other)
+                    .and_then(|b| harness::report::write_atomic(p, &b));
+                if let Err(e) = written {
+                    eprintln!("harness bench: cannot write {}: {e}", p.display());
+                    return ExitCode::from(1);
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -565,6 +640,16 @@ fn main() -> ExitCode {
         Command::Exec(e) => return exec(e),
         Command::Record(r) => return record(r),
         Command::Soak(s) => return soak(s),
+        Command::Bench(b) => return bench(b),
+        Command::BenchWriter(w) => {
+            return match harness::bench::serve_bare_writer(w.tokens, Duration::from_micros(w.interval_us)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("harness bench-writer: {e}");
+                    ExitCode::from(1)
+                }
+            };
+        }
         Command::Matrix(m) => expand_runtimes(&m.runtimes).and_then(|r| plan(r, m.scenarios, m.common)),
         Command::Run(r) => expand_runtimes(&[r.runtime]).and_then(|rt| plan(rt, vec![r.scenario], r.common)),
     };

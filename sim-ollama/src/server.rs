@@ -243,8 +243,7 @@ impl SimBuilder {
         for i in 0..cfg.instances.len() {
             let port = if self.port == 0 { 0 } else { self.port.saturating_add(i as u16) };
             let addr = SocketAddr::new(self.host, port);
-            let l = TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
-            l.set_nonblocking(true).map_err(|source| StartError::Bind { addr, source })?;
+            let l = listen(addr).map_err(|source| StartError::Bind { addr, source })?;
             listeners.push(l);
         }
         let addrs: Vec<SocketAddr> = listeners.iter().filter_map(|l| l.local_addr().ok()).collect();
@@ -314,6 +313,24 @@ fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::ti
         instances,
         rt,
     })
+}
+
+/// A non-blocking listening socket on `addr` with the accept backlog Go gives the real server.
+/// Ollama listens with `net.Listen` (cmd/cmd.go v0.33.0-rc2, 2020), and Go's listen backlog on
+/// Linux is `/proc/sys/net/core/somaxconn` (net/sock_linux.go `maxListenerBacklog`; 4096 on
+/// current kernels). Rust's std and tokio bind with 128: 1,000 agents connecting at once then
+/// overflow the accept queue, and the kernel drops their SYNs, which are sent again only after
+/// a second. The kernel caps a larger value at somaxconn, so asking for 65535 gets Go's.
+pub fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    // As std does before binding on Unix: a restarted server rebinds its port at once.
+    #[cfg(unix)]
+    s.set_reuse_address(true)?;
+    s.bind(&addr.into())?;
+    s.listen(65535)?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
 }
 
 /// Serves every instance until `stop` fires, then gives open streams a moment to finish.
