@@ -374,6 +374,12 @@ impl Running {
         }
     }
 
+    /// Whether the schedule puts the next token at the same instant as the last one (a
+    /// zero-latency profile): such tokens share a chunk; the others get one each.
+    pub(crate) fn next_is_simultaneous(&self) -> bool {
+        self.pacer.next_intended() == self.last_intended
+    }
+
     /// Shifts every later deadline by `d` (an injected stall pauses the model).
     pub(crate) fn delay(&mut self, d: Duration) {
         self.pacer.delay(d);

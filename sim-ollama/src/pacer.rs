@@ -119,6 +119,12 @@ impl Pacer {
         }
     }
 
+    /// The intended offset of the next step (equal to the last step's when they fall at the
+    /// same instant of the schedule: a zero-latency profile).
+    pub(crate) fn next_intended(&self) -> Duration {
+        self.target
+    }
+
     /// The stream's device membership.
     pub(crate) fn member(&self) -> &Member {
         &self.member

@@ -253,7 +253,7 @@ impl SimBuilder {
             .enable_all()
             .build()
             .map_err(StartError::Runtime)?;
-        let timer = crate::timer::Timer::start().map_err(StartError::Runtime)?;
+        let timer = crate::timer::Timer::start_on(rt.handle()).map_err(StartError::Runtime)?;
         let shared = build_shared(cfg, rt.handle().clone(), timer);
         for (inst, a) in shared.instances.iter().zip(&addrs) {
             inst.port.store(a.port(), std::sync::atomic::Ordering::Relaxed);

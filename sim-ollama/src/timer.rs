@@ -2,6 +2,17 @@
 //! the next millisecond tick, which makes tokens leave 0.5-1.5 ms late; this one thread
 //! sleeps on a condition variable (futex timeouts are precise to tens of microseconds on
 //! Linux) and wakes every stream whose deadline has passed.
+//!
+//! Under load it fires at most once per [`TICK`]: each firing costs a sleep and a wake-up of
+//! this thread and of a runtime worker (two context switches, a futex or an eventfd write),
+//! and with 100 streams of 100 tokens/s the deadlines are 100 µs apart, so firing for each
+//! made those switches the largest cost of a paced token after its own `writev` (issue 15).
+//! A deadline is therefore kept exactly while the timer fired more than a tick ago, and waits
+//! for the tick otherwise (at most [`TICK`] late), so every stream due in it is woken at once.
+//! And on the simulator's runtime ([`Timer::start_on`]) the thread does not wake the streams
+//! itself, one cross-thread wake-up each: it hands them to a dispatcher task on the runtime and
+//! wakes that one task, which wakes them all from a worker, where a wake-up is a push onto
+//! the worker's own run queue.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -14,6 +25,10 @@ use std::time::{Duration, Instant};
 /// extra poll, sleeping for them costs more than they are worth.
 pub(crate) const SLACK: Duration = Duration::from_micros(50);
 
+/// The shortest time between two firings of the timer: a deadline that falls within a tick of
+/// the previous firing waits for the tick.
+pub(crate) const TICK: Duration = Duration::from_micros(500);
+
 #[derive(Debug, Default)]
 struct State {
     /// Deadlines, earliest first, by entry id. An id whose waker is gone was cancelled.
@@ -22,6 +37,14 @@ struct State {
     /// is dropped at once, not when its deadline passes.
     wakers: HashMap<u64, Waker>,
     seq: u64,
+    /// When the timer last woke entries.
+    fired: Option<Instant>,
+    /// Whether a dispatcher task wakes due entries on the runtime (else this thread does).
+    dispatched: bool,
+    /// Wakers due, for the dispatcher.
+    due: Vec<Waker>,
+    /// The dispatcher's waker.
+    dispatcher: Option<Waker>,
 }
 
 impl State {
@@ -56,6 +79,33 @@ impl Timer {
                 }
             }
         })?;
+        Ok(t)
+    }
+
+    /// Starts the timer thread, and a dispatcher task on `rt` that wakes due streams from a
+    /// worker of `rt` (see the module's documentation).
+    pub(crate) fn start_on(rt: &tokio::runtime::Handle) -> std::io::Result<Arc<Timer>> {
+        let t = Timer::start()?;
+        t.lock().dispatched = true;
+        let guard = Dispatcher(Arc::downgrade(&t));
+        rt.spawn(async move {
+            let mut batch = Vec::new();
+            std::future::poll_fn(|cx| {
+                let Some(t) = guard.0.upgrade() else { return std::task::Poll::Ready(()) };
+                {
+                    let mut st = t.lock();
+                    std::mem::swap(&mut st.due, &mut batch);
+                    if !st.dispatcher.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                        st.dispatcher = Some(cx.waker().clone());
+                    }
+                }
+                for w in batch.drain(..) {
+                    w.wake();
+                }
+                std::task::Poll::Pending
+            })
+            .await
+        });
         Ok(t)
     }
 
@@ -101,13 +151,15 @@ impl Timer {
     /// what is due. Returns false when stopped.
     fn run_once(&self) -> bool {
         let mut due = Vec::new();
+        let dispatcher;
         {
             let mut st = self.lock();
             if self.stop.load(Ordering::Acquire) {
                 return false;
             }
             let now = Instant::now();
-            while st.heap.peek().is_some_and(|e| e.0.0 <= now + SLACK) {
+            let ticked = st.fired.is_none_or(|f| now + SLACK >= f + TICK);
+            while ticked && st.heap.peek().is_some_and(|e| e.0.0 <= now + SLACK) {
                 if let Some(Reverse((_, id))) = st.heap.pop() {
                     if let Some(w) = st.wakers.remove(&id) {
                         due.push(w);
@@ -115,18 +167,46 @@ impl Timer {
                 }
             }
             if due.is_empty() {
-                let wait = st
-                    .heap
-                    .peek()
-                    .map_or(Duration::from_millis(100), |e| (e.0.0 - now).min(Duration::from_millis(100)));
+                let next = st.heap.peek().map(|e| st.fired.map_or(e.0.0, |f| e.0.0.max(f + TICK)));
+                let wait = next.map_or(Duration::from_millis(100), |at| (at - now).min(Duration::from_millis(100)));
                 let _ = self.cond.wait_timeout(st, wait);
                 return true;
             }
+            st.fired = Some(now);
+            dispatcher = if st.dispatched {
+                st.due.append(&mut due);
+                st.dispatcher.clone()
+            } else {
+                None
+            };
+        }
+        if let Some(d) = dispatcher {
+            d.wake();
         }
         for w in due {
             w.wake();
         }
         true
+    }
+}
+
+/// Held by the dispatcher task: when the runtime drops the task (it shuts down), the timer
+/// thread goes back to waking entries itself, and what was handed over is woken.
+struct Dispatcher(std::sync::Weak<Timer>);
+
+impl Drop for Dispatcher {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.upgrade() {
+            let due = {
+                let mut st = t.lock();
+                st.dispatched = false;
+                st.dispatcher = None;
+                std::mem::take(&mut st.due)
+            };
+            for w in due {
+                w.wake();
+            }
+        }
     }
 }
 

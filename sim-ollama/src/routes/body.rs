@@ -1,7 +1,8 @@
-//! The streaming body: tokens leave as their deadlines pass. When several are due at once
-//! (a zero-latency profile, or a stream that fell behind) they are coalesced into one chunk,
-//! so throughput does not cost one write per token; paced tokens go out one per chunk, as
-//! the real server flushes every object.
+//! The streaming body: tokens leave as their deadlines pass, one line per HTTP chunk, as the
+//! real server flushes every object. Only tokens the schedule puts at the same instant (a
+//! zero-latency profile) share a chunk, so throughput does not cost one chunk per token. A
+//! stream that fell behind still yields one chunk per token, but hyper gathers the chunks it
+//! is handed in a row into one `writev`.
 
 use crate::faults::{FaultKind, FaultRule, Trigger};
 use crate::generation::Running;
@@ -15,8 +16,12 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-/// Coalesce due tokens up to this many bytes per chunk.
+/// Coalesce simultaneous tokens up to this many bytes per chunk.
 const MAX_CHUNK: usize = 16 * 1024;
+
+/// Chunks are cut from a buffer of this size (one allocation per ~20 token lines, not one
+/// each, and no growth by reallocation); with 1,000 streams, 2 MB.
+const BUF_BLOCK: usize = 2048;
 
 /// A paced token stream in one wire format. Dropping it (the client went away) frees the slot
 /// and the runner at once.
@@ -32,6 +37,8 @@ pub(crate) struct TokenBody {
     stall: Option<Pin<Box<tokio::time::Sleep>>>,
     /// An injected disconnect waits for this pause first, so hyper flushes what was sent.
     disconnecting: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Where the next chunks are written; each is split off and frozen.
+    out: BytesMut,
 }
 
 impl TokenBody {
@@ -47,6 +54,7 @@ impl TokenBody {
             started: Instant::now(),
             stall: None,
             disconnecting: None,
+            out: BytesMut::new(),
         }
     }
 
@@ -123,7 +131,10 @@ impl Stream for TokenBody {
                 Poll::Ready(()) => this.stall = None,
             }
         }
-        let mut buf = BytesMut::new();
+        let mut buf = std::mem::take(&mut this.out);
+        if buf.capacity() < BUF_BLOCK / 2 {
+            buf.reserve(BUF_BLOCK);
+        }
         if this.fault_due() {
             let Some(f) = this.fault.take() else {
                 return Poll::Ready(None);
@@ -169,11 +180,14 @@ impl Stream for TokenBody {
                 FaultKind::HttpError | FaultKind::SlowHeaders => {}
             }
         }
+        // Whether the loop ended waiting for the pacer (which then wakes this task).
+        let mut waiting = false;
         loop {
             match this.run.poll_token(cx) {
                 Poll::Ready(Some(t)) => {
-                    write_token(&mut this.run, &this.wire, &mut buf, t.index, t.at);
-                    if buf.len() >= MAX_CHUNK || this.fault_due() {
+                    let wrote = write_token(&mut this.run, &this.wire, &mut buf, t.index, t.at);
+                    let full = buf.len() >= MAX_CHUNK || !this.run.next_is_simultaneous();
+                    if this.fault_due() || (wrote && full) {
                         break;
                     }
                 }
@@ -182,9 +196,24 @@ impl Stream for TokenBody {
                     this.done = true;
                     break;
                 }
-                Poll::Pending => break,
+                Poll::Pending => {
+                    waiting = true;
+                    break;
+                }
             }
         }
-        if buf.is_empty() { Poll::Pending } else { Poll::Ready(Some(Ok(buf.freeze()))) }
+        let chunk = (!buf.is_empty()).then(|| buf.split().freeze());
+        this.out = buf;
+        match chunk {
+            Some(c) => Poll::Ready(Some(Ok(c))),
+            None => {
+                // Stopped on a token that writes nothing (inside a tool call) with nothing
+                // armed to wake this task: poll again at once (a fault may be due).
+                if !waiting {
+                    cx.waker().wake_by_ref();
+                }
+                Poll::Pending
+            }
+        }
     }
 }
