@@ -85,7 +85,12 @@ pub fn parse_response(raw: &[u8], head_only: bool) -> RawResponse {
 /// allowed), every chunk must be followed by CRLF, and the body must end with the zero chunk.
 /// Anything else is a malformed response and fails the test (issue 10: a lenient decoder
 /// accepted malformed sizes as the end of the body).
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
+fn dechunk(b: &[u8]) -> Vec<u8> {
+    chunks(b).concat()
+}
+
+/// The chunks of a chunked body, one `Vec` each, decoded as strictly as [`dechunk`].
+pub fn chunks(mut b: &[u8]) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     loop {
         let eol = b
@@ -102,7 +107,7 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
         }
         assert!(b.len() >= size + 2, "chunked body: a chunk of {size} bytes is cut short ({} left)", b.len());
         assert_eq!(&b[size..size + 2], b"\r\n", "chunked body: chunk data not followed by CRLF");
-        out.extend_from_slice(&b[..size]);
+        out.push(b[..size].to_vec());
         b = &b[size + 2..];
     }
 }

@@ -394,11 +394,9 @@ impl Drop for ServerProcess {
 /// stream.
 fn sim_config(streams: usize, interval: Duration) -> String {
     let rate = 1.0 / interval.as_secs_f64();
-    let w: usize = std::env::var("BENCH_SIM_WORKERS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
     format!(
         r#"
 [server]
-worker_threads = {w}
 num_parallel = {streams}
 max_queue = {streams}
 [[devices]]

@@ -375,9 +375,10 @@ impl Running {
     }
 
     /// Whether the schedule puts the next token at the same instant as the last one (a
-    /// zero-latency profile): such tokens share a chunk; the others get one each.
+    /// zero-latency profile): such tokens share a chunk; the others get one each, and so does
+    /// the final line, as the real server flushes it on its own.
     pub(crate) fn next_is_simultaneous(&self) -> bool {
-        self.pacer.next_intended() == self.last_intended
+        self.pacer.next_intended() == Some(self.last_intended)
     }
 
     /// Shifts every later deadline by `d` (an injected stall pauses the model).

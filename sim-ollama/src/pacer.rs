@@ -120,9 +120,9 @@ impl Pacer {
     }
 
     /// The intended offset of the next step (equal to the last step's when they fall at the
-    /// same instant of the schedule: a zero-latency profile).
-    pub(crate) fn next_intended(&self) -> Duration {
-        self.target
+    /// same instant of the schedule: a zero-latency profile); none after the last step.
+    pub(crate) fn next_intended(&self) -> Option<Duration> {
+        (self.next < self.steps).then_some(self.target)
     }
 
     /// The stream's device membership.

@@ -261,4 +261,73 @@ mod tests {
         assert_eq!(c.0.load(Ordering::SeqCst), 0, "a cancelled entry never fires");
         t.shutdown();
     }
+
+    /// Records where and when each wake-up happened.
+    struct Log(Mutex<Vec<(Instant, Option<String>)>>);
+    impl Wake for Log {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            let name = std::thread::current().name().map(str::to_string);
+            self.0.lock().unwrap().push((Instant::now(), name));
+        }
+    }
+
+    /// Waits (up to 10 s) until `log` holds `n` wake-ups, and takes them.
+    fn take(log: &Log, n: usize) -> Vec<(Instant, Option<String>)> {
+        let end = Instant::now() + Duration::from_secs(10);
+        while log.0.lock().unwrap().len() < n && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::mem::take(&mut *log.0.lock().unwrap())
+    }
+
+    #[test]
+    fn timing_dense_deadlines_are_woken_together_once_per_tick() {
+        // Ten deadlines 200 µs apart: fired one by one they take ten firings; with the tick,
+        // the first fires at once and the others wait for the next tick: five firings (at 0,
+        // 500, 1,000, 1,500 and 2,000 µs, taking 1, 2, 3, 2 and 2). A sixth is allowed for a
+        // thread descheduled in the middle of a firing (a gap of over 100 µs inside it).
+        let t = Timer::start().unwrap();
+        let log = Arc::new(Log(Mutex::new(Vec::new())));
+        let w = Waker::from(Arc::clone(&log));
+        let first = Instant::now() + Duration::from_millis(20);
+        for i in 0..10u32 {
+            t.wake_at(first + Duration::from_micros(200) * i, &w);
+        }
+        let times: Vec<Instant> = take(&log, 10).into_iter().map(|(at, _)| at).collect();
+        assert_eq!(times.len(), 10);
+        let firings = 1 + times.windows(2).filter(|p| p[1] - p[0] > Duration::from_micros(100)).count();
+        assert!(firings <= 6, "{firings} firings for 10 deadlines over four ticks");
+        let last_due = first + Duration::from_micros(1800);
+        // No deadline waits much more than a tick (bound: the tick and 5 ms of scheduling).
+        assert!(*times.last().unwrap() < last_due + TICK + Duration::from_millis(5));
+        t.shutdown();
+    }
+
+    #[test]
+    fn on_a_runtime_due_entries_are_woken_by_its_workers_and_without_it_by_the_thread() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("rt-worker")
+            .enable_all()
+            .build()
+            .unwrap();
+        let t = Timer::start_on(rt.handle()).unwrap();
+        let log = Arc::new(Log(Mutex::new(Vec::new())));
+        let w = Waker::from(Arc::clone(&log));
+        for i in 0..5u32 {
+            t.wake_at(Instant::now() + Duration::from_millis(5) * i, &w);
+        }
+        let names: Vec<Option<String>> = take(&log, 5).into_iter().map(|(_, n)| n).collect();
+        assert_eq!(names.len(), 5);
+        assert!(names.iter().all(|n| n.as_deref() == Some("rt-worker")), "woken on {names:?}");
+        // The runtime gone (the simulator shutting down), the timer thread wakes entries itself.
+        drop(rt);
+        t.wake_at(Instant::now() + Duration::from_millis(5), &w);
+        let names: Vec<Option<String>> = take(&log, 1).into_iter().map(|(_, n)| n).collect();
+        assert_eq!(names, vec![Some("sim-ollama-timer".to_string())]);
+        t.shutdown();
+    }
 }

@@ -21,3 +21,5 @@ mod soak;
 mod tools;
 // Multi-turn agents whose histories grow, on one shared slot or a slot each (issue 12).
 mod history;
+// The pacing benchmark: the simulator and a bare writer in processes of their own (issue 15).
+mod bench;

@@ -112,3 +112,92 @@ async fn timing_time_scale_shrinks_every_modelled_duration() -> Result {
     assert!(eval >= Duration::from_millis(99) && eval < Duration::from_millis(400), "eval {eval:?}");
     Ok(())
 }
+
+/// A model emitting `rate` tokens per second (`inf`: no time at all), 400 tokens a call.
+fn rated(name: &str, rate: &str) -> ModelSpec {
+    let toml = format!(
+        r#"
+        name = "{name}:latest"
+        family = "llama"
+        parameter_size = "1B"
+        quantization_level = "Q4_0"
+        size = 1000
+        context_length = 4096
+        embedding_length = 64
+        capabilities = ["completion"]
+        [profile]
+        load_ms = {{ dist = "constant", mean = 0.0 }}
+        prompt_tokens_per_s = 1000000.0
+        decode_tokens_per_s = {rate}
+        inter_token = {{ dist = "constant" }}
+        output_tokens = {{ dist = "constant", mean = 400.0 }}
+    "#
+    );
+    toml::from_str(&toml).expect("profile parses")
+}
+
+/// The HTTP chunks of one streamed `/api/generate` call, each checked to hold whole lines.
+fn generate_chunks(sim: &sim_ollama::SimHandle, model: &str) -> Vec<Vec<u8>> {
+    let body = format!(r#"{{"model":"{model}","prompt":"go","options":{{"num_predict":400}}}}"#);
+    let raw = {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(sim.addrs()[0]).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(30))).ok();
+        let req = crate::util::request_bytes("POST", &sim.addrs()[0].to_string(), "/api/generate", Some(&body), &[]);
+        s.write_all(&req).expect("request written");
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).expect("response read");
+        raw
+    };
+    let start = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("a head") + 4;
+    let chunks = crate::util::chunks(&raw[start..]);
+    for c in &chunks {
+        assert!(c.ends_with(b"}\n"), "a chunk ends inside a line: {:?}", String::from_utf8_lossy(c));
+    }
+    assert_eq!(chunks.iter().map(|c| c.iter().filter(|b| **b == b'\n').count()).sum::<usize>(), 401);
+    chunks
+}
+
+#[test]
+fn paced_tokens_leave_one_line_per_chunk_even_when_several_fall_due_together() {
+    // 10,000 tokens/s: a token every 100 µs, so several are due at each firing of the timer
+    // (it fires at most once per 500 µs under load) or whenever the stream is polled late.
+    // The real server flushes every object on its own (issue 15), and so does the final line:
+    // 401 chunks. Coalescing every due token, as before, gave a few dozen.
+    let sim = SimBuilder::new().model(rated("fast", "10000.0")).start().expect("sim");
+    let chunks = generate_chunks(&sim, "fast");
+    assert_eq!(chunks.len(), 401, "one line per chunk");
+}
+
+#[test]
+fn tokens_at_the_same_instant_share_a_chunk() {
+    // A zero-latency profile puts every token at the same instant: one chunk each would cost
+    // throughput for nothing, so they are gathered (up to 16 KB a chunk).
+    let sim = SimBuilder::new().model(rated("zero", "inf")).start().expect("sim");
+    let chunks = generate_chunks(&sim, "zero");
+    assert!(chunks.len() <= 10, "{} chunks for 401 lines", chunks.len());
+}
+
+#[test]
+fn a_burst_of_connections_waits_in_the_accept_queue_instead_of_losing_syns() {
+    // Go listens with the kernel's somaxconn as backlog (4096 here), std and tokio with 128:
+    // the 129th connection a busy server has not accepted yet lost its SYN, and the client
+    // sent it again a second later (1,000 agents connecting at once waited a second for their
+    // first token). 600 connections to a listener that accepts none must all complete.
+    if std::fs::read_to_string("/proc/sys/net/core/somaxconn").ok().and_then(|v| v.trim().parse::<u32>().ok())
+        < Some(600)
+    {
+        panic!("this test needs net.core.somaxconn of at least 600 (Linux's default is 4096)");
+    }
+    let l = sim_ollama::listen("127.0.0.1:0".parse().expect("addr")).expect("listening");
+    let addr = l.local_addr().expect("addr");
+    let mut open = Vec::new();
+    for i in 0..600 {
+        // A lost SYN is sent again after 1 s: 800 ms tells the two apart.
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(800)) {
+            Ok(s) => open.push(s),
+            Err(e) => panic!("connection {i} did not complete: {e}"),
+        }
+    }
+    drop(l);
+}
