@@ -31,7 +31,7 @@
 use serde::Serialize;
 use std::io::BufRead;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -168,8 +168,7 @@ pub fn run(plan: &BenchPlan, progress: &mut dyn FnMut(&str)) -> Result<BenchRepo
 fn one_round(plan: &BenchPlan, server: Server, streams: usize, rt: &tokio::runtime::Runtime) -> Result<Round, String> {
     let proc = ServerProcess::start(plan, server, streams)?;
     let addr = proc.addr;
-    let body = r#"{"model":"metronome","prompt":"tick","options":{"num_predict":NUM}}"#
-        .replace("NUM", &plan.tokens.to_string());
+    let body = format!(r#"{{"model":"metronome","prompt":"tick","options":{{"num_predict":{}}}}}"#, plan.tokens);
     if server == Server::SimOllama {
         // Load the model first, so the load measures pacing, not the model's start.
         let (status, text) = rt.block_on(exchange(addr, "POST", "/api/generate", r#"{"model":"metronome"}"#))?;
@@ -344,7 +343,7 @@ impl ServerProcess {
         let (mut cmd, config) = match server {
             Server::SimOllama => {
                 let mut f = tempfile::NamedTempFile::new().map_err(|e| format!("harness bench: temp file: {e}"))?;
-                std::io::Write::write_all(&mut f, sim_config(streams, plan.interval).as_bytes())
+                std::io::Write::write_all(&mut f, sim_config(streams, plan.interval)?.as_bytes())
                     .map_err(|e| format!("harness bench: temp file: {e}"))?;
                 let mut c = Command::new(&plan.sim_bin);
                 c.args(["--port", "0", "--config"]).arg(f.path());
@@ -390,37 +389,17 @@ impl Drop for ServerProcess {
 }
 
 /// The simulator's configuration: one instance on a device that batches for free (a stream
-/// keeps its solo speed however many run), a model whose only time is its tokens, a slot per
-/// stream.
-fn sim_config(streams: usize, interval: Duration) -> String {
-    let rate = 1.0 / interval.as_secs_f64();
-    format!(
-        r#"
-[server]
-num_parallel = {streams}
-max_queue = {streams}
-[[devices]]
-name = "ideal"
-batch_penalty = 0.0
-[[instances]]
-device = "ideal"
-[[models]]
-name = "metronome:latest"
-family = "llama"
-parameter_size = "1B"
-quantization_level = "Q4_0"
-size = 1000
-context_length = 1000000
-embedding_length = 64
-capabilities = ["completion"]
-[models.profile]
-load_ms = {{ dist = "constant", mean = 0.0 }}
-prompt_tokens_per_s = 1e9
-decode_tokens_per_s = {rate}
-inter_token = {{ dist = "constant" }}
-output_tokens = {{ dist = "constant", mean = 1000000.0 }}
-"#
+/// keeps its solo speed however many run), a model whose only time is its tokens
+/// ([`sim_ollama::ModelSpec::paced`]), a slot per stream.
+fn sim_config(streams: usize, interval: Duration) -> Result<String, String> {
+    let mut cfg = sim_ollama::ConfigFile::from_toml(
+        "[[devices]]\nname = \"ideal\"\nbatch_penalty = 0.0\n[[instances]]\ndevice = \"ideal\"\n",
     )
+    .map_err(|e| format!("harness bench: {e}"))?;
+    cfg.server.num_parallel = Some(streams);
+    cfg.server.max_queue = Some(streams);
+    cfg.models.push(sim_ollama::ModelSpec::paced("metronome:latest", 1.0 / interval.as_secs_f64(), 1_000_000));
+    toml::to_string(&cfg).map_err(|e| format!("harness bench: the configuration does not serialize: {e}"))
 }
 
 /// CPU time and context switches of a process so far.
@@ -650,9 +629,4 @@ async fn bare_connection(mut s: tokio::net::TcpStream, tokens: u32, interval: Du
     let _ = s.write_all(&end).await;
     let _ = s.shutdown().await;
     late.lock().unwrap_or_else(|e| e.into_inner()).extend(mine);
-}
-
-/// The `sim-ollama` binary beside `exe` (cargo puts every binary of a profile together).
-pub fn sibling(exe: &Path, name: &str) -> PathBuf {
-    exe.with_file_name(name)
 }

@@ -94,18 +94,14 @@ fn bench(a: BenchArgs) -> ExitCode {
         tokens: a.tokens,
         interval: Duration::from_secs_f64(a.interval_ms / 1e3),
         rounds: a.rounds,
-        sim_bin: a.sim_bin.unwrap_or_else(|| harness::bench::sibling(&exe, "sim-ollama")),
+        sim_bin: a.sim_bin.unwrap_or_else(|| exe.with_file_name("sim-ollama")),
         writer_bin: exe,
     };
     match harness::bench::run(&plan, &mut |what| eprintln!("harness bench: {what}")) {
         Ok(rep) => {
             print!("{rep}");
             if let Some(p) = &a.json {
-                let written = serde_json::to_vec_pretty(&rep)
-                    .map_err(std::io::Error::other)
-                    .and_then(|b| harness::report::write_atomic(p, &b));
-                if let Err(e) = written {
-                    eprintln!("harness bench: cannot write {}: {e}", p.display());
+                if !write_json("bench", p, &rep) {
                     return ExitCode::from(1);
                 }
             }
@@ -156,11 +152,7 @@ fn soak(a: SoakArgs) -> ExitCode {
         Ok(rep) => {
             print!("{rep}");
             if let Some(p) = &a.json {
-                let written = serde_json::to_vec_pretty(&rep)
-                    .map_err(std::io::Error::other)
-                    .and_then(|b| harness::report::write_atomic(p, &b));
-                if let Err(e) = written {
-                    eprintln!("harness soak: cannot write {}: {e}", p.display());
+                if !write_json("soak", p, &rep) {
                     return ExitCode::from(1);
                 }
             }
@@ -261,6 +253,17 @@ struct ExecArgs {
     command: Vec<String>,
 }
 
+/// Writes `value` as pretty JSON to `path`, atomically; says why on stderr when it cannot.
+fn write_json(command: &str, path: &std::path::Path, value: &impl serde::Serialize) -> bool {
+    let written = serde_json::to_vec_pretty(value)
+        .map_err(std::io::Error::other)
+        .and_then(|b| harness::report::write_atomic(path, &b));
+    if let Err(e) = &written {
+        eprintln!("harness {command}: cannot write {}: {e}", path.display());
+    }
+    written.is_ok()
+}
+
 fn positive_finite(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
     if v.is_finite() && v > 0.0 && v <= 1e6 {
@@ -327,11 +330,7 @@ fn exec(a: ExecArgs) -> ExitCode {
             deployment: plan.deployment(),
             report,
         };
-        if let Err(e) = serde_json::to_vec_pretty(&doc)
-            .map_err(std::io::Error::other)
-            .and_then(|b| harness::report::write_atomic(p, &b))
-        {
-            eprintln!("harness exec: cannot write {}: {e}", p.display());
+        if !write_json("exec", p, &doc) {
             return ExitCode::from(1);
         }
     }

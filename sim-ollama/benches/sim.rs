@@ -1,12 +1,13 @@
 //! Benchmarks of the simulator itself. Run with:
 //!
 //!     cargo bench -p sim-ollama --bench sim              # all three
-//!     cargo bench -p sim-ollama --bench sim -- pacing    # or one: pacing | pacing-baseline | throughput | calibration | dual | scale
+//!     cargo bench -p sim-ollama --bench sim -- pacing    # or one: pacing | throughput | calibration | dual | scale
 //!     PACING_STREAMS=500 cargo bench -p sim-ollama --bench sim -- pacing   # another stream count
 //!
 //! - pacing: 1,000 concurrent streams at 10 ms/token; token emission lateness p50/p99
 //!   (server-side: emission time minus deadline) and the client-side inter-token gaps.
-//! - pacing-baseline: the same load against a bare tokio TCP writer, for comparison.
+//!   For the same load with the client in a process of its own, beside a bare tokio writer,
+//!   see `harness bench` (the README's pacing table).
 //! - dual: the `dual-one-device` preset running the study's two agents, next to the shared
 //!   data (per-stream rate, TTFT, load, run wall time).
 //! - scale: 1,000 concurrent streams over 2 instances with slots on one device; lateness and
@@ -21,28 +22,6 @@
 use futures::StreamExt;
 use sim_ollama::{ModelSpec, SimBuilder};
 use std::time::{Duration, Instant};
-
-fn model(name: &str, rate: &str, prompt_rate: &str) -> ModelSpec {
-    let toml = format!(
-        r#"
-        name = "{name}"
-        family = "llama"
-        parameter_size = "1B"
-        quantization_level = "Q4_0"
-        size = 1000
-        context_length = 1000000
-        embedding_length = 64
-        capabilities = ["completion"]
-        [profile]
-        load_ms = {{ dist = "constant", mean = 0.0 }}
-        prompt_tokens_per_s = {prompt_rate}
-        decode_tokens_per_s = {rate}
-        inter_token = {{ dist = "constant" }}
-        output_tokens = {{ dist = "constant", mean = 1000000.0 }}
-        "#
-    );
-    toml::from_str(&toml).expect("bench profile parses")
-}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -140,7 +119,7 @@ fn pacing() {
         .expect("config");
         let sim = SimBuilder::new()
             .config(cfg)
-            .model(model("metronome:latest", "100.0", "1e9"))
+            .model(ModelSpec::paced("metronome:latest", 100.0, 1_000_000))
             .num_parallel(streams)
             .start()
             .expect("sim");
@@ -213,85 +192,15 @@ fn pacing() {
     );
 }
 
-/// The same load against a bare tokio TCP server (no HTTP framework, no simulator: one task
-/// per connection writing a 90-byte chunk at each deadline with `sleep_until`), to tell the
-/// machine's limit from the simulator's.
-fn pacing_baseline() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let streams: usize = std::env::var("PACING_STREAMS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
-    const TOKENS: u32 = 300;
-    let srv =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("server runtime");
-    let rt = client_runtime();
-    let mut p99s = Vec::new();
-    for rep in 0..3 {
-        let l = srv.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
-        let addr = l.local_addr().expect("addr");
-        let late = std::sync::Arc::new(std::sync::Mutex::new(Vec::<f64>::new()));
-        let sink = std::sync::Arc::clone(&late);
-        let acceptor = srv.spawn(async move {
-            loop {
-                let Ok((mut s, _)) = l.accept().await else { break };
-                s.set_nodelay(true).ok();
-                let sink = std::sync::Arc::clone(&sink);
-                tokio::spawn(async move {
-                    let mut req = [0u8; 4096];
-                    let _ = s.read(&mut req).await;
-                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n").await;
-                    let mut line = format!("5b\r\n{}}}\n\r\n", "x".repeat(89)).into_bytes();
-                    let start = Instant::now();
-                    let mut v = Vec::with_capacity(TOKENS as usize);
-                    for i in 1..=TOKENS + 1 {
-                        let due = start + Duration::from_millis(10) * i;
-                        tokio::time::sleep_until(due.into()).await;
-                        if start.elapsed() > Duration::from_secs(1) {
-                            v.push(due.elapsed().as_secs_f64() * 1e6);
-                        }
-                        if i == TOKENS + 1 {
-                            line = b"0\r\n\r\n".to_vec();
-                        }
-                        if s.write_all(&line).await.is_err() {
-                            break;
-                        }
-                    }
-                    let _ = s.shutdown().await;
-                    sink.lock().expect("sink").extend(v);
-                });
-            }
-        });
-        let t0 = Instant::now();
-        rt.block_on(async {
-            let tasks: Vec<_> = (0..streams)
-                .map(|i| {
-                    let start = t0 + Duration::from_micros((i as u64 * 10_000) / streams as u64);
-                    tokio::spawn(async move {
-                        tokio::time::sleep_until(start.into()).await;
-                        raw_stream(addr, "{}", false, None).await
-                    })
-                })
-                .collect();
-            futures::future::join_all(tasks).await
-        });
-        acceptor.abort();
-        std::thread::sleep(Duration::from_millis(50));
-        let mut v = late.lock().expect("late").clone();
-        let (p50, p99) = (percentile(&mut v, 0.5), percentile(&mut v, 0.99));
-        println!(
-            "pacing-baseline rep {rep}: {streams} raw TCP streams at 10 ms (tokio sleep_until): steady-state lateness p50 {p50:.0} us, p99 {p99:.0} us"
-        );
-        p99s.push(p99);
-    }
-    println!("pacing-baseline: median of 3: bare tokio TCP server, steady-state lateness p99 {:.0} us", median(p99s));
-}
-
 fn throughput() {
     const STREAMS: usize = 64;
     const TOKENS: u64 = 20_000;
     let rt = client_runtime();
     let mut rates = Vec::new();
     for rep in 0..5 {
-        let sim =
-            SimBuilder::new().model(model("zero:latest", "inf", "inf")).num_parallel(STREAMS).start().expect("sim");
+        let mut zero = ModelSpec::paced("zero:latest", f64::INFINITY, 1_000_000);
+        zero.profile.prompt_tokens_per_s = f64::INFINITY;
+        let sim = SimBuilder::new().model(zero).num_parallel(STREAMS).start().expect("sim");
         let url = format!("{}/api/generate", sim.url());
         let client = reqwest::Client::builder().pool_max_idle_per_host(STREAMS).build().expect("client");
         rt.block_on(client.post(&url).json(&serde_json::json!({"model": "zero"})).send()).expect("load");
@@ -527,9 +436,6 @@ fn main() {
     }
     if want("pacing") {
         pacing();
-    }
-    if want("pacing-baseline") {
-        pacing_baseline();
     }
     if want("dual") {
         dual();

@@ -247,6 +247,41 @@ pub struct ModelSpec {
 }
 
 impl ModelSpec {
+    /// A completion model whose only time is its tokens: `decode_tokens_per_s` (`f64::INFINITY`:
+    /// none), constant gaps, `output_tokens` per answer, no load, per-call or first-token time,
+    /// prompts evaluated at a billion tokens a second, a context of a million. What benchmarks
+    /// and pacing tests measure the simulator's own timing against.
+    pub fn paced(name: &str, decode_tokens_per_s: f64, output_tokens: u32) -> ModelSpec {
+        ModelSpec {
+            name: name.to_string(),
+            family: "llama".into(),
+            parameter_size: "1B".into(),
+            quantization_level: "Q4_0".into(),
+            size: 1000,
+            size_loaded: None,
+            digest: None,
+            context_length: 1_000_000,
+            embedding_length: 64,
+            kv_bytes_per_token: None,
+            capabilities: vec!["completion".into()],
+            template: String::new(),
+            profile: Profile {
+                load_ms: DistSpec::constant(0.0),
+                cold_load_ms: None,
+                call_overhead_ms: DistSpec::constant(0.0),
+                prompt_tokens_per_s: 1e9,
+                first_token_ms: DistSpec::constant(0.0),
+                decode_tokens_per_s,
+                inter_token: Jitter { dist: DistKind::Constant, cv: 0.0 },
+                output_tokens: DistSpec::constant(f64::from(output_tokens)),
+                thinking_tokens: None,
+                template_tokens: 0,
+                replay: None,
+                replay_file: None,
+            },
+        }
+    }
+
     /// Whether the model has a capability (`completion`, `tools`, `embedding`, ...).
     pub fn has(&self, capability: &str) -> bool {
         self.capabilities.iter().any(|c| c == capability)
@@ -745,5 +780,17 @@ mod tests {
         let cfg = RawConfig { file, ..Default::default() }.resolve().unwrap();
         let got = cfg.models.iter().find(|x| x.name == m.name).unwrap();
         assert_eq!(got.profile.decode_tokens_per_s, 10.0);
+    }
+
+    #[test]
+    fn a_paced_model_survives_a_configuration_file() {
+        // `harness bench` hands the paced model to a separate `sim-ollama` as TOML; an infinite
+        // rate (no time at all) must come back as itself.
+        for rate in [100.0, f64::INFINITY] {
+            let mut cfg = ConfigFile::default();
+            cfg.models.push(ModelSpec::paced("metronome:latest", rate, 400));
+            let text = toml::to_string(&cfg).unwrap();
+            assert_eq!(ConfigFile::from_toml(&text).unwrap(), cfg, "{text}");
+        }
     }
 }

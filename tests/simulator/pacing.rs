@@ -8,23 +8,7 @@ use std::time::{Duration, Instant};
 
 /// A model with constant 10 ms gaps, no first-token overhead and instant loads.
 fn metronome() -> ModelSpec {
-    let toml = r#"
-        name = "metronome:latest"
-        family = "llama"
-        parameter_size = "1B"
-        quantization_level = "Q4_0"
-        size = 1000
-        context_length = 4096
-        embedding_length = 64
-        capabilities = ["completion"]
-        [profile]
-        load_ms = { dist = "constant", mean = 0.0 }
-        prompt_tokens_per_s = 1000000.0
-        decode_tokens_per_s = 100.0
-        inter_token = { dist = "constant" }
-        output_tokens = { dist = "constant", mean = 100.0 }
-    "#;
-    toml::from_str(toml).expect("metronome profile parses")
+    ModelSpec::paced("metronome:latest", 100.0, 100)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -113,29 +97,6 @@ async fn timing_time_scale_shrinks_every_modelled_duration() -> Result {
     Ok(())
 }
 
-/// A model emitting `rate` tokens per second (`inf`: no time at all), 400 tokens a call.
-fn rated(name: &str, rate: &str) -> ModelSpec {
-    let toml = format!(
-        r#"
-        name = "{name}:latest"
-        family = "llama"
-        parameter_size = "1B"
-        quantization_level = "Q4_0"
-        size = 1000
-        context_length = 4096
-        embedding_length = 64
-        capabilities = ["completion"]
-        [profile]
-        load_ms = {{ dist = "constant", mean = 0.0 }}
-        prompt_tokens_per_s = 1000000.0
-        decode_tokens_per_s = {rate}
-        inter_token = {{ dist = "constant" }}
-        output_tokens = {{ dist = "constant", mean = 400.0 }}
-    "#
-    );
-    toml::from_str(&toml).expect("profile parses")
-}
-
 /// The HTTP chunks of one streamed `/api/generate` call, each checked to hold whole lines.
 fn generate_chunks(sim: &sim_ollama::SimHandle, model: &str) -> Vec<Vec<u8>> {
     let body = format!(r#"{{"model":"{model}","prompt":"go","options":{{"num_predict":400}}}}"#);
@@ -164,7 +125,7 @@ fn paced_tokens_leave_one_line_per_chunk_even_when_several_fall_due_together() {
     // (it fires at most once per 500 µs under load) or whenever the stream is polled late.
     // The real server flushes every object on its own (issue 15), and so does the final line:
     // 401 chunks. Coalescing every due token, as before, gave a few dozen.
-    let sim = SimBuilder::new().model(rated("fast", "10000.0")).start().expect("sim");
+    let sim = SimBuilder::new().model(ModelSpec::paced("fast:latest", 10_000.0, 400)).start().expect("sim");
     let chunks = generate_chunks(&sim, "fast");
     assert_eq!(chunks.len(), 401, "one line per chunk");
 }
@@ -173,7 +134,7 @@ fn paced_tokens_leave_one_line_per_chunk_even_when_several_fall_due_together() {
 fn tokens_at_the_same_instant_share_a_chunk() {
     // A zero-latency profile puts every token at the same instant: one chunk each would cost
     // throughput for nothing, so they are gathered (up to 16 KB a chunk).
-    let sim = SimBuilder::new().model(rated("zero", "inf")).start().expect("sim");
+    let sim = SimBuilder::new().model(ModelSpec::paced("zero:latest", f64::INFINITY, 400)).start().expect("sim");
     let chunks = generate_chunks(&sim, "zero");
     assert!(chunks.len() <= 10, "{} chunks for 401 lines", chunks.len());
 }
