@@ -122,10 +122,15 @@ pub struct BenchReport {
     pub rounds: usize,
     /// One row per load and server.
     pub rows: Vec<Row>,
+    /// Why the benchmark stopped before the end (a server that did not start, a stream that
+    /// failed); the rows hold what was measured until then.
+    pub error: Option<String>,
 }
 
 /// Runs the benchmark: every load, every round, the simulator and the bare writer in turn
-/// (their order alternating by round, so drift in the machine's load falls on both).
+/// (their order alternating by round, so drift in the machine's load falls on both). A plan it
+/// cannot run is an error; a round that fails stops it, and the report keeps what was measured
+/// with the reason in [`BenchReport::error`].
 pub fn run(plan: &BenchPlan, progress: &mut dyn FnMut(&str)) -> Result<BenchReport, String> {
     if plan.streams.is_empty() || plan.streams.contains(&0) || plan.tokens == 0 || plan.rounds == 0 {
         return Err("harness bench: streams, tokens and rounds must be at least 1".into());
@@ -146,7 +151,8 @@ pub fn run(plan: &BenchPlan, progress: &mut dyn FnMut(&str)) -> Result<BenchRepo
         .build()
         .map_err(|e| format!("harness bench: client runtime: {e}"))?;
     let mut rows = Vec::new();
-    for &streams in &plan.streams {
+    let mut error = None;
+    'loads: for &streams in &plan.streams {
         let mut per: Vec<(Server, Vec<Round>)> =
             vec![(Server::SimOllama, Vec::new()), (Server::BareWriter, Vec::new())];
         for r in 0..plan.rounds {
@@ -154,15 +160,36 @@ pub fn run(plan: &BenchPlan, progress: &mut dyn FnMut(&str)) -> Result<BenchRepo
             for i in order {
                 let server = per[i].0;
                 progress(&format!("{streams} streams, round {}/{}: {server}", r + 1, plan.rounds));
-                let round = one_round(plan, server, streams, &client)?;
-                per[i].1.push(round);
+                match one_round(plan, server, streams, &client) {
+                    Ok(round) => per[i].1.push(round),
+                    Err(e) => error = Some(e),
+                }
+                if error.is_some() {
+                    // What was measured stays in the report, beside the reason it stopped.
+                    rows.extend(row_of(streams, per));
+                    break 'loads;
+                }
             }
         }
-        for (server, rounds) in per {
-            rows.push(Row { streams, server, median: median_round(&rounds), rounds });
-        }
+        rows.extend(row_of(streams, per));
     }
-    Ok(BenchReport { tokens: plan.tokens, interval_ms: plan.interval.as_secs_f64() * 1e3, rounds: plan.rounds, rows })
+    Ok(BenchReport {
+        tokens: plan.tokens,
+        interval_ms: plan.interval.as_secs_f64() * 1e3,
+        rounds: plan.rounds,
+        rows,
+        error,
+    })
+}
+
+/// The rows of one load: a server with no round measured has none.
+fn row_of(streams: usize, per: Vec<(Server, Vec<Round>)>) -> impl Iterator<Item = Row> {
+    per.into_iter().filter(|(_, rounds)| !rounds.is_empty()).map(move |(server, rounds)| Row {
+        streams,
+        server,
+        median: median_round(&rounds),
+        rounds,
+    })
 }
 
 fn one_round(plan: &BenchPlan, server: Server, streams: usize, rt: &tokio::runtime::Runtime) -> Result<Round, String> {
@@ -529,6 +556,9 @@ impl std::fmt::Display for BenchReport {
                 m.rss_peak_mb,
                 m.client_cores
             )?;
+        }
+        if let Some(e) = &self.error {
+            writeln!(f, "\nSTOPPED before the end: {e}")?;
         }
         let t = targets(self);
         if !t.is_empty() {

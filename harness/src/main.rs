@@ -105,7 +105,7 @@ fn bench(a: BenchArgs) -> ExitCode {
                     return ExitCode::from(1);
                 }
             }
-            ExitCode::SUCCESS
+            if rep.error.is_some() { ExitCode::from(1) } else { ExitCode::SUCCESS }
         }
         Err(e) => {
             eprintln!("{e}");

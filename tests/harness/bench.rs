@@ -25,6 +25,7 @@ fn plan() -> BenchPlan {
 #[test]
 fn the_benchmark_measures_the_simulator_and_the_bare_writer_each_in_its_own_process() {
     let rep = harness::bench::run(&plan(), &mut |_| {}).expect("the benchmark runs");
+    assert_eq!(rep.error, None);
     assert_eq!(rep.rows.len(), 2);
     assert_eq!(rep.rows[0].server, Server::SimOllama);
     assert_eq!(rep.rows[1].server, Server::BareWriter);
@@ -56,4 +57,17 @@ fn the_benchmark_refuses_what_it_cannot_measure() {
     p.sim_bin = bin_dir().join("no-such-sim");
     let e = harness::bench::run(&p, &mut |_| {}).unwrap_err();
     assert!(e.contains("no-such-sim") && e.contains("cargo build --release -p sim-ollama"), "{e}");
+}
+
+#[test]
+fn a_server_that_fails_mid_benchmark_stops_it_and_what_was_measured_is_kept() {
+    // The simulator's round runs first; then the "writer" is a program that exits at once.
+    let mut p = plan();
+    p.writer_bin = PathBuf::from("/bin/true");
+    let rep = harness::bench::run(&p, &mut |_| {}).expect("the plan is valid");
+    let e = rep.error.as_deref().unwrap_or_default();
+    assert!(e.contains("bare tokio writer did not say where it listens"), "{e:?}");
+    assert_eq!(rep.rows.len(), 1, "the simulator's round is kept");
+    assert_eq!((rep.rows[0].server, rep.rows[0].median.tokens), (Server::SimOllama, 5000));
+    assert!(rep.to_string().contains("STOPPED before the end"));
 }
