@@ -274,6 +274,7 @@ impl Running {
             opts,
             keep_alive,
             trace: &trace,
+            arrival,
         };
         let lease = match instance.acquire(req).await {
             Ok(l) => l,
@@ -282,9 +283,12 @@ impl Running {
                 return Err(e);
             }
         };
-        let obtained = Instant::now();
+        // Modelled instants from here: when the request had its runner, then its slot. Both
+        // run from its arrival when nothing modelled held it up, so the time the simulator
+        // took to get to the request is not added to its schedule (see `crate::arrival`).
+        let obtained = lease.ready_at;
         trace.with(|r| r.runner_us = Some(trace.us(obtained)));
-        let slot = lease.slot(&trace).await;
+        let (slot, slot_at) = lease.slot(&trace).await;
         // The slot's context: a longer prompt is cut or refused, as the real runner does it
         // once it has its slot.
         let planned = prompt.len();
@@ -314,16 +318,18 @@ impl Running {
         }
         trace.with(|r| r.cache = Some(cache_use(&claim)));
         let member = instance.device.join((instance.index, lease.runner.id));
-        let slot_at = member.joined;
+        let slot_at = slot_at.min(member.joined);
         trace.with(|r| r.slot_us = Some(trace.us(slot_at)));
         let (overhead, prompt_work) = (timing.overhead, timing.prompt);
         // The per-call overhead on a loaded runner is part of what the call costs alone.
         let ping = lease.ping;
-        let mut pacer = Pacer::new(member, timing, text.pieces.len(), timer, lateness);
-        // Step 0: the overhead is over; step 1: the prompt is evaluated.
-        let overhead_done = pacer.step().await.map_or_else(Instant::now, |s| s.at);
+        let mut pacer = Pacer::new(member, slot_at, timing, text.pieces.len(), timer, lateness);
+        // Step 0: the overhead is over; step 1: the prompt is evaluated. Neither writes
+        // anything, so a step that came late (the schedule started before the simulator got
+        // to the request) is dated when it was due.
+        let overhead_done = pacer.step().await.map_or_else(Instant::now, |s| s.at.min(s.due));
         trace.solo(ping + overhead);
-        let prompt_done = pacer.step().await.map_or_else(Instant::now, |s| s.at);
+        let prompt_done = pacer.step().await.map_or_else(Instant::now, |s| s.at.min(s.due));
         trace.solo(ping + overhead + prompt_work);
         Ok(Running {
             prompt_tokens,
@@ -352,7 +358,7 @@ impl Running {
     /// Polls for the next token; `None` after the last one.
     pub(crate) fn poll_token(&mut self, cx: &mut Context<'_>) -> Poll<Option<Emitted>> {
         match self.pacer.poll_step(cx) {
-            Poll::Ready(Some(Step { index, at, intended })) => {
+            Poll::Ready(Some(Step { index, at, intended, .. })) => {
                 self.last_at = at;
                 self.last_intended = intended;
                 self.emitted = index - 1;

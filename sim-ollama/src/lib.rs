@@ -16,6 +16,8 @@
 //! - `pacer`, `timer`: emit steps at absolute deadlines, woken by a high-resolution timer.
 //! - `generation`: one request's life, from plan to final metrics.
 //! - `routes`: the HTTP surface (`native`, `openai`, `sim`), built by a pure `app()`.
+//! - `arrival`: when each request reached the server, so the simulator's own delay in getting
+//!   to it (a burst of connections) is not added to its schedule.
 //! - `request`, `wire`, `error`: decoding with Go's errors, encoding like Go, error shapes.
 //! - `trace`, `metrics`: what the server saw, and how late it emitted tokens.
 //! - `faults`: injected errors, stalls, disconnects, by rule and seeded.
@@ -44,6 +46,7 @@ pub mod script;
 pub mod server;
 pub mod trace;
 
+mod arrival;
 mod cache;
 mod context;
 mod device;

@@ -19,6 +19,8 @@ pub(crate) struct Step {
     pub(crate) at: Instant,
     /// Its offset in the intended (solo) schedule from the moment the stream got its slot.
     pub(crate) intended: Duration,
+    /// When it was due (`at` is later when the step was late).
+    pub(crate) due: Instant,
 }
 
 #[derive(Debug)]
@@ -39,20 +41,27 @@ pub(crate) struct Pacer {
     late: Vec<Duration>,
     /// Added to every deadline (injected stalls).
     delay: Duration,
+    /// Taken from every deadline: how long before joining its batch the stream had its slot
+    /// in the modelled timeline (the simulator was late to handle its request).
+    head_start: Duration,
 }
 
 /// Lateness samples are added to the shared histogram this many at a time.
 const LATE_BATCH: usize = 64;
 
 impl Pacer {
-    /// A pacer for `tokens` tokens, starting now (the member has just joined its batch).
+    /// A pacer for `tokens` tokens. The schedule starts at `start`: now, when the member has
+    /// just joined its batch, or earlier, when the request had its slot (in the modelled
+    /// timeline) before the simulator got round to it; steps due before now happen at once.
     pub(crate) fn new(
         member: Member,
+        start: Instant,
         timing: Timing,
         tokens: usize,
         timer: Arc<Timer>,
         lateness: Arc<Lateness>,
     ) -> Pacer {
+        let head_start = member.joined.saturating_duration_since(start);
         let target = timing.overhead;
         Pacer {
             member,
@@ -66,6 +75,7 @@ impl Pacer {
             lateness,
             late: Vec::with_capacity(LATE_BATCH),
             delay: Duration::ZERO,
+            head_start,
         }
     }
 
@@ -75,6 +85,7 @@ impl Pacer {
             return Poll::Ready(None);
         }
         let deadline = self.member.deadline(self.target) + self.delay;
+        let deadline = deadline.checked_sub(self.head_start).unwrap_or(deadline);
         let now = Instant::now();
         {
             // The timer wakes up to `SLACK` early; such a step is due.
@@ -92,7 +103,7 @@ impl Pacer {
                 if self.armed.as_ref().is_some_and(|(at, _, _)| *at <= now + crate::timer::SLACK) {
                     self.armed = None;
                 }
-                let step = Step { index: self.next, at: now, intended: self.target };
+                let step = Step { index: self.next, at: now, intended: self.target, due: deadline };
                 self.next += 1;
                 if self.next == 1 {
                     self.target += self.timing.prompt;

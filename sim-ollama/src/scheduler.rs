@@ -241,6 +241,9 @@ pub(crate) struct RunnerRequest<'a> {
     pub(crate) opts: RunnerOptions,
     pub(crate) keep_alive: Option<KeepAlive>,
     pub(crate) trace: &'a TraceGuard,
+    /// When the request reached the server ([`crate::arrival`]): a runner found loaded at
+    /// once was had from then, and its per-call overhead counts from then.
+    pub(crate) arrival: Instant,
 }
 
 /// A request's hold on a runner: released (and the keep-alive timer started) on drop.
@@ -254,6 +257,11 @@ pub(crate) struct Lease {
     /// The per-call overhead alone (zero when the request loaded or waited for a load): part
     /// of what the call costs alone, so the trace's modelled solo cost includes it.
     pub(crate) ping: Duration,
+    /// When, in the modelled timeline, the request had its runner: its arrival plus the
+    /// per-call overhead when the runner was there at once, else the end of what it waited
+    /// for (a load, the scheduler) plus the overhead. Can be earlier than the moment
+    /// `acquire` returned, when the simulator itself was late to handle the request.
+    pub(crate) ready_at: Instant,
 }
 
 /// Snapshot of a loaded runner, for `/api/ps` and `/sim/metrics`.
@@ -344,7 +352,7 @@ impl Instance {
             self.attach(&st, &req.key, &req.opts, req.keep_alive)
         };
         if let Some(runner) = attached {
-            return self.ping(Lease::new(self, runner, Duration::ZERO), &req).await;
+            return self.ping(Lease::new(self, runner, Duration::ZERO), &req, req.arrival).await;
         }
 
         // Slow path: the pending queue, bounded by max_queue, then the scheduling loop.
@@ -386,7 +394,7 @@ impl Instance {
                 Decision::Retry => continue,
                 Decision::Attached(runner) => {
                     drop(sched);
-                    return self.ping(Lease::new(self, runner, Duration::ZERO), &req).await;
+                    return self.ping(Lease::new(self, runner, Duration::ZERO), &req, Instant::now()).await;
                 }
                 Decision::Load(runner) => {
                     // The load holds the scheduler, so one model loads at a time, and runs in
@@ -401,8 +409,9 @@ impl Instance {
                     );
                     tokio::time::sleep(load_time).await;
                     req.trace.end_wait(w, Instant::now());
-                    let Loading { lease, _sched } = loading;
+                    let Loading { mut lease, _sched } = loading;
                     lease.runner.ready.store(true, Ordering::Release);
+                    lease.ready_at = Instant::now();
                     return Ok(lease);
                 }
                 Decision::Wait(reason, detail) => {
@@ -609,16 +618,19 @@ impl Instance {
 
     /// A request that found its runner loaded pays the per-call overhead (the real
     /// scheduler's health ping, [`crate::config::Profile::call_overhead_ms`]): it shows in its
-    /// `load_duration`.
-    async fn ping(&self, mut lease: Lease, req: &RunnerRequest<'_>) -> Result<Lease, ApiError> {
+    /// `load_duration`. It runs from `from`: the request's arrival when the runner was there
+    /// at once, so time the simulator spent before handling the request is not paid again.
+    async fn ping(&self, mut lease: Lease, req: &RunnerRequest<'_>, from: Instant) -> Result<Lease, ApiError> {
         let mut rng =
             SeedBuilder::new(self.seed).str("ping").u64(self.index as u64).str(&req.name_key).u64(req.trace.id()).rng();
         let d = latency::call_overhead(&req.model.profile, self.time_scale, &mut rng);
-        if !d.is_zero() {
-            tokio::time::sleep(d).await;
+        let until = from + d;
+        if until > Instant::now() {
+            tokio::time::sleep_until(until.into()).await;
         }
         lease.load_modelled = d;
         lease.ping = d;
+        lease.ready_at = until;
         Ok(lease)
     }
 
@@ -783,22 +795,24 @@ impl Drop for PendingGuard<'_> {
 
 impl Lease {
     fn new(instance: &Arc<Instance>, runner: Arc<Runner>, load_modelled: Duration) -> Self {
-        Lease { instance: Arc::clone(instance), runner, load_modelled, ping: Duration::ZERO }
+        Lease { instance: Arc::clone(instance), runner, load_modelled, ping: Duration::ZERO, ready_at: Instant::now() }
     }
 
-    /// Takes one of the runner's parallel slots, in FIFO order.
-    pub(crate) async fn slot(&self, trace: &TraceGuard) -> OwnedSemaphorePermit {
+    /// Takes one of the runner's parallel slots, in FIFO order, and says when, in the modelled
+    /// timeline, the request had it: when it had the runner if a slot was free, else now.
+    pub(crate) async fn slot(&self, trace: &TraceGuard) -> (OwnedSemaphorePermit, Instant) {
         let sem = Arc::clone(&self.runner.slots);
         if let Ok(p) = Arc::clone(&sem).try_acquire_owned() {
-            return p;
+            return (p, self.ready_at);
         }
         let detail =
             format!("{}/{} slots of {} busy", self.runner.busy_slots(), self.runner.num_parallel, self.runner.display);
         let w = trace.begin_wait(WaitReason::SlotBusy, Instant::now(), detail);
         // The semaphore is never closed.
         let p = sem.acquire_owned().await.unwrap_or_else(|_| unreachable!("slot semaphores are never closed"));
-        trace.end_wait(w, Instant::now());
-        p
+        let now = Instant::now();
+        trace.end_wait(w, now);
+        (p, now)
     }
 }
 

@@ -335,16 +335,12 @@ pub fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
 
 /// Serves every instance until `stop` fires, then gives open streams a moment to finish.
 async fn serve(shared: Arc<Shared>, listeners: Vec<TcpListener>, stop: tokio::sync::oneshot::Receiver<()>) {
-    use axum::serve::ListenerExt;
+    use crate::arrival::{Conn, Stamping};
     let (tx, _) = tokio::sync::watch::channel(false);
     let mut servers = Vec::new();
     for (inst, l) in shared.instances.iter().zip(listeners) {
         let listener = match tokio::net::TcpListener::from_std(l) {
-            Ok(l) => l.tap_io(|tcp| {
-                // Tokens are small writes: without TCP_NODELAY, Nagle's algorithm would hold
-                // each one back until the previous is acknowledged.
-                let _ = tcp.set_nodelay(true);
-            }),
+            Ok(l) => Stamping::new(l),
             Err(e) => {
                 tracing::error!(target: "sim_ollama", "instance {}: {e}", inst.index);
                 continue;
@@ -352,10 +348,11 @@ async fn serve(shared: Arc<Shared>, listeners: Vec<TcpListener>, stop: tokio::sy
         };
         let app = routes::app(AppState { shared: Arc::clone(&shared), instance: Arc::clone(inst) });
         let mut rx = tx.subscribe();
-        let server = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(async move {
+        let server = axum::serve(listener, app.into_make_service_with_connect_info::<Conn>()).with_graceful_shutdown(
+            async move {
                 let _ = rx.wait_for(|s| *s).await;
-            });
+            },
+        );
         servers.push(tokio::spawn(async move { server.await }));
     }
     let _ = stop.await;

@@ -157,8 +157,16 @@ pub struct RequestTrace {
     pub stream: bool,
     /// The request's `options` (as sent).
     pub options: serde_json::Value,
-    /// Arrival, microseconds since the simulator started.
+    /// Arrival, microseconds since the simulator started: when the request's bytes reached
+    /// the server (see `handled_us`).
     pub received_us: u64,
+    /// When the simulator began handling the request (its body read and parsed). Later than
+    /// `received_us` when the simulator's own CPU was behind (a burst of connections); the
+    /// modelled schedule still runs from `received_us` unless something modelled (a load, a
+    /// busy slot) held the request, so the gap is the simulator's delay, not the server's.
+    /// (Absent, read as zero, in traces written before it was recorded.)
+    #[serde(default)]
+    pub handled_us: u64,
     /// When the request obtained a loaded runner.
     pub runner_us: Option<u64>,
     /// When it obtained a parallel slot and prompt evaluation began.
@@ -293,6 +301,7 @@ impl Trace {
             stream,
             options,
             received_us: self.us(received),
+            handled_us: self.us(Instant::now().max(received)),
             runner_us: None,
             slot_us: None,
             first_token_us: None,

@@ -162,3 +162,92 @@ fn a_burst_of_connections_waits_in_the_accept_queue_instead_of_losing_syns() {
     }
     drop(l);
 }
+
+#[test]
+fn timing_requests_the_simulator_reaches_late_keep_their_schedule_from_their_arrival() {
+    // A burst on one worker: 400 clients connect and send at once, so the simulator accepts
+    // them (their bytes already waiting) well before it gets to the last of them. The model's first token is due 250 ms after a request arrives; a
+    // request the simulator reached 30-200 ms late must still get it then, not 250 ms after
+    // the simulator got to it (what it did before: every token of a late-parsed stream was
+    // late by the simulator's own CPU time, which the real server does not spend).
+    const TTFT_MS: u64 = 250;
+    // A device that batches for free: each stream keeps its solo speed however many run.
+    let ideal = sim_ollama::ConfigFile::from_toml(
+        "[[devices]]\nname = \"ideal\"\nbatch_penalty = 0.0\n[[instances]]\ndevice = \"ideal\"\n",
+    )
+    .expect("configuration");
+    let sim = SimBuilder::new()
+        .config(ideal)
+        .model(ModelSpec::paced("slow:latest", 1000.0 / TTFT_MS as f64, 2))
+        .num_parallel(500)
+        .max_queue(500)
+        .worker_threads(1)
+        .start()
+        .expect("simulator");
+    let addr = sim.addrs()[0];
+    // A prompt of a few hundred tokens makes each request take the simulator a while.
+    let body = serde_json::json!({"model": "slow", "prompt": "tick tock ".repeat(200)}).to_string();
+    // Load the model first: requests queued behind a load wait for it (that is modelled) and
+    // start their schedule when it ends.
+    let load = r#"{"model":"slow"}"#;
+    let load = format!(
+        "POST /api/generate HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{load}",
+        load.len()
+    );
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    std::io::Write::write_all(&mut s, load.as_bytes()).expect("send");
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut s, &mut out).expect("the load answers");
+    assert!(out.starts_with(b"HTTP/1.1 200 "), "the load: {}", String::from_utf8_lossy(&out));
+    sim.clear_trace();
+    let request = format!(
+        "POST /api/generate HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut sent = Vec::new();
+    let mut conns = Vec::new();
+    for _ in 0..400 {
+        let before = Instant::now();
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        std::io::Write::write_all(&mut s, request.as_bytes()).expect("send");
+        sent.push(before);
+        conns.push(s);
+    }
+    for mut s in conns {
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut s, &mut out).expect("an answer");
+        assert!(out.starts_with(b"HTTP/1.1 200 "), "{}", String::from_utf8_lossy(&out));
+    }
+    sim.wait_idle(Duration::from_secs(5)).expect("idle");
+    let trace = sim.trace();
+    assert_eq!(trace.requests.len(), 400);
+    let us = |t: Instant| t.saturating_duration_since(sim.origin()).as_micros() as u64;
+    let first_sent = us(sent[0]);
+    let mut reached_late = 0;
+    for r in &trace.requests {
+        let first = r.first_token_us.expect("a first token");
+        let delay_ms = (r.handled_us - r.received_us) as f64 / 1e3;
+        let ttft_ms = (first - r.received_us) as f64 / 1e3;
+        // Never before the client sent (the stamp is taken when its bytes are seen) and never
+        // before the schedule allows (the timer may fire 1 ms early at most).
+        assert!(r.received_us >= first_sent, "request {} stamped before any client sent", r.id);
+        assert!(ttft_ms >= TTFT_MS as f64 - 1.0, "request {}: first token {ttft_ms:.1} ms after arrival", r.id);
+        // Reached in time to meet the deadline: met it, within 20 ms (a timer tick, a busy
+        // worker finishing a request); reached later than the deadline, it cannot be on time.
+        if delay_ms < (TTFT_MS - 50) as f64 {
+            assert!(
+                ttft_ms <= TTFT_MS as f64 + 20.0,
+                "request {} reached {delay_ms:.1} ms after it arrived sent its first token {ttft_ms:.1} ms after arrival (due at {TTFT_MS})",
+                r.id
+            );
+            if delay_ms >= 30.0 {
+                reached_late += 1;
+            }
+        }
+    }
+    // The burst must have made the simulator late, or this test checked nothing.
+    assert!(
+        reached_late >= 10,
+        "only {reached_late} requests were reached 30 ms or more after they arrived: the burst did not load the simulator"
+    );
+}

@@ -21,6 +21,7 @@ fn req(id: u64, agent: Option<&str>, from: u64, to: u64, solo: u64) -> RequestTr
         stream: true,
         options: serde_json::Value::Null,
         received_us: from * MS,
+        handled_us: from * MS,
         runner_us: Some(from * MS),
         slot_us: Some(from * MS),
         first_token_us: Some(from * MS),

@@ -18,7 +18,6 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
-use std::time::Instant;
 
 /// The non-streaming answer (`MessagesResponse`, anthropic/anthropic.go 207-217).
 #[derive(Serialize)]
@@ -140,7 +139,7 @@ pub(crate) async fn messages(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let arrival = Instant::now();
+    let arrival = peer.arrival();
     let body = body_bytes(body, s.shared.cfg.body_limit).map_err(ApiError::anthropic)?;
     let map = decode_body(&body, "MessagesRequest").map_err(ApiError::anthropic)?;
     let f = Fields::new(&map, "MessagesRequest");

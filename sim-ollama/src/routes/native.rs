@@ -4,6 +4,7 @@
 
 use super::pipeline::{self, Generation, Started, begin_trace, job, load_only, output_format, resolve, traced};
 use super::{AppState, body_bytes, bytes_response, json_response};
+use crate::arrival::{Conn, Stamp};
 use crate::clock::rfc3339;
 use crate::config::ModelSpec;
 use crate::error::ApiError;
@@ -27,14 +28,30 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The client's address, when the server was started with connect info.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Peer(pub(crate) Option<SocketAddr>);
+/// Who sent a request and when it arrived: the client's address (when the server was started
+/// with connect info) and its connection's stamp ([`crate::arrival`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Peer {
+    pub(crate) addr: Option<SocketAddr>,
+    stamp: Option<Arc<Stamp>>,
+}
+
+impl Peer {
+    /// When the request arrived: its connection's stamp, taken once the handler has the body
+    /// (a body that came slowly is stamped by its last bytes, as the real server starts work
+    /// once it has decoded it), or now when there is none (a router called in memory, a
+    /// request read while another was answered).
+    pub(crate) fn arrival(&self) -> Instant {
+        let now = Instant::now();
+        self.stamp.as_ref().and_then(|s| s.take()).map_or(now, |at| at.min(now))
+    }
+}
 
 impl<S: Send + Sync> FromRequestParts<S> for Peer {
     type Rejection = std::convert::Infallible;
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(Peer(parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0)))
+        let conn = parts.extensions.get::<ConnectInfo<Conn>>();
+        Ok(Peer { addr: conn.map(|c| c.addr), stamp: conn.map(|c| Arc::clone(&c.stamp)) })
     }
 }
 
@@ -262,7 +279,7 @@ pub(crate) async fn generate(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let arrival = Instant::now();
+    let arrival = peer.arrival();
     let body = body_bytes(body, s.shared.cfg.body_limit)?;
     let map = decode_body(&body, "GenerateRequest")?;
     let f = Fields::new(&map, "GenerateRequest");
@@ -499,7 +516,7 @@ pub(crate) async fn chat(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let arrival = Instant::now();
+    let arrival = peer.arrival();
     let body = body_bytes(body, s.shared.cfg.body_limit)?;
     let map = decode_body(&body, "ChatRequest")?;
     let f = Fields::new(&map, "ChatRequest");
@@ -735,7 +752,7 @@ pub(crate) async fn embed(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let arrival = Instant::now();
+    let arrival = peer.arrival();
     let body = body_bytes(body, s.shared.cfg.body_limit)?;
     let map = decode_body(&body, "EmbedRequest")?;
     let f = Fields::new(&map, "EmbedRequest");
@@ -804,7 +821,7 @@ pub(crate) async fn embeddings(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let arrival = Instant::now();
+    let arrival = peer.arrival();
     let body = body_bytes(body, s.shared.cfg.body_limit)?;
     let map = decode_body(&body, "EmbeddingRequest")?;
     let f = Fields::new(&map, "EmbeddingRequest");

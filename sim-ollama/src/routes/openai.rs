@@ -184,7 +184,7 @@ pub(crate) async fn chat_completions(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let arrival = Instant::now();
+    let arrival = peer.arrival();
     let map = decode(body, s.shared.cfg.body_limit, "ChatCompletionRequest")?;
     let f = Fields::new(&map, "ChatCompletionRequest");
     let model_s = f.string("model").map_err(ApiError::openai)?.unwrap_or_default();
@@ -312,7 +312,7 @@ pub(crate) async fn completions(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let arrival = Instant::now();
+    let arrival = peer.arrival();
     let map = decode(body, s.shared.cfg.body_limit, "CompletionRequest")?;
     let f = Fields::new(&map, "CompletionRequest");
     let model_s = f.string("model").map_err(ApiError::openai)?.unwrap_or_default();
@@ -409,7 +409,7 @@ pub(crate) async fn embeddings(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let arrival = Instant::now();
+    let arrival = peer.arrival();
     let map = decode(body, s.shared.cfg.body_limit, "EmbedRequest")?;
     let f = Fields::new(&map, "EmbedRequest");
     let r = async {

@@ -178,7 +178,7 @@ pub(crate) fn begin_trace(
     stream: bool,
     options: Option<&Map<String, Value>>,
 ) -> TraceGuard {
-    let (agent, client) = super::agent_label(headers, peer.0);
+    let (agent, client) = super::agent_label(headers, peer.addr);
     s.shared.trace.begin(
         arrival,
         s.instance.index,
@@ -295,6 +295,7 @@ pub(crate) async fn load_only(
         opts: RunnerOptions::from_options(options, &model.spec, shift, s.instance.device.spec.default_num_ctx()),
         keep_alive,
         trace,
+        arrival: Instant::now(),
     };
     let lease = s.instance.acquire(req).await?;
     trace.with(|r| r.runner_us = Some(trace.us(Instant::now())));

@@ -18,7 +18,6 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
-use std::time::Instant;
 
 /// The text of a message's content: a string, or its `input_text` / `output_text` parts.
 fn content_text(v: Option<&Value>) -> (String, usize) {
@@ -110,7 +109,7 @@ pub(crate) async fn responses(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let arrival = Instant::now();
+    let arrival = peer.arrival();
     let body = body_bytes(body, s.shared.cfg.body_limit).map_err(|e| e.openai().with_charset())?;
     let map = decode_body(&body, "ResponsesRequest").map_err(|e| e.openai().with_charset())?;
     let f = Fields::new(&map, "ResponsesRequest");
