@@ -38,10 +38,11 @@ fn record_bytes(r: &RequestTrace) -> usize {
 }
 
 /// How a request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// Still running.
+    #[default]
     Active,
     /// Completed normally.
     Done,
@@ -133,7 +134,7 @@ pub struct CacheUse {
 }
 
 /// Everything recorded about one request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RequestTrace {
     /// Unique per simulator, increasing in arrival order.
     pub id: u64,
@@ -506,7 +507,8 @@ impl Drop for TraceGuard {
         // Moved under the `active` lock, so a snapshot sees it in exactly one list.
         let mut active = lock(&self.trace.active);
         if let Some(rec) = active.remove(&self.id) {
-            let mut r = lock(&rec).clone();
+            // Moved out, not copied: no one reads this request's shared record after this.
+            let mut r = std::mem::take(&mut *lock(&rec));
             r.token_us.shrink_to_fit();
             let size = record_bytes(&r);
             let mut fin = lock(&self.trace.finished);
