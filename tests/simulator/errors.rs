@@ -414,6 +414,14 @@ fn a_foreign_origin_is_forbidden_and_a_local_one_allowed() {
     );
     assert_eq!(ok.status, 204);
     assert_eq!(ok.header("access-control-allow-origin"), Some("http://localhost:3000"));
+    // Not only preflights: an allowed origin's request is answered with the CORS headers, a
+    // foreign one's refused before any handler runs.
+    let get = raw_blocking(addr, "GET", "/api/version", None, &[("Origin", "http://localhost:3000")]);
+    assert_eq!(get.status, 200);
+    assert_eq!(get.header("access-control-allow-origin"), Some("http://localhost:3000"));
+    assert_eq!(get.header("vary"), Some("Origin"));
+    let foreign = raw_blocking(addr, "GET", "/api/version", None, &[("Origin", "http://example.com")]);
+    assert_eq!((foreign.status, foreign.body.len()), (403, 0));
 }
 
 #[test]

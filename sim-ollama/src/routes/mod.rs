@@ -69,9 +69,7 @@ pub(crate) fn app(state: AppState) -> Router {
             get(sim::get_faults).put(sim::put_faults).post(sim::post_faults).delete(sim::delete_faults),
         )
         .fallback(fallback)
-        .layer(middleware::from_fn(catch_panics))
-        .layer(middleware::from_fn(go_style_errors))
-        .layer(middleware::from_fn(cors))
+        .layer(middleware::from_fn(edge))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
 }
@@ -136,9 +134,23 @@ async fn catch_panics(req: Request, next: Next) -> Response {
     }
 }
 
+/// What every request passes through, in one layer (each `from_fn` layer costs a clone of the
+/// routes and a boxed future per request): CORS as the real server applies it, a handler's
+/// panic answered with a 500, axum's 405 with gin's text.
+async fn edge(req: Request, next: Next) -> Response {
+    let origin = match cors_origin(&req) {
+        Ok(origin) => origin,
+        Err(refused_or_preflight) => return refused_or_preflight,
+    };
+    let r = go_style_errors(catch_panics(req, next).await);
+    match origin {
+        Some(origin) => with_cors(r, &origin, false),
+        None => r,
+    }
+}
+
 /// Gives axum's bare 405 gin's text body (the `Allow` header is already there).
-async fn go_style_errors(req: Request, next: Next) -> Response {
-    let r = next.run(req).await;
+fn go_style_errors(r: Response) -> Response {
     if r.status() == StatusCode::METHOD_NOT_ALLOWED {
         let (mut parts, _) = r.into_parts();
         parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
@@ -178,12 +190,12 @@ fn wildcard_match(pattern: &str, s: &str) -> bool {
     }
 }
 
-/// CORS as the real server applies it: requests with a foreign `Origin` get 403; allowed
-/// origins get the CORS headers, and preflights 204.
-async fn cors(req: Request, next: Next) -> Response {
-    let origin = req.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let Some(origin) = origin else {
-        return next.run(req).await;
+/// CORS as the real server applies it: a request with a foreign `Origin` gets 403, a preflight
+/// from an allowed one 204 (both answered here, as `Err`); an allowed origin is returned, for
+/// the CORS headers of the answer.
+fn cors_origin(req: &Request) -> Result<Option<String>, Response> {
+    let Some(origin) = req.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_string) else {
+        return Ok(None);
     };
     let own_host = req.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
     let same_host = origin.split("://").nth(1).is_some_and(|h| h.eq_ignore_ascii_case(own_host));
@@ -192,12 +204,18 @@ async fn cors(req: Request, next: Next) -> Response {
         if req.method() == Method::OPTIONS {
             r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
         }
-        return r;
+        return Err(r);
     }
-    let preflight = req.method() == Method::OPTIONS;
-    let mut r = if preflight { StatusCode::NO_CONTENT.into_response() } else { next.run(req).await };
+    if req.method() == Method::OPTIONS {
+        return Err(with_cors(StatusCode::NO_CONTENT.into_response(), &origin, true));
+    }
+    Ok(Some(origin))
+}
+
+/// The CORS headers of an answer to an allowed origin (and a preflight's).
+fn with_cors(mut r: Response, origin: &str, preflight: bool) -> Response {
     let h = r.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(&origin) {
+    if let Ok(v) = HeaderValue::from_str(origin) {
         h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
     }
     h.insert(header::VARY, HeaderValue::from_static("Origin"));
