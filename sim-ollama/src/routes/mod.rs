@@ -138,9 +138,9 @@ async fn catch_panics(req: Request, next: Next) -> Response {
 /// routes and a boxed future per request): CORS as the real server applies it, a handler's
 /// panic answered with a 500, axum's 405 with gin's text.
 async fn edge(req: Request, next: Next) -> Response {
-    let origin = match cors_origin(&req) {
-        Ok(origin) => origin,
-        Err(refused_or_preflight) => return refused_or_preflight,
+    let origin = match cors(&req) {
+        Cors::Pass(origin) => origin,
+        Cors::Answered(refused_or_preflight) => return refused_or_preflight,
     };
     let r = go_style_errors(catch_panics(req, next).await);
     match origin {
@@ -190,12 +190,19 @@ fn wildcard_match(pattern: &str, s: &str) -> bool {
     }
 }
 
+/// What CORS makes of a request.
+enum Cors {
+    /// On to the handler; the allowed origin, if any, for the CORS headers of the answer.
+    Pass(Option<String>),
+    /// Answered here: a foreign origin's 403, an allowed origin's preflight 204.
+    Answered(Response),
+}
+
 /// CORS as the real server applies it: a request with a foreign `Origin` gets 403, a preflight
-/// from an allowed one 204 (both answered here, as `Err`); an allowed origin is returned, for
-/// the CORS headers of the answer.
-fn cors_origin(req: &Request) -> Result<Option<String>, Response> {
+/// from an allowed one 204.
+fn cors(req: &Request) -> Cors {
     let Some(origin) = req.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_string) else {
-        return Ok(None);
+        return Cors::Pass(None);
     };
     let own_host = req.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
     let same_host = origin.split("://").nth(1).is_some_and(|h| h.eq_ignore_ascii_case(own_host));
@@ -204,12 +211,12 @@ fn cors_origin(req: &Request) -> Result<Option<String>, Response> {
         if req.method() == Method::OPTIONS {
             r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
         }
-        return Err(r);
+        return Cors::Answered(r);
     }
     if req.method() == Method::OPTIONS {
-        return Err(with_cors(StatusCode::NO_CONTENT.into_response(), &origin, true));
+        return Cors::Answered(with_cors(StatusCode::NO_CONTENT.into_response(), &origin, true));
     }
-    Ok(Some(origin))
+    Cors::Pass(Some(origin))
 }
 
 /// The CORS headers of an answer to an allowed origin (and a preflight's).
