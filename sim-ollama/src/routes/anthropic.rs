@@ -14,7 +14,6 @@ use crate::wire::anthropic::{Stream, Usage, stop_reason};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -136,7 +135,6 @@ fn estimate_input_tokens(map: &Map<String, Value>) -> u64 {
 pub(crate) async fn messages(
     State(s): State<AppState>,
     peer: Peer,
-    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
@@ -208,7 +206,7 @@ pub(crate) async fn messages(
                 _ => None,
             },
         };
-        let t = begin_trace(&s, arrival, "/v1/messages", &model_s, &headers, peer, stream, Some(&o));
+        let t = begin_trace(&s, arrival, "/v1/messages", &model_s, peer, stream, Some(&o));
         let c = native::conversation(&messages);
         t.with(|r| r.conversation = Some(c));
         trace = Some(t);

@@ -25,7 +25,6 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// What every handler gets: the simulator and the instance the request reached.
@@ -251,16 +250,9 @@ pub(crate) fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> R
     })
 }
 
-/// Who sent a request: the `X-Agent` header (if any) and the client's address.
-pub(crate) fn agent_label(headers: &HeaderMap, peer: Option<SocketAddr>) -> (Option<String>, String) {
-    let client = peer.map_or_else(|| "unknown".to_string(), |a| a.to_string());
-    let agent = headers
-        .get("x-agent")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string);
-    (agent, client)
+/// The agent a request names in its `X-Agent` header, if any.
+pub(crate) fn agent_label(headers: &HeaderMap) -> Option<String> {
+    headers.get("x-agent").and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty()).map(str::to_string)
 }
 
 /// A JSON response with the native content type.

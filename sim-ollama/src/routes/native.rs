@@ -20,7 +20,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{ConnectInfo, FromRequestParts, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -29,10 +29,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Who sent a request and when it arrived: the client's address (when the server was started
-/// with connect info) and its connection's stamp ([`crate::arrival`]).
+/// with connect info), its `X-Agent` label, and its connection's stamp ([`crate::arrival`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Peer {
     pub(crate) addr: Option<SocketAddr>,
+    pub(crate) agent: Option<String>,
     stamp: Option<Arc<Stamp>>,
 }
 
@@ -51,7 +52,11 @@ impl<S: Send + Sync> FromRequestParts<S> for Peer {
     type Rejection = std::convert::Infallible;
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         let conn = parts.extensions.get::<ConnectInfo<Conn>>();
-        Ok(Peer { addr: conn.map(|c| c.addr), stamp: conn.map(|c| Arc::clone(&c.stamp)) })
+        Ok(Peer {
+            addr: conn.map(|c| c.addr),
+            agent: super::agent_label(&parts.headers),
+            stamp: conn.map(|c| Arc::clone(&c.stamp)),
+        })
     }
 }
 
@@ -276,7 +281,6 @@ struct GenerateLoad<'a> {
 pub(crate) async fn generate(
     State(s): State<AppState>,
     peer: Peer,
-    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
@@ -285,8 +289,7 @@ pub(crate) async fn generate(
     let f = Fields::new(&map, "GenerateRequest");
     let model_s = f.string("model")?.unwrap_or_default();
     let c = chat_generate_fields(&f)?;
-    let mut trace =
-        Some(begin_trace(&s, arrival, "/api/generate", &model_s, &headers, peer, c.stream, c.options_map.as_ref()));
+    let mut trace = Some(begin_trace(&s, arrival, "/api/generate", &model_s, peer, c.stream, c.options_map.as_ref()));
     let r = generate_inner(&s, &f, model_s, c, arrival, &mut trace).await;
     traced(&mut trace, r)
 }
@@ -513,7 +516,6 @@ struct ChatLoad<'a> {
 pub(crate) async fn chat(
     State(s): State<AppState>,
     peer: Peer,
-    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
@@ -525,8 +527,7 @@ pub(crate) async fn chat(
     if model_s.is_empty() {
         return Err(ApiError::bad_request("model is required"));
     }
-    let mut trace =
-        Some(begin_trace(&s, arrival, "/api/chat", &model_s, &headers, peer, c.stream, c.options_map.as_ref()));
+    let mut trace = Some(begin_trace(&s, arrival, "/api/chat", &model_s, peer, c.stream, c.options_map.as_ref()));
     let r = chat_inner(&s, &f, model_s, c, arrival, &mut trace).await;
     traced(&mut trace, r)
 }
@@ -749,7 +750,6 @@ pub(crate) fn embed_inputs(v: Option<&Value>) -> Result<Vec<String>, ApiError> {
 pub(crate) async fn embed(
     State(s): State<AppState>,
     peer: Peer,
-    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
@@ -767,7 +767,7 @@ pub(crate) async fn embed(
     }
     let model = resolve_embedding_model(&s, &model_s)?;
     let options = Options::from_map(options_map)?;
-    let mut trace = begin_trace(&s, arrival, "/api/embed", &model_s, &headers, peer, false, options_map);
+    let mut trace = begin_trace(&s, arrival, "/api/embed", &model_s, peer, false, options_map);
     if inputs.is_empty() {
         load_only(&s, &model, &options, true, keep_alive, &mut trace).await?;
         return Ok(json_response(
@@ -818,7 +818,6 @@ struct EmbeddingResponse {
 pub(crate) async fn embeddings(
     State(s): State<AppState>,
     peer: Peer,
-    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
@@ -834,7 +833,7 @@ pub(crate) async fn embeddings(
     }
     let model = resolve_embedding_model(&s, &model_s)?;
     let options = Options::from_map(options_map)?;
-    let mut trace = begin_trace(&s, arrival, "/api/embeddings", &model_s, &headers, peer, false, options_map);
+    let mut trace = begin_trace(&s, arrival, "/api/embeddings", &model_s, peer, false, options_map);
     if prompt.is_empty() {
         load_only(&s, &model, &options, true, keep_alive, &mut trace).await?;
         return Ok(json_response(StatusCode::OK, &EmbeddingResponse { embedding: Vec::new() }));

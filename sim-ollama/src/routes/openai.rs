@@ -15,7 +15,7 @@ use crate::wire::{Usage, Wire, to_go_json};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -181,7 +181,6 @@ struct ChatCompletion<'a> {
 pub(crate) async fn chat_completions(
     State(s): State<AppState>,
     peer: Peer,
-    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
@@ -220,7 +219,7 @@ pub(crate) async fn chat_completions(
         if model_s.is_empty() {
             return Err(ApiError::bad_request("model is required"));
         }
-        let t = begin_trace(&s, arrival, "/v1/chat/completions", &model_s, &headers, peer, stream, None);
+        let t = begin_trace(&s, arrival, "/v1/chat/completions", &model_s, peer, stream, None);
         let c = native::conversation(&messages);
         t.with(|r| r.conversation = Some(c));
         trace = Some(t);
@@ -309,7 +308,6 @@ fn completion_load(s: &AppState, model: &str, stream: bool, include_usage: bool)
 pub(crate) async fn completions(
     State(s): State<AppState>,
     peer: Peer,
-    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
@@ -326,7 +324,7 @@ pub(crate) async fn completions(
         if model_s.is_empty() {
             return Err(ApiError::model_not_found(""));
         }
-        trace = Some(begin_trace(&s, arrival, "/v1/completions", &model_s, &headers, peer, stream, None));
+        trace = Some(begin_trace(&s, arrival, "/v1/completions", &model_s, peer, stream, None));
         let name = Name::parse(&model_s).ok_or_else(ApiError::invalid_model_name)?;
         let model = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model_s))?;
         let can_think = model.spec.has("thinking");
@@ -406,7 +404,6 @@ struct EmbeddingUsage {
 pub(crate) async fn embeddings(
     State(s): State<AppState>,
     peer: Peer,
-    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
@@ -442,7 +439,7 @@ pub(crate) async fn embeddings(
             return Err(ApiError::model_not_found(&model_s));
         }
         let model = native::resolve_embedding_model(&s, &model_s)?;
-        let trace = begin_trace(&s, arrival, "/v1/embeddings", &model_s, &headers, peer, false, None);
+        let trace = begin_trace(&s, arrival, "/v1/embeddings", &model_s, peer, false, None);
         let key = model.name.key();
         let full = model.spec.embedding_length as usize;
         let dims = dimensions.filter(|d| *d > 0).map_or(full, |d| (d as usize).min(full));

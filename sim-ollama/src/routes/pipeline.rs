@@ -20,7 +20,7 @@ use crate::tools::ToolDef;
 use crate::trace::{Outcome, TraceGuard};
 use crate::wire::Wire;
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::BytesMut;
 use serde_json::{Map, Value};
@@ -173,12 +173,12 @@ pub(crate) fn begin_trace(
     arrival: Instant,
     endpoint: &str,
     model: &str,
-    headers: &HeaderMap,
     peer: Peer,
     stream: bool,
     options: Option<&Map<String, Value>>,
 ) -> TraceGuard {
-    let (agent, client) = super::agent_label(headers, peer.addr);
+    let client = peer.addr.map_or_else(|| "unknown".to_string(), |a| a.to_string());
+    let agent = peer.agent;
     s.shared.trace.begin(
         arrival,
         s.instance.index,

@@ -15,7 +15,6 @@ use crate::wire::responses::{Echo, Ids, Stream, output, tool_echo, usage};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
@@ -106,7 +105,6 @@ fn convert_input(input: Option<&Value>, out: &mut Vec<ChatMessage>) -> Result<()
 pub(crate) async fn responses(
     State(s): State<AppState>,
     peer: Peer,
-    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
@@ -172,7 +170,7 @@ pub(crate) async fn responses(
         if model_s.is_empty() {
             return Err(ApiError::bad_request("model is required"));
         }
-        let t = begin_trace(&s, arrival, "/v1/responses", &model_s, &headers, peer, stream, Some(&o));
+        let t = begin_trace(&s, arrival, "/v1/responses", &model_s, peer, stream, Some(&o));
         let c = native::conversation(&messages);
         t.with(|r| r.conversation = Some(c));
         trace = Some(t);
