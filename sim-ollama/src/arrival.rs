@@ -7,7 +7,9 @@
 //! connection stamps the moment its request's bytes were there, and a generation that had
 //! nothing modelled to wait for (a loaded runner, a free slot) runs its schedule from that
 //! stamp ([`crate::generation::Running::start`]): the first token leaves at its deadline when
-//! the simulator catches up in time, and the stream is back on its schedule otherwise.
+//! the simulator gets to the request before it. One it gets to later sends its first token at
+//! once and keeps its gaps after it ([`crate::pacer::Pacer::new`]): the delay is absorbed by
+//! the wait for the first token, never by crowding the tokens after it.
 //!
 //! The stamp is never earlier than the client's send: it is taken when the bytes are seen
 //! (when the connection is accepted if they are already waiting, else when a read returns

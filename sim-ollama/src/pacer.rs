@@ -42,8 +42,11 @@ pub(crate) struct Pacer {
     /// Added to every deadline (injected stalls).
     delay: Duration,
     /// Taken from every deadline: how long before joining its batch the stream had its slot
-    /// in the modelled timeline (the simulator was late to handle its request).
+    /// in the modelled timeline (the simulator was late to handle its request), at most the
+    /// time before its first token.
     head_start: Duration,
+    /// The gap before the first token, drawn when the pacer was made.
+    first_gap: Option<Duration>,
 }
 
 /// Lateness samples are added to the shared histogram this many at a time.
@@ -52,16 +55,24 @@ const LATE_BATCH: usize = 64;
 impl Pacer {
     /// A pacer for `tokens` tokens. The schedule starts at `start`: now, when the member has
     /// just joined its batch, or earlier, when the request had its slot (in the modelled
-    /// timeline) before the simulator got round to it; steps due before now happen at once.
+    /// timeline) before the simulator got round to it. That head start is taken from the time
+    /// before the first token only: the first token is due no earlier than now, so the
+    /// simulator's own delay is absorbed by the wait for it when there is room, and otherwise
+    /// shifts the stream, never crowding the gaps between its tokens (a stream that started
+    /// late does not catch up in a burst the real server would never send).
     pub(crate) fn new(
-        member: Member,
+        mut member: Member,
         start: Instant,
-        timing: Timing,
+        mut timing: Timing,
         tokens: usize,
         timer: Arc<Timer>,
         lateness: Arc<Lateness>,
     ) -> Pacer {
-        let head_start = member.joined.saturating_duration_since(start);
+        // The first gap is drawn now, in the order it always was (it is the first draw).
+        let first_gap = (tokens > 0).then(|| timing.next_gap());
+        let before_first = timing.overhead + timing.prompt + first_gap.unwrap_or_default();
+        let room = member.deadline(before_first).saturating_duration_since(member.joined);
+        let head_start = member.joined.saturating_duration_since(start).min(room);
         let target = timing.overhead;
         Pacer {
             member,
@@ -76,6 +87,7 @@ impl Pacer {
             late: Vec::with_capacity(LATE_BATCH),
             delay: Duration::ZERO,
             head_start,
+            first_gap,
         }
     }
 
@@ -108,7 +120,7 @@ impl Pacer {
                 if self.next == 1 {
                     self.target += self.timing.prompt;
                 } else if self.next < self.steps {
-                    self.target += self.timing.next_gap();
+                    self.target += self.first_gap.take().unwrap_or_else(|| self.timing.next_gap());
                 }
                 return Poll::Ready(Some(step));
             }

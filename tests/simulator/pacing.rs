@@ -163,14 +163,11 @@ fn a_burst_of_connections_waits_in_the_accept_queue_instead_of_losing_syns() {
     drop(l);
 }
 
-#[test]
-fn timing_requests_the_simulator_reaches_late_keep_their_schedule_from_their_arrival() {
-    // A burst on one worker: 400 clients connect and send at once, so the simulator accepts
-    // them (their bytes already waiting) well before it gets to the last of them. The model's first token is due 250 ms after a request arrives; a
-    // request the simulator reached 30-200 ms late must still get it then, not 250 ms after
-    // the simulator got to it (what it did before: every token of a late-parsed stream was
-    // late by the simulator's own CPU time, which the real server does not spend).
-    const TTFT_MS: u64 = 250;
+/// A burst on one worker: `n` clients connect and send at once, so the simulator accepts them
+/// (their bytes already waiting) well before it gets to the last of them. The model's tokens
+/// are `gap_ms` apart, the first `gap_ms` after the request. Returns the trace and when the
+/// first client began to send, in the trace's microseconds.
+fn burst_on_one_worker(n: usize, gap_ms: u64, tokens: u32) -> (sim_ollama::TraceSnapshot, u64) {
     // A device that batches for free: each stream keeps its solo speed however many run.
     let ideal = sim_ollama::ConfigFile::from_toml(
         "[[devices]]\nname = \"ideal\"\nbatch_penalty = 0.0\n[[instances]]\ndevice = \"ideal\"\n",
@@ -178,41 +175,37 @@ fn timing_requests_the_simulator_reaches_late_keep_their_schedule_from_their_arr
     .expect("configuration");
     let sim = SimBuilder::new()
         .config(ideal)
-        .model(ModelSpec::paced("slow:latest", 1000.0 / TTFT_MS as f64, 2))
-        .num_parallel(500)
-        .max_queue(500)
+        .model(ModelSpec::paced("slow:latest", 1000.0 / gap_ms as f64, tokens))
+        .num_parallel(n + 100)
+        .max_queue(n + 100)
         .worker_threads(1)
         .start()
         .expect("simulator");
     let addr = sim.addrs()[0];
-    // A prompt of a few hundred tokens makes each request take the simulator a while.
-    let body = serde_json::json!({"model": "slow", "prompt": "tick tock ".repeat(200)}).to_string();
+    let post = |body: &str| {
+        format!(
+            "POST /api/generate HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
     // Load the model first: requests queued behind a load wait for it (that is modelled) and
     // start their schedule when it ends.
-    let load = r#"{"model":"slow"}"#;
-    let load = format!(
-        "POST /api/generate HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{load}",
-        load.len()
-    );
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
-    std::io::Write::write_all(&mut s, load.as_bytes()).expect("send");
+    std::io::Write::write_all(&mut s, post(r#"{"model":"slow"}"#).as_bytes()).expect("send");
     let mut out = Vec::new();
     std::io::Read::read_to_end(&mut s, &mut out).expect("the load answers");
     assert!(out.starts_with(b"HTTP/1.1 200 "), "the load: {}", String::from_utf8_lossy(&out));
     sim.clear_trace();
-    let request = format!(
-        "POST /api/generate HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let mut sent = Vec::new();
-    let mut conns = Vec::new();
-    for _ in 0..400 {
-        let before = Instant::now();
-        let mut s = std::net::TcpStream::connect(addr).expect("connect");
-        std::io::Write::write_all(&mut s, request.as_bytes()).expect("send");
-        sent.push(before);
-        conns.push(s);
-    }
+    // A prompt of a few hundred tokens makes each request take the simulator a while.
+    let request = post(&serde_json::json!({"model": "slow", "prompt": "tick tock ".repeat(200)}).to_string());
+    let first_sent = Instant::now();
+    let conns: Vec<_> = (0..n)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(addr).expect("connect");
+            std::io::Write::write_all(&mut s, request.as_bytes()).expect("send");
+            s
+        })
+        .collect();
     for mut s in conns {
         let mut out = Vec::new();
         std::io::Read::read_to_end(&mut s, &mut out).expect("an answer");
@@ -220,17 +213,27 @@ fn timing_requests_the_simulator_reaches_late_keep_their_schedule_from_their_arr
     }
     sim.wait_idle(Duration::from_secs(5)).expect("idle");
     let trace = sim.trace();
-    assert_eq!(trace.requests.len(), 400);
-    let us = |t: Instant| t.saturating_duration_since(sim.origin()).as_micros() as u64;
-    let first_sent = us(sent[0]);
+    assert_eq!(trace.requests.len(), n);
+    let first_sent = first_sent.saturating_duration_since(sim.origin()).as_micros() as u64;
+    // Never before the client sent (the stamp is taken when its bytes are seen).
+    assert!(trace.requests.iter().all(|r| r.received_us >= first_sent), "a request stamped before any client sent");
+    (trace, first_sent)
+}
+
+#[test]
+fn timing_requests_the_simulator_reaches_late_keep_their_schedule_from_their_arrival() {
+    // 400 requests whose first token is due 250 ms after each arrives: a request the simulator
+    // reached 30-200 ms late must still get it then, not 250 ms after the simulator got to it
+    // (what it did before: every token of a late-parsed stream was late by the simulator's
+    // own CPU time, which the real server does not spend).
+    const TTFT_MS: u64 = 250;
+    let (trace, _) = burst_on_one_worker(400, TTFT_MS, 2);
     let mut reached_late = 0;
     for r in &trace.requests {
         let first = r.first_token_us.expect("a first token");
         let delay_ms = (r.handled_us - r.received_us) as f64 / 1e3;
         let ttft_ms = (first - r.received_us) as f64 / 1e3;
-        // Never before the client sent (the stamp is taken when its bytes are seen) and never
-        // before the schedule allows (the timer may fire 1 ms early at most).
-        assert!(r.received_us >= first_sent, "request {} stamped before any client sent", r.id);
+        // Never before the schedule allows (the timer may fire 1 ms early at most).
         assert!(ttft_ms >= TTFT_MS as f64 - 1.0, "request {}: first token {ttft_ms:.1} ms after arrival", r.id);
         // Reached in time to meet the deadline: met it, within 20 ms (a timer tick, a busy
         // worker finishing a request); reached later than the deadline, it cannot be on time.
@@ -250,4 +253,37 @@ fn timing_requests_the_simulator_reaches_late_keep_their_schedule_from_their_arr
         reached_late >= 10,
         "only {reached_late} requests were reached 30 ms or more after they arrived: the burst did not load the simulator"
     );
+}
+
+#[test]
+fn timing_a_stream_reached_after_its_first_token_was_due_is_shifted_not_crowded() {
+    // Tokens 10 ms apart, the first 10 ms after arrival: many of 400 requests are reached
+    // after their first token was due. The simulator's delay is taken from the wait for the
+    // first token only: such a stream's first token is due when it is reached, and token k no
+    // earlier than k gaps after that. Its schedule is shifted; it does not catch up with the
+    // schedule from its arrival by sending the tokens it is behind on at once (a thinking
+    // model's reasoning would then seem to take no time). A worker still busy with the burst
+    // can make tokens later than due, never earlier, so the bound holds on any machine.
+    const GAP_MS: u64 = 10;
+    let (trace, _) = burst_on_one_worker(400, GAP_MS, 4);
+    let mut reached_after = 0;
+    for r in &trace.requests {
+        let t = &r.token_us;
+        assert_eq!(t.len(), 4);
+        let delay_ms = (r.handled_us - r.received_us) as f64 / 1e3;
+        if delay_ms > 2.0 * GAP_MS as f64 {
+            reached_after += 1;
+        }
+        for (k, at) in t.iter().enumerate() {
+            // Less the timer's slack (50 µs), rounded up to 1 ms.
+            let earliest_ms = (r.handled_us as f64 / 1e3) + (k as u64 * GAP_MS) as f64 - 1.0;
+            assert!(
+                *at as f64 / 1e3 >= earliest_ms,
+                "request {} (reached {delay_ms:.1} ms after arrival): token {k} at {:.1} ms, before {earliest_ms:.1} ms; times {t:?}",
+                r.id,
+                *at as f64 / 1e3
+            );
+        }
+    }
+    assert!(reached_after >= 10, "only {reached_after} requests were reached two gaps after they arrived");
 }
