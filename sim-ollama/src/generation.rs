@@ -318,12 +318,13 @@ impl Running {
         }
         trace.with(|r| r.cache = Some(cache_use(&claim)));
         let member = instance.device.join((instance.index, lease.runner.id));
-        let slot_at = slot_at.min(member.joined);
-        trace.with(|r| r.slot_us = Some(trace.us(slot_at)));
         let (overhead, prompt_work) = (timing.overhead, timing.prompt);
         // The per-call overhead on a loaded runner is part of what the call costs alone.
         let ping = lease.ping;
         let mut pacer = Pacer::new(member, slot_at, timing, text.pieces.len(), timer, lateness);
+        // When its schedule starts: when it had its slot, or later when the simulator got to
+        // it after its first token was due.
+        trace.with(|r| r.slot_us = Some(trace.us(pacer.start())));
         // Step 0: the overhead is over; step 1: the prompt is evaluated. Neither writes
         // anything, so a step that came late (the schedule started before the simulator got
         // to the request) is dated when it was due.

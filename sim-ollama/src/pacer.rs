@@ -142,6 +142,11 @@ impl Pacer {
         }
     }
 
+    /// When the schedule starts: the member's join less its head start.
+    pub(crate) fn start(&self) -> Instant {
+        self.member.joined.checked_sub(self.head_start).unwrap_or(self.member.joined)
+    }
+
     /// The intended offset of the next step (equal to the last step's when they fall at the
     /// same instant of the schedule: a zero-latency profile); none after the last step.
     pub(crate) fn next_intended(&self) -> Option<Duration> {

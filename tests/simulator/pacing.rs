@@ -274,6 +274,16 @@ fn timing_a_stream_reached_after_its_first_token_was_due_is_shifted_not_crowded(
         if delay_ms > 2.0 * GAP_MS as f64 {
             reached_after += 1;
         }
+        // The trace says where the schedule started: no earlier than one gap (the time before
+        // the first token, all the delay it can absorb) before the simulator got to it.
+        let start = r.slot_us.expect("a slot");
+        assert!(
+            start + GAP_MS * 1000 + 1000 >= r.handled_us && start >= r.received_us,
+            "request {}: received {}, handled {}, schedule from {start}",
+            r.id,
+            r.received_us,
+            r.handled_us
+        );
         for (k, at) in t.iter().enumerate() {
             // Less the timer's slack (50 µs), rounded up to 1 ms.
             let earliest_ms = (r.handled_us as f64 / 1e3) + (k as u64 * GAP_MS) as f64 - 1.0;
