@@ -415,14 +415,11 @@ impl Drop for ServerProcess {
     }
 }
 
-/// The simulator's configuration: one instance on a device that batches for free (a stream
+/// The simulator's configuration: the `ideal` preset (one instance on a device that batches for free: a stream
 /// keeps its solo speed however many run), a model whose only time is its tokens
 /// ([`sim_ollama::ModelSpec::paced`]), a slot per stream.
 fn sim_config(streams: usize, interval: Duration) -> Result<String, String> {
-    let mut cfg = sim_ollama::ConfigFile::from_toml(
-        "[[devices]]\nname = \"ideal\"\nbatch_penalty = 0.0\n[[instances]]\ndevice = \"ideal\"\n",
-    )
-    .map_err(|e| format!("harness bench: {e}"))?;
+    let mut cfg = sim_ollama::config::preset("ideal").map_err(|e| format!("harness bench: {e}"))?;
     cfg.server.num_parallel = Some(streams);
     cfg.server.max_queue = Some(streams);
     cfg.models.push(sim_ollama::ModelSpec::paced("metronome:latest", 1.0 / interval.as_secs_f64(), 1_000_000));

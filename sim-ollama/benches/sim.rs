@@ -113,12 +113,9 @@ fn pacing() {
     for rep in 0..3 {
         // One instance with ideal batching (no per-stream slowdown), so every stream keeps its
         // 10 ms schedule and only the simulator's own pacing is measured.
-        let cfg = sim_ollama::ConfigFile::from_toml(
-            "[[devices]]\nname = \"ideal\"\nbatch_penalty = 0.0\n[[instances]]\ndevice = \"ideal\"\n",
-        )
-        .expect("config");
         let sim = SimBuilder::new()
-            .config(cfg)
+            .preset("ideal")
+            .expect("preset")
             .model(ModelSpec::paced("metronome:latest", 100.0, 1_000_000))
             .num_parallel(streams)
             .start()

@@ -165,16 +165,12 @@ fn a_burst_of_connections_waits_in_the_accept_queue_instead_of_losing_syns() {
 
 /// A burst on one worker: `n` clients connect and send at once, so the simulator accepts them
 /// (their bytes already waiting) well before it gets to the last of them. The model's tokens
-/// are `gap_ms` apart, the first `gap_ms` after the request. Returns the trace and when the
-/// first client began to send, in the trace's microseconds.
-fn burst_on_one_worker(n: usize, gap_ms: u64, tokens: u32) -> (sim_ollama::TraceSnapshot, u64) {
-    // A device that batches for free: each stream keeps its solo speed however many run.
-    let ideal = sim_ollama::ConfigFile::from_toml(
-        "[[devices]]\nname = \"ideal\"\nbatch_penalty = 0.0\n[[instances]]\ndevice = \"ideal\"\n",
-    )
-    .expect("configuration");
+/// are `gap_ms` apart, the first `gap_ms` after the request.
+fn burst_on_one_worker(n: usize, gap_ms: u64, tokens: u32) -> sim_ollama::TraceSnapshot {
+    // The ideal device batches for free: each stream keeps its solo speed however many run.
     let sim = SimBuilder::new()
-        .config(ideal)
+        .preset("ideal")
+        .expect("preset")
         .model(ModelSpec::paced("slow:latest", 1000.0 / gap_ms as f64, tokens))
         .num_parallel(n + 100)
         .max_queue(n + 100)
@@ -217,7 +213,12 @@ fn burst_on_one_worker(n: usize, gap_ms: u64, tokens: u32) -> (sim_ollama::Trace
     let first_sent = first_sent.saturating_duration_since(sim.origin()).as_micros() as u64;
     // Never before the client sent (the stamp is taken when its bytes are seen).
     assert!(trace.requests.iter().all(|r| r.received_us >= first_sent), "a request stamped before any client sent");
-    (trace, first_sent)
+    trace
+}
+
+/// How long after a request arrived the simulator got to it, ms.
+fn reached_ms(r: &sim_ollama::RequestTrace) -> f64 {
+    (r.handled_us - r.received_us) as f64 / 1e3
 }
 
 #[test]
@@ -227,11 +228,11 @@ fn timing_requests_the_simulator_reaches_late_keep_their_schedule_from_their_arr
     // (what it did before: every token of a late-parsed stream was late by the simulator's
     // own CPU time, which the real server does not spend).
     const TTFT_MS: u64 = 250;
-    let (trace, _) = burst_on_one_worker(400, TTFT_MS, 2);
+    let trace = burst_on_one_worker(400, TTFT_MS, 2);
     let mut reached_late = 0;
     for r in &trace.requests {
         let first = r.first_token_us.expect("a first token");
-        let delay_ms = (r.handled_us - r.received_us) as f64 / 1e3;
+        let delay_ms = reached_ms(r);
         let ttft_ms = (first - r.received_us) as f64 / 1e3;
         // Never before the schedule allows (the timer may fire 1 ms early at most).
         assert!(ttft_ms >= TTFT_MS as f64 - 1.0, "request {}: first token {ttft_ms:.1} ms after arrival", r.id);
@@ -265,12 +266,12 @@ fn timing_a_stream_reached_after_its_first_token_was_due_is_shifted_not_crowded(
     // model's reasoning would then seem to take no time). A worker still busy with the burst
     // can make tokens later than due, never earlier, so the bound holds on any machine.
     const GAP_MS: u64 = 10;
-    let (trace, _) = burst_on_one_worker(400, GAP_MS, 4);
+    let trace = burst_on_one_worker(400, GAP_MS, 4);
     let mut reached_after = 0;
     for r in &trace.requests {
         let t = &r.token_us;
         assert_eq!(t.len(), 4);
-        let delay_ms = (r.handled_us - r.received_us) as f64 / 1e3;
+        let delay_ms = reached_ms(r);
         if delay_ms > 2.0 * GAP_MS as f64 {
             reached_after += 1;
         }
