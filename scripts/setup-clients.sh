@@ -16,6 +16,7 @@ python3 -m venv "$venv.tmp"
 "$venv.tmp/bin/pip" install --quiet --disable-pip-version-check "ollama==0.6.3" "openai==3.54.0" "anthropic==2.12.0"
 rm -rf "$venv"
 mv "$venv.tmp" "$venv"
-# A venv records its own path: recreate the entry points for the final location.
+# A venv records its own path: recreate the entry points for the final location (console
+# scripts such as pip keep the old path in their first line: call `python -m pip`).
 python3 -m venv --upgrade "$venv" >/dev/null
 "$venv/bin/python" -c "import ollama, httpx, openai, anthropic; print('clients: ollama installed, openai', openai.__version__, 'anthropic', anthropic.__version__)"
