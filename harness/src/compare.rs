@@ -72,7 +72,7 @@ fn runs<'a>(r: &'a Results, rt: &str, sc: &str) -> Vec<&'a RunResult> {
 fn rank(v: Verdict) -> u8 {
     match v {
         Verdict::Parallel => 0,
-        Verdict::Degraded => 1,
+        Verdict::PartlySerialized => 1,
         Verdict::Serialized => 2,
         Verdict::Inconclusive => 3,
         Verdict::Failed => 4,
@@ -269,8 +269,8 @@ mod tests {
     fn a_rise_beyond_the_accepted_drop_is_an_improvement_and_a_worse_verdict_regresses() {
         assert_eq!(status(&[0.80, 0.81, 0.80], &[0.95, 0.96, 0.95]), Status::Improved);
         let t = Thresholds::builtin();
-        let c = compare(&results(&[0.9, 0.9], Verdict::Parallel), &results(&[0.9, 0.9], Verdict::Degraded), &t);
+        let c = compare(&results(&[0.9, 0.9], Verdict::Parallel), &results(&[0.9, 0.9], Verdict::PartlySerialized), &t);
         assert_eq!(c[0].status, Status::Regressed, "{}", c[0].why);
-        assert!(c[0].why.contains("parallel -> degraded"), "{}", c[0].why);
+        assert!(c[0].why.contains("parallel -> partly_serialized"), "{}", c[0].why);
     }
 }

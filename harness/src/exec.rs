@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 /// Version of the `--json` document's schema (the judge's report inside it has its own,
 /// `report.schema_version`). Documented in `docs/judge.md`.
-pub const EXEC_SCHEMA_VERSION: u32 = 1;
+pub const EXEC_SCHEMA_VERSION: u32 = 2;
 
 /// What to run, and against which deployment.
 #[derive(Debug, Clone)]

@@ -236,12 +236,20 @@ struct ExecArgs {
     /// labelled agents says the program limits itself by design).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     agents: Option<u64>,
-    /// Exit 4 when the verdict is not this one (parallel, degraded, serialized, inconclusive).
+    /// Exit 4 when the client verdict is not this one (parallel, partly_serialized,
+    /// serialized, inconclusive): did the program overlap its agents as far as the deployment
+    /// allows?
     #[arg(long)]
     expect: Option<sim_ollama::Verdict>,
-    /// Exit 4 when the share of the possible saving achieved is below this (0-1), or unknown.
+    /// Exit 4 when the client's share of the saving the deployment allows is below this (0-1),
+    /// or unknown; where the deployment allows no saving, a client-parallel verdict meets it.
     #[arg(long, value_parser = unit_interval)]
     min_saving: Option<f64>,
+    /// Exit 4 when the deployment allows less than this speedup (one call at a time over a
+    /// perfectly concurrent client's time), or it is unknown: a check of the deployment, apart
+    /// from the client's.
+    #[arg(long, value_parser = positive_finite)]
+    min_speedup: Option<f64>,
     /// Also write the report as JSON here (schema: docs/judge.md).
     #[arg(long)]
     json: Option<PathBuf>,
@@ -356,6 +364,8 @@ fn exec(a: ExecArgs) -> ExitCode {
                 );
                 failed = true;
             }
+            // Nothing to save on this deployment: the overlap decided the verdict.
+            None if report.verdict == sim_ollama::Verdict::Parallel => {}
             None => {
                 eprintln!(
                     "harness exec: no saving could be measured ({}), so the minimum {:.0}% is not met",
@@ -364,6 +374,17 @@ fn exec(a: ExecArgs) -> ExitCode {
                 );
                 failed = true;
             }
+        }
+    }
+    if let Some(min) = a.min_speedup {
+        let d = &report.deployment;
+        if !d.speedup.is_some_and(|x| x >= min) {
+            eprintln!(
+                "harness exec: the deployment allows a speedup of {} where at least {min:.2}x is required: {}",
+                d.speedup.map_or("n/a".to_string(), |x| format!("{x:.2}x")),
+                d.reason
+            );
+            failed = true;
         }
     }
     if failed { ExitCode::from(4) } else { ExitCode::SUCCESS }

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Version of `results.json`'s schema.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 fn one() -> f64 {
     1.0
@@ -133,9 +133,13 @@ pub struct CellSummary {
     pub verdict: Verdict,
     /// The median run's reason.
     pub reason: String,
-    /// What the median run's verdict blamed (simulator runs; absent in live mode).
+    /// What the median run's client verdict blamed (simulator runs; absent in live mode).
     #[serde(default)]
     pub cause: Option<sim_ollama::judge::Cause>,
+    /// The median run's deployment verdict: how much speedup the deployment allows this
+    /// scenario and what limits it (simulator runs; absent in live mode).
+    #[serde(default)]
+    pub deployment: Option<sim_ollama::judge::DeploymentReport>,
     /// Runs per verdict.
     pub verdicts: std::collections::BTreeMap<String, usize>,
     /// Runs that failed (a call failed, or nothing to judge them by): excluded from every
@@ -193,7 +197,7 @@ fn rank(v: Verdict) -> u8 {
     match v {
         Verdict::Failed => 0,
         Verdict::Serialized => 1,
-        Verdict::Degraded => 2,
+        Verdict::PartlySerialized => 2,
         Verdict::Inconclusive => 3,
         Verdict::Parallel => 4,
     }
@@ -248,7 +252,8 @@ pub fn summarize_cell(
     // serialized by the calls' order (no two ever overlapped): that does not rest on timings.
     if let (Some((lo, hi)), Some(m)) = (interval, median) {
         let by_order = m.verdict == Verdict::Serialized && m.calls_overlapped == Some(false);
-        let by_saving = matches!(verdict, Verdict::Parallel | Verdict::Degraded | Verdict::Serialized) && !by_order;
+        let by_saving =
+            matches!(verdict, Verdict::Parallel | Verdict::PartlySerialized | Verdict::Serialized) && !by_order;
         if by_saving && crate::verdict::crosses_parallel_line(lo, hi) {
             verdict = Verdict::Inconclusive;
             reason = format!(
@@ -280,6 +285,7 @@ pub fn summarize_cell(
         verdict,
         reason,
         cause: median.and_then(|r| r.judge.as_ref()).map(|j| j.cause),
+        deployment: median.and_then(|r| r.judge.as_ref()).map(|j| j.deployment.clone()),
         verdicts,
         failed_runs: failed.len(),
         effect_size_vs_tokio_default: None,
@@ -325,7 +331,7 @@ pub fn markdown(r: &Results) -> String {
     let _ = writeln!(s, "# Runtime x scenario matrix\n");
     let _ = writeln!(
         s,
-        "Mode: {} (seed {}){}. True efficiency = sum of solo durations / (agents x concurrent wall); apparent = the study's formula (sum of concurrent durations / (agents x wall)); saving = share of the possible time saving achieved, (sum of solo - wall) / (sum of solo - longest solo). Verdicts: parallel at a saving >= {:.0} %, serialized at <= {:.0} %, degraded in between.\n",
+        "Mode: {} (seed {}){}. True efficiency = sum of solo durations / (agents x concurrent wall); apparent = the study's formula (sum of concurrent durations / (agents x wall)); saving = the client's share of the time saving the deployment allows. Two verdicts: the **client** verdict (did the program overlap its agents as far as the deployment allows: parallel at a saving >= {:.0} %, serialized at <= {:.0} %, partly serialized in between; where the deployment allows no saving, the overlap decides) and the **deployment** verdict (how much of an ideal server's saving the deployment allows, and what limits it).\n",
         r.mode,
         r.seed,
         if r.server_trace {
@@ -336,10 +342,39 @@ pub fn markdown(r: &Results) -> String {
         r.thresholds.parallel_min_saving * 100.0,
         r.thresholds.serialized_max_saving * 100.0
     );
+    // What each scenario's deployment allows, from the first cell of it that has a verdict:
+    // the replay of a perfectly concurrent client depends on the scenario, not the runtime.
+    let mut scenarios: Vec<&CellSummary> = Vec::new();
+    for c in &r.summary {
+        if c.deployment.is_some() && !scenarios.iter().any(|x| x.scenario == c.scenario) {
+            scenarios.push(c);
+        }
+    }
+    if !scenarios.is_empty() {
+        let _ = writeln!(s, "## What each deployment allows\n");
+        let _ = writeln!(s, "| scenario | deployment | limit | speedup allowed (x) | ideal server (x) | reason |");
+        let _ = writeln!(s, "|---|---|---|---|---|---|");
+        for c in &scenarios {
+            let Some(d) = &c.deployment else { continue };
+            let x = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} |",
+                c.scenario,
+                d.verdict,
+                d.limit.as_str(),
+                x(d.speedup),
+                x(d.ideal_speedup),
+                d.reason.replace('|', "/")
+            );
+        }
+        let _ = writeln!(s);
+    }
     let _ = writeln!(s, "## By runtime (all scenarios)\n");
+    let _ = writeln!(s, "Figures over the runs that did not fail; client verdicts over every run.\n");
     let _ = writeln!(
         s,
-        "| runtime | peak true eff (%) | mean true eff (%) | sd (pp) | mean apparent eff (%) | peak speedup (x) | verdicts |"
+        "| runtime | peak true eff (%) | mean true eff (%) | sd (pp) | mean apparent eff (%) | peak speedup (x) | client verdicts |"
     );
     let _ = writeln!(s, "|---|---|---|---|---|---|---|");
     let mut runtimes: Vec<&str> = Vec::new();
@@ -349,12 +384,14 @@ pub fn markdown(r: &Results) -> String {
         }
     }
     for rt in &runtimes {
-        let runs: Vec<&RunResult> = r.runs.iter().filter(|x| &x.runtime == rt).collect();
+        let all: Vec<&RunResult> = r.runs.iter().filter(|x| &x.runtime == rt).collect();
+        // A failed run's figures are no evidence (a killed server's run can read 100 %).
+        let runs: Vec<&&RunResult> = all.iter().filter(|x| x.verdict != Verdict::Failed).collect();
         let t = summarize(&runs.iter().map(|x| x.efficiency_true).collect::<Vec<_>>());
         let a = summarize(&runs.iter().map(|x| x.efficiency_apparent).collect::<Vec<_>>());
         let sp = summarize(&runs.iter().map(|x| x.speedup).collect::<Vec<_>>());
         let mut counts = std::collections::BTreeMap::new();
-        for x in &runs {
+        for x in &all {
             *counts.entry(x.verdict.to_string()).or_insert(0) += 1;
         }
         let v: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
@@ -395,14 +432,14 @@ pub fn markdown(r: &Results) -> String {
     let _ = writeln!(s, "\n## By cell\n");
     let _ = writeln!(
         s,
-        "| runtime | scenario | runs | true eff (%) mean [95% CI] | apparent eff (%) | speedup (x) | saving (%) median [80% interval, live] | TTFT p50 (ms, {time}) | prompt eval p50 (ms, {time}) | ITL p50 (ms, {time}) | verdict | reason |",
+        "| runtime | scenario | runs | true eff (%) mean [95% CI] | apparent eff (%) | speedup (x) | saving (%) median [80% interval, live] | TTFT p50 (ms, {time}) | prompt eval p50 (ms, {time}) | ITL p50 (ms, {time}) | client verdict | reason | deployment |",
         time = if r.server_trace { "modelled" } else { "wall" }
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for c in &r.summary {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} [{}, {}] | {} | {:.2} | {} | {:.1} | {:.1} | {:.3} | {} | {} |",
+            "| {} | {} | {} | {} [{}, {}] | {} | {:.2} | {} | {:.1} | {:.1} | {:.3} | {} | {} | {} |",
             c.runtime,
             c.scenario,
             c.runs,
@@ -419,7 +456,8 @@ pub fn markdown(r: &Results) -> String {
             c.prompt_eval_ms_p50 / c.time_scale,
             c.itl_ms_p50 / c.time_scale,
             c.verdict,
-            c.reason.replace('|', "/")
+            c.reason.replace('|', "/"),
+            c.deployment.as_ref().map_or("-".to_string(), |d| format!("{} ({})", d.verdict, d.limit.as_str()))
         );
     }
     s
@@ -438,6 +476,8 @@ struct RunRow<'a> {
     saving: f64,
     verdict: Verdict,
     reason: &'a str,
+    deployment: &'a str,
+    deployment_limit: &'a str,
 }
 
 /// A row of `summary.csv`. TTFT and ITL are given as measured (wall) and in modelled time
@@ -465,6 +505,10 @@ struct CellRow<'a> {
     ttft_thinking_ms_p50_modelled: f64,
     verdict: Verdict,
     reason: &'a str,
+    deployment: &'a str,
+    deployment_limit: &'a str,
+    deployment_speedup: f64,
+    deployment_reason: &'a str,
 }
 
 fn to_csv<T: Serialize>(rows: impl IntoIterator<Item = T>) -> String {
@@ -489,6 +533,8 @@ pub fn runs_csv(r: &Results) -> String {
         saving: x.saving,
         verdict: x.verdict,
         reason: &x.reason,
+        deployment: x.judge.as_ref().map_or("", |j| j.deployment.verdict.as_str()),
+        deployment_limit: x.judge.as_ref().map_or("", |j| j.deployment.limit.as_str()),
     }))
 }
 
@@ -518,6 +564,10 @@ pub fn summary_csv(r: &Results) -> String {
             ttft_thinking_ms_p50_modelled: c.ttft_thinking_ms_p50 / c.time_scale,
             verdict: c.verdict,
             reason: &c.reason,
+            deployment: c.deployment.as_ref().map_or("", |d| d.verdict.as_str()),
+            deployment_limit: c.deployment.as_ref().map_or("", |d| d.limit.as_str()),
+            deployment_speedup: c.deployment.as_ref().and_then(|d| d.speedup).unwrap_or(f64::NAN),
+            deployment_reason: c.deployment.as_ref().map_or("", |d| d.reason.as_str()),
         }
     }))
 }
@@ -563,7 +613,7 @@ mod tests {
 
     #[test]
     fn csv_fields_are_quoted_when_needed() {
-        let mut r = run(0.5, Verdict::Degraded);
+        let mut r = run(0.5, Verdict::PartlySerialized);
         r.reason = "a, \"b\"\nc".into();
         let results = Results {
             schema_version: SCHEMA_VERSION,
@@ -579,7 +629,7 @@ mod tests {
         let mut rd = csv::Reader::from_reader(text.as_bytes());
         let row = rd.records().next().unwrap().unwrap();
         assert_eq!(&row[9], "a, \"b\"\nc", "the reason reads back whole");
-        assert_eq!(&row[8], "degraded");
+        assert_eq!(&row[8], "partly_serialized");
     }
 
     fn run(saving: f64, verdict: Verdict) -> RunResult {

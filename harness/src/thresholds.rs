@@ -6,6 +6,7 @@ use crate::report::CellSummary;
 use crate::runtime;
 use crate::verdict::Verdict;
 use serde::Deserialize;
+use sim_ollama::judge::{Allows, Limit};
 
 /// The compiled-in thresholds.
 pub const DEFAULT_TOML: &str = include_str!("../../fixtures/thresholds.toml");
@@ -33,6 +34,17 @@ pub struct Rule {
     /// Largest accepted fall of the mean true efficiency between two reports.
     #[serde(default)]
     pub max_drop: Option<f64>,
+    /// Expected deployment verdict (full, partial, no_speedup, unknown): what the deployment
+    /// allows, judged apart from the client.
+    #[serde(default)]
+    pub deployment: Option<Allows>,
+    /// What the deployment verdict must name as its limit (slots, shared_device, ...).
+    #[serde(default)]
+    pub deployment_limit: Option<Limit>,
+    /// Lowest speedup the deployment must allow (one call at a time over a perfectly
+    /// concurrent client's time).
+    #[serde(default)]
+    pub min_speedup: Option<f64>,
 }
 
 /// The rules.
@@ -129,6 +141,34 @@ impl Thresholds {
         if let Some(phrase) = self.pick(rt, sc, |r| r.reason_contains.clone()) {
             if !c.reason.contains(&phrase) {
                 out.push(format!("{name}: the reason should say {phrase:?} but says: {}", c.reason));
+            }
+        }
+        // The deployment, checked apart from the client: a rule about it needs the cell's
+        // deployment verdict, and a cell without one (live mode) fails such a rule.
+        let dep = c.deployment.as_ref();
+        let dep_reason = dep.map_or("no deployment verdict (live mode?)", |d| d.reason.as_str());
+        if let Some(v) = self.pick(rt, sc, |r| r.deployment) {
+            if dep.map(|d| d.verdict) != Some(v) {
+                let got = dep.map_or("none", |d| d.verdict.as_str());
+                out.push(format!("{name}: deployment verdict {got} where {v} was expected: {dep_reason}"));
+            }
+        }
+        if let Some(l) = self.pick(rt, sc, |r| r.deployment_limit) {
+            if dep.map(|d| d.limit) != Some(l) {
+                let got = dep.map_or("none", |d| d.limit.as_str());
+                out.push(format!(
+                    "{name}: the deployment's limit is {got} where {} was expected: {dep_reason}",
+                    l.as_str()
+                ));
+            }
+        }
+        if let Some(min) = self.pick(rt, sc, |r| r.min_speedup) {
+            let got = dep.and_then(|d| d.speedup);
+            if !got.is_some_and(|x| x >= min) {
+                out.push(format!(
+                    "{name}: the deployment allows a speedup of {} where at least {min:.2}x is required: {dep_reason}",
+                    got.map_or("n/a".to_string(), |x| format!("{x:.2}x"))
+                ));
             }
         }
         out

@@ -332,6 +332,7 @@ mod tests {
             time_scale: 1.0,
             dropped: 0,
             requests: vec![req(1, "a", 0, 1000, 5000), req(2, "b", 100, 6000, 9000)],
+            devices: Vec::new(),
         };
         let l = lanes(&trace);
         assert_eq!(l.len(), 2);
@@ -350,7 +351,13 @@ mod tests {
         a1.agent_label = Some("a".into());
         let mut b = req(2, "b", 100, 6000, 9000);
         b.agent_label = Some("b".into());
-        let trace = TraceSnapshot { schema_version: 2, time_scale: 1.0, dropped: 0, requests: vec![a1, b, a2] };
+        let trace = TraceSnapshot {
+            schema_version: 2,
+            time_scale: 1.0,
+            dropped: 0,
+            requests: vec![a1, b, a2],
+            devices: Vec::new(),
+        };
         let report = sim_ollama::judge::judge(&trace, &sim_ollama::JudgeOptions::new());
         let l = agent_lanes(&trace, &report);
         assert_eq!(l.len(), 2, "one lane per agent");

@@ -28,14 +28,14 @@ pub fn classify(e: &Efficiency) -> Verdict {
         } else if e.efficiency_true >= PARALLEL_MIN_SAVING {
             Verdict::Parallel
         } else {
-            Verdict::Degraded
+            Verdict::PartlySerialized
         }
     } else if e.saving >= PARALLEL_MIN_SAVING {
         Verdict::Parallel
     } else if e.saving <= SERIALIZED_MAX_SAVING {
         Verdict::Serialized
     } else {
-        Verdict::Degraded
+        Verdict::PartlySerialized
     }
 }
 
@@ -196,10 +196,10 @@ mod tests {
     fn thresholds_split_the_three_verdicts() {
         assert_eq!(classify(&saving(0.99)), Verdict::Parallel);
         assert_eq!(classify(&saving(0.80)), Verdict::Parallel);
-        assert_eq!(classify(&saving(0.50)), Verdict::Degraded);
+        assert_eq!(classify(&saving(0.50)), Verdict::PartlySerialized);
         assert_eq!(classify(&saving(0.15)), Verdict::Serialized);
         assert_eq!(classify(&saving(-0.3)), Verdict::Serialized);
-        assert_eq!(classify(&saving(f64::NAN)), Verdict::Degraded, "one agent at 50 % of its solo speed");
+        assert_eq!(classify(&saving(f64::NAN)), Verdict::PartlySerialized, "one agent at 50 % of its solo speed");
         let none = Efficiency { efficiency_true: f64::NAN, ..saving(f64::NAN) };
         assert_eq!(classify(&none), Verdict::Failed);
     }
@@ -241,7 +241,7 @@ mod tests {
         }
         // Across the serialized line only: short of parallel either way; the median decides.
         assert_eq!(judge_live(&saving(0.1), &par, Some((0.05, 0.3))).0, Verdict::Serialized);
-        assert_eq!(judge_live(&saving(0.2), &par, Some((0.05, 0.3))).0, Verdict::Degraded);
+        assert_eq!(judge_live(&saving(0.2), &par, Some((0.05, 0.3))).0, Verdict::PartlySerialized);
         // One round: no interval, the saving decides.
         assert_eq!(judge_live(&saving(0.85), &par, None).0, Verdict::Parallel);
     }

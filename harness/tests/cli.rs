@@ -43,7 +43,7 @@ fn a_matrix_writes_json_markdown_and_csv_and_exits_0() {
         assert!(dir.join(f).exists(), "{f} written");
     }
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
-    assert_eq!(v["schema_version"], 3);
+    assert_eq!(v["schema_version"], 4);
     assert_eq!(v["runs"].as_array().map(Vec::len), Some(4));
     let run = &v["runs"][0];
     for k in [
@@ -198,10 +198,11 @@ fn exec_passes_a_correct_python_asyncio_program_and_catches_a_blocking_one() {
     );
     assert!(String::from_utf8_lossy(&ok.stdout).contains("agents done"), "the program's output is passed through");
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("--json written")).expect("JSON");
-    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["schema_version"], 2);
     assert_eq!(doc["exit_code"], 0);
-    assert_eq!(doc["report"]["schema_version"], 1);
+    assert_eq!(doc["report"]["schema_version"], 2);
     assert_eq!(doc["report"]["verdict"], "parallel");
+    assert!(doc["report"]["deployment"]["verdict"].is_string(), "both verdicts in the JSON: {doc}");
     assert!(doc["report"]["time"]["saving"].as_f64().is_some_and(|s| s >= 0.8), "{doc}");
     let _ = std::fs::remove_dir_all(&dir);
 

@@ -383,6 +383,14 @@ pub struct DeviceSpec {
 }
 
 impl DeviceSpec {
+    /// How it shares its capacity between streams (what the trace tells the judge).
+    pub fn sharing(&self) -> crate::trace::DeviceSharing {
+        crate::trace::DeviceSharing {
+            batch_penalty: self.batch_penalty,
+            cross_process_efficiency: self.cross_process_efficiency,
+        }
+    }
+
     /// A device with the default sharing figures and no memory model.
     pub fn new(name: impl Into<String>) -> Self {
         DeviceSpec {

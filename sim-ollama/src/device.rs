@@ -96,9 +96,7 @@ impl Device {
 
     /// Speed of each stream of a batch of `n` when `m` batches are active on the device.
     fn speed(&self, n: usize, m: usize) -> f64 {
-        let batch = 1.0 / (1.0 + self.spec.batch_penalty * (n.saturating_sub(1)) as f64);
-        let share = if m <= 1 { 1.0 } else { self.spec.cross_process_efficiency / m as f64 };
-        batch * share
+        self.spec.sharing().speed(n, m)
     }
 
     /// Advances every clock to `now`, applies `change`, recomputes speeds and wakes the streams

@@ -287,7 +287,10 @@ impl Running {
         // run from its arrival when nothing modelled held it up, so the time the simulator
         // took to get to the request is not added to its schedule (see `crate::arrival`).
         let obtained = lease.ready_at;
-        trace.with(|r| r.runner_us = Some(trace.us(obtained)));
+        trace.with(|r| {
+            r.runner_us = Some(trace.us(obtained));
+            r.slots = lease.runner.num_parallel;
+        });
         let (slot, slot_at) = lease.slot(&trace).await;
         // The slot's context: a longer prompt is cut or refused, as the real runner does it
         // once it has its slot.

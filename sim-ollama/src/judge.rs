@@ -42,6 +42,9 @@
 //! assert_eq!(report.verdict, Verdict::Inconclusive, "{report}"); // nothing ran
 //! ```
 
+mod allowed;
+mod deployment;
+
 use crate::trace::{Outcome, RequestTrace, TraceSnapshot, WaitReason};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,7 +52,7 @@ use std::fmt;
 use std::time::Duration;
 
 /// Version of the [`Report`]'s JSON schema (`harness exec --json`).
-pub const REPORT_SCHEMA_VERSION: u32 = 1;
+pub const REPORT_SCHEMA_VERSION: u32 = 2;
 
 /// A saving at or above this is parallel.
 pub const PARALLEL_MIN_SAVING: f64 = 0.80;
@@ -58,13 +61,14 @@ pub const SERIALIZED_MAX_SAVING: f64 = 0.15;
 
 /// The verdict on a program's (or a run's) concurrency.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Verdict {
-    /// The agents ran together and saved (nearly) all the time they could.
+    /// The agents ran together and saved (nearly) all the time the deployment allows.
     Parallel,
-    /// Running together helped, much less than it could have.
-    Degraded,
-    /// No real gain from running together.
+    /// Running together helped, much less than the deployment allows: the client held some
+    /// calls back.
+    PartlySerialized,
+    /// The client held its agents' calls back: no real gain from running them together.
     Serialized,
     /// The evidence cannot tell: nothing ran, one request, one agent, or nothing to save.
     Inconclusive,
@@ -78,7 +82,7 @@ impl Verdict {
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Parallel => "parallel",
-            Verdict::Degraded => "degraded",
+            Verdict::PartlySerialized => "partly_serialized",
             Verdict::Serialized => "serialized",
             Verdict::Inconclusive => "inconclusive",
             Verdict::Failed => "failed",
@@ -97,16 +101,20 @@ impl std::str::FromStr for Verdict {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "parallel" => Ok(Verdict::Parallel),
-            "degraded" => Ok(Verdict::Degraded),
+            // "degraded": the name before the verdict was the client's alone (schema 1).
+            "partly_serialized" | "degraded" => Ok(Verdict::PartlySerialized),
             "serialized" => Ok(Verdict::Serialized),
             "inconclusive" => Ok(Verdict::Inconclusive),
             "failed" => Ok(Verdict::Failed),
-            other => Err(format!("{other:?} is not a verdict: parallel, degraded, serialized, inconclusive, failed")),
+            other => Err(format!(
+                "{other:?} is not a verdict: parallel, partly_serialized, serialized, inconclusive, failed"
+            )),
         }
     }
 }
 
-/// What the verdict blames.
+/// What the client verdict blames: always something in the client (what the deployment
+/// allows is the [`DeploymentReport`]'s).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cause {
@@ -123,12 +131,12 @@ pub enum Cause {
     /// The server streamed on time but the client read late: its executor was blocked (known
     /// only from client-side observations).
     ClientLag,
-    /// Requests waited for a parallel slot.
-    ServerSlots,
-    /// Streams decoded together, but slowly: a shared device or a batch.
-    SharedDevice,
-    /// Requests waited for model loads, reloads or evictions.
-    Loads,
+    /// The judge could not tell the agents apart (no labels, no conversations to chain, no
+    /// number of agents given), so it cannot say whether the time lost was the client's.
+    UnknownAgents,
+    /// The trace does not describe its deployment (traces older than schema 4), so time lost
+    /// cannot be told from what the deployment allows.
+    UnknownDeployment,
 }
 
 impl Cause {
@@ -140,11 +148,113 @@ impl Cause {
             Cause::Client => "client",
             Cause::ConnectionPool => "connection_pool",
             Cause::ClientLag => "client_lag",
-            Cause::ServerSlots => "server_slots",
-            Cause::SharedDevice => "shared_device",
-            Cause::Loads => "loads",
+            Cause::UnknownAgents => "unknown_agents",
+            Cause::UnknownDeployment => "unknown_deployment",
         }
     }
+}
+
+/// How much of the saving an ideal server would give this workload the deployment allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Allows {
+    /// At least 80 % of what an infinitely parallel server would save.
+    Full,
+    /// Some speedup, much less than an ideal server's.
+    Partial,
+    /// No real speedup (at most 15 % of the ideal saving, or slower than one call at a time).
+    NoSpeedup,
+    /// Cannot tell: nothing to judge, nothing to save, or a trace that does not describe its
+    /// deployment (live servers, traces older than schema 4).
+    Unknown,
+}
+
+impl Allows {
+    /// The name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Allows::Full => "full",
+            Allows::Partial => "partial",
+            Allows::NoSpeedup => "no_speedup",
+            Allows::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for Allows {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What limits the speedup a deployment allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limit {
+    /// Nothing: it allows (nearly) everything an ideal server would.
+    None,
+    /// Too few parallel slots (`OLLAMA_NUM_PARALLEL`, or one slot forced by the model).
+    Slots,
+    /// The server's queue refused requests (`OLLAMA_MAX_QUEUE`: HTTP 503).
+    Queue,
+    /// Server processes time-slicing one device.
+    SharedDevice,
+    /// Streams batched in one runner slow each other down.
+    Batch,
+    /// Model loads, reloads and evictions during the run.
+    Loads,
+    /// The machine's CPU, shared by the servers (live mode).
+    Cpu,
+    /// Cannot tell.
+    Unknown,
+}
+
+impl Limit {
+    /// The name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::None => "none",
+            Limit::Slots => "slots",
+            Limit::Queue => "queue",
+            Limit::SharedDevice => "shared_device",
+            Limit::Batch => "batch",
+            Limit::Loads => "loads",
+            Limit::Cpu => "cpu",
+            Limit::Unknown => "unknown",
+        }
+    }
+}
+
+/// What one limit of the deployment cost the workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LimitCost {
+    /// The limit.
+    pub limit: Limit,
+    /// Seconds of wall time it adds to what a perfectly concurrent client takes (loads: their
+    /// time; the others: what lifting that limit alone would save).
+    pub seconds: f64,
+}
+
+/// The deployment verdict: how much speedup the deployment allows this workload, and what
+/// limits it. Found by replaying the same calls, issued by a perfectly concurrent client, on
+/// the deployment's model (slots, devices, loads); see `judge/allowed.rs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeploymentReport {
+    /// How much of an ideal server's saving it allows.
+    pub verdict: Allows,
+    /// What limits it most.
+    pub limit: Limit,
+    /// Why, with the fix, in a sentence.
+    pub reason: String,
+    /// One call at a time over what a perfectly concurrent client takes on this deployment
+    /// (below 1.0: overlapping is slower than taking turns).
+    pub speedup: Option<f64>,
+    /// The same on an infinitely parallel server with the models loaded.
+    pub ideal_speedup: Option<f64>,
+    /// Share of the ideal saving the deployment allows.
+    pub share: Option<f64>,
+    /// What each limit costs, the largest first (limits that cost nothing left out).
+    pub costs: Vec<LimitCost>,
 }
 
 /// How the judge told agents apart.
@@ -303,10 +413,16 @@ pub struct TimeFigures {
     pub load_s: f64,
     /// One request after another: `solo_s + local_s + load_s`.
     pub sequential_s: f64,
-    /// The longest agent's chain (or the program's lower bound) plus loads.
+    /// The longest agent's chain (or the program's lower bound) plus loads: an infinitely
+    /// parallel server.
     pub ideal_s: f64,
-    /// Share of the possible saving achieved: (sequential - took) / (sequential - ideal);
-    /// absent when there was nothing to save.
+    /// What a perfectly concurrent client takes on this deployment (its slots and devices
+    /// replayed, plus loads); can exceed `sequential_s` where overlapping is slower than
+    /// taking turns. Equal to `ideal_s` when the trace does not describe its deployment.
+    pub allowed_s: f64,
+    /// The client's share of the saving the deployment allows:
+    /// (sequential - took) / (sequential - allowed); absent when the deployment allows less
+    /// than 5 % of the sequential time to be saved (the overlap evidence then decides).
     pub saving: Option<f64>,
     /// Median delay between the server's last byte and the client's, seconds (only with
     /// client observations).
@@ -318,12 +434,15 @@ pub struct TimeFigures {
 pub struct Report {
     /// [`REPORT_SCHEMA_VERSION`].
     pub schema_version: u32,
-    /// The verdict.
+    /// The client verdict: did the program overlap its agents as far as the deployment
+    /// allows?
     pub verdict: Verdict,
-    /// What it blames.
+    /// What it blames in the client.
     pub cause: Cause,
     /// Why, in a sentence.
     pub reason: String,
+    /// The deployment verdict: how much speedup the deployment allows, and what limits it.
+    pub deployment: DeploymentReport,
     /// What the judge assumed or could not know.
     pub notes: Vec<String>,
     /// How agents were told apart.
@@ -599,9 +718,11 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let mut chain_end = vec![0u64; n];
     let mut local = vec![0u64; n];
     let mut handoff = vec![false; n];
+    let mut after: Vec<Option<usize>> = vec![None; n];
     for i in 0..n {
         let g = reqs[i].group;
         let pred = (0..i).filter(|&j| reqs[j].group == g && reqs[j].end <= reqs[i].start).max_by_key(|&j| reqs[j].end);
+        after[i] = pred;
         let base = match pred {
             None => 0,
             Some(p) => {
@@ -669,8 +790,33 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     };
     let sequential_us = solo_us + local_us + load_us;
     let ideal_us = (ideal_core + load_us).min(sequential_us);
-    let room = sequential_us.saturating_sub(ideal_us);
-    // Less than 5 % of the sequential time to save is nothing to judge by.
+
+    // What the deployment allows: the same calls replayed by a perfectly concurrent client on
+    // the deployment's slots and devices (unlabelled programs: with no local work, the idle
+    // time added as in the ideal).
+    let program = source == AgentSource::Program;
+    let calls: Vec<allowed::Call> = reqs
+        .iter()
+        .enumerate()
+        .map(|(i, q)| allowed::Call {
+            work: q.r.solo_us as f64,
+            after: after[i],
+            local: if program { 0.0 } else { local[i] as f64 },
+            runner: (q.r.instance, q.r.model.clone()),
+            slots: q.r.slots,
+            device: q.r.device,
+        })
+        .collect();
+    let permits = if program { opts.expected_agents } else { opts.expected_agents.filter(|k| *k < groups) };
+    let described = !trace.devices.is_empty() && reqs.iter().all(|q| q.r.slots > 0);
+    let replay = |relax: allowed::Relax| -> u64 {
+        let idle = if program { idle_us } else { 0 };
+        (allowed::makespan(&calls, &trace.devices, permits, relax).round() as u64 + idle).max(ideal_core)
+    };
+    let allowed_core = if described { replay(allowed::Relax::default()) } else { ideal_core };
+    let allowed_us = allowed_core + load_us;
+    let room = sequential_us.saturating_sub(allowed_us);
+    // Less than 5 % of the sequential time to save is nothing to judge the client's time by.
     let saving = (room > 0 && room as f64 >= 0.05 * sequential_us as f64)
         .then(|| (sequential_us as f64 - took_us as f64) / room as f64);
     let lags: Vec<f64> = reqs
@@ -687,6 +833,7 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         load_s: secs(load_us),
         sequential_s: secs(sequential_us),
         ideal_s: secs(ideal_us),
+        allowed_s: secs(allowed_us),
         saving,
         client_lag_s,
     };
@@ -714,11 +861,38 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     }
     let handoffs: usize = agents.iter().map(|a| a.handoffs).sum();
 
+    let lift = |relax: allowed::Relax| if described { allowed_core.saturating_sub(replay(relax)) } else { 0 };
+    let deployment = deployment::report(&deployment::Inputs {
+        described,
+        requests: reqs.len(),
+        sequential_us,
+        ideal_us: ideal_core.min(sequential_us),
+        allowed_us,
+        load_us,
+        replayed: [
+            (Limit::Slots, lift(allowed::Relax { slots: true, ..Default::default() })),
+            (Limit::Batch, lift(allowed::Relax { batch: true, ..Default::default() })),
+            (Limit::SharedDevice, lift(allowed::Relax { cross_process: true, ..Default::default() })),
+        ],
+        queue_refused: refused.iter().filter(|r| r.status == 503).count(),
+        runners: reqs
+            .iter()
+            .map(|q| deployment::Runner {
+                instance: q.r.instance,
+                model: q.r.model.clone(),
+                slots: q.r.slots,
+                device: q.r.device,
+            })
+            .collect(),
+        devices: &trace.devices,
+        agents: possible,
+    });
     let mut report = Report {
         schema_version: REPORT_SCHEMA_VERSION,
         verdict: Verdict::Inconclusive,
         cause: Cause::NothingToJudge,
         reason: String::new(),
+        deployment,
         notes,
         agents_from: source,
         agents,
@@ -727,7 +901,7 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         concurrency,
         time,
     };
-    let (verdict, cause, reason) = decide(&report, &reqs, &client, handoffs, opts);
+    let (verdict, cause, reason) = decide(&report, &reqs, &client, handoffs, opts, described);
     report.verdict = verdict;
     report.cause = cause;
     report.reason = reason;
@@ -771,6 +945,7 @@ fn decide(
     client: &BTreeMap<u64, ClientCall>,
     handoffs: usize,
     opts: &JudgeOptions,
+    described: bool,
 ) -> (Verdict, Cause, String) {
     let c = &rep.concurrency;
     let t = &rep.time;
@@ -834,107 +1009,158 @@ fn decide(
             ),
         );
     }
+    let possible = c.possible.map_or(String::new(), |p| format!(" of {p}"));
+    let overlapped = format!("up to {}{possible} requests in flight at once", c.max_in_flight);
     let Some(saving) = t.saving else {
+        // The deployment allows (almost) no saving: the time cannot show whether the client
+        // held calls back, only whether it lost time of its own. The overlap decides.
+        if t.sequential_s - t.ideal_s < 0.05 * t.sequential_s {
+            return (
+                Verdict::Inconclusive,
+                Cause::NothingToJudge,
+                format!(
+                    "requests overlapped ({overlapped}), but one chain of calls is nearly all the work ({:.2} s of {:.2} s one at a time): there was little to save, nothing to judge",
+                    t.ideal_s, t.sequential_s
+                ),
+            );
+        }
+        // A client slower than both the deployment's best and one call at a time lost time
+        // of its own (a blocked executor reading late, say). Its loss is measured against what
+        // an ideal server could save, the scale of the bands elsewhere.
+        let bound = t.allowed_s.max(t.sequential_s);
+        let lost = t.took_s - bound;
+        let scale = (t.sequential_s - t.ideal_s).max(1e-9);
+        let figures = format!(
+            "took {:.2} s; the deployment allows {:.2} s for a perfectly concurrent client, {:.2} s one call at a time",
+            t.took_s, t.allowed_s, t.sequential_s
+        );
+        if t.took_s <= bound * NO_ROOM_SLACK || lost <= (1.0 - PARALLEL_MIN_SAVING) * scale {
+            return (
+                Verdict::Parallel,
+                Cause::None,
+                format!(
+                    "{who} overlapped ({overlapped}) as far as the deployment allows; it allows no real saving here ({})",
+                    figures
+                ),
+            );
+        }
+        let equivalent = 1.0 - lost / scale;
+        let verdict = if equivalent <= SERIALIZED_MAX_SAVING { Verdict::Serialized } else { Verdict::PartlySerialized };
+        if !described {
+            return unknown_deployment(&figures);
+        }
+        let (cause, why) = client_cause(rep, reqs, client, handoffs, verdict);
         return (
-            Verdict::Inconclusive,
-            Cause::NothingToJudge,
+            verdict,
+            cause,
             format!(
-                "requests overlapped (up to {} at once), but one chain of calls is nearly all the work ({:.2} s of {:.2} s one at a time): there was little to save, nothing to judge",
-                c.max_in_flight, t.ideal_s, t.sequential_s
+                "{why}; it took {:.1}x the time the deployment explains, {:.2} s lost against the {:.2} s an ideal server could save ({figures})",
+                t.took_s / bound.max(1e-9),
+                lost,
+                scale
             ),
         );
     };
     let figures = format!(
-        "took {:.2} s against {:.2} s ideal and {:.2} s one at a time: saved {} of what it could",
+        "took {:.2} s against {:.2} s allowed by the deployment ({:.2} s ideal) and {:.2} s one at a time: saved {} of what the deployment allows",
         t.took_s,
+        t.allowed_s,
         t.ideal_s,
         t.sequential_s,
         pct(saving.max(-9.99))
     );
-    let possible = c.possible.map_or(String::new(), |p| format!(" of {p}"));
     if saving >= PARALLEL_MIN_SAVING {
+        return (Verdict::Parallel, Cause::None, format!("{who} overlapped: {overlapped}; {figures}"));
+    }
+    let verdict = if saving <= SERIALIZED_MAX_SAVING { Verdict::Serialized } else { Verdict::PartlySerialized };
+    if !described {
+        return unknown_deployment(&figures);
+    }
+    if rep.agents_from == AgentSource::Program && !expected_more {
         return (
-            Verdict::Parallel,
-            Cause::None,
-            format!("{who} overlapped: up to {}{possible} requests in flight at once; {figures}", c.max_in_flight),
+            Verdict::Inconclusive,
+            Cause::UnknownAgents,
+            format!(
+                "requests overlapped ({overlapped}), but the judge could not tell the agents apart (no X-Agent labels, no conversations to chain), so it cannot say whether the time lost was held back by the client or is one agent's calls following each other: label each agent's requests with X-Agent or give the number of agents (--agents N) ({figures})"
+            ),
         );
     }
-    let verdict = if saving <= SERIALIZED_MAX_SAVING { Verdict::Serialized } else { Verdict::Degraded };
-    let lost = (t.took_s - t.ideal_s).max(1e-9);
+    let (cause, why) = client_cause(rep, reqs, client, handoffs, verdict);
+    (verdict, cause, format!("{why} ({figures})"))
+}
+
+/// A shortfall in a trace that does not say what its deployment allows: inconclusive, since
+/// the time lost may be the deployment's (its slots, its devices) as well as the client's.
+fn unknown_deployment(figures: &str) -> (Verdict, Cause, String) {
+    (
+        Verdict::Inconclusive,
+        Cause::UnknownDeployment,
+        format!(
+            "requests overlapped but took longer than an ideal server would; the trace does not describe its deployment (a trace older than schema 4), so what its slots and devices allow, and so whether the client lost the time, cannot be told ({figures})"
+        ),
+    )
+}
+
+/// Where the deployment allows no saving, a client within this many times what the deployment
+/// explains (its best, or one call at a time, whichever is longer), or within a fifth of what
+/// an ideal server could save (the parallel band's width), lost no time of its own. A quarter:
+/// the simulator's own CPU time and the machine's noise stay well inside it. Beyond, the time
+/// lost is placed in the usual bands as a share of what an ideal server could save.
+const NO_ROOM_SLACK: f64 = 1.25;
+
+/// What in the client lost the time: answers read late (a blocked executor), a connection pool
+/// that let fewer calls through than were made, or calls held back before they were made.
+fn client_cause(
+    rep: &Report,
+    reqs: &[Req<'_>],
+    client: &BTreeMap<u64, ClientCall>,
+    handoffs: usize,
+    verdict: Verdict,
+) -> (Cause, String) {
+    let c = &rep.concurrency;
+    let t = &rep.time;
     let request_s = median(reqs.iter().map(|q| secs(q.server_end - q.r.received_us)).collect()).unwrap_or(0.0);
-    // When the client read late and requests also waited for slots, the larger loss names
-    // the cause: answers read late in total against slot waits in total.
-    let lag_total: f64 =
-        reqs.iter().filter(|q| client.contains_key(&q.r.id)).map(|q| secs(q.end.saturating_sub(q.server_end))).sum();
-    let lag_matters = t.client_lag_s.is_some_and(|l| l > 0.25 * request_s.max(1e-9)) && lag_total >= c.slot_wait_s;
-    let (cause, why) = if lag_matters {
-        (
+    let lag_matters = t.client_lag_s.is_some_and(|l| l > 0.25 * request_s.max(1e-9));
+    if lag_matters {
+        return (
             Cause::ClientLag,
             format!(
-                "the server streamed on schedule but answers reached the agents {:.0} ms late (median): the client did not keep up, its executor was blocked",
+                "the server streamed on schedule but answers reached the agents {:.0} ms late (median): the client did not keep up, its executor was blocked (a blocking call in async code?)",
                 t.client_lag_s.unwrap_or(0.0) * 1e3
             ),
-        )
-    } else if c.slot_wait_s >= 0.25 * lost && c.slot_wait_s > 0.0 {
-        let slots = slot_words(reqs);
-        let words =
-            if verdict == Verdict::Serialized { "serialized by the server" } else { "partly serialized by the server" };
-        (
-            Cause::ServerSlots,
-            format!("{slots}: requests waited {:.2} s in total for a parallel slot: {words}", c.slot_wait_s),
-        )
-    } else if c.max_decoding > 1 && c.mean_speed < 0.75 {
-        let place = if c.shared_devices.is_empty() {
-            "batched on one instance".to_string()
-        } else {
-            format!(
-                "on one device (device {})",
-                c.shared_devices.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
-            )
-        };
-        let gain = if verdict == Verdict::Serialized { "no real speedup" } else { "a partial speedup" };
-        (Cause::SharedDevice, format!("streams overlapped {place} at {} of solo speed: {gain}", pct(c.mean_speed)))
-    } else if c.load_wait_s >= 0.25 * lost && c.load_wait_s > 0.0 {
-        (
-            Cause::Loads,
-            format!(
-                "requests waited {:.2} s in total for model loads, reloads or evictions: serialized by the server's scheduler",
-                c.load_wait_s
-            ),
-        )
-    } else if calls_made_together(reqs, client) && c.max_in_flight < c.possible.unwrap_or(usize::MAX) {
-        (
+        );
+    }
+    if calls_made_together(reqs, client) && c.max_in_flight < c.possible.unwrap_or(usize::MAX) {
+        return (
             Cause::ConnectionPool,
             format!(
                 "the agents made their calls together, but at most {} reached the server at once over {}: held back by the HTTP client's connection pool",
                 c.max_in_flight,
                 plural(c.connections, "connection", "connections")
             ),
+        );
+    }
+    let limit = match c.possible {
+        Some(p) if c.max_in_flight < p => {
+            format!("at most {} of {p} agents' requests were in flight at once", c.max_in_flight)
+        }
+        _ => format!(
+            "up to {} requests were in flight at once, but not for long ({} of the busy time)",
+            c.max_in_flight,
+            pct(c.overlap)
+        ),
+    };
+    let waits = if handoffs > 0 {
+        format!(
+            "; {} arrived right after another agent's request ended, as if waiting for it (a lock or a semaphore?)",
+            plural(handoffs, "call", "calls")
         )
     } else {
-        let limit = match c.possible {
-            Some(p) if c.max_in_flight < p => {
-                format!("at most {} of {p} agents' requests were in flight at once", c.max_in_flight)
-            }
-            _ => format!(
-                "up to {} requests were in flight at once, but not for long ({} of the busy time)",
-                c.max_in_flight,
-                pct(c.overlap)
-            ),
-        };
-        let waits = if handoffs > 0 {
-            format!(
-                "; {} arrived right after another agent's request ended, as if waiting for it (a lock or a semaphore?)",
-                plural(handoffs, "call", "calls")
-            )
-        } else {
-            String::new()
-        };
-        let words =
-            if verdict == Verdict::Serialized { "serialized in the client" } else { "partly serialized in the client" };
-        (Cause::Client, format!("{limit}{waits}: {words}"))
+        String::new()
     };
-    (verdict, cause, format!("{why} ({figures})"))
+    let words =
+        if verdict == Verdict::Serialized { "serialized in the client" } else { "partly serialized in the client" };
+    (Cause::Client, format!("{limit}{waits}: {words}"))
 }
 
 /// Whether the client made calls that were held back before reaching the server: a call made
@@ -957,27 +1183,6 @@ fn calls_made_together(reqs: &[Req<'_>], client: &BTreeMap<u64, ClientCall>) -> 
     held * 2 >= obs.len() - 1
 }
 
-/// The instances whose requests waited for a slot, with their slots: when a request had to
-/// wait, every slot was busy, so the most streams an instance decoded together is its slots.
-fn slot_words(reqs: &[Req<'_>]) -> String {
-    let mut by_instance: BTreeMap<usize, usize> = BTreeMap::new();
-    for q in reqs {
-        let e = by_instance.entry(q.r.instance).or_insert(0);
-        *e = (*e).max(q.r.max_batch.max(1));
-    }
-    let waited: BTreeSet<usize> = reqs
-        .iter()
-        .filter(|q| q.r.waits.iter().any(|w| w.reason == WaitReason::SlotBusy))
-        .map(|q| q.r.instance)
-        .collect();
-    by_instance
-        .iter()
-        .filter(|(i, _)| waited.contains(i))
-        .map(|(i, s)| format!("instance {i} has {}", plural(*s, "slot", "slots")))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 impl Report {
     /// A summary that stays the same from run to run of the same program: verdict, cause,
     /// agents, requests and bands, never raw timings. Made for snapshot tests (insta).
@@ -997,9 +1202,11 @@ impl Report {
         };
         let possible = self.concurrency.possible.map_or("?".to_string(), |p| p.to_string());
         format!(
-            "verdict: {}\ncause: {}\nagents: {} ({})\nrequests: {} ({} failed)\nmax in flight: {} of {}\nsaving: {}\n",
+            "verdict: {}\ncause: {}\ndeployment: {} (limit: {})\nagents: {} ({})\nrequests: {} ({} failed)\nmax in flight: {} of {}\nsaving: {}\n",
             self.verdict,
             self.cause.as_str(),
+            self.deployment.verdict,
+            self.deployment.limit.as_str(),
             self.agents.len(),
             self.agents_from.words(),
             self.requests,
@@ -1021,6 +1228,7 @@ impl fmt::Display for Report {
         let t = &self.time;
         let c = &self.concurrency;
         writeln!(f, "{}: {}", self.verdict, self.reason)?;
+        writeln!(f, "  deployment: {}: {}", self.deployment.verdict, self.deployment.reason)?;
         writeln!(
             f,
             "  requests: {} ran ({} failed); agents: {} ({})",
@@ -1074,15 +1282,20 @@ impl fmt::Display for Report {
             format!("the longest agent's chain + loads{longest}")
         };
         writeln!(f, "    ideal          {:>8.3} s  {ideal_words}", t.ideal_s)?;
+        writeln!(
+            f,
+            "    allowed        {:>8.3} s  a perfectly concurrent client on this deployment (its slots and devices replayed) + loads",
+            t.allowed_s
+        )?;
         match t.saving {
             Some(s) => writeln!(
                 f,
-                "    saved          {:>8}    of the {:.3} s it could have saved ({:.3} s lost)",
+                "    saved          {:>8}    of the {:.3} s the deployment allows to save ({:.3} s lost)",
                 pct(s.max(-9.99)),
-                (t.sequential_s - t.ideal_s).max(0.0),
-                (t.took_s - t.ideal_s).max(0.0)
+                (t.sequential_s - t.allowed_s).max(0.0),
+                (t.took_s - t.allowed_s).max(0.0)
             )?,
-            None => writeln!(f, "    saved          n/a        nothing to save")?,
+            None => writeln!(f, "    saved          n/a        the deployment allows nothing to save")?,
         }
         if let Some(l) = t.client_lag_s {
             writeln!(f, "    client lag     {:>8.3} s  median, server's last byte to the client's (measured)", l)?;

@@ -4,7 +4,7 @@
 //! measured. Dropping the handle shuts everything down.
 
 use crate::clock::Clock;
-use crate::config::{ConfigError, ConfigFile, ModelSpec, RawConfig, SimConfig};
+use crate::config::{ConfigError, ConfigFile, DeviceSpec, ModelSpec, RawConfig, SimConfig};
 use crate::device::Device;
 use crate::keepalive::KeepAlive;
 use crate::metrics::{Lateness, LatenessSummary};
@@ -301,11 +301,12 @@ fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::ti
     let faults = crate::faults::Faults::new(cfg.seed, cfg.faults.clone());
     let script = crate::script::Script::new(cfg.script.clone());
     let (time_scale, trace_budget) = (cfg.time_scale, cfg.trace_budget);
+    let sharing = cfg.devices.iter().map(DeviceSpec::sharing).collect();
     Arc::new(Shared {
         cfg,
         clock,
         origin,
-        trace: Arc::new(Trace::new(origin, time_scale, trace_budget)),
+        trace: Arc::new(Trace::new(origin, time_scale, trace_budget, sharing)),
         lateness: Arc::new(Lateness::default()),
         timer,
         faults,

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Version of the trace's JSON schema.
-pub const TRACE_SCHEMA_VERSION: u32 = 3;
+pub const TRACE_SCHEMA_VERSION: u32 = 4;
 
 /// How many finished requests the trace keeps before dropping the oldest (besides its byte
 /// budget).
@@ -216,6 +216,11 @@ pub struct RequestTrace {
     /// Largest number of streams decoded together in this request's batch (its instance's
     /// parallel slots in use).
     pub max_batch: usize,
+    /// Parallel slots of the runner that served it (`OLLAMA_NUM_PARALLEL`, or 1 where the
+    /// server forces one slot); 0 when it never had a runner, or in traces older than schema 4.
+    /// The judge models what the deployment allows from it.
+    #[serde(default)]
+    pub slots: usize,
     /// A fault the simulator injected into this request, if any.
     pub fault: Option<String>,
     /// What it found in its slot's prompt cache (generation requests that got a slot).
@@ -237,6 +242,8 @@ pub struct Trace {
     dropped: AtomicU64,
     /// Bytes the finished records may hold.
     budget: usize,
+    /// The devices' sharing model, copied into every snapshot.
+    devices: Vec<DeviceSharing>,
 }
 
 /// A snapshot of the trace, as `GET /sim/trace` returns it.
@@ -251,11 +258,38 @@ pub struct TraceSnapshot {
     pub dropped: u64,
     /// Every request, in arrival order; active ones have `outcome = active`.
     pub requests: Vec<RequestTrace>,
+    /// How each device (by index, as in [`RequestTrace::device`]) shares its capacity between
+    /// streams: what the judge needs to model what the deployment allows. Empty in traces
+    /// older than schema 4 (the judge then cannot say what the deployment allows).
+    #[serde(default)]
+    pub devices: Vec<DeviceSharing>,
+}
+
+/// How a device shares its capacity (see [`crate::config::DeviceSpec`]): a batch of `n` streams
+/// in one server process runs each at `1 / (1 + batch_penalty * (n - 1))` of its solo speed, and
+/// `m` processes decoding on the device at once get `cross_process_efficiency / m` of it each.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DeviceSharing {
+    /// Cost of each extra stream batched in one process.
+    pub batch_penalty: f64,
+    /// Share of the device left when several processes time-slice it.
+    pub cross_process_efficiency: f64,
+}
+
+impl DeviceSharing {
+    /// Speed of each stream of a batch of `n` streams when `m` processes decode on the device,
+    /// as a fraction of its solo speed. The simulator's devices run streams at this speed.
+    pub fn speed(&self, n: usize, m: usize) -> f64 {
+        let batch = 1.0 / (1.0 + self.batch_penalty * n.saturating_sub(1) as f64);
+        let share = if m <= 1 { 1.0 } else { self.cross_process_efficiency / m as f64 };
+        batch * share
+    }
 }
 
 impl Trace {
-    pub(crate) fn new(origin: Instant, time_scale: f64, budget: usize) -> Self {
+    pub(crate) fn new(origin: Instant, time_scale: f64, budget: usize, devices: Vec<DeviceSharing>) -> Self {
         Trace {
+            devices,
             origin,
             time_scale,
             next_id: AtomicU64::new(1),
@@ -321,6 +355,7 @@ impl Trace {
             mean_speed: 1.0,
             shared_device_with: Vec::new(),
             max_batch: 0,
+            slots: 0,
             fault: None,
             cache: None,
             thinking_tokens: 0,
@@ -368,6 +403,7 @@ impl Trace {
             time_scale: self.time_scale,
             dropped: self.dropped.load(Ordering::Relaxed),
             requests,
+            devices: self.devices.clone(),
         }
     }
 

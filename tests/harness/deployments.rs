@@ -1,26 +1,34 @@
 use crate::helpers::{plan, run, scenario, two_agents, two_agents_at};
 use harness::verdict::Verdict;
+use sim_ollama::judge::{Allows, Limit};
 
 #[test]
-fn the_same_agents_on_a_one_slot_instance_are_serialized_by_the_server() {
-    // Calls of 500 tokens (~4.4 s modelled): the per-call health ping (~0.3 s) happens before
-    // the slot, so it overlaps even on one slot; on calls this long that saves under 10 % of
-    // what running together could, as on the study's calls. (On calls of 120 tokens it saves
-    // ~20 %, and the judge says "partly serialized by the server": degraded.)
+fn the_same_agents_on_a_one_slot_instance_are_client_parallel_and_the_slot_is_named() {
+    // Calls of 500 tokens (~4.4 s modelled) on one slot: the agents took turns at the server,
+    // as one slot makes any client's calls do. The client overlapped them as far as the
+    // deployment allows (client-parallel); the deployment allows no speedup, and says why and
+    // what to set.
     let one_slot = crate::helpers::scenario("one_slot", "single-1slot", 2, 500, 0.02);
     let r = run(&plan(&["tokio-default", "smol"], vec![one_slot], 2));
     for c in &r.summary {
-        assert_eq!(c.verdict, Verdict::Serialized, "{}: {}", c.runtime, c.reason);
-        assert!(c.reason.contains("1 slot") && c.reason.contains("serialized by the server"), "{}", c.reason);
+        assert_eq!(c.verdict, Verdict::Parallel, "{}: {}", c.runtime, c.reason);
+        assert!(c.reason.contains("as far as the deployment allows"), "{}", c.reason);
+        let d = c.deployment.as_ref().expect("a deployment verdict on the simulator");
+        assert_eq!(d.verdict, Allows::NoSpeedup, "{}", d.reason);
+        assert_eq!(d.limit, Limit::Slots, "{}", d.reason);
+        assert!(d.reason.contains("1 parallel slot") && d.reason.contains("OLLAMA_NUM_PARALLEL=2"), "{}", d.reason);
     }
 }
 
 #[test]
-fn two_instances_on_one_device_are_flagged_as_no_real_speedup() {
+fn two_instances_on_one_device_are_client_parallel_and_the_shared_device_is_named() {
     let r = run(&plan(&["tokio-default"], vec![two_agents("one_device", "dual-one-device")], 2));
     let c = &r.summary[0];
-    assert_eq!(c.verdict, Verdict::Serialized, "{}", c.reason);
-    assert!(c.reason.contains("no real speedup"), "{}", c.reason);
+    assert_eq!(c.verdict, Verdict::Parallel, "{}", c.reason);
+    let d = c.deployment.as_ref().expect("a deployment verdict on the simulator");
+    assert_eq!(d.verdict, Allows::NoSpeedup, "{}", d.reason);
+    assert_eq!(d.limit, Limit::SharedDevice, "{}", d.reason);
+    assert!(d.reason.contains("instances 0 and 1 share device 0"), "{}", d.reason);
     // The study's formula reads this as a success; the true efficiency does not.
     assert!(c.efficiency_apparent.median > 0.85, "apparent {:?}", c.efficiency_apparent);
     assert!(c.efficiency_true.median < 0.6, "true {:?}", c.efficiency_true);

@@ -7,10 +7,10 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 /// Runs every variant on one CI scenario (3 runs per cell), checks every cell against the
-/// thresholds, then snapshots the verdict table: verdict, what the judge blamed, and the
-/// efficiency band. The cause tells a correct client on a one-slot server (the server's slots)
-/// from a control that serialized itself (the client), where verdict and band alone are the
-/// same for every row.
+/// thresholds, then snapshots the verdict table: the client verdict and what it blamed, the
+/// deployment verdict and its limit, and the efficiency band. On a one-slot server a correct
+/// client reads client-parallel with the deployment's slots named; a control that serialized
+/// itself reads serialized in the client, whatever the deployment allows.
 fn gate(scenario: &str) {
     let scenarios = workload::select(&[scenario.to_string()], None).expect("a built-in scenario");
     let plan = MatrixPlan {
@@ -35,15 +35,21 @@ fn gate(scenario: &str) {
         failures.join("\n")
     );
 
-    let mut table = format!("{:<22} {:<11} {:<16} true efficiency\n", "variant", "verdict", "cause");
+    let mut table = format!(
+        "{:<22} {:<17} {:<16} {:<11} {:<14} true efficiency\n",
+        "variant", "client verdict", "cause", "deployment", "limit"
+    );
     for c in &results.summary {
         let cause = c.cause.map_or("-", |c| c.as_str());
+        let (dep, limit) = c.deployment.as_ref().map_or(("-", "-"), |d| (d.verdict.as_str(), d.limit.as_str()));
         let _ = writeln!(
             table,
-            "{:<22} {:<11} {:<16} {}",
+            "{:<22} {:<17} {:<16} {:<11} {:<14} {}",
             c.runtime,
             c.verdict.as_str(),
             cause,
+            dep,
+            limit,
             band(c.efficiency_true.median)
         );
     }

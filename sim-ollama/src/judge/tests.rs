@@ -1,7 +1,7 @@
 //! The judge on constructed traces, with the figures computed by hand in each test's comment.
 
 use super::*;
-use crate::trace::{Conversation, Load, Wait};
+use crate::trace::{Conversation, DeviceSharing, Load, Wait};
 use proptest::prelude::*;
 
 const MS: u64 = 1_000;
@@ -40,6 +40,7 @@ fn req(id: u64, agent: Option<&str>, from: u64, to: u64, solo: u64) -> RequestTr
         mean_speed: 1.0,
         shared_device_with: Vec::new(),
         max_batch: 1,
+        slots: 0,
         fault: None,
         cache: None,
         thinking_tokens: 0,
@@ -47,8 +48,15 @@ fn req(id: u64, agent: Option<&str>, from: u64, to: u64, solo: u64) -> RequestTr
     }
 }
 
+/// A trace on an ideal deployment: one device that never slows a stream, and more slots than
+/// any test has requests (what an infinitely parallel server allows).
 fn snap(requests: Vec<RequestTrace>) -> TraceSnapshot {
-    TraceSnapshot { schema_version: 2, time_scale: 1.0, dropped: 0, requests }
+    on(&[IDEAL_DEVICE], 64, requests)
+}
+
+/// A trace that does not describe its deployment (schema 3 and before).
+fn legacy(requests: Vec<RequestTrace>) -> TraceSnapshot {
+    TraceSnapshot { schema_version: 3, time_scale: 1.0, dropped: 0, requests, devices: Vec::new() }
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -104,7 +112,7 @@ fn agents_that_ran_together_are_parallel_and_saved_everything() {
     assert!(close(r.time.ideal_s, 0.210), "{r}");
     assert_eq!(
         r.summary(),
-        "verdict: parallel\ncause: none\nagents: 3 (X-Agent labels)\nrequests: 6 (0 failed)\nmax in flight: 3 of 3\nsaving: >= 80%\n"
+        "verdict: parallel\ncause: none\ndeployment: full (limit: none)\nagents: 3 (X-Agent labels)\nrequests: 6 (0 failed)\nmax in flight: 3 of 3\nsaving: >= 80%\n"
     );
 }
 
@@ -118,7 +126,7 @@ fn a_two_permit_semaphore_over_four_agents_is_degraded_not_parallel() {
     // parallel, failing open.
     let reqs = r_reqs();
     let r = judge(&snap(reqs.clone()), &JudgeOptions::new());
-    assert_eq!(r.verdict, Verdict::Degraded, "{r}");
+    assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
     assert_eq!(r.cause, Cause::Client, "{r}");
     assert!(close(r.time.local_s, 0.004), "{r}");
     assert!(close(r.time.ideal_s, 0.201), "{r}");
@@ -261,31 +269,56 @@ fn waited_for_the_slot(wait_ms: u64) -> Vec<RequestTrace> {
     vec![a, b]
 }
 
+/// The trace on a described deployment: every request's runner has `slots` slots, and the
+/// devices share as given.
+fn on(devices: &[DeviceSharing], slots: usize, mut requests: Vec<RequestTrace>) -> TraceSnapshot {
+    for r in &mut requests {
+        r.slots = slots;
+    }
+    TraceSnapshot { schema_version: 4, time_scale: 1.0, dropped: 0, requests, devices: devices.to_vec() }
+}
+
+const IDEAL_DEVICE: DeviceSharing = DeviceSharing { batch_penalty: 0.0, cross_process_efficiency: 1.0 };
+
 #[test]
-fn one_slot_is_blamed_on_the_server() {
-    // B arrived with A but waited 100 ms for the slot: took 200 = one at a time, saving 0.
-    let r = judge(&snap(waited_for_the_slot(100)), &JudgeOptions::new());
-    assert_eq!(r.verdict, Verdict::Serialized, "{r}");
-    assert_eq!(r.cause, Cause::ServerSlots);
-    assert!(r.reason.contains("serialized by the server"), "{}", r.reason);
+fn one_slot_is_the_deployments_limit_and_not_the_clients() {
+    // B arrived with A but waited 100 ms for the one slot: took 200 = one at a time. The
+    // replay of a perfectly concurrent client on one slot takes 200 too: the deployment allows
+    // no saving, the agents' calls were in flight together: client-parallel.
+    let r = judge(&on(&[IDEAL_DEVICE], 1, waited_for_the_slot(100)), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert_eq!(r.cause, Cause::None);
+    assert!(r.reason.contains("as far as the deployment allows"), "{}", r.reason);
+    assert!(close(r.time.allowed_s, 0.200), "{r}");
+    assert_eq!(r.time.saving, None, "nothing to save on this deployment: {r}");
+    assert_eq!(r.deployment.verdict, Allows::NoSpeedup, "{r}");
+    assert_eq!(r.deployment.limit, Limit::Slots, "{r}");
+    assert!(
+        r.deployment.reason.contains("1 parallel slot") && r.deployment.reason.contains("OLLAMA_NUM_PARALLEL=2"),
+        "{}",
+        r.deployment.reason
+    );
+    assert!(close(r.deployment.share.unwrap(), 0.0), "{r}");
     assert_eq!(r.concurrency.max_in_flight, 2);
     assert_eq!(r.concurrency.max_decoding, 1);
 }
 
 #[test]
-fn a_slot_wait_that_cost_part_of_the_saving_is_partly_serialized_in_words_too() {
-    // B waited 60 ms of A's 100 for the slot: took 160 against 100 ideal and 200 one at a
-    // time, saving 40 %: degraded, and the reason must not say plainly "serialized".
-    let r = judge(&snap(waited_for_the_slot(60)), &JudgeOptions::new());
-    assert_eq!(r.verdict, Verdict::Degraded, "{r}");
-    assert_eq!(r.cause, Cause::ServerSlots);
-    assert!(r.reason.contains("partly serialized by the server"), "{}", r.reason);
+fn a_shortfall_in_a_trace_that_does_not_describe_its_deployment_is_inconclusive() {
+    // The same slot wait in a trace without its deployment (schema 3): the judge cannot tell
+    // the slot's time from the client's, and says so instead of blaming either.
+    let r = judge(&legacy(waited_for_the_slot(60)), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert_eq!(r.cause, Cause::UnknownDeployment);
+    assert_eq!(r.deployment.verdict, Allows::Unknown, "{r}");
+    assert!(r.reason.contains("does not describe its deployment"), "{}", r.reason);
 }
 
 #[test]
-fn a_shared_device_gives_no_real_speedup() {
-    // Both decoded together at 39 % of solo speed: 100 ms of work each took 256 ms; one at a
-    // time would have taken 200: saving (200 - 256) / 100 = -0.56.
+fn a_shared_device_gives_no_speedup_and_the_client_that_overlapped_is_parallel() {
+    // Instances 0 and 1 on one device at 78 %: both decoded together at 39 % of solo speed:
+    // 100 ms of work each took 256 ms; one at a time would have taken 200. The replay gives
+    // 100 / 0.39 = 256.4 ms: overlapping is slower than taking turns; the client lost nothing.
     let mut a = req(1, Some("a"), 0, 256, 100);
     let mut b = req(2, Some("b"), 0, 256, 100);
     for r in [&mut a, &mut b] {
@@ -293,11 +326,96 @@ fn a_shared_device_gives_no_real_speedup() {
         r.shared_device_with = vec![1];
     }
     b.instance = 1;
-    let r = judge(&snap(vec![a, b]), &JudgeOptions::new());
+    let gpu = DeviceSharing { batch_penalty: 0.0, cross_process_efficiency: 0.78 };
+    let r = judge(&on(&[gpu], 1, vec![a, b]), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert!(close(r.time.allowed_s, 0.1 / 0.39), "{r}");
+    assert_eq!(r.deployment.verdict, Allows::NoSpeedup, "{r}");
+    assert_eq!(r.deployment.limit, Limit::SharedDevice, "{r}");
+    assert!(r.deployment.reason.contains("instances 0 and 1 share device 0"), "{}", r.deployment.reason);
+    assert!(r.deployment.reason.contains("slower than taking turns"), "{}", r.deployment.reason);
+    assert!(r.deployment.speedup.unwrap() < 1.0, "{r}");
+}
+
+#[test]
+fn a_client_slower_than_anything_the_deployment_explains_lost_the_time_itself() {
+    // One slot, two agents in flight together, but the run took 500 ms where the deployment
+    // explains 200 (one at a time, and its best): 2.5x, serialized in the client.
+    let mut reqs = waited_for_the_slot(100);
+    reqs[1].end_us = Some(500 * MS);
+    let r = judge(&on(&[IDEAL_DEVICE], 1, reqs), &JudgeOptions::new());
     assert_eq!(r.verdict, Verdict::Serialized, "{r}");
-    assert_eq!(r.cause, Cause::SharedDevice);
-    assert!(r.reason.contains("no real speedup"), "{}", r.reason);
-    assert!(close(r.time.saving.unwrap(), -0.56), "{r}");
+    assert_eq!(r.cause, Cause::Client, "{r}");
+    assert!(r.reason.contains("2.5x the time the deployment explains"), "{}", r.reason);
+    assert_eq!(r.deployment.limit, Limit::Slots, "{r}");
+}
+
+#[test]
+fn two_slots_for_four_agents_let_half_the_saving_and_the_client_is_judged_against_that() {
+    // Four agents of one 100 ms call each, two slots: a perfectly concurrent client takes 200
+    // (two waves); one at a time 400; an ideal server 100. A client that sent them together
+    // took 200: client-parallel (saving (400 - 200) / (400 - 200) = 1), and the deployment
+    // allows (400 - 200) / (400 - 100) = 67 % of the ideal saving: partial, by its slots.
+    let mut reqs = Vec::new();
+    for (i, a) in ["a", "b", "c", "d"].iter().enumerate() {
+        let (from, to) = if i < 2 { (0, 100) } else { (0, 200) };
+        let mut r = req(i as u64 + 1, Some(a), from, to, 100);
+        if i >= 2 {
+            r.slot_us = Some(100 * MS);
+        }
+        reqs.push(r);
+    }
+    let r = judge(&on(&[IDEAL_DEVICE], 2, reqs.clone()), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert!(close(r.time.saving.unwrap(), 1.0), "{r}");
+    assert_eq!(r.deployment.verdict, Allows::Partial, "{r}");
+    assert!(close(r.deployment.share.unwrap(), 2.0 / 3.0), "{r}");
+    assert_eq!(r.deployment.limit, Limit::Slots, "{r}");
+    assert!(r.deployment.reason.contains("OLLAMA_NUM_PARALLEL=4"), "{}", r.deployment.reason);
+    // The same program on a four-slot deployment lost half of what it could save: a client
+    // that sent two calls at a time (took 200 against 100 allowed, 400 one at a time: 67 %).
+    let r = judge(&on(&[IDEAL_DEVICE], 4, reqs), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
+    assert_eq!(r.cause, Cause::Client, "{r}");
+    assert_eq!(r.deployment.verdict, Allows::Full, "{r}");
+    assert_eq!(r.deployment.limit, Limit::None, "{r}");
+}
+
+#[test]
+fn unlabelled_agents_that_lost_time_are_inconclusive_and_the_server_is_not_blamed() {
+    // Three unlabelled agents (no X-Agent, no conversations) make three 100 ms calls each, in
+    // turn, all three agents at once, after waiting together for one 500 ms cold load. The
+    // judge, not knowing the agents, assumes all nine could run at once: one at a time 900 +
+    // 500 = 1400, allowed (and ideal) 100 + 500 = 600, took 300 + 500 = 800: saving 75 %. It
+    // must say it could not tell the agents apart, not blame the load or the server.
+    let mut reqs = Vec::new();
+    let mut id = 0;
+    for round in 0..3u64 {
+        for _agent in 0..3 {
+            id += 1;
+            let from = 500 + round * 100;
+            let mut r = req(id, None, if round == 0 { 0 } else { from }, from + 100, 100);
+            if round == 0 {
+                r.slot_us = Some(500 * MS);
+                r.loads.push(Load { start_us: 0, duration_us: 500 * MS, cold: true, reason: "not loaded".into() });
+                r.waits.push(Wait {
+                    reason: WaitReason::ModelLoading,
+                    from_us: 0,
+                    to_us: Some(500 * MS),
+                    detail: String::new(),
+                });
+            }
+            reqs.push(r);
+        }
+    }
+    let r = judge(&snap(reqs.clone()), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert_eq!(r.cause, Cause::UnknownAgents, "{r}");
+    assert!(r.reason.contains("could not tell the agents apart") && r.reason.contains("--agents N"), "{}", r.reason);
+    assert!(!r.reason.contains("server"), "{}", r.reason);
+    // Told there are three agents: 900 / 3 + 500 = 800 ideal: took 800, parallel.
+    let r = judge(&snap(reqs), &JudgeOptions::new().expected_agents(3));
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
 }
 
 #[test]
@@ -378,7 +496,8 @@ fn the_report_round_trips_through_json_with_its_schema_version() {
     let reqs = vec![req(1, Some("a"), 0, 100, 100), req(2, Some("b"), 0, 100, 100)];
     let r = judge(&snap(reqs), &JudgeOptions::new());
     let j = serde_json::to_value(&r).unwrap();
-    assert_eq!(j["schema_version"], 1);
+    assert_eq!(j["schema_version"], 2);
+    assert_eq!(j["deployment"]["verdict"], "full");
     assert_eq!(j["verdict"], "parallel");
     assert_eq!(j["cause"], "none");
     let back: Report = serde_json::from_value(j).unwrap();
@@ -414,7 +533,7 @@ proptest! {
         }
         let r = judge(&snap(reqs), &opts);
         prop_assert_ne!(r.verdict, Verdict::Parallel, "{}", r);
-        prop_assert_ne!(r.verdict, Verdict::Degraded, "{}", r);
+        prop_assert_ne!(r.verdict, Verdict::PartlySerialized, "{}", r);
     }
 
     /// Verdict and figures agree: parallel only at a saving of 80 % or more, serialized or
@@ -431,7 +550,7 @@ proptest! {
         let r = judge(&snap(reqs), &JudgeOptions::new());
         match r.verdict {
             Verdict::Parallel => prop_assert!(r.time.saving.is_some_and(|s| s >= PARALLEL_MIN_SAVING), "{}", r),
-            Verdict::Degraded => prop_assert!(r.time.saving.is_some_and(|s| s < PARALLEL_MIN_SAVING && s > SERIALIZED_MAX_SAVING), "{}", r),
+            Verdict::PartlySerialized => prop_assert!(r.time.saving.is_some_and(|s| s < PARALLEL_MIN_SAVING && s > SERIALIZED_MAX_SAVING), "{}", r),
             Verdict::Serialized => prop_assert!(r.concurrency.max_in_flight <= 1 || r.time.saving.is_some_and(|s| s <= SERIALIZED_MAX_SAVING), "{}", r),
             Verdict::Inconclusive | Verdict::Failed => {}
         }

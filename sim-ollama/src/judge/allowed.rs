@@ -1,0 +1,244 @@
+//! What the deployment allows: the same requests, issued by a perfectly concurrent client
+//! against the same deployment, replayed in the simulator's own model.
+//!
+//! Each agent's calls form a chain (a call follows the agent's previous answer by its local
+//! work). The replay issues every call as soon as its chain lets it, the way a client that
+//! never holds a call back would, and runs it on the deployment the trace describes:
+//! - a call needs one of its runner's parallel slots (`RequestTrace::slots`), taken in FIFO
+//!   order as the real scheduler hands them out (server/sched.go's pending queue, the
+//!   runner's semaphore);
+//! - its work is its modelled solo cost, done at the speed its device gives it: a batch of
+//!   `n` streams in one runner and `m` runners decoding on one device run each stream at
+//!   [`DeviceSharing::speed`]`(n, m)`, the formula the simulator's devices run streams at
+//!   (`crate::device`), tracked as processor sharing (each stream's remaining solo work falls
+//!   at its speed, recomputed whenever a stream starts or ends);
+//! - optionally at most `permits` calls at once (a program that says it runs that many agents).
+//!
+//! The makespan is the time such a client would take, model loads aside (the judge adds the
+//! loads of the run to both this figure and the one-at-a-time figure). It can exceed the
+//! one-at-a-time figure: two server processes time-slicing one GPU lose capacity to the
+//! switching, so overlapping their streams is slower than running them in turn.
+//!
+//! Relaxing one limit at a time ([`Relax`]) tells which limit costs the most time.
+
+use crate::trace::DeviceSharing;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BinaryHeap};
+
+/// One call to replay.
+#[derive(Debug, Clone)]
+pub(super) struct Call {
+    /// Modelled solo cost, µs at the run's time scale.
+    pub(super) work: f64,
+    /// The call of the same agent it follows (it starts `local` after that call ends); `None`:
+    /// it is ready at `local` from the start.
+    pub(super) after: Option<usize>,
+    /// The agent's local work before it, µs.
+    pub(super) local: f64,
+    /// Its runner: (instance, model). Calls of one runner share its slots and its batch.
+    pub(super) runner: (usize, String),
+    /// The runner's parallel slots; 0 when unknown (then unlimited).
+    pub(super) slots: usize,
+    /// Its device's index into the trace's devices.
+    pub(super) device: usize,
+}
+
+/// Limits to lift, to see what each one costs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Relax {
+    /// Every runner has as many slots as calls.
+    pub(super) slots: bool,
+    /// Streams batched in one runner run at full speed.
+    pub(super) batch: bool,
+    /// Runners sharing a device do not time-slice it.
+    pub(super) cross_process: bool,
+}
+
+/// A ready call waiting in the FIFO order: earliest ready first, then the earliest call.
+#[derive(Debug, PartialEq)]
+struct Ready(f64, usize);
+
+impl Eq for Ready {}
+
+impl Ord for Ready {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // A max-heap: reversed, so the earliest pops first.
+        other.0.total_cmp(&self.0).then_with(|| other.1.cmp(&self.1))
+    }
+}
+
+impl PartialOrd for Ready {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The time a perfectly concurrent client takes to run `calls` on the deployment, µs from the
+/// start, loads aside.
+pub(super) fn makespan(calls: &[Call], devices: &[DeviceSharing], permits: Option<usize>, relax: Relax) -> f64 {
+    let n = calls.len();
+    let mut runners: BTreeMap<&(usize, String), usize> = BTreeMap::new();
+    for c in calls {
+        let next = runners.len();
+        runners.entry(&c.runner).or_insert(next);
+    }
+    let runner_of: Vec<usize> = calls.iter().map(|c| runners[&c.runner]).collect();
+    let mut slots = vec![usize::MAX; runners.len()];
+    for (i, c) in calls.iter().enumerate() {
+        if c.slots > 0 && !relax.slots {
+            slots[runner_of[i]] = c.slots;
+        }
+    }
+    let mut device_of = vec![0usize; runners.len()];
+    for (i, c) in calls.iter().enumerate() {
+        device_of[runner_of[i]] = c.device;
+    }
+    let mut next_calls: Vec<Vec<usize>> = vec![Vec::new(); n];
+    // Calls not yet ready: known ready times, in a heap; calls after an unfinished call wait.
+    let mut future = BinaryHeap::new();
+    for (i, c) in calls.iter().enumerate() {
+        match c.after {
+            Some(p) if p < n && p != i => next_calls[p].push(i),
+            _ => future.push(Ready(c.local.max(0.0), i)),
+        }
+    }
+    let mut queued = BinaryHeap::new();
+    let mut running: Vec<(usize, f64)> = Vec::new();
+    let mut busy = vec![0usize; runners.len()];
+    let (mut t, mut end, mut done) = (0.0f64, 0.0f64, 0usize);
+    while done < n {
+        while future.peek().is_some_and(|r: &Ready| r.0 <= t) {
+            queued.push(future.pop().expect("peeked"));
+        }
+        // Start what the slots (and permits) allow, in FIFO order. A call that finds its
+        // runner's slots taken waits, and so do the calls behind it: each runner's queue is
+        // FIFO, and so is the permit queue.
+        let mut held = Vec::new();
+        while let Some(r) = queued.pop() {
+            let k = runner_of[r.1];
+            let permit = permits.is_none_or(|p| running.len() < p);
+            if !permit {
+                held.push(r);
+                break;
+            }
+            if busy[k] < slots[k] {
+                busy[k] += 1;
+                running.push((r.1, calls[r.1].work.max(0.0)));
+            } else {
+                held.push(r);
+            }
+        }
+        queued.extend(held);
+        // Speeds: streams per runner, runners decoding per device.
+        let mut per_device: BTreeMap<usize, usize> = BTreeMap::new();
+        for (k, b) in busy.iter().enumerate() {
+            if *b > 0 {
+                *per_device.entry(device_of[k]).or_insert(0) += 1;
+            }
+        }
+        let speed = |i: usize| -> f64 {
+            let k = runner_of[i];
+            let Some(d) = devices.get(device_of[k]) else { return 1.0 };
+            let batch = if relax.batch { 1 } else { busy[k] };
+            let m = if relax.cross_process { 1 } else { per_device.get(&device_of[k]).copied().unwrap_or(1) };
+            d.speed(batch, m).max(1e-9)
+        };
+        let next_finish = running.iter().map(|&(i, rem)| rem / speed(i)).fold(f64::INFINITY, f64::min);
+        let next_ready = future.peek().map_or(f64::INFINITY, |r| r.0 - t);
+        let dt = next_finish.min(next_ready);
+        if !dt.is_finite() {
+            // Nothing running and nothing to come: a chain pointing at a call that never ran.
+            break;
+        }
+        let speeds: Vec<f64> = running.iter().map(|&(i, _)| speed(i)).collect();
+        t += dt;
+        let mut still = Vec::with_capacity(running.len());
+        for ((i, rem), s) in running.drain(..).zip(speeds) {
+            let left = rem - s * dt;
+            // A relative epsilon: remaining work within a nanosecond's worth is done.
+            if left <= 1e-6 * (1.0 + calls[i].work.abs()) {
+                busy[runner_of[i]] -= 1;
+                done += 1;
+                end = end.max(t);
+                for &j in &next_calls[i] {
+                    future.push(Ready(t + calls[j].local.max(0.0), j));
+                }
+            } else {
+                still.push((i, left));
+            }
+        }
+        running = still;
+    }
+    end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(work: f64, after: Option<usize>, local: f64, instance: usize, slots: usize, device: usize) -> Call {
+        Call { work, after, local, runner: (instance, "m".into()), slots, device }
+    }
+
+    const IDEAL: DeviceSharing = DeviceSharing { batch_penalty: 0.0, cross_process_efficiency: 1.0 };
+
+    #[test]
+    fn unlimited_slots_on_an_ideal_device_take_the_longest_chain() {
+        // Agent a: 100, local 10, 100; agent b: 300. Longest chain: 300.
+        let calls =
+            [call(100.0, None, 0.0, 0, 0, 0), call(100.0, Some(0), 10.0, 0, 0, 0), call(300.0, None, 0.0, 0, 0, 0)];
+        assert!((makespan(&calls, &[IDEAL], None, Relax::default()) - 300.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn one_slot_runs_the_calls_one_after_another_in_fifo_order() {
+        // Three agents' 100 µs calls at once on one slot: 300. With a second call of agent 0
+        // 10 µs after its first, it queues behind the other two: 0-100, 100-200, 200-300,
+        // then 300-400.
+        let mut calls = vec![call(100.0, None, 0.0, 0, 1, 0); 3];
+        assert!((makespan(&calls, &[IDEAL], None, Relax::default()) - 300.0).abs() < 1e-6);
+        calls.push(call(100.0, Some(0), 10.0, 0, 1, 0));
+        assert!((makespan(&calls, &[IDEAL], None, Relax::default()) - 400.0).abs() < 1e-6);
+        // Relaxing the slots gives the longest chain back: 100 + 10 + 100.
+        let relax = Relax { slots: true, ..Relax::default() };
+        assert!((makespan(&calls, &[IDEAL], None, relax) - 210.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn two_processes_on_one_device_share_it_and_lose_the_switching() {
+        // Instances 0 and 1 on device 0 at 0.78: each stream at 0.39 while both decode. Calls
+        // of 390 and 640: the first ends at 390 / 0.39 = 1000, when the second has 250 left,
+        // alone at full speed: 1250. One after the other: 1030. Overlapping is slower.
+        let dev = DeviceSharing { batch_penalty: 0.0, cross_process_efficiency: 0.78 };
+        let calls = [call(390.0, None, 0.0, 0, 1, 0), call(640.0, None, 0.0, 1, 1, 0)];
+        assert!((makespan(&calls, &[dev], None, Relax::default()) - 1250.0).abs() < 1e-6);
+        let relax = Relax { cross_process: true, ..Relax::default() };
+        assert!((makespan(&calls, &[dev], None, relax) - 640.0).abs() < 1e-6);
+        // On two devices they do not meet.
+        let apart = [call(390.0, None, 0.0, 0, 1, 0), call(640.0, None, 0.0, 1, 1, 1)];
+        assert!((makespan(&apart, &[dev, dev], None, Relax::default()) - 640.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_batch_runs_each_stream_slower_by_its_penalty() {
+        // Two 100 µs calls batched at penalty 1: each at 1/2 speed, both end at 200.
+        let dev = DeviceSharing { batch_penalty: 1.0, cross_process_efficiency: 1.0 };
+        let calls = [call(100.0, None, 0.0, 0, 4, 0), call(100.0, None, 0.0, 0, 4, 0)];
+        assert!((makespan(&calls, &[dev], None, Relax::default()) - 200.0).abs() < 1e-6);
+        let relax = Relax { batch: true, ..Relax::default() };
+        assert!((makespan(&calls, &[dev], None, relax) - 100.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn permits_bound_the_calls_in_flight() {
+        // Four 100 µs calls, two permits: 200.
+        let calls = vec![call(100.0, None, 0.0, 0, 0, 0); 4];
+        assert!((makespan(&calls, &[IDEAL], Some(2), Relax::default()) - 200.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn an_unknown_device_or_slot_count_limits_nothing() {
+        let calls = vec![call(100.0, None, 0.0, 0, 0, 7); 3];
+        assert!((makespan(&calls, &[], None, Relax::default()) - 100.0).abs() < 1e-6);
+    }
+}

@@ -1,0 +1,209 @@
+//! The deployment verdict: how much of an ideal server's saving the deployment allows this
+//! workload, what limits it, and the fix, in words a user acts on.
+//!
+//! The figures come from the judge: the one-at-a-time time, an infinitely parallel server's
+//! (the longest chain, no loads), and what a perfectly concurrent client takes on this
+//! deployment (`allowed.rs`, plus the run's loads). Each limit's cost is what lifting that limit
+//! alone would save in the replay (slots, batching, time-slicing of a shared device), or the
+//! loads' time; the largest names the limit.
+
+use super::{Allows, DeploymentReport, Limit, LimitCost, PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING, pct, plural};
+use crate::trace::DeviceSharing;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A runner the calls ran on: (instance, model) with its parallel slots and its device.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Runner {
+    pub(super) instance: usize,
+    pub(super) model: String,
+    pub(super) slots: usize,
+    pub(super) device: usize,
+}
+
+/// What the deployment verdict is computed from (microseconds of wall time at the run's scale).
+#[derive(Debug)]
+pub(super) struct Inputs<'a> {
+    /// Whether the trace describes the deployment (its devices and every runner's slots).
+    pub(super) described: bool,
+    /// Requests that ran.
+    pub(super) requests: usize,
+    /// One call at a time, loads included.
+    pub(super) sequential_us: u64,
+    /// An infinitely parallel server with the models loaded.
+    pub(super) ideal_us: u64,
+    /// A perfectly concurrent client on this deployment, loads included.
+    pub(super) allowed_us: u64,
+    /// Loads during the run.
+    pub(super) load_us: u64,
+    /// What lifting each replayed limit alone saves: slots, batching, time-slicing.
+    pub(super) replayed: [(Limit, u64); 3],
+    /// Requests the server's queue refused (HTTP 503).
+    pub(super) queue_refused: usize,
+    /// The runners the calls ran on.
+    pub(super) runners: BTreeSet<Runner>,
+    /// The devices' sharing model.
+    pub(super) devices: &'a [DeviceSharing],
+    /// How many agents could have run at once, when known.
+    pub(super) agents: Option<usize>,
+}
+
+fn secs(us: u64) -> f64 {
+    us as f64 / 1e6
+}
+
+/// The deployment verdict.
+pub(super) fn report(i: &Inputs<'_>) -> DeploymentReport {
+    let unknown = |reason: String| DeploymentReport {
+        verdict: Allows::Unknown,
+        limit: Limit::Unknown,
+        reason,
+        speedup: None,
+        ideal_speedup: None,
+        share: None,
+        costs: Vec::new(),
+    };
+    if i.requests < 2 {
+        return unknown("fewer than two requests ran: nothing to say about what the deployment allows".into());
+    }
+    if !i.described {
+        return unknown(
+            "the trace does not describe its deployment (its slots and devices): what it allows is not known".into(),
+        );
+    }
+    let mut costs: Vec<LimitCost> = i
+        .replayed
+        .iter()
+        .chain(std::iter::once(&(Limit::Loads, i.load_us)))
+        .filter(|(_, us)| *us > 0)
+        .map(|&(limit, us)| LimitCost { limit, seconds: secs(us) })
+        .collect();
+    costs.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
+    let (seq, ideal, allowed) = (i.sequential_us as f64, i.ideal_us as f64, i.allowed_us as f64);
+    let speedup = (allowed > 0.0).then(|| seq / allowed);
+    let ideal_speedup = (ideal > 0.0).then(|| seq / ideal);
+    let room = seq - ideal;
+    if room < 0.05 * seq {
+        return DeploymentReport {
+            costs,
+            speedup,
+            ideal_speedup,
+            ..unknown(format!(
+                "one chain of calls is nearly all the work ({:.2} s of {:.2} s one at a time): even an ideal server could save little",
+                secs(i.ideal_us),
+                secs(i.sequential_us)
+            ))
+        };
+    }
+    let share = (seq - allowed) / room;
+    let verdict = if share >= PARALLEL_MIN_SAVING {
+        Allows::Full
+    } else if share <= SERIALIZED_MAX_SAVING {
+        Allows::NoSpeedup
+    } else {
+        Allows::Partial
+    };
+    let figures = format!(
+        "a perfectly concurrent client takes {:.2} s here against {:.2} s one call at a time ({}) and {:.2} s on an infinitely parallel server with the models loaded ({})",
+        secs(i.allowed_us),
+        secs(i.sequential_us),
+        speedup.map_or("n/a".into(), |s| format!("{s:.2}x")),
+        secs(i.ideal_us),
+        ideal_speedup.map_or("n/a".into(), |s| format!("{s:.2}x")),
+    );
+    // The limits that matter: the largest, and any other costing at least a quarter of it.
+    let lost = (allowed - ideal).max(0.0);
+    let top = costs.first().map_or(0.0, |c| c.seconds);
+    let named: Vec<&LimitCost> = if verdict == Allows::Full {
+        Vec::new()
+    } else {
+        costs.iter().filter(|c| c.seconds > 0.0 && c.seconds >= 0.25 * top && c.seconds * 1e6 >= 0.05 * lost).collect()
+    };
+    let mut limit = named.first().map_or(Limit::None, |c| c.limit);
+    let mut words: Vec<String> = named.iter().map(|c| limit_words(c, i)).collect();
+    if i.queue_refused > 0 {
+        words.insert(
+            0,
+            format!(
+                "the server's queue refused {} (HTTP 503 \"server busy\"): raise OLLAMA_MAX_QUEUE or send fewer calls at once",
+                plural(i.queue_refused, "request", "requests")
+            ),
+        );
+        limit = Limit::Queue;
+    }
+    let head = match verdict {
+        Allows::Full => "the deployment allows the agents to run together".to_string(),
+        Allows::Partial => format!("the deployment allows part of the speedup ({} of an ideal server's)", pct(share)),
+        Allows::NoSpeedup if seq < allowed => {
+            "the deployment allows no speedup: overlapping the calls is slower than taking turns".to_string()
+        }
+        Allows::NoSpeedup | Allows::Unknown => "the deployment allows no real speedup".to_string(),
+    };
+    let reason = if words.is_empty() {
+        format!("{head}: {figures}")
+    } else {
+        format!("{head}: {}; {figures}", words.join("; "))
+    };
+    DeploymentReport { verdict, limit, reason, speedup, ideal_speedup, share: Some(share), costs }
+}
+
+/// One limit, its cost and its fix, in words.
+fn limit_words(c: &LimitCost, i: &Inputs<'_>) -> String {
+    let cost = format!("{:.2} s", c.seconds);
+    match c.limit {
+        Limit::Slots => {
+            let few: Vec<&Runner> = i.runners.iter().filter(|r| i.agents.is_none_or(|a| r.slots < a)).collect();
+            let list = if few.is_empty() { i.runners.iter().collect::<Vec<_>>() } else { few };
+            let which = list
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{} on instance {} has {}",
+                        r.model,
+                        r.instance,
+                        plural(r.slots, "parallel slot", "parallel slots")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let fix = match i.agents {
+                Some(a) => format!("set OLLAMA_NUM_PARALLEL={} (memory: {} x the context)", a.max(2), a.max(2)),
+                None => "raise OLLAMA_NUM_PARALLEL to the number of agents that call at once (memory: that many x the context)".to_string(),
+            };
+            format!("{which}, so calls queue for them ({cost}): {fix}")
+        }
+        Limit::SharedDevice => {
+            let mut by_device: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+            for r in &i.runners {
+                by_device.entry(r.device).or_default().insert(r.instance);
+            }
+            let shared: Vec<String> = by_device
+                .iter()
+                .filter(|(_, inst)| inst.len() >= 2)
+                .map(|(d, inst)| {
+                    let eff = i.devices.get(*d).map_or(1.0, |s| s.cross_process_efficiency);
+                    format!(
+                        "instances {} share device {d} and time-slice it ({} of its capacity while both decode)",
+                        inst.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" and "),
+                        pct(eff)
+                    )
+                })
+                .collect();
+            let what =
+                if shared.is_empty() { "server processes share a device".to_string() } else { shared.join(", ") };
+            format!(
+                "{what} ({cost}): run one server with OLLAMA_NUM_PARALLEL instead of one per agent, or give each its own device"
+            )
+        }
+        Limit::Batch => {
+            let penalty = i.devices.iter().map(|d| d.batch_penalty).fold(0.0, f64::max);
+            format!(
+                "streams batched in one runner slow each other (two at once run at {} of solo speed each) ({cost}): the device's throughput, not the client",
+                pct(1.0 / (1.0 + penalty))
+            )
+        }
+        Limit::Loads => format!(
+            "model loads took {cost}: load the models before the agents start and keep them loaded (keep_alive, OLLAMA_MAX_LOADED_MODELS)"
+        ),
+        Limit::Queue | Limit::Cpu | Limit::None | Limit::Unknown => format!("{} ({cost})", c.limit.as_str()),
+    }
+}
