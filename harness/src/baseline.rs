@@ -8,7 +8,9 @@
 //! cell, the runs), recompute the medians and the saving, and keep the middle 80 %.
 //!
 //! The saving of a run depends only on its wall time and its agents' solo durations:
-//! `(sum of solo - wall) / (sum of solo - longest solo)` ([`crate::measure::Efficiency`]).
+//! `(sum of solo - wall) / (sum of solo - longest solo)` ([`crate::measure::Efficiency`]). With
+//! reference rounds (live mode), the client's saving is measured against what the servers allow
+//! instead: `(sum of solo - wall) / (sum of solo - reference wall)`.
 
 use crate::stats::percentile;
 use rand::{RngExt, SeedableRng};
@@ -20,9 +22,13 @@ pub(crate) const INTERVAL_COVERAGE: f64 = 0.80;
 const RESAMPLES: usize = 400;
 
 /// The solo rounds of one cell: each round maps an agent's name to its solo duration, seconds.
+/// In live mode each round also runs the scenario once with the reference client (every agent
+/// at once, on the harness's plainest correct runtime): its wall time is what the servers allow
+/// a client that holds nothing back, the measure a variant's own saving is taken against.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Rounds {
     rounds: Vec<BTreeMap<String, f64>>,
+    references: Vec<f64>,
 }
 
 /// A run as the saving sees it: its wall time and its agents.
@@ -34,17 +40,33 @@ pub(crate) struct RunShape {
     pub agents: Vec<String>,
 }
 
-/// The saving of `run` against per-agent solo durations: NaN when an agent has none or there
-/// is nothing to save.
-pub(crate) fn saving(run: &RunShape, solo: &BTreeMap<String, f64>) -> f64 {
+/// The one-at-a-time time (the sum of the run's agents' solo durations) and an ideal server's
+/// (the longest of them); `None` when an agent has no solo duration.
+pub(crate) fn sequential_and_ideal(agents: &[String], solo: &BTreeMap<String, f64>) -> Option<(f64, f64)> {
     let mut sum = 0.0;
     let mut max: f64 = 0.0;
-    for a in &run.agents {
-        let Some(s) = solo.get(a).copied().filter(|s| s.is_finite()) else { return f64::NAN };
+    for a in agents {
+        let s = solo.get(a).copied().filter(|s| s.is_finite())?;
         sum += s;
         max = max.max(s);
     }
+    Some((sum, max))
+}
+
+/// The saving of `run` against per-agent solo durations: NaN when an agent has none or there
+/// is nothing to save.
+pub(crate) fn saving(run: &RunShape, solo: &BTreeMap<String, f64>) -> f64 {
+    let Some((sum, max)) = sequential_and_ideal(&run.agents, solo) else { return f64::NAN };
     if sum > max && run.wall_s > 0.0 { (sum - run.wall_s) / (sum - max) } else { f64::NAN }
+}
+
+/// The client's share of the saving the servers allow: `run` against the reference client's
+/// wall time `reference` ([`sim_ollama::judge::against_allowed`]); without a reference, the
+/// saving against an ideal server. NaN when there is nothing to save on these servers.
+pub(crate) fn client_saving(run: &RunShape, solo: &BTreeMap<String, f64>, reference: Option<f64>) -> f64 {
+    let Some(reference) = reference else { return saving(run, solo) };
+    let Some((sum, max)) = sequential_and_ideal(&run.agents, solo) else { return f64::NAN };
+    sim_ollama::judge::against_allowed(run.wall_s, reference, sum, max).and_then(|a| a.saving).unwrap_or(f64::NAN)
 }
 
 impl Rounds {
@@ -58,6 +80,20 @@ impl Rounds {
         if !round.is_empty() {
             self.rounds.push(round);
         }
+    }
+
+    /// Adds the reference client's wall time of one round, seconds.
+    pub(crate) fn push_reference(&mut self, wall_s: f64) {
+        if wall_s.is_finite() && wall_s > 0.0 {
+            self.references.push(wall_s);
+        }
+    }
+
+    /// The reference client's median wall time (the lower middle of an even number); `None`
+    /// without a reference round (the simulator, or every reference run failed).
+    pub(crate) fn reference(&self) -> Option<f64> {
+        let m = lower_median(&self.references);
+        m.is_finite().then_some(m)
     }
 
     /// Each agent's solo samples.
@@ -87,11 +123,19 @@ impl Rounds {
         let seed = runs.iter().fold(k as u64, |h, r| h.rotate_left(7) ^ r.wall_s.to_bits());
         let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
         let mut out = Vec::with_capacity(RESAMPLES);
+        let refs = self.references.len();
         for _ in 0..RESAMPLES {
             let picked: Vec<&BTreeMap<String, f64>> = (0..k).map(|_| &self.rounds[rng.random_range(0..k)]).collect();
             let solo = median_of(picked.into_iter());
-            let savings: Vec<f64> =
-                (0..runs.len()).map(|_| saving(&runs[rng.random_range(0..runs.len())], &solo)).collect();
+            // The reference client's rounds are resampled too: its wall time is as noisy as
+            // the solo runs.
+            let reference = (refs > 0).then(|| {
+                let r: Vec<f64> = (0..refs).map(|_| self.references[rng.random_range(0..refs)]).collect();
+                lower_median(&r)
+            });
+            let savings: Vec<f64> = (0..runs.len())
+                .map(|_| client_saving(&runs[rng.random_range(0..runs.len())], &solo, reference))
+                .collect();
             out.push(lower_median(&savings));
         }
         let tail = (1.0 - INTERVAL_COVERAGE) / 2.0;
@@ -137,6 +181,23 @@ mod tests {
         assert!((saving(&run(1.0), &round(1.0, 1.0)) - 1.0).abs() < 1e-12);
         assert!(saving(&run(2.0), &round(1.0, 1.0)).abs() < 1e-12);
         assert!(saving(&run(1.0), &round(1.0, f64::NAN)).is_nan());
+    }
+
+    #[test]
+    fn the_client_saving_is_taken_against_the_reference_client() {
+        // One at a time 2 s, reference 1.5 s: a run of 1.5 s saved all the servers allow, a
+        // run of 2 s none; without a reference the ideal (1 s) is the measure.
+        let solo = round(1.0, 1.0);
+        assert!((client_saving(&run(1.5), &solo, Some(1.5)) - 1.0).abs() < 1e-12);
+        assert!(client_saving(&run(2.0), &solo, Some(1.5)).abs() < 1e-12);
+        assert!((client_saving(&run(1.5), &solo, None) - 0.5).abs() < 1e-12);
+        // Servers that allow nothing: no saving to measure (the overlap decides).
+        assert!(client_saving(&run(2.0), &solo, Some(2.0)).is_nan());
+        let mut r = Rounds::new();
+        for w in [1.6, 1.4, 1.5] {
+            r.push_reference(w);
+        }
+        assert_eq!(r.reference(), Some(1.5));
     }
 
     #[test]

@@ -226,6 +226,7 @@ mod tests {
                 agents: Vec::new(),
                 calls: Vec::new(),
                 judge: None,
+                deployment: None,
                 time_scale: 1.0,
                 local_work_scale: 1.0,
                 saving_interval: None,

@@ -330,6 +330,30 @@ fn shape(recs: &[AgentRecord], wall_s: f64) -> RunShape {
     RunShape { wall_s, agents: recs.iter().map(|a| a.name.clone()).collect() }
 }
 
+/// Live mode: what the servers allow this run's agents, measured by the reference client's
+/// rounds; `None` without reference rounds or solo durations.
+fn live_measured(recs: &[AgentRecord], rounds: &Rounds) -> Option<verdict::Measured> {
+    let reference_s = rounds.reference()?;
+    let names: Vec<String> = recs.iter().map(|a| a.name.clone()).collect();
+    let (sequential_s, ideal_s) = crate::baseline::sequential_and_ideal(&names, &rounds.medians())?;
+    Some(verdict::Measured { reference_s, sequential_s, ideal_s })
+}
+
+/// The runtime the reference client runs on in live mode: the plainest correct variant.
+pub const REFERENCE_RUNTIME: &str = "tokio-default";
+
+/// Live mode: one run of the scenario by the reference client (every agent at once); its wall
+/// time from the first call made to the last answer read, or `None` when a call failed.
+fn reference_round(exec: &mut dyn Executor, d: &Deployment, agents: &[AgentPlan], timeout: Duration) -> Option<f64> {
+    let recs = exec.run(&job(d, agents.to_vec(), Duration::ZERO, timeout));
+    if recs.is_empty() || recs.iter().any(|a| a.calls.iter().any(|c| c.error.is_some())) {
+        return None;
+    }
+    let start = recs.iter().map(|a| a.start).min()?;
+    let end = recs.iter().map(|a| a.end).max()?;
+    Some(end.saturating_duration_since(start).as_secs_f64())
+}
+
 /// Judges one concurrent run against the solo rounds so far: on the simulator by the judge on
 /// its trace, in live mode by the client's view ([`verdict::judge_live`]).
 #[allow(clippy::too_many_arguments)]
@@ -363,9 +387,18 @@ fn judge_run(
             (v, reason, Some(rep), saving)
         }
         _ => {
-            let (v, reason) = verdict::judge_live(&eff, recs, interval);
-            (v, reason, None, eff.saving)
+            let measured = live_measured(recs, rounds);
+            let (v, reason) = verdict::judge_live(&eff, recs, interval, measured);
+            let saving =
+                crate::baseline::client_saving(&shape(recs, eff.wall_s), &rounds.medians(), rounds.reference());
+            (v, reason, None, saving)
         }
+    };
+    let deployment = match &judged {
+        Some(rep) => Some(rep.deployment.clone()),
+        None => live_measured(recs, rounds).map(|m| {
+            sim_ollama::judge::measured_deployment(m.sequential_s, m.ideal_s, m.reference_s, verdict::REFERENCE_WORDS)
+        }),
     };
     let calls: Vec<CallMetrics> = recs
         .iter()
@@ -387,6 +420,7 @@ fn judge_run(
         agents: times,
         calls,
         judge: judged,
+        deployment,
         time_scale: d.time_scale,
         local_work_scale: d.local_scale(),
         timeline,
@@ -462,6 +496,11 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
         summary: Vec::new(),
     };
     let mut executors: HashMap<String, Box<dyn Executor>> = HashMap::new();
+    // Live mode: the reference client, built once, outside every timed region.
+    let mut reference: Option<Box<dyn Executor>> = match plan.target {
+        Target::Live { .. } => Some(runtime::build(REFERENCE_RUNTIME).map_err(MatrixError::Runtime)?),
+        Target::Simulator => None,
+    };
     let cells = plan.scenarios.len() * plan.runtimes.len();
     let mut cell = 0;
     for s in &plan.scenarios {
@@ -494,6 +533,14 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
                     rounds.push(round);
                     solo_itl.extend(itl);
                     progress.step("solo baseline");
+                    // Live mode: what these servers allow a client that holds nothing back,
+                    // measured in the same rounds (a server that drifts drifts in it too).
+                    if let Some(reference) = reference.as_mut() {
+                        if let Some(wall) = reference_round(reference.as_mut(), &d, &agents, plan.timeout) {
+                            rounds.push_reference(wall);
+                        }
+                        progress.step("reference run");
+                    }
                 }
                 if slot == plan.runs {
                     break;

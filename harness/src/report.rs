@@ -66,6 +66,10 @@ pub struct RunResult {
     pub calls: Vec<CallMetrics>,
     /// The simulator's judge on the run's trace (absent in live mode).
     pub judge: Option<sim_ollama::Report>,
+    /// The deployment verdict: the judge's on the simulator; in live mode measured with the
+    /// reference client (absent without reference rounds).
+    #[serde(default)]
+    pub deployment: Option<sim_ollama::judge::DeploymentReport>,
     /// The time scale the run ran at (1.0 in live mode).
     #[serde(default = "one", deserialize_with = "crate::stats::nan_or")]
     pub time_scale: f64,
@@ -137,7 +141,8 @@ pub struct CellSummary {
     #[serde(default)]
     pub cause: Option<sim_ollama::judge::Cause>,
     /// The median run's deployment verdict: how much speedup the deployment allows this
-    /// scenario and what limits it (simulator runs; absent in live mode).
+    /// scenario and what limits it (in live mode measured with the reference client, its limit
+    /// unnamed).
     #[serde(default)]
     pub deployment: Option<sim_ollama::judge::DeploymentReport>,
     /// Runs per verdict.
@@ -285,7 +290,7 @@ pub fn summarize_cell(
         verdict,
         reason,
         cause: median.and_then(|r| r.judge.as_ref()).map(|j| j.cause),
-        deployment: median.and_then(|r| r.judge.as_ref()).map(|j| j.deployment.clone()),
+        deployment: median.and_then(|r| r.deployment.clone()),
         verdicts,
         failed_runs: failed.len(),
         effect_size_vs_tokio_default: None,
@@ -533,8 +538,8 @@ pub fn runs_csv(r: &Results) -> String {
         saving: x.saving,
         verdict: x.verdict,
         reason: &x.reason,
-        deployment: x.judge.as_ref().map_or("", |j| j.deployment.verdict.as_str()),
-        deployment_limit: x.judge.as_ref().map_or("", |j| j.deployment.limit.as_str()),
+        deployment: x.deployment.as_ref().map_or("", |d| d.verdict.as_str()),
+        deployment_limit: x.deployment.as_ref().map_or("", |d| d.limit.as_str()),
     }))
 }
 
@@ -647,6 +652,7 @@ mod tests {
             agents: Vec::new(),
             calls: Vec::new(),
             judge: None,
+            deployment: None,
             time_scale: 1.0,
             local_work_scale: 1.0,
             saving_interval: None,

@@ -106,17 +106,42 @@ pub fn crosses_parallel_line(lo: f64, hi: f64) -> bool {
     lo < PARALLEL_MIN_SAVING && hi >= PARALLEL_MIN_SAVING
 }
 
+/// What the servers allow in live mode, measured: the reference client's median wall time
+/// over the cell's rounds, against the run's one-at-a-time and ideal times (its agents' median
+/// solo durations: their sum and the longest). Seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measured {
+    /// The reference client (every agent at once, on the plainest correct runtime).
+    pub reference_s: f64,
+    /// The run's agents one after another.
+    pub sequential_s: f64,
+    /// The run's longest agent alone.
+    pub ideal_s: f64,
+}
+
+/// The words for the reference client in reasons.
+pub const REFERENCE_WORDS: &str = "the reference client (tokio, every agent at once)";
+
 /// Judges a live run (no server trace): from whether the calls overlapped as the client saw
-/// them, the efficiencies against the median solo baselines, and `interval`, the 80 %
-/// bootstrap interval of the saving over the solo rounds (`None` with one round).
+/// them, the efficiencies against the median solo baselines, what the servers allow (`allowed`,
+/// measured with the reference client; `None` without reference rounds), and `interval`, the
+/// 80 % bootstrap interval of the client's saving over the rounds (`None` with one round).
 ///
 /// Decisive evidence first (issue 14): when no two agents' calls were ever in flight together,
-/// the run is serialized whatever the noisy efficiencies say. Otherwise the saving places the
-/// run in a band, unless the interval lies on both sides of the parallel line: then the run is
-/// inconclusive (noise, not the program, would decide). An interval across the serialized line
-/// only leaves the run degraded or serialized, both short of parallel; the median baseline's
-/// saving chooses, and the reason gives the interval.
-pub fn judge_live(e: &Efficiency, agents: &[AgentRecord], interval: Option<(f64, f64)>) -> (Verdict, String) {
+/// the run is serialized whatever the noisy efficiencies say. Otherwise the run is measured
+/// against what the servers allow, by the rule the simulator's judge uses
+/// ([`sim_ollama::judge::against_allowed`]): a client is not blamed for servers that cannot go
+/// faster. Then the saving places the run in a band, unless the interval lies on both sides of
+/// the parallel line: then the run is inconclusive (noise, not the program, would decide). An
+/// interval across the serialized line only leaves the run partly serialized or serialized,
+/// both short of parallel; the median baseline's saving chooses, and the reason gives the
+/// interval.
+pub fn judge_live(
+    e: &Efficiency,
+    agents: &[AgentRecord],
+    interval: Option<(f64, f64)>,
+    allowed: Option<Measured>,
+) -> (Verdict, String) {
     if let Some(failed) = failed_reason(agents) {
         return (Verdict::Failed, failed);
     }
@@ -126,14 +151,24 @@ pub fn judge_live(e: &Efficiency, agents: &[AgentRecord], interval: Option<(f64,
             "no solo baseline to judge by: an agent's solo run failed or returned nothing".to_string(),
         );
     }
-    let effs = match interval {
+    let n = agents.len();
+    let talking = agents.iter().filter(|a| !a.calls.is_empty()).count();
+    let against = allowed.and_then(|m| {
+        sim_ollama::judge::against_allowed(e.wall_s, m.reference_s, m.sequential_s, m.ideal_s).map(|a| (m, a))
+    });
+    let client_saving = against.map_or(e.saving, |(_, a)| a.saving.unwrap_or(f64::NAN));
+    let mut effs = match interval {
         Some((lo, hi)) => {
-            format!("{}; saving {} ({}-{} over the solo rounds)", effs(e), pct(e.saving), pct(lo), pct(hi))
+            format!("{}; saving {} ({}-{} over the solo rounds)", effs(e), pct(client_saving), pct(lo), pct(hi))
         }
         None => effs(e),
     };
-    let n = agents.len();
-    let talking = agents.iter().filter(|a| !a.calls.is_empty()).count();
+    if let Some((m, _)) = against {
+        effs.push_str(&format!(
+            "; {REFERENCE_WORDS} took {:.2} s, one at a time {:.2} s",
+            m.reference_s, m.sequential_s
+        ));
+    }
     if talking >= 2 && !calls_overlap(agents) {
         return (
             Verdict::Serialized,
@@ -142,9 +177,20 @@ pub fn judge_live(e: &Efficiency, agents: &[AgentRecord], interval: Option<(f64,
             ),
         );
     }
-    let v = classify(e);
+    if allowed.is_some() && against.is_none() {
+        return (
+            Verdict::Inconclusive,
+            format!(
+                "the longest agent alone is nearly all the work: even an ideal server could save little, nothing to judge ({effs})"
+            ),
+        );
+    }
+    let v = match against {
+        Some((_, a)) => a.verdict,
+        None => classify(e),
+    };
     if let Some((lo, hi)) = interval {
-        if crosses_parallel_line(lo, hi) && !e.saving.is_nan() {
+        if crosses_parallel_line(lo, hi) && !client_saving.is_nan() {
             return (
                 Verdict::Inconclusive,
                 format!(
@@ -154,12 +200,19 @@ pub fn judge_live(e: &Efficiency, agents: &[AgentRecord], interval: Option<(f64,
             );
         }
     }
-    let reason = if v == Verdict::Parallel {
-        format!("{n} agents overlapped: {effs}")
-    } else {
-        format!(
+    let reason = match (v, against) {
+        (Verdict::Parallel, Some((_, a))) if a.saving.is_none() => format!(
+            "{n} agents overlapped as far as the servers allow: they allow no real saving here, as {REFERENCE_WORDS} shows ({effs})"
+        ),
+        (Verdict::Parallel, Some(_)) => format!("{n} agents overlapped, as far as the servers allow ({effs})"),
+        (Verdict::Parallel, None) => format!("{n} agents overlapped: {effs}"),
+        (v, Some(_)) => format!(
+            "calls overlapped, but the agents took longer together than {REFERENCE_WORDS} on the same servers: {} (a client that slows its own calls, or servers that were slower during these runs than during the reference's: no server trace in live mode to tell) ({effs})",
+            if v == Verdict::Serialized { "serialized" } else { "partly serialized" }
+        ),
+        (_, None) => format!(
             "calls overlapped but the agents took longer together than their saving allows: shared server slots or devices, or a client that slows its own calls (no server trace in live mode to tell which) ({effs})"
-        )
+        ),
     };
     (v, reason)
 }
@@ -223,27 +276,62 @@ mod tests {
     fn calls_that_never_overlapped_are_serialized_whatever_the_saving_says() {
         // Issue 14: one slow solo baseline made a sequential control read "parallel".
         let seq = agents(&[("a", 0.0, 1.0), ("b", 1.0, 2.0)]);
-        let (v, reason) = judge_live(&saving(0.95), &seq, Some((0.9, 0.99)));
+        let (v, reason) = judge_live(&saving(0.95), &seq, Some((0.9, 0.99)), None);
         assert_eq!(v, Verdict::Serialized, "{reason}");
         assert!(reason.contains("no two agents' calls were ever in flight together"), "{reason}");
         // The same timings with overlapping calls are judged by the saving.
         let par = agents(&[("a", 0.0, 1.0), ("b", 0.1, 1.1)]);
-        assert_eq!(judge_live(&saving(0.95), &par, Some((0.9, 0.99))).0, Verdict::Parallel);
+        assert_eq!(judge_live(&saving(0.95), &par, Some((0.9, 0.99)), None).0, Verdict::Parallel);
     }
 
     #[test]
     fn a_saving_on_both_sides_of_the_parallel_line_is_inconclusive_and_says_why() {
         let par = agents(&[("a", 0.0, 1.0), ("b", 0.1, 1.1)]);
         for point in [0.85, 0.75] {
-            let (v, reason) = judge_live(&saving(point), &par, Some((0.7, 0.9)));
+            let (v, reason) = judge_live(&saving(point), &par, Some((0.7, 0.9)), None);
             assert_eq!(v, Verdict::Inconclusive, "{point}: {reason}");
             assert!(reason.contains("too noisy") && reason.contains("70%-90%"), "{reason}");
         }
         // Across the serialized line only: short of parallel either way; the median decides.
-        assert_eq!(judge_live(&saving(0.1), &par, Some((0.05, 0.3))).0, Verdict::Serialized);
-        assert_eq!(judge_live(&saving(0.2), &par, Some((0.05, 0.3))).0, Verdict::PartlySerialized);
+        assert_eq!(judge_live(&saving(0.1), &par, Some((0.05, 0.3)), None).0, Verdict::Serialized);
+        assert_eq!(judge_live(&saving(0.2), &par, Some((0.05, 0.3)), None).0, Verdict::PartlySerialized);
         // One round: no interval, the saving decides.
-        assert_eq!(judge_live(&saving(0.85), &par, None).0, Verdict::Parallel);
+        assert_eq!(judge_live(&saving(0.85), &par, None, None).0, Verdict::Parallel);
+    }
+
+    #[test]
+    fn live_runs_are_measured_against_what_the_reference_client_shows_the_servers_allow() {
+        // Two agents of 1 s alone: one at a time 2 s, an ideal server 1 s. Servers that
+        // allow no saving (the reference client took 2 s, as two servers sharing two cores
+        // can): a run that overlapped and took 2.1 s is client-parallel, not serialized.
+        let par = agents(&[("a", 0.0, 2.1), ("b", 0.1, 2.1)]);
+        let flat =
+            Efficiency { wall_s: 2.1, efficiency_true: 0.48, efficiency_apparent: 0.95, speedup: 0.95, saving: -0.1 };
+        let none = Measured { reference_s: 2.0, sequential_s: 2.0, ideal_s: 1.0 };
+        let (v, reason) = judge_live(&flat, &par, None, Some(none));
+        assert_eq!(v, Verdict::Parallel, "{reason}");
+        assert!(reason.contains("as far as the servers allow") && reason.contains("reference client"), "{reason}");
+        // Without the reference the same run reads serialized: the servers' limit blamed on
+        // the client.
+        assert_eq!(judge_live(&flat, &par, None, None).0, Verdict::Serialized);
+        // Servers that allow 1.2 s: a run of 1.25 s saved (2 - 1.25) / (2 - 1.2) = 94 %:
+        // parallel; a run of 1.8 s saved 25 %: partly serialized, and the reason says it
+        // cannot tell the client from slower servers.
+        let some = Measured { reference_s: 1.2, sequential_s: 2.0, ideal_s: 1.0 };
+        let e = |w: f64| Efficiency {
+            wall_s: w,
+            efficiency_true: 2.0 / (2.0 * w),
+            efficiency_apparent: 0.9,
+            speedup: 2.0 / w,
+            saving: 2.0 - w,
+        };
+        assert_eq!(judge_live(&e(1.25), &par, None, Some(some)).0, Verdict::Parallel);
+        let (v, reason) = judge_live(&e(1.8), &par, None, Some(some));
+        assert_eq!(v, Verdict::PartlySerialized, "{reason}");
+        assert!(reason.contains("partly serialized") && reason.contains("no server trace"), "{reason}");
+        // Calls that never overlapped stay serialized whatever the servers allow.
+        let seq = agents(&[("a", 0.0, 1.0), ("b", 1.0, 2.0)]);
+        assert_eq!(judge_live(&e(2.0), &seq, None, Some(none)).0, Verdict::Serialized);
     }
 
     #[test]

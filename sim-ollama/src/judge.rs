@@ -45,6 +45,8 @@
 mod allowed;
 mod deployment;
 
+pub use deployment::measured as measured_deployment;
+
 use crate::trace::{Outcome, RequestTrace, TraceSnapshot, WaitReason};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -815,10 +817,10 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     };
     let allowed_core = if described { replay(allowed::Relax::default()) } else { ideal_core };
     let allowed_us = allowed_core + load_us;
-    let room = sequential_us.saturating_sub(allowed_us);
-    // Less than 5 % of the sequential time to save is nothing to judge the client's time by.
-    let saving = (room > 0 && room as f64 >= 0.05 * sequential_us as f64)
-        .then(|| (sequential_us as f64 - took_us as f64) / room as f64);
+    // The client's share of what the deployment allows to save (absent when it allows less
+    // than 5 % of the sequential time), by the rule the verdict uses.
+    let saving =
+        against_allowed(secs(took_us), secs(allowed_us), secs(sequential_us), secs(ideal_us)).and_then(|a| a.saving);
     let lags: Vec<f64> = reqs
         .iter()
         .filter(|q| client.contains_key(&q.r.id))
@@ -1024,17 +1026,13 @@ fn decide(
                 ),
             );
         }
-        // A client slower than both the deployment's best and one call at a time lost time
-        // of its own (a blocked executor reading late, say). Its loss is measured against what
-        // an ideal server could save, the scale of the bands elsewhere.
-        let bound = t.allowed_s.max(t.sequential_s);
-        let lost = t.took_s - bound;
-        let scale = (t.sequential_s - t.ideal_s).max(1e-9);
         let figures = format!(
             "took {:.2} s; the deployment allows {:.2} s for a perfectly concurrent client, {:.2} s one call at a time",
             t.took_s, t.allowed_s, t.sequential_s
         );
-        if t.took_s <= bound * NO_ROOM_SLACK || lost <= (1.0 - PARALLEL_MIN_SAVING) * scale {
+        let against = against_allowed(t.took_s, t.allowed_s, t.sequential_s, t.ideal_s);
+        let verdict = against.map_or(Verdict::Inconclusive, |a| a.verdict);
+        if verdict == Verdict::Parallel {
             return (
                 Verdict::Parallel,
                 Cause::None,
@@ -1044,8 +1042,8 @@ fn decide(
                 ),
             );
         }
-        let equivalent = 1.0 - lost / scale;
-        let verdict = if equivalent <= SERIALIZED_MAX_SAVING { Verdict::Serialized } else { Verdict::PartlySerialized };
+        let bound = t.allowed_s.max(t.sequential_s);
+        let (lost, scale) = (t.took_s - bound, t.sequential_s - t.ideal_s);
         if !described {
             return unknown_deployment(&figures);
         }
@@ -1069,10 +1067,11 @@ fn decide(
         t.sequential_s,
         pct(saving.max(-9.99))
     );
-    if saving >= PARALLEL_MIN_SAVING {
+    let verdict =
+        against_allowed(t.took_s, t.allowed_s, t.sequential_s, t.ideal_s).map_or(Verdict::Inconclusive, |a| a.verdict);
+    if verdict == Verdict::Parallel {
         return (Verdict::Parallel, Cause::None, format!("{who} overlapped: {overlapped}; {figures}"));
     }
-    let verdict = if saving <= SERIALIZED_MAX_SAVING { Verdict::Serialized } else { Verdict::PartlySerialized };
     if !described {
         return unknown_deployment(&figures);
     }
@@ -1101,12 +1100,62 @@ fn unknown_deployment(figures: &str) -> (Verdict, Cause, String) {
     )
 }
 
+/// The client verdict from time alone, against what the deployment allows: the one rule the
+/// simulator's judge and live mode share (live mode measures `allowed` with a reference client,
+/// the simulator replays its model). All four in the same unit.
+///
+/// `None` when even an ideal server could save less than 5 % of the sequential time (nothing
+/// to judge). Otherwise the verdict, and the client's share of the saving the deployment
+/// allows, `(sequential - took) / (sequential - allowed)`, when that is at least 5 % of the
+/// sequential time: parallel at 80 % or more, serialized at 15 % or less. Where the deployment
+/// allows less (`saving` is `None`), the client is parallel unless it took more than
+/// [`NO_ROOM_SLACK`] times what the deployment explains (`allowed` or `sequential`, whichever is
+/// longer) and lost more than a fifth of what an ideal server could save; then its loss, as a
+/// share of that ideal saving, places it in the same bands. The caller checks the overlap first:
+/// calls that never overlapped are serialized whatever the times say.
+pub fn against_allowed(took: f64, allowed: f64, sequential: f64, ideal: f64) -> Option<AgainstAllowed> {
+    let scale = sequential - ideal;
+    if !(scale >= 0.05 * sequential) || !(sequential > 0.0) {
+        return None;
+    }
+    let band = |s: f64| {
+        if s >= PARALLEL_MIN_SAVING {
+            Verdict::Parallel
+        } else if s <= SERIALIZED_MAX_SAVING {
+            Verdict::Serialized
+        } else {
+            Verdict::PartlySerialized
+        }
+    };
+    let room = sequential - allowed;
+    if room >= 0.05 * sequential {
+        let saving = (sequential - took) / room;
+        return Some(AgainstAllowed { verdict: band(saving), saving: Some(saving) });
+    }
+    let bound = allowed.max(sequential);
+    let lost = took - bound;
+    if took <= bound * NO_ROOM_SLACK || lost <= (1.0 - PARALLEL_MIN_SAVING) * scale {
+        return Some(AgainstAllowed { verdict: Verdict::Parallel, saving: None });
+    }
+    Some(AgainstAllowed { verdict: band(1.0 - lost / scale), saving: None })
+}
+
+/// What [`against_allowed`] decided.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AgainstAllowed {
+    /// The client verdict from the time figures.
+    pub verdict: Verdict,
+    /// The client's share of the saving the deployment allows (absent where it allows less
+    /// than 5 % of the sequential time).
+    pub saving: Option<f64>,
+}
+
 /// Where the deployment allows no saving, a client within this many times what the deployment
 /// explains (its best, or one call at a time, whichever is longer), or within a fifth of what
 /// an ideal server could save (the parallel band's width), lost no time of its own. A quarter:
 /// the simulator's own CPU time and the machine's noise stay well inside it. Beyond, the time
 /// lost is placed in the usual bands as a share of what an ideal server could save.
-const NO_ROOM_SLACK: f64 = 1.25;
+pub const NO_ROOM_SLACK: f64 = 1.25;
 
 /// What in the client lost the time: answers read late (a blocked executor), a connection pool
 /// that let fewer calls through than were made, or calls held back before they were made.

@@ -176,10 +176,12 @@ const NOISE: &str = "jitter=0.15,slow=0.03,slow_factor=2.5,contention=0.15";
 
 /// Issue 14: the controls against noisy servers. One `sim-ollama` process with two instances on
 /// two devices (two servers to the harness), made noisy on purpose ([`NOISE`]). Live mode has
-/// no trace: verdicts come from the client's view and the solo rounds. Every control must be
-/// caught (serialized or degraded: not parallel, not inconclusive) and no correct variant may
-/// be called serialized. A client with one connection serializes agents that share a server
-/// only (one connection per server), so it runs on one server with four slots.
+/// no trace: verdicts come from the client's view, the solo rounds and the reference client's
+/// rounds (what these servers allow). Every control must be caught (serialized or partly
+/// serialized: not parallel, not inconclusive) and no correct variant may be called
+/// serialized; every cell carries the deployment verdict measured with the reference client. A
+/// client with one connection serializes agents that share a server only (one connection per
+/// server), so it runs on one server with four slots.
 fn noisy_servers_catch_every_control(seed: &str) {
     let sim = SimProcess::start(&[
         "--port",
@@ -218,8 +220,17 @@ fn noisy_servers_catch_every_control(seed: &str) {
         if c.control.is_some() {
             assert!(matches!(c.verdict, Verdict::Serialized | Verdict::PartlySerialized), "a control passed: {what}");
         } else {
+            // Measured against what these servers allow (the reference client's rounds). Issue
+            // 23 asks for 90 % of correct cells client-parallel; at this noise, with calls of
+            // 70-90 ms, 7 of 12 two-server cells read parallel and 5 inconclusive over three
+            // runs of both seeds, and the one-server cell read partly serialized in 2 of 3
+            // (its runs 25-40 % slower than the reference client's, not yet explained): not
+            // met. What holds: no correct variant is called serialized.
             assert_ne!(c.verdict, Verdict::Serialized, "a correct variant was called serialized: {what}");
         }
+        let d =
+            c.deployment.as_ref().unwrap_or_else(|| panic!("a live cell has a measured deployment verdict: {what}"));
+        assert!(d.reason.contains("reference client"), "{what}: {}", d.reason);
         let interval = c.saving_interval.unwrap_or_else(|| panic!("a live cell says how sure it is: {what}"));
         assert!(interval[0] <= interval[1], "{what}");
     }

@@ -169,7 +169,7 @@ fn limit_words(c: &LimitCost, i: &Inputs<'_>) -> String {
                 Some(a) => format!("set OLLAMA_NUM_PARALLEL={} (memory: {} x the context)", a.max(2), a.max(2)),
                 None => "raise OLLAMA_NUM_PARALLEL to the number of agents that call at once (memory: that many x the context)".to_string(),
             };
-            format!("{which}, so calls queue for them ({cost}): {fix}")
+            format!("{which}, so calls queue for them (costing {cost}): {fix}")
         }
         Limit::SharedDevice => {
             let mut by_device: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
@@ -191,13 +191,13 @@ fn limit_words(c: &LimitCost, i: &Inputs<'_>) -> String {
             let what =
                 if shared.is_empty() { "server processes share a device".to_string() } else { shared.join(", ") };
             format!(
-                "{what} ({cost}): run one server with OLLAMA_NUM_PARALLEL instead of one per agent, or give each its own device"
+                "{what} (costing {cost}): run one server with OLLAMA_NUM_PARALLEL instead of one per agent, or give each its own device"
             )
         }
         Limit::Batch => {
             let penalty = i.devices.iter().map(|d| d.batch_penalty).fold(0.0, f64::max);
             format!(
-                "streams batched in one runner slow each other (two at once run at {} of solo speed each) ({cost}): the device's throughput, not the client",
+                "streams batched in one runner slow each other (two at once run at {} of solo speed each; costing {cost}): the device's throughput, not the client",
                 pct(1.0 / (1.0 + penalty))
             )
         }
@@ -205,5 +205,57 @@ fn limit_words(c: &LimitCost, i: &Inputs<'_>) -> String {
             "model loads took {cost}: load the models before the agents start and keep them loaded (keep_alive, OLLAMA_MAX_LOADED_MODELS)"
         ),
         Limit::Queue | Limit::Cpu | Limit::None | Limit::Unknown => format!("{} ({cost})", c.limit.as_str()),
+    }
+}
+
+/// The deployment verdict from measured times alone (live mode: no trace, so no replay; what a
+/// client that holds nothing back takes on these servers, `allowed_s`, is measured by running
+/// one, as `how` says). Its limit cannot be named without the servers' trace.
+pub fn measured(sequential_s: f64, ideal_s: f64, allowed_s: f64, how: &str) -> DeploymentReport {
+    let finite = sequential_s.is_finite() && ideal_s.is_finite() && allowed_s.is_finite() && allowed_s > 0.0;
+    let room = sequential_s - ideal_s;
+    let speedup = finite.then(|| sequential_s / allowed_s);
+    let ideal_speedup = (finite && ideal_s > 0.0).then(|| sequential_s / ideal_s);
+    let unknown = |reason: String| DeploymentReport {
+        verdict: Allows::Unknown,
+        limit: Limit::Unknown,
+        reason,
+        speedup,
+        ideal_speedup,
+        share: None,
+        costs: Vec::new(),
+    };
+    if !finite {
+        return unknown(format!("no measurement of what the servers allow ({how} did not complete)"));
+    }
+    if !(room >= 0.05 * sequential_s) {
+        return unknown(format!(
+            "the longest agent alone is nearly all the work ({ideal_s:.2} s of {sequential_s:.2} s one at a time): even an ideal server could save little"
+        ));
+    }
+    let share = (sequential_s - allowed_s) / room;
+    let (verdict, head) = if share >= PARALLEL_MIN_SAVING {
+        (Allows::Full, "the servers allow the agents to run together".to_string())
+    } else if share <= SERIALIZED_MAX_SAVING {
+        (Allows::NoSpeedup, "the servers allow no real speedup".to_string())
+    } else {
+        (Allows::Partial, format!("the servers allow part of the speedup ({} of an ideal server's)", pct(share)))
+    };
+    let limit = if verdict == Allows::Full { Limit::None } else { Limit::Unknown };
+    let why = if verdict == Allows::Full {
+        String::new()
+    } else {
+        "; without a server trace the limit (parallel slots, a shared GPU, or the CPU the servers share) cannot be named: run the scenario on the simulator for that".to_string()
+    };
+    DeploymentReport {
+        verdict,
+        limit,
+        reason: format!(
+            "{head}: {how} took {allowed_s:.2} s against {sequential_s:.2} s one call at a time and {ideal_s:.2} s for the longest agent alone{why}"
+        ),
+        speedup,
+        ideal_speedup,
+        share: Some(share),
+        costs: Vec::new(),
     }
 }
