@@ -346,47 +346,14 @@ fn exec(a: ExecArgs) -> ExitCode {
         // The command's own exit code is passed through.
         return ExitCode::from(outcome.status.code().map_or(1, |c| c.clamp(1, 255) as u8));
     }
-    let mut failed = false;
-    if let Some(v) = a.expect {
-        if v != report.verdict {
-            eprintln!("harness exec: expected {v}, got {}", report.verdict);
-            failed = true;
-        }
+    // The same expectations, in the same words, as GET /sim/judge checks.
+    let expect =
+        sim_ollama::judge::Expectations { verdict: a.expect, min_saving: a.min_saving, min_speedup: a.min_speedup };
+    let failures = expect.check(report);
+    for f in &failures {
+        eprintln!("harness exec: {f}");
     }
-    if let Some(min) = a.min_saving {
-        match report.time.saving {
-            Some(s) if s >= min => {}
-            Some(s) => {
-                eprintln!(
-                    "harness exec: saved {:.0}% of the possible saving, below the minimum {:.0}%",
-                    s * 100.0,
-                    min * 100.0
-                );
-                failed = true;
-            }
-            // Nothing to save on this deployment: the overlap decided the verdict.
-            None if report.verdict == sim_ollama::Verdict::Parallel => {}
-            None => {
-                eprintln!(
-                    "harness exec: no saving could be measured ({}), so the minimum {:.0}% is not met",
-                    report.reason,
-                    min * 100.0
-                );
-                failed = true;
-            }
-        }
-    }
-    if let Some(min) = a.min_speedup {
-        let d = &report.deployment;
-        if !d.speedup.is_some_and(|x| x >= min) {
-            eprintln!(
-                "harness exec: the deployment allows a speedup of {} where at least {min:.2}x is required: {}",
-                d.speedup.map_or("n/a".to_string(), |x| format!("{x:.2}x")),
-                d.reason
-            );
-            failed = true;
-        }
-    }
+    let failed = !failures.is_empty();
     if failed { ExitCode::from(4) } else { ExitCode::SUCCESS }
 }
 

@@ -257,8 +257,11 @@ pub fn summarize_cell(
     // serialized by the calls' order (no two ever overlapped): that does not rest on timings.
     if let (Some((lo, hi)), Some(m)) = (interval, median) {
         let by_order = m.verdict == Verdict::Serialized && m.calls_overlapped == Some(false);
-        let by_saving =
-            matches!(verdict, Verdict::Parallel | Verdict::PartlySerialized | Verdict::Serialized) && !by_order;
+        // A run on servers that allow no saving has none (NaN): its verdict came from the
+        // overlap, not from a saving the noise could move.
+        let by_saving = matches!(verdict, Verdict::Parallel | Verdict::PartlySerialized | Verdict::Serialized)
+            && !by_order
+            && !m.saving.is_nan();
         if by_saving && crate::verdict::crosses_parallel_line(lo, hi) {
             verdict = Verdict::Inconclusive;
             reason = format!(
@@ -696,6 +699,10 @@ mod tests {
         // ... serialized by the calls' order stands whatever the timings.
         let ordered = RunResult { calls_overlapped: Some(false), ..run(0.9, Verdict::Serialized) };
         assert_eq!(summarize_cell("r", "s", None, &[&ordered], Some((0.5, 0.99))).verdict, Verdict::Serialized);
+        // Parallel on servers that allow no saving (none measured): the overlap decided, and
+        // an interval from resampled rounds that sometimes found room does not undo it.
+        let flat = run(f64::NAN, Verdict::Parallel);
+        assert_eq!(summarize_cell("r", "s", None, &[&flat], Some((0.3, 1.2))).verdict, Verdict::Parallel);
     }
 
     #[test]

@@ -56,6 +56,10 @@ struct Args {
     /// device). Replaces the configuration's `[noise]`.
     #[arg(long, value_parser = sim_ollama::NoiseSpec::parse)]
     noise: Option<sim_ollama::NoiseSpec>,
+    /// Load this model on every instance before listening, kept loaded (repeat for several),
+    /// so a program judged later never has the cold load in its window.
+    #[arg(long, value_name = "NAME")]
+    preload: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -145,6 +149,9 @@ fn run(args: Args) -> Result<(), (u8, String)> {
     if args.frozen_clock {
         b = b.frozen_clock(true);
     }
+    for m in &args.preload {
+        b = b.preload(m.clone());
+    }
     if let Some(n) = args.num_parallel {
         b = b.num_parallel(n);
     }
@@ -158,7 +165,7 @@ fn run(args: Args) -> Result<(), (u8, String)> {
         b = b.keep_alive(KeepAlive::from_env_value(k).map_err(|e| (2, format!("--keep-alive: {e}")))?);
     }
     let sim = b.start().map_err(|e| match e {
-        StartError::Config(_) => (2, e.to_string()),
+        StartError::Config(_) | StartError::Preload { .. } => (2, e.to_string()),
         _ => (1, e.to_string()),
     })?;
     // Listen for signals before saying "listening": a supervisor that stops the server as soon

@@ -30,6 +30,8 @@ pub(crate) struct Shared {
     pub(crate) script: crate::script::Script,
     pub(crate) instances: Vec<Arc<Instance>>,
     pub(crate) rt: tokio::runtime::Handle,
+    /// The first trace id `GET /sim/judge` judges by default (`POST /sim/mark`); 0: none.
+    pub(crate) mark: std::sync::atomic::AtomicU64,
 }
 
 /// Errors starting a simulator.
@@ -47,6 +49,13 @@ pub enum StartError {
     },
     /// The runtime could not be built.
     Runtime(std::io::Error),
+    /// A model asked for with [`SimBuilder::preload`] could not be loaded.
+    Preload {
+        /// The model.
+        model: String,
+        /// Why, naming the models the simulator has when it does not have this one.
+        message: String,
+    },
 }
 
 impl std::fmt::Display for StartError {
@@ -57,6 +66,7 @@ impl std::fmt::Display for StartError {
                 write!(f, "sim-ollama: cannot listen on {addr}: {source}")
             }
             StartError::Runtime(e) => write!(f, "sim-ollama: cannot start the runtime: {e}"),
+            StartError::Preload { model, message } => write!(f, "sim-ollama: cannot preload {model:?}: {message}"),
         }
     }
 }
@@ -66,6 +76,7 @@ impl std::error::Error for StartError {
         match self {
             StartError::Config(e) => Some(e),
             StartError::Bind { source, .. } | StartError::Runtime(source) => Some(source),
+            StartError::Preload { .. } => None,
         }
     }
 }
@@ -88,6 +99,7 @@ pub struct SimBuilder {
     raw: RawConfig,
     host: IpAddr,
     port: u16,
+    preload: Vec<String>,
 }
 
 impl Default for SimBuilder {
@@ -100,7 +112,16 @@ impl SimBuilder {
     /// One instance on 127.0.0.1, an ephemeral port, seed 0, time scale 1.0, the default
     /// catalogue.
     pub fn new() -> Self {
-        SimBuilder { raw: RawConfig::default(), host: IpAddr::V4(Ipv4Addr::LOCALHOST), port: 0 }
+        SimBuilder { raw: RawConfig::default(), host: IpAddr::V4(Ipv4Addr::LOCALHOST), port: 0, preload: Vec::new() }
+    }
+
+    /// Loads `model` on every instance before [`start`](Self::start) returns (kept loaded:
+    /// `keep_alive` -1), then forgets the trace, so a program judged afterwards never has the
+    /// cold load in its window. A model the simulator does not have fails `start` with the
+    /// models it has. Call it once per model.
+    pub fn preload(mut self, model: impl Into<String>) -> Self {
+        self.preload.push(model.into());
+        self
     }
 
     /// Reads a TOML configuration (`[server]`, `[[devices]]`, `[[instances]]`, `[[models]]`).
@@ -268,7 +289,51 @@ impl SimBuilder {
             })
             .map_err(StartError::Runtime)?;
         let urls = addrs.iter().map(|a| format!("http://{a}")).collect();
-        Ok(SimHandle { urls, addrs, shared, shutdown: Some(tx), thread: Some(thread) })
+        let handle = SimHandle { urls, addrs, shared, shutdown: Some(tx), thread: Some(thread) };
+        for model in &self.preload {
+            for addr in &handle.addrs {
+                preload(*addr, model).map_err(|message| StartError::Preload {
+                    model: model.clone(),
+                    message: match message {
+                        Some(m) => m,
+                        None => format!(
+                            "the simulator has no such model; it has {}",
+                            handle.shared.cfg.models.iter().map(|m| m.name.as_str()).collect::<Vec<_>>().join(", ")
+                        ),
+                    },
+                })?;
+            }
+        }
+        if !self.preload.is_empty() {
+            handle.clear_trace();
+        }
+        Ok(handle)
+    }
+}
+
+/// Loads `model` on the instance at `addr` with an empty generate request (Ollama's load
+/// request) kept loaded forever, over a plain blocking socket (`start` may run on any thread,
+/// inside an async runtime or not, and the server runs on its own). `Err(None)`: the model is
+/// not there (404); `Err(Some(why))`: anything else.
+fn preload(addr: SocketAddr, model: &str) -> Result<(), Option<String>> {
+    use std::io::{Read, Write};
+    let body = serde_json::json!({ "model": model, "keep_alive": -1 }).to_string();
+    let request = format!(
+        "POST /api/generate HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let io = |e: std::io::Error| Some(format!("{addr}: {e}"));
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(io)?;
+    // A load takes its modelled time at the run's time scale; a minute covers any sane one.
+    stream.set_read_timeout(Some(Duration::from_secs(60))).map_err(io)?;
+    stream.write_all(request.as_bytes()).map_err(io)?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).map_err(io)?;
+    let status = answer.split_whitespace().nth(1).unwrap_or("");
+    match status {
+        "200" => Ok(()),
+        "404" => Err(None),
+        _ => Err(Some(format!("{addr} answered {}", answer.lines().last().unwrap_or(status)))),
     }
 }
 
@@ -313,6 +378,7 @@ fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::ti
         script,
         instances,
         rt,
+        mark: std::sync::atomic::AtomicU64::new(0),
     })
 }
 

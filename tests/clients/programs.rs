@@ -177,3 +177,53 @@ fn python_tool_loops_on_the_openai_sdk_responses_api_run_to_completion_and_are_j
 fn python_tool_loops_on_the_anthropic_sdk_run_to_completion_and_are_judged() {
     tool_loops_are_judged("anthropic");
 }
+
+/// Runs a program against a simulator of its own (ideal deployment, gemma3 preloaded), with
+/// OLLAMA_HOST pointing at it and no `harness exec` around it: the program asks
+/// `GET /sim/judge` itself. Returns (passed, its output).
+fn judged_over_http(command: &[&str]) -> (bool, String) {
+    let sim = sim_ollama::SimBuilder::new()
+        .preset("ideal")
+        .expect("the ideal preset")
+        .time_scale(0.1)
+        .preload("gemma3")
+        .start()
+        .expect("the simulator starts");
+    let out = Command::new(command[0])
+        .args(&command[1..])
+        .env("OLLAMA_HOST", sim.url())
+        .output()
+        .unwrap_or_else(|e| panic!("{command:?} runs: {e}"));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    match out.status.code() {
+        Some(0) => (true, text),
+        Some(1) => (false, text),
+        other => panic!("{command:?} ended with {other:?}: {text}"),
+    }
+}
+
+/// Issue 24: the judge over HTTP from Python (ollama-python, unlabelled agents told apart by
+/// their conversations): a correct program passes `expect=parallel`, agents awaited in turn
+/// fail it with the report.
+#[test]
+fn python_asks_the_judge_over_http_and_the_gate_tells_correct_from_awaited() {
+    let (py, script) = (python(), fixture("judge_http.py"));
+    let (passed, text) = judged_over_http(&[&py, &script, "correct"]);
+    assert!(passed, "{text}");
+    assert!(text.contains("client: parallel") && text.contains("deployment: full"), "{text}");
+    let (passed, text) = judged_over_http(&[&py, &script, "awaited"]);
+    assert!(!passed, "{text}");
+    assert!(text.contains("FAILED: expected parallel, got serialized"), "{text}");
+}
+
+/// The same from Node (built-in fetch, X-Agent labels).
+#[test]
+fn node_asks_the_judge_over_http_and_the_gate_tells_correct_from_awaited() {
+    let (node, script) = (node(), fixture("judge_http.mjs"));
+    let (passed, text) = judged_over_http(&[&node, &script, "correct"]);
+    assert!(passed, "{text}");
+    assert!(text.contains("client: parallel"), "{text}");
+    let (passed, text) = judged_over_http(&[&node, &script, "awaited"]);
+    assert!(!passed, "{text}");
+    assert!(text.contains("FAILED: expected parallel, got serialized"), "{text}");
+}

@@ -28,3 +28,5 @@ mod context;
 mod anthropic;
 // /v1/responses: the OpenAI Responses API (issue 12).
 mod responses;
+// The judge over HTTP: /sim/mark, /sim/judge, preloaded models (issue 24).
+mod judge_http;

@@ -59,6 +59,8 @@ pub(crate) fn app(state: AppState) -> Router {
         .route("/v1/models/{*model}", get(openai::model))
         .route("/sim/trace", get(sim::get_trace).delete(sim::delete_trace))
         .route("/sim/metrics", get(sim::metrics))
+        .route("/sim/mark", post(sim::post_mark))
+        .route("/sim/judge", get(sim::judge))
         .route(
             "/sim/script",
             get(sim::get_script).put(sim::put_script).post(sim::post_script).delete(sim::delete_script),
@@ -94,6 +96,8 @@ const KNOWN_PATHS: &[&str] = &[
     "/sim/metrics",
     "/sim/faults",
     "/sim/script",
+    "/sim/mark",
+    "/sim/judge",
 ];
 
 /// Unknown paths: gin's text/plain 404, or its redirect for a trailing slash.

@@ -1,5 +1,6 @@
-//! The simulator's own endpoints: `GET /sim/trace`, `DELETE /sim/trace`, `GET /sim/metrics`.
-//! They are served by every instance and cover the whole simulator.
+//! The simulator's own endpoints: `GET /sim/trace`, `DELETE /sim/trace`, `GET /sim/metrics`,
+//! `POST /sim/mark`, `GET /sim/judge`, and the fault and script rules. They are served by every
+//! instance and cover the whole simulator.
 
 use super::{AppState, body_bytes, json_response};
 use crate::error::ApiError;
@@ -17,10 +18,110 @@ pub(crate) async fn get_trace(State(s): State<AppState>) -> Response {
     json_response(StatusCode::OK, &s.shared.trace.snapshot())
 }
 
-/// `DELETE /sim/trace`: forgets finished requests.
+/// `DELETE /sim/trace`: forgets finished requests (and the mark: what is left is judged).
 pub(crate) async fn delete_trace(State(s): State<AppState>) -> Response {
     s.shared.trace.clear();
+    s.shared.mark.store(0, std::sync::atomic::Ordering::Relaxed);
     StatusCode::OK.into_response()
+}
+
+/// `POST /sim/mark`: `GET /sim/judge` judges only requests that arrive after this, until the
+/// next mark or `DELETE /sim/trace`. Answers `{"mark": ID}`, the id the next request gets.
+pub(crate) async fn post_mark(State(s): State<AppState>) -> Response {
+    let id = s.shared.trace.next_id();
+    s.shared.mark.store(id, std::sync::atomic::Ordering::Relaxed);
+    json_response(StatusCode::OK, &serde_json::json!({ "mark": id }))
+}
+
+/// The options `GET /sim/judge` takes, as `harness exec` has them.
+const JUDGE_OPTIONS: &str = "agents, since, expect, min_saving, min_speedup, wait_ms";
+
+/// How long `GET /sim/judge` waits by default for requests still running to finish, and at most.
+const JUDGE_WAIT_MS: u64 = 2_000;
+const JUDGE_WAIT_MAX_MS: u64 = 60_000;
+
+/// `GET /sim/judge?agents=N&since=ID&expect=VERDICT&min_saving=X&min_speedup=X&wait_ms=MS`: the
+/// judge's report on the requests since the mark (`since` overrides it), once the requests in
+/// flight have finished (at most `wait_ms`, default 2 s), with the expectations checked. The
+/// answer is the judgement document (docs/judge.md); a bad option is a 400 in Ollama's error
+/// shape naming the valid ones. Nothing to judge is a report saying so
+/// (`inconclusive`, `nothing_to_judge`), never an empty answer.
+pub(crate) async fn judge(
+    State(s): State<AppState>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+) -> Result<Response, ApiError> {
+    use crate::judge::{Expectations, JudgeOptions, Judgement, Verdict};
+    let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, m);
+    let mut opts = JudgeOptions::new();
+    let mut expect = Expectations::default();
+    let mut since = match s.shared.mark.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => None,
+        m => Some(m),
+    };
+    let mut wait_ms = JUDGE_WAIT_MS;
+    let query = query.unwrap_or_default();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let number = |what: &str| -> Result<f64, ApiError> {
+            v.parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| bad(format!("judge: {what} must be a number, got {v:?}")))
+        };
+        match k {
+            "agents" => match v.parse::<usize>() {
+                Ok(n) if n >= 1 => opts = opts.expected_agents(n),
+                _ => return Err(bad(format!("judge: agents must be a whole number of at least 1, got {v:?}"))),
+            },
+            "since" => {
+                since = Some(v.parse::<u64>().map_err(|_| bad(format!("judge: since must be a trace id, got {v:?}")))?)
+            }
+            "expect" => expect.verdict = Some(v.parse::<Verdict>().map_err(|e| bad(format!("judge: expect: {e}")))?),
+            "min_saving" => {
+                let x = number("min_saving")?;
+                if !(0.0..=1.0).contains(&x) {
+                    return Err(bad(format!("judge: min_saving must be between 0 and 1, got {v:?}")));
+                }
+                expect.min_saving = Some(x);
+            }
+            "min_speedup" => {
+                let x = number("min_speedup")?;
+                if x <= 0.0 {
+                    return Err(bad(format!("judge: min_speedup must be above 0, got {v:?}")));
+                }
+                expect.min_speedup = Some(x);
+            }
+            "wait_ms" => {
+                wait_ms = v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|w| *w <= JUDGE_WAIT_MAX_MS)
+                    .ok_or_else(|| bad(format!("judge: wait_ms must be 0-{JUDGE_WAIT_MAX_MS}, got {v:?}")))?
+            }
+            other => return Err(bad(format!("judge: unknown option {other:?}; the options are {JUDGE_OPTIONS}"))),
+        }
+    }
+    if let Some(id) = since {
+        opts = opts.since(id);
+    }
+    // Answers the program has read may still be finishing on the server: wait for them, as
+    // harness exec does, without blocking the runtime.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
+    while s.shared.trace.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let report = crate::judge::judge(&s.shared.trace.snapshot(), &opts);
+    let failures = expect.check(&report);
+    let doc = Judgement {
+        schema_version: crate::judge::JUDGEMENT_SCHEMA_VERSION,
+        seed: s.shared.cfg.seed,
+        since,
+        expectations: expect,
+        passed: failures.is_empty(),
+        failures,
+        report,
+    };
+    Ok(json_response(StatusCode::OK, &doc))
 }
 
 /// Live state of one instance.
