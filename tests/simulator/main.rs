@@ -30,3 +30,5 @@ mod anthropic;
 mod responses;
 // The judge over HTTP: /sim/mark, /sim/judge, preloaded models (issue 24).
 mod judge_http;
+// The shared helpers' own tests (tests/util.rs is in every binary; its tests run here only).
+mod util_tests;
