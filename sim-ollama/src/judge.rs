@@ -1047,6 +1047,9 @@ fn decide(
         if !described {
             return unknown_deployment(&figures);
         }
+        if rep.agents_from == AgentSource::Program && !expected_more {
+            return unknown_agents(&overlapped, &figures);
+        }
         let (cause, why) = client_cause(rep, reqs, client, handoffs, verdict);
         return (
             verdict,
@@ -1076,16 +1079,23 @@ fn decide(
         return unknown_deployment(&figures);
     }
     if rep.agents_from == AgentSource::Program && !expected_more {
-        return (
-            Verdict::Inconclusive,
-            Cause::UnknownAgents,
-            format!(
-                "requests overlapped ({overlapped}), but the judge could not tell the agents apart (no X-Agent labels, no conversations to chain), so it cannot say whether the time lost was held back by the client or is one agent's calls following each other: label each agent's requests with X-Agent or give the number of agents (--agents N) ({figures})"
-            ),
-        );
+        return unknown_agents(&overlapped, &figures);
     }
     let (cause, why) = client_cause(rep, reqs, client, handoffs, verdict);
     (verdict, cause, format!("{why} ({figures})"))
+}
+
+/// A shortfall of a program whose agents the judge could not tell apart: inconclusive, since
+/// it assumed every request could run at once, and the time it calls lost may be one agent's
+/// calls following each other by design.
+fn unknown_agents(overlapped: &str, figures: &str) -> (Verdict, Cause, String) {
+    (
+        Verdict::Inconclusive,
+        Cause::UnknownAgents,
+        format!(
+            "requests overlapped ({overlapped}), but the judge could not tell the agents apart (no X-Agent labels, no conversations to chain), so it cannot say whether the time lost was held back by the client or is one agent's calls following each other: label each agent's requests with X-Agent or give the number of agents (--agents N) ({figures})"
+        ),
+    )
 }
 
 /// A shortfall in a trace that does not say what its deployment allows: inconclusive, since

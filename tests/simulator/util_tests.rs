@@ -19,4 +19,3 @@ fn dechunk_rejects_a_malformed_size() {
 fn dechunk_rejects_a_truncated_body() {
     dechunk(b"a\r\nabc");
 }
-

@@ -588,3 +588,20 @@ fn an_other_agent_ending_by_chance_before_a_call_is_not_a_hand_off() {
     assert!(close(r.time.local_s, 0.110), "{r}");
     assert_eq!(r.verdict, Verdict::Parallel, "{r}");
 }
+
+#[test]
+fn unlabelled_requests_on_a_deployment_with_nothing_to_save_are_not_blamed_on_the_client() {
+    // Three unlabelled 100 ms requests at once on one slot (the deployment allows nothing:
+    // 300 one at a time, 300 for a perfectly concurrent client), the last answer at 650: more
+    // than 1.25x what the deployment explains. Not knowing the agents, the judge cannot say
+    // the client lost it (one agent's calls may follow each other by design): inconclusive.
+    let mut reqs: Vec<RequestTrace> = (0..3u64).map(|i| req(i + 1, None, 0, 100 * (i + 1), 100)).collect();
+    reqs[2].end_us = Some(650 * MS);
+    let r = judge(&on(&[IDEAL_DEVICE], 1, reqs.clone()), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert_eq!(r.cause, Cause::UnknownAgents, "{r}");
+    // Told there are three agents, the loss is the client's.
+    let r = judge(&on(&[IDEAL_DEVICE], 1, reqs), &JudgeOptions::new().expected_agents(3));
+    assert!(matches!(r.verdict, Verdict::Serialized | Verdict::PartlySerialized), "{r}");
+    assert_eq!(r.cause, Cause::Client, "{r}");
+}
