@@ -130,11 +130,20 @@ async fn keep_alive_expiry_unloads_and_its_formats_are_honoured() -> Result {
     let sim = SimBuilder::new().time_scale(0.01).start()?;
     let u = sim.url();
     let ps = || async { client().get(format!("{u}/api/ps")).send().await.unwrap().json::<Value>().await.unwrap() };
+    // Taken before the request: the keep-alive runs from the answer, so the unload comes at
+    // least 300 ms after this, however late this test's thread reads the answer.
+    let sent = std::time::Instant::now();
     generate(u, "a", json!({"model": "tiny", "prompt": "x", "keep_alive": "300ms", "options": {"num_predict": 2}}))
         .await;
     assert_eq!(ps().await["models"].as_array().map(Vec::len), Some(1));
-    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
-    assert_eq!(ps().await["models"], json!([]), "expired after 300 ms");
+    // Polled, not a fixed sleep: the model goes when its 300 ms are up, never before, and
+    // within 5 s.
+    while ps().await["models"] != json!([]) {
+        assert!(sent.elapsed().as_secs() < 5, "still loaded 5 s after a 300 ms keep-alive");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let gone = sent.elapsed();
+    assert!(gone.as_millis() >= 300, "unloaded {gone:?} after the request: before its 300 ms keep-alive");
     // Negative = forever: expires_at is centuries ahead.
     generate(u, "b", json!({"model": "tiny", "prompt": "x", "keep_alive": -1, "options": {"num_predict": 2}})).await;
     let exp = ps().await["models"][0]["expires_at"].as_str().unwrap().to_string();
