@@ -24,7 +24,8 @@ struct Args {
     /// TOML configuration: [server], [[devices]], [[instances]], [[models]], [[faults]].
     #[arg(long, conflicts_with = "preset")]
     config: Option<PathBuf>,
-    /// A deployment preset: single-1slot, single-4slots, dual-one-device, dual-two-devices.
+    /// A deployment preset: ideal, single-1slot, single-1slot-nocache, single-4slots,
+    /// dual-one-device, dual-two-devices.
     #[arg(long)]
     preset: Option<String>,
     /// Master seed: same seed, same request, same bytes.

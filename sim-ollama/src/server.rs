@@ -131,8 +131,9 @@ impl SimBuilder {
         Ok(self)
     }
 
-    /// Uses a deployment preset from `fixtures/presets/` (`single-1slot`, `single-4slots`,
-    /// `dual-one-device`, `dual-two-devices`).
+    /// Uses a deployment preset from `fixtures/presets/`: `ideal` (64 slots that batch
+    /// perfectly: any serialization is the program's), `single-1slot`, `single-1slot-nocache`,
+    /// `single-4slots`, `dual-one-device`, `dual-two-devices`.
     pub fn preset(mut self, name: &str) -> Result<Self, ConfigError> {
         self.raw.file = crate::config::preset(name)?;
         Ok(self)
