@@ -30,6 +30,9 @@ pub struct ExecPlan {
     pub seed: u64,
     /// Agents the program runs that should be able to run at once (`--agents`).
     pub agents: Option<usize>,
+    /// Models loaded before the command starts (`--preload`), so their loads stay out of the
+    /// judged window ([`SimBuilder::preload`]).
+    pub preload: Vec<String>,
     /// The command and its arguments.
     pub command: Vec<String>,
 }
@@ -114,7 +117,12 @@ pub fn run(plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
         Some(n) => builder.instances(n),
         None => builder,
     };
-    let sim = builder.start().map_err(|e| ExecError::Start(e.to_string()))?;
+    let builder = plan.preload.iter().fold(builder, |b, m| b.preload(m.clone()));
+    let sim = builder.start().map_err(|e| match e {
+        // A model the simulator lacks is the caller's mistake, like a bad preset.
+        sim_ollama::StartError::Preload { .. } => ExecError::Config(e.to_string()),
+        _ => ExecError::Start(e.to_string()),
+    })?;
     let program = plan.command.first().cloned().unwrap_or_default();
     let started = Instant::now();
     let status = std::process::Command::new(&program)

@@ -236,6 +236,10 @@ struct ExecArgs {
     /// labelled agents says the program limits itself by design).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     agents: Option<u64>,
+    /// Load this model before the command starts, kept loaded, so its load is not judged
+    /// (repeat for several; a model the simulator lacks exits 2 naming the ones it has).
+    #[arg(long, value_name = "NAME")]
+    preload: Vec<String>,
     /// Exit 4 when the client verdict is not this one (parallel, partly_serialized,
     /// serialized, inconclusive): did the program overlap its agents as far as the deployment
     /// allows?
@@ -303,6 +307,7 @@ fn exec(a: ExecArgs) -> ExitCode {
         time_scale: a.time_scale,
         seed: a.seed,
         agents: a.agents.map(|n| n as usize),
+        preload: a.preload,
         command: a.command,
     };
     let outcome = match harness::exec::run(&plan) {

@@ -281,3 +281,32 @@ fn a_matrix_with_failed_runs_runs_to_the_end_and_exits_5() {
     assert!(stderr.contains("runs failed"), "{stderr}");
     assert!(stdout.contains("failed") && stdout.contains("HTTP 500"), "{stdout}");
 }
+
+/// `--preload` keeps the model's load out of the judged window (the deployment verdict then
+/// has no load to name), and a model the simulator lacks exits 2 naming the ones it has.
+#[test]
+fn exec_preload_keeps_the_load_out_of_the_window_and_refuses_an_unknown_model() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/clients/python_asyncio.py");
+    let dir = std::env::temp_dir().join(format!("harness-exec-preload-{}", std::process::id()));
+    let json = dir.join("report.json");
+    let loads = |preload: &[&str]| -> f64 {
+        let out = harness()
+            .args(["exec", "--time-scale", "0.05"])
+            .args(preload)
+            .arg("--json")
+            .arg(&json)
+            .args(["--", "python3", script, "correct", "--labelled"])
+            .output()
+            .expect("harness exec runs");
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("--json")).expect("JSON");
+        doc["report"]["time"]["load_s"].as_f64().expect("load_s")
+    };
+    assert!(loads(&[]) > 0.0, "without a preload the cold load is in the window");
+    assert_eq!(loads(&["--preload", "gemma3"]), 0.0, "preloaded: no load in the window");
+    let out = harness().args(["exec", "--preload", "llama9:700b", "--", "true"]).output().expect("harness exec runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot preload \"llama9:700b\"") && err.contains("gemma3:latest"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

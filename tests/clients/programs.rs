@@ -65,6 +65,7 @@ fn judge(command: Vec<String>, agents: Option<usize>) -> (Verdict, String) {
         time_scale: 0.1,
         seed: 0,
         agents,
+        preload: Vec::new(),
         command: command.clone(),
     };
     let out = run(&plan).expect("exec runs");
