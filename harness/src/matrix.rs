@@ -332,10 +332,10 @@ fn shape(recs: &[AgentRecord], wall_s: f64) -> RunShape {
 
 /// Live mode: what the servers allow this run's agents, measured by the reference client's
 /// rounds; `None` without reference rounds or solo durations.
-fn live_measured(recs: &[AgentRecord], rounds: &Rounds) -> Option<verdict::Measured> {
+fn live_measured(recs: &[AgentRecord], medians: &BTreeMap<String, f64>, rounds: &Rounds) -> Option<verdict::Measured> {
     let reference_s = rounds.reference()?;
     let names: Vec<String> = recs.iter().map(|a| a.name.clone()).collect();
-    let (sequential_s, ideal_s) = crate::baseline::sequential_and_ideal(&names, &rounds.medians())?;
+    let (sequential_s, ideal_s) = crate::baseline::sequential_and_ideal(&names, medians)?;
     Some(verdict::Measured { reference_s, sequential_s, ideal_s })
 }
 
@@ -367,7 +367,8 @@ fn judge_run(
     trace: Option<&sim_ollama::TraceSnapshot>,
     timeline: Option<String>,
 ) -> RunResult {
-    let (eff, times) = measure::efficiency(recs, &rounds.medians());
+    let medians = rounds.medians();
+    let (eff, times) = measure::efficiency(recs, &medians);
     let times = times
         .into_iter()
         .map(|mut t| {
@@ -380,25 +381,27 @@ fn judge_run(
         .collect();
     // Live mode only: the simulator's judge reads the trace, not the baselines.
     let interval = if d.sim.is_none() { rounds.run_interval(&shape(recs, eff.wall_s)) } else { None };
-    let (verdict, reason, judged, saving) = match (&d.sim, trace) {
+    let (verdict, reason, judged, saving, deployment) = match (&d.sim, trace) {
         (Some(sim), Some(t)) => {
             let (v, reason, rep) = verdict::judge_simulated(t, sim.origin(), recs, &eff);
             let saving = rep.time.saving.unwrap_or(f64::NAN);
-            (v, reason, Some(rep), saving)
+            let deployment = Some(rep.deployment.clone());
+            (v, reason, Some(rep), saving, deployment)
         }
         _ => {
-            let measured = live_measured(recs, rounds);
+            let measured = live_measured(recs, &medians, rounds);
             let (v, reason) = verdict::judge_live(&eff, recs, interval, measured);
-            let saving =
-                crate::baseline::client_saving(&shape(recs, eff.wall_s), &rounds.medians(), rounds.reference());
-            (v, reason, None, saving)
+            let saving = crate::baseline::client_saving(&shape(recs, eff.wall_s), &medians, rounds.reference());
+            let deployment = measured.map(|m| {
+                sim_ollama::judge::measured_deployment(
+                    m.sequential_s,
+                    m.ideal_s,
+                    m.reference_s,
+                    verdict::REFERENCE_WORDS,
+                )
+            });
+            (v, reason, None, saving, deployment)
         }
-    };
-    let deployment = match &judged {
-        Some(rep) => Some(rep.deployment.clone()),
-        None => live_measured(recs, rounds).map(|m| {
-            sim_ollama::judge::measured_deployment(m.sequential_s, m.ideal_s, m.reference_s, verdict::REFERENCE_WORDS)
-        }),
     };
     let calls: Vec<CallMetrics> = recs
         .iter()

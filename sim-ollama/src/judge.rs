@@ -819,8 +819,8 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let allowed_us = allowed_core + load_us;
     // The client's share of what the deployment allows to save (absent when it allows less
     // than 5 % of the sequential time), by the rule the verdict uses.
-    let saving =
-        against_allowed(secs(took_us), secs(allowed_us), secs(sequential_us), secs(ideal_us)).and_then(|a| a.saving);
+    let against = against_allowed(secs(took_us), secs(allowed_us), secs(sequential_us), secs(ideal_us));
+    let saving = against.and_then(|a| a.saving);
     let lags: Vec<f64> = reqs
         .iter()
         .filter(|q| client.contains_key(&q.r.id))
@@ -903,7 +903,7 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         concurrency,
         time,
     };
-    let (verdict, cause, reason) = decide(&report, &reqs, &client, handoffs, opts, described);
+    let (verdict, cause, reason) = decide(&report, &reqs, &client, handoffs, opts, described, against);
     report.verdict = verdict;
     report.cause = cause;
     report.reason = reason;
@@ -948,6 +948,7 @@ fn decide(
     handoffs: usize,
     opts: &JudgeOptions,
     described: bool,
+    against: Option<AgainstAllowed>,
 ) -> (Verdict, Cause, String) {
     let c = &rep.concurrency;
     let t = &rep.time;
@@ -1013,67 +1014,42 @@ fn decide(
     }
     let possible = c.possible.map_or(String::new(), |p| format!(" of {p}"));
     let overlapped = format!("up to {}{possible} requests in flight at once", c.max_in_flight);
-    let Some(saving) = t.saving else {
-        // The deployment allows (almost) no saving: the time cannot show whether the client
-        // held calls back, only whether it lost time of its own. The overlap decides.
-        if t.sequential_s - t.ideal_s < 0.05 * t.sequential_s {
-            return (
-                Verdict::Inconclusive,
-                Cause::NothingToJudge,
-                format!(
-                    "requests overlapped ({overlapped}), but one chain of calls is nearly all the work ({:.2} s of {:.2} s one at a time): there was little to save, nothing to judge",
-                    t.ideal_s, t.sequential_s
-                ),
-            );
-        }
-        let figures = format!(
-            "took {:.2} s; the deployment allows {:.2} s for a perfectly concurrent client, {:.2} s one call at a time",
-            t.took_s, t.allowed_s, t.sequential_s
-        );
-        let against = against_allowed(t.took_s, t.allowed_s, t.sequential_s, t.ideal_s);
-        let verdict = against.map_or(Verdict::Inconclusive, |a| a.verdict);
-        if verdict == Verdict::Parallel {
-            return (
-                Verdict::Parallel,
-                Cause::None,
-                format!(
-                    "{who} overlapped ({overlapped}) as far as the deployment allows; it allows no real saving here ({})",
-                    figures
-                ),
-            );
-        }
-        let bound = t.allowed_s.max(t.sequential_s);
-        let (lost, scale) = (t.took_s - bound, t.sequential_s - t.ideal_s);
-        if !described {
-            return unknown_deployment(&figures);
-        }
-        if rep.agents_from == AgentSource::Program && !expected_more {
-            return unknown_agents(&overlapped, &figures);
-        }
-        let (cause, why) = client_cause(rep, reqs, client, handoffs, verdict);
+    // The time figures against what the deployment allows, decided once in `judge`.
+    let Some(against) = against else {
         return (
-            verdict,
-            cause,
+            Verdict::Inconclusive,
+            Cause::NothingToJudge,
             format!(
-                "{why}; it took {:.1}x the time the deployment explains, {:.2} s lost against the {:.2} s an ideal server could save ({figures})",
-                t.took_s / bound.max(1e-9),
-                lost,
-                scale
+                "requests overlapped ({overlapped}), but one chain of calls is nearly all the work ({:.2} s of {:.2} s one at a time): there was little to save, nothing to judge",
+                t.ideal_s, t.sequential_s
             ),
         );
     };
-    let figures = format!(
-        "took {:.2} s against {:.2} s allowed by the deployment ({:.2} s ideal) and {:.2} s one at a time: saved {} of what the deployment allows",
-        t.took_s,
-        t.allowed_s,
-        t.ideal_s,
-        t.sequential_s,
-        pct(saving.max(-9.99))
-    );
-    let verdict =
-        against_allowed(t.took_s, t.allowed_s, t.sequential_s, t.ideal_s).map_or(Verdict::Inconclusive, |a| a.verdict);
+    // Where the deployment allows (almost) no saving there is no saving to quote: the time
+    // cannot show whether the client held calls back, only whether it lost time of its own.
+    let figures = match against.saving {
+        Some(saving) => format!(
+            "took {:.2} s against {:.2} s allowed by the deployment ({:.2} s ideal) and {:.2} s one at a time: saved {} of what the deployment allows",
+            t.took_s,
+            t.allowed_s,
+            t.ideal_s,
+            t.sequential_s,
+            pct(saving.max(-9.99))
+        ),
+        None => format!(
+            "took {:.2} s; the deployment allows {:.2} s for a perfectly concurrent client, {:.2} s one call at a time",
+            t.took_s, t.allowed_s, t.sequential_s
+        ),
+    };
+    let verdict = against.verdict;
     if verdict == Verdict::Parallel {
-        return (Verdict::Parallel, Cause::None, format!("{who} overlapped: {overlapped}; {figures}"));
+        let how = match against.saving {
+            Some(_) => format!("{who} overlapped: {overlapped}; {figures}"),
+            None => format!(
+                "{who} overlapped ({overlapped}) as far as the deployment allows; it allows no real saving here ({figures})"
+            ),
+        };
+        return (Verdict::Parallel, Cause::None, how);
     }
     if !described {
         return unknown_deployment(&figures);
@@ -1082,7 +1058,19 @@ fn decide(
         return unknown_agents(&overlapped, &figures);
     }
     let (cause, why) = client_cause(rep, reqs, client, handoffs, verdict);
-    (verdict, cause, format!("{why} ({figures})"))
+    let reason = match against.saving {
+        Some(_) => format!("{why} ({figures})"),
+        None => {
+            let bound = t.allowed_s.max(t.sequential_s);
+            format!(
+                "{why}; it took {:.1}x the time the deployment explains, {:.2} s lost against the {:.2} s an ideal server could save ({figures})",
+                t.took_s / bound.max(1e-9),
+                t.took_s - bound,
+                t.sequential_s - t.ideal_s
+            )
+        }
+    };
+    (verdict, cause, reason)
 }
 
 /// A shortfall of a program whose agents the judge could not tell apart: inconclusive, since

@@ -84,13 +84,11 @@ pub(super) fn makespan(calls: &[Call], devices: &[DeviceSharing], permits: Optio
     }
     let runner_of: Vec<usize> = calls.iter().map(|c| runners[&c.runner]).collect();
     let mut slots = vec![usize::MAX; runners.len()];
+    let mut device_of = vec![0usize; runners.len()];
     for (i, c) in calls.iter().enumerate() {
         if c.slots > 0 && !relax.slots {
             slots[runner_of[i]] = c.slots;
         }
-    }
-    let mut device_of = vec![0usize; runners.len()];
-    for (i, c) in calls.iter().enumerate() {
         device_of[runner_of[i]] = c.device;
     }
     let mut next_calls: Vec<Vec<usize>> = vec![Vec::new(); n];
@@ -143,14 +141,14 @@ pub(super) fn makespan(calls: &[Call], devices: &[DeviceSharing], permits: Optio
             let m = if relax.cross_process { 1 } else { per_device.get(&device_of[k]).copied().unwrap_or(1) };
             d.speed(batch, m).max(1e-9)
         };
-        let next_finish = running.iter().map(|&(i, rem)| rem / speed(i)).fold(f64::INFINITY, f64::min);
+        let speeds: Vec<f64> = running.iter().map(|&(i, _)| speed(i)).collect();
+        let next_finish = running.iter().zip(&speeds).map(|(&(_, rem), s)| rem / s).fold(f64::INFINITY, f64::min);
         let next_ready = future.peek().map_or(f64::INFINITY, |r| r.0 - t);
         let dt = next_finish.min(next_ready);
         if !dt.is_finite() {
             // Nothing running and nothing to come: a chain pointing at a call that never ran.
             break;
         }
-        let speeds: Vec<f64> = running.iter().map(|&(i, _)| speed(i)).collect();
         t += dt;
         let mut still = Vec::with_capacity(running.len());
         for ((i, rem), s) in running.drain(..).zip(speeds) {

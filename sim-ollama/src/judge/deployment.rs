@@ -51,9 +51,20 @@ fn secs(us: u64) -> f64 {
     us as f64 / 1e6
 }
 
-/// The deployment verdict.
-pub(super) fn report(i: &Inputs<'_>) -> DeploymentReport {
-    let unknown = |reason: String| DeploymentReport {
+/// The band a share of the ideal saving falls in: the client verdict's bands.
+fn allows(share: f64) -> Allows {
+    if share >= PARALLEL_MIN_SAVING {
+        Allows::Full
+    } else if share <= SERIALIZED_MAX_SAVING {
+        Allows::NoSpeedup
+    } else {
+        Allows::Partial
+    }
+}
+
+/// A deployment verdict that cannot be given, and why.
+fn unknown(reason: String) -> DeploymentReport {
+    DeploymentReport {
         verdict: Allows::Unknown,
         limit: Limit::Unknown,
         reason,
@@ -61,7 +72,11 @@ pub(super) fn report(i: &Inputs<'_>) -> DeploymentReport {
         ideal_speedup: None,
         share: None,
         costs: Vec::new(),
-    };
+    }
+}
+
+/// The deployment verdict.
+pub(super) fn report(i: &Inputs<'_>) -> DeploymentReport {
     if i.requests < 2 {
         return unknown("fewer than two requests ran: nothing to say about what the deployment allows".into());
     }
@@ -95,13 +110,7 @@ pub(super) fn report(i: &Inputs<'_>) -> DeploymentReport {
         };
     }
     let share = (seq - allowed) / room;
-    let verdict = if share >= PARALLEL_MIN_SAVING {
-        Allows::Full
-    } else if share <= SERIALIZED_MAX_SAVING {
-        Allows::NoSpeedup
-    } else {
-        Allows::Partial
-    };
+    let verdict = allows(share);
     let figures = format!(
         "a perfectly concurrent client takes {:.2} s here against {:.2} s one call at a time ({}) and {:.2} s on an infinitely parallel server with the models loaded ({})",
         secs(i.allowed_us),
@@ -216,30 +225,21 @@ pub fn measured(sequential_s: f64, ideal_s: f64, allowed_s: f64, how: &str) -> D
     let room = sequential_s - ideal_s;
     let speedup = finite.then(|| sequential_s / allowed_s);
     let ideal_speedup = (finite && ideal_s > 0.0).then(|| sequential_s / ideal_s);
-    let unknown = |reason: String| DeploymentReport {
-        verdict: Allows::Unknown,
-        limit: Limit::Unknown,
-        reason,
-        speedup,
-        ideal_speedup,
-        share: None,
-        costs: Vec::new(),
-    };
+    let not_known = |reason: String| DeploymentReport { speedup, ideal_speedup, ..unknown(reason) };
     if !finite {
-        return unknown(format!("no measurement of what the servers allow ({how} did not complete)"));
+        return not_known(format!("no measurement of what the servers allow ({how} did not complete)"));
     }
     if !(room >= 0.05 * sequential_s) {
-        return unknown(format!(
+        return not_known(format!(
             "the longest agent alone is nearly all the work ({ideal_s:.2} s of {sequential_s:.2} s one at a time): even an ideal server could save little"
         ));
     }
     let share = (sequential_s - allowed_s) / room;
-    let (verdict, head) = if share >= PARALLEL_MIN_SAVING {
-        (Allows::Full, "the servers allow the agents to run together".to_string())
-    } else if share <= SERIALIZED_MAX_SAVING {
-        (Allows::NoSpeedup, "the servers allow no real speedup".to_string())
-    } else {
-        (Allows::Partial, format!("the servers allow part of the speedup ({} of an ideal server's)", pct(share)))
+    let verdict = allows(share);
+    let head = match verdict {
+        Allows::Full => "the servers allow the agents to run together".to_string(),
+        Allows::Partial => format!("the servers allow part of the speedup ({} of an ideal server's)", pct(share)),
+        Allows::NoSpeedup | Allows::Unknown => "the servers allow no real speedup".to_string(),
     };
     let limit = if verdict == Allows::Full { Limit::None } else { Limit::Unknown };
     let why = if verdict == Allows::Full {
