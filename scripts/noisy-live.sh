@@ -21,8 +21,8 @@ for seed in $seeds; do
   target/release/sim-ollama --port 0 --instances 2 --preset dual-two-devices --num-parallel 4 \
     --time-scale 0.03 --seed "$seed" --noise "$noise" > "$urls" 2>/dev/null &
   sim=$!
-  for _ in $(seq 50); do [ "$(wc -l < "$urls")" -ge 2 ] && break; sleep 0.1; done
-  endpoints=$(sed 's/sim-ollama listening on //' "$urls" | paste -sd, -)
+  for _ in $(seq 50); do grep -q "^sim-ollama ready" "$urls" && break; sleep 0.1; done
+  endpoints=$(sed -n 's/^sim-ollama listening on //p' "$urls" | paste -sd, -)
   rc=0
   target/release/harness matrix --endpoints "$endpoints" --model gemma3 --runtimes all \
     --scenarios deploy_dual_two_devices,deploy_single_4slots --out "$out/seed-$seed" > /dev/null || rc=$?

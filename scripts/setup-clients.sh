@@ -7,13 +7,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=target/pyclients
-if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import ollama, httpx, openai, anthropic" 2>/dev/null; then
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import ollama, httpx, openai, anthropic, maturin" 2>/dev/null; then
   exit 0
 fi
 mkdir -p target
 rm -rf "$venv.tmp"
 python3 -m venv "$venv.tmp"
-"$venv.tmp/bin/pip" install --quiet --disable-pip-version-check "ollama==0.6.3" "openai==3.54.0" "anthropic==2.12.0"
+"$venv.tmp/bin/pip" install --quiet --disable-pip-version-check "ollama==0.6.3" "openai==3.54.0" "anthropic==2.12.0" "maturin==1.16.0"
 rm -rf "$venv"
 mv "$venv.tmp" "$venv"
 # A venv records its own path: recreate the entry points for the final location (console

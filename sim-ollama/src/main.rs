@@ -1,7 +1,9 @@
 //! `sim-ollama`: run the simulator as a server, like `ollama serve`.
 //!
 //! With no arguments: one instance on 127.0.0.1:11434 (or `OLLAMA_HOST`). For every instance
-//! it prints `sim-ollama listening on http://127.0.0.1:PORT` on stdout before serving.
+//! it prints `sim-ollama listening on http://127.0.0.1:PORT` on stdout before serving, then
+//! `sim-ollama ready: N instances` once every instance listens (a supervisor that does not
+//! know N reads up to that line).
 //! Ctrl-C or SIGTERM stops it. Exit codes: 0 after a clean stop, 2 for bad arguments or
 //! configuration, 1 when a port cannot be bound.
 
@@ -177,6 +179,8 @@ fn run(args: Args) -> Result<(), (u8, String)> {
         for url in sim.urls() {
             let _ = writeln!(out, "sim-ollama listening on {url}");
         }
+        let n = sim.urls().len();
+        let _ = writeln!(out, "sim-ollama ready: {n} {}", if n == 1 { "instance" } else { "instances" });
         let _ = out.flush();
     }
     signals.wait().map_err(|e| (1, format!("sim-ollama: cannot wait for signals: {e}")))?;

@@ -30,6 +30,9 @@ fn it_prints_one_line_per_instance_serves_and_stops_cleanly_on_sigterm() {
             l.trim().strip_prefix("sim-ollama listening on http://").unwrap_or_else(|| panic!("unexpected line {l:?}"));
         urls.push(url.to_string());
     }
+    let mut ready = String::new();
+    lines.read_line(&mut ready).expect("the ready line");
+    assert_eq!(ready.trim(), "sim-ollama ready: 2 instances", "after every listening line");
     for u in &urls {
         assert!(u.starts_with("127.0.0.1:"), "{u}");
         assert!(get(u, "/").ends_with("Ollama is running"));

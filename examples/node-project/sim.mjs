@@ -1,0 +1,50 @@
+// A few lines a Node project keeps to use sim-ollama from its tests: start the binary on a free
+// port with the model preloaded, take a mark, ask the judge (docs/judge.md, "Over HTTP").
+// The binary: SIM_OLLAMA_BIN, else `sim-ollama` on PATH (the Python wheel installs it; or
+// `cargo install --path sim-ollama`).
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+
+export async function startSim({ preset = "ideal", models = ["gemma3"], timeScale = 0.1 } = {}) {
+  const bin = process.env.SIM_OLLAMA_BIN || "sim-ollama";
+  const args = ["--port", "0", "--preset", preset, "--time-scale", String(timeScale)];
+  for (const m of models) args.push("--preload", m);
+  const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr.on("data", (d) => (stderr += d));
+  const urls = [];
+  await new Promise((resolve, reject) => {
+    const lines = createInterface({ input: child.stdout });
+    const timer = setTimeout(() => reject(new Error(`sim-ollama did not listen within 60 s: ${stderr}`)), 60_000);
+    lines.on("line", (line) => {
+      if (line.startsWith("sim-ollama listening on ")) urls.push(line.split(" ").pop());
+      if (line.startsWith("sim-ollama ready")) { clearTimeout(timer); resolve(); }
+    });
+    child.on("error", (e) => { clearTimeout(timer); reject(e); });
+    child.on("exit", (code) => { clearTimeout(timer); reject(new Error(`sim-ollama exited with ${code}: ${stderr.trim()}`)); });
+  });
+  const url = urls[0];
+  const call = async (method, path) => {
+    const res = await fetch(url + path, { method });
+    const body = await res.json();
+    if (!res.ok) throw new Error(`${method} ${path}: ${res.status}: ${body.error}`);
+    return body;
+  };
+  return {
+    url,
+    urls,
+    mark: async () => (await call("POST", "/sim/mark")).mark,
+    judge: async (params = {}) => call("GET", "/sim/judge?" + new URLSearchParams(params)),
+    stop: () => new Promise((resolve) => { child.removeAllListeners("exit"); child.on("exit", resolve); child.kill("SIGTERM"); }),
+  };
+}
+
+/** The judge's report in words, for an assertion's message. */
+export function explain(doc) {
+  const r = doc.report;
+  return [
+    `client: ${r.verdict} (cause: ${r.cause}): ${r.reason}`,
+    `deployment: ${r.deployment.verdict} (limit: ${r.deployment.limit}): ${r.deployment.reason}`,
+    ...doc.failures.map((f) => `failed: ${f}`),
+  ].join("\n");
+}

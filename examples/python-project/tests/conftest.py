@@ -1,0 +1,5 @@
+import sys
+from pathlib import Path
+
+# The project's package (agents/) is imported from the project's root.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

@@ -1,0 +1,391 @@
+"""Start the simulator, take a mark, ask the judge: the HTTP API of docs/judge.md ("Over HTTP")
+from Python, with the standard library only."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
+
+from ._binary import find_binary
+
+#: The judgement document's schema version this module reads (docs/judge.md).
+JUDGEMENT_SCHEMA_VERSION = 2
+
+#: How long the simulator may take to load its models and listen.
+START_TIMEOUT_S = 60.0
+
+
+class SimulatorError(RuntimeError):
+    """The simulator could not start, or answered a request with an error (Ollama's shape:
+    the message is its `error` text)."""
+
+    __module__ = "sim_ollama"
+
+
+class JudgeFailure(AssertionError):
+    """The judge did not pass the agents; the message is its report in words."""
+
+    __module__ = "sim_ollama"
+
+    def __init__(self, judgement: "Judgement", headline: str):
+        self.judgement = judgement
+        super().__init__(f"{headline}\n{judgement.explain()}")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What the deployment allows: `full`, `partial`, `no_speedup` or `unknown`, what limits
+    it (`none`, `slots`, `queue`, `shared_device`, `batch`, `loads`, `cpu`, `unknown`) and
+    the speedup a perfectly concurrent client gets on it."""
+
+    verdict: str
+    limit: str
+    reason: str
+    speedup: Optional[float]
+    ideal_speedup: Optional[float]
+
+    @classmethod
+    def _from(cls, d: Dict[str, Any]) -> "Deployment":
+        return cls(d["verdict"], d["limit"], d["reason"], d.get("speedup"), d.get("ideal_speedup"))
+
+
+@dataclass(frozen=True)
+class Report:
+    """The judge's report on the client: `parallel`, `partly_serialized`, `serialized` or
+    `inconclusive`, the cause it blames in the client (`none`, `client`, `connection_pool`,
+    `client_lag`, `unknown_agents`, `unknown_deployment`, `nothing_to_judge`), why, and the
+    figures. `raw` is the whole report as the simulator sent it."""
+
+    verdict: str
+    cause: str
+    reason: str
+    deployment: Deployment
+    notes: List[str]
+    agents: int
+    agents_from: str
+    requests: int
+    failed: int
+    took_s: float
+    sequential_s: float
+    allowed_s: float
+    ideal_s: float
+    saving: Optional[float]
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def _from(cls, d: Dict[str, Any]) -> "Report":
+        t = d["time"]
+        return cls(
+            verdict=d["verdict"],
+            cause=d["cause"],
+            reason=d["reason"],
+            deployment=Deployment._from(d["deployment"]),
+            notes=list(d.get("notes", [])),
+            agents=len(d.get("agents", [])),
+            agents_from=d.get("agents_from", ""),
+            requests=d["requests"],
+            failed=d["failed"],
+            took_s=t["took_s"],
+            sequential_s=t["sequential_s"],
+            allowed_s=t["allowed_s"],
+            ideal_s=t["ideal_s"],
+            saving=t.get("saving"),
+            raw=d,
+        )
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """`GET /sim/judge`'s answer: the report on the requests since `since`, the expectations
+    it was asked to check, whether they all `passed`, and the `failures` in words."""
+
+    since: int
+    seed: int
+    expectations: Dict[str, Any]
+    passed: bool
+    failures: List[str]
+    report: Report
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Judgement":
+        version = d.get("schema_version")
+        if version != JUDGEMENT_SCHEMA_VERSION:
+            raise SimulatorError(
+                f"the simulator answered judgement schema {version!r}; this module reads "
+                f"{JUDGEMENT_SCHEMA_VERSION}: install the wheel and binary of one release"
+            )
+        return cls(
+            since=d["since"],
+            seed=d["seed"],
+            expectations=dict(d.get("expectations", {})),
+            passed=d["passed"],
+            failures=list(d["failures"]),
+            report=Report._from(d["report"]),
+            raw=d,
+        )
+
+    @property
+    def verdict(self) -> str:
+        """The client verdict."""
+        return self.report.verdict
+
+    def explain(self) -> str:
+        """The report in words, as `harness exec` prints it."""
+        r = self.report
+        lines = [
+            f"client: {r.verdict.replace('_', ' ')} (cause: {r.cause}): {r.reason}",
+            f"deployment: {r.deployment.verdict.replace('_', ' ')} (limit: {r.deployment.limit}): "
+            f"{r.deployment.reason}",
+        ]
+        lines += [f"note: {n}" for n in r.notes]
+        # A failure repeats the reason it rests on; the lines above already give it.
+        lines += [f"failed: {f.replace(': ' + r.reason, '')}" for f in self.failures]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.explain()
+
+
+class Simulator:
+    """A `sim-ollama` process on a free loopback port, for one test or one session.
+
+    >>> with Simulator(models=["gemma3"]) as sim:      # doctest: +SKIP
+    ...     run_agents(host=sim.url)
+    ...     sim.assert_parallel()
+
+    Defaults: the `ideal` preset (any serialization is the program's), time scale 0.1 (a
+    10 s call takes 1 s), `gemma3` loaded before the program starts (a cold load never lands
+    in the judged window), and a mark taken once it listens. Unknown presets or models are
+    refused by the simulator, and its message (naming the valid ones) is the error.
+    """
+
+    def __init__(
+        self,
+        *,
+        preset: Optional[str] = "ideal",
+        config: Optional[str] = None,
+        models: Sequence[str] = ("gemma3",),
+        time_scale: float = 0.1,
+        seed: Optional[int] = None,
+        instances: Optional[int] = None,
+        num_parallel: Optional[int] = None,
+        args: Sequence[str] = (),
+        binary: Optional[str] = None,
+    ):
+        if isinstance(models, str):
+            models = [models]
+        if config is not None:
+            preset = None
+        self._argv = [binary or find_binary("sim-ollama"), "--port", "0"]
+        if preset:
+            self._argv += ["--preset", preset]
+        if config:
+            self._argv += ["--config", str(config)]
+        self._argv += ["--time-scale", repr(float(time_scale))]
+        for m in models:
+            self._argv += ["--preload", m]
+        if seed is not None:
+            self._argv += ["--seed", str(int(seed))]
+        if instances is not None:
+            self._argv += ["--instances", str(int(instances))]
+        if num_parallel is not None:
+            self._argv += ["--num-parallel", str(int(num_parallel))]
+        self._argv += [str(a) for a in args]
+        self._ready = False
+        self._proc: Optional[subprocess.Popen] = None
+        self._stderr = None
+        self.urls: List[str] = []
+
+    # -- life cycle ---------------------------------------------------------------------
+
+    def start(self) -> "Simulator":
+        """Start the process and wait until every instance listens."""
+        if self._proc is not None:
+            return self
+        self._stderr = tempfile.TemporaryFile()
+        env = dict(os.environ)
+        # The simulator reads these as its own settings; the program's values are not ours.
+        for k in ("OLLAMA_HOST", "OLLAMA_NUM_PARALLEL", "OLLAMA_MAX_QUEUE", "OLLAMA_KEEP_ALIVE"):
+            env.pop(k, None)
+        self._proc = subprocess.Popen(
+            self._argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr, env=env
+        )
+        lines: List[str] = []
+        self.urls, self._ready = [], False
+        reader = threading.Thread(target=self._read_urls, args=(lines,), daemon=True)
+        reader.start()
+        reader.join(START_TIMEOUT_S)
+        if not self._ready:
+            code = self._proc.poll()
+            self.stop()
+            what = f"exited with code {code}" if code is not None else f"did not listen within {START_TIMEOUT_S:.0f} s"
+            raise SimulatorError(f"sim-ollama {what}: {self._stderr_text() or ' '.join(lines)}".strip())
+        threading.Thread(target=self._drain, daemon=True).start()
+        return self
+
+    def _read_urls(self, lines: List[str]) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        for raw in self._proc.stdout:
+            line = raw.decode("utf-8", "replace").strip()
+            lines.append(line)
+            if line.startswith("sim-ollama listening on "):
+                self.urls.append(line.rsplit(" ", 1)[1])
+            elif line.startswith("sim-ollama ready"):
+                self._ready = True
+                return
+
+    def _drain(self) -> None:
+        proc = self._proc
+        if proc is not None and proc.stdout is not None:
+            for _ in proc.stdout:
+                pass
+
+    def _stderr_text(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        return self._stderr.read().decode("utf-8", "replace").strip()
+
+    def stop(self) -> None:
+        """Stop the process (SIGTERM, then SIGKILL after 5 s)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+    def __enter__(self) -> "Simulator":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    # -- where it listens ---------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The first instance's base URL (`http://127.0.0.1:PORT`): OLLAMA_HOST."""
+        if not self.urls:
+            raise SimulatorError("the simulator is not running: call start() or use `with`")
+        return self.urls[0]
+
+    @property
+    def openai_base_url(self) -> str:
+        """The OpenAI-compatible base URL (`.../v1`), for the OpenAI SDKs."""
+        return self.url + "/v1"
+
+    @property
+    def environment(self) -> Dict[str, str]:
+        """What a program needs to talk to the simulator: OLLAMA_HOST, the OpenAI and
+        Anthropic base URLs, SIM_OLLAMA_URLS (every instance)."""
+        return {
+            "OLLAMA_HOST": self.url,
+            "OPENAI_BASE_URL": self.openai_base_url,
+            "ANTHROPIC_BASE_URL": self.url,
+            "SIM_OLLAMA_URLS": ",".join(self.urls),
+        }
+
+    # -- the judge ----------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, timeout: float) -> Dict[str, Any]:
+        req = urllib.request.Request(self.url + path, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as e:
+            body = e.read().decode("utf-8", "replace")
+            try:
+                message = json.loads(body)["error"]
+            except (ValueError, KeyError, TypeError):
+                message = body or e.reason
+            raise SimulatorError(f"{method} {path}: {e.code}: {message}") from None
+        except urllib.error.URLError as e:
+            raise SimulatorError(f"{method} {path}: the simulator did not answer: {e.reason}") from None
+
+    def mark(self) -> int:
+        """Start a new judged window: the judge reads only requests after the mark."""
+        return int(self._request("POST", "/sim/mark", 10)["mark"])
+
+    def judge(
+        self,
+        *,
+        agents: Optional[int] = None,
+        since: Optional[int] = None,
+        expect: Optional[str] = None,
+        min_saving: Optional[float] = None,
+        min_speedup: Optional[float] = None,
+        wait_ms: Optional[int] = None,
+    ) -> Judgement:
+        """The judge's verdicts on the requests since the last mark (after waiting up to
+        `wait_ms`, default 2000, for requests in flight). `agents`: how many agents should
+        run at once when their requests carry no X-Agent label. `expect`, `min_saving`,
+        `min_speedup`: expectations; the answer's `passed` says whether they held."""
+        params = {
+            "agents": agents,
+            "since": since,
+            "expect": expect,
+            "min_saving": min_saving,
+            "min_speedup": min_speedup,
+            "wait_ms": wait_ms,
+        }
+        query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+        timeout = (wait_ms if wait_ms is not None else 2000) / 1000 + 30
+        doc = self._request("GET", "/sim/judge" + (f"?{query}" if query else ""), timeout)
+        return Judgement.from_json(doc)
+
+    def assert_judged(self, expect: str = "parallel", **options: Any) -> Judgement:
+        """Ask the judge with `expect` (and any of `judge`'s options); raise `JudgeFailure`
+        (an AssertionError whose message is the report in words) unless every expectation
+        held."""
+        __tracebackhide__ = True  # pytest shows the test's line, not this module's
+        j = self.judge(expect=expect, **options)
+        if not j.passed:
+            raise JudgeFailure(j, f"the agents were not judged {expect.replace('_', ' ')}")
+        return j
+
+    def assert_parallel(
+        self,
+        *,
+        agents: Optional[int] = None,
+        min_saving: Optional[float] = None,
+        min_speedup: Optional[float] = None,
+    ) -> Judgement:
+        """Fail unless the client verdict is `parallel` (an inconclusive run never is)."""
+        __tracebackhide__ = True
+        return self.assert_judged(
+            "parallel", agents=agents, min_saving=min_saving, min_speedup=min_speedup
+        )
+
+    async def ajudge(self, **options: Any) -> Judgement:
+        """`judge` without blocking the event loop (for async tests)."""
+        return await asyncio.get_running_loop().run_in_executor(None, lambda: self.judge(**options))
+
+    async def aassert_parallel(self, **options: Any) -> Judgement:
+        """`assert_parallel` without blocking the event loop (for async tests)."""
+        return await asyncio.get_running_loop().run_in_executor(
+            None, lambda: self.assert_parallel(**options)
+        )
+
+    def __repr__(self) -> str:
+        state = self.urls[0] if self.urls and self._proc else "stopped"
+        return f"Simulator({state})"
+

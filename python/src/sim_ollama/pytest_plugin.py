@@ -1,0 +1,87 @@
+"""The pytest plugin (loaded by pytest when the wheel is installed): the `sim` fixture.
+
+    def test_agents(sim):                  # a fresh simulator for this test
+        asyncio.run(run_team())            # OLLAMA_HOST (and the OpenAI/Anthropic base URLs) point at it
+        sim.assert_parallel()
+
+Configure per test with a marker, or for the project in pytest's ini options:
+
+    @pytest.mark.sim_ollama(preset="single-1slot", models=["gemma3", "qwen3:0.6b"], time_scale=0.05)
+
+    [pytest]                               # or [tool.pytest.ini_options]
+    sim_ollama_preset = ideal
+    sim_ollama_models = gemma3
+    sim_ollama_time_scale = 0.1
+
+The marker takes every `Simulator` argument (preset, config, models, time_scale, seed,
+instances, num_parallel, args). The fixture works in sync tests and in async ones
+(pytest-asyncio): use `await sim.aassert_parallel()` there to keep the loop free.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterator
+
+import pytest
+
+from ._sim import Simulator
+
+_MARKER = "sim_ollama"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini("sim_ollama_preset", "sim-ollama deployment preset for the sim fixture", default="ideal")
+    parser.addini("sim_ollama_models", "models the sim fixture loads before each test", type="args", default=["gemma3"])
+    parser.addini("sim_ollama_time_scale", "time scale of the sim fixture's simulator", default="0.1")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _ini_time_scale(config)  # a bad value stops the run before any test, as a usage error
+    config.addinivalue_line(
+        "markers",
+        f"{_MARKER}(**options): options of the sim fixture's simulator "
+        "(preset, config, models, time_scale, seed, instances, num_parallel, args)",
+    )
+
+
+def _ini_time_scale(config: pytest.Config) -> float:
+    value = config.getini("sim_ollama_time_scale")
+    try:
+        scale = float(value)
+    except ValueError:
+        scale = float("nan")
+    if not scale > 0 or scale == float("inf"):
+        raise pytest.UsageError(f"sim_ollama_time_scale = {value!r} is not a positive number")
+    return scale
+
+
+def _options(request: pytest.FixtureRequest) -> Dict[str, Any]:
+    ini = request.config.getini
+    options: Dict[str, Any] = {
+        "preset": ini("sim_ollama_preset"),
+        "models": list(ini("sim_ollama_models")),
+        "time_scale": _ini_time_scale(request.config),
+    }
+    # The closest marker wins (a test's over its class's over its module's).
+    marker = request.node.get_closest_marker(_MARKER)
+    if marker is not None:
+        if marker.args:
+            raise pytest.UsageError(f"@pytest.mark.{_MARKER} takes keyword options only, got {marker.args!r}")
+        options.update(marker.kwargs)
+    return options
+
+
+@pytest.fixture
+def sim(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Simulator]:
+    """A simulator for this test: started on a free loopback port with its models loaded,
+    OLLAMA_HOST, OPENAI_BASE_URL, ANTHROPIC_BASE_URL and SIM_OLLAMA_URLS pointing at it (an
+    OPENAI_API_KEY / ANTHROPIC_API_KEY set when missing, as the SDKs insist on one), a mark
+    taken; stopped after the test."""
+    with Simulator(**_options(request)) as s:
+        for key, value in s.environment.items():
+            monkeypatch.setenv(key, value)
+        for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+            if not os.environ.get(key):
+                monkeypatch.setenv(key, "sim-ollama")
+        s.mark()
+        yield s

@@ -1,0 +1,142 @@
+"""The sim_ollama package's own tests: run in the venv the wheel is installed in
+(scripts/setup-python-project.sh), by the suite's `clients` tests."""
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+import sim_ollama
+from sim_ollama import JudgeFailure, Simulator, SimulatorError, find_binary
+
+
+def chat(url, agent=None, content="hello", num_predict=8):
+    body = json.dumps({
+        "model": "gemma3", "stream": False, "options": {"num_predict": num_predict},
+        "messages": [{"role": "user", "content": content}],
+    }).encode()
+    req = urllib.request.Request(url + "/api/chat", data=body, method="POST")
+    req.add_header("Content-Type", "application/json")
+    if agent:
+        req.add_header("X-Agent", agent)
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def test_the_wheel_installs_both_binaries_and_python_m_runs_them():
+    for name in ("sim-ollama", "harness"):
+        assert os.access(find_binary(name), os.X_OK)
+    out = subprocess.run([sys.executable, "-m", "sim_ollama", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("sim-ollama "), out
+    out = subprocess.run([sys.executable, "-m", "sim_ollama.harness", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("harness "), out
+
+
+def test_the_fixture_points_the_clients_at_the_simulator(sim):
+    assert os.environ["OLLAMA_HOST"] == sim.url
+    assert os.environ["OPENAI_BASE_URL"] == sim.url + "/v1"
+    assert os.environ["SIM_OLLAMA_URLS"] == sim.url
+    assert sim.url.startswith("http://127.0.0.1:")
+    assert chat(sim.url)["done"] is True
+
+
+def test_nothing_judged_is_an_answer_and_never_parallel(sim):
+    j = sim.judge()
+    assert (j.verdict, j.report.cause, j.report.requests) == ("inconclusive", "nothing_to_judge", 0)
+    with pytest.raises(JudgeFailure) as e:
+        sim.assert_parallel()
+    assert "client: inconclusive (cause: nothing_to_judge)" in str(e.value)
+
+
+def test_agents_one_after_another_fail_with_the_report(sim):
+    for agent in ("a", "b", "c"):
+        chat(sim.url, agent, num_predict=20)
+    with pytest.raises(JudgeFailure) as e:
+        sim.assert_parallel()
+    j = e.value.judgement
+    assert j.verdict == "serialized" and j.report.cause == "client", j
+    text = str(e.value)
+    assert text.startswith("the agents were not judged parallel\nclient: serialized (cause: client): "), text
+    assert "\ndeployment: full (limit: none): " in text and "\nfailed: expected parallel, got serialized" in text
+
+
+def test_labelled_agents_together_pass_and_the_mark_starts_a_new_window(sim):
+    for agent in ("a", "b"):   # an earlier phase, one after another ...
+        chat(sim.url, agent, num_predict=20)
+    mark = sim.mark()          # ... is not judged after a mark
+    async def together():
+        await asyncio.gather(*(asyncio.to_thread(chat, sim.url, a, "go", 20) for a in ("a", "b", "c")))
+    asyncio.run(together())
+    j = sim.assert_parallel()
+    assert j.since == mark and j.report.agents == 3 and j.report.agents_from == "labels", j
+
+
+@pytest.mark.asyncio
+async def test_async_judge_keeps_the_loop_free(sim):
+    await asyncio.gather(*(asyncio.to_thread(chat, sim.url, a, "go", 20) for a in ("a", "b")))
+    j = await sim.aassert_parallel()
+    assert j.passed and j.report.requests == 2
+
+
+@pytest.mark.sim_ollama(preset="dual-two-devices", models=["gemma3", "qwen3:0.6b"], time_scale=0.05)
+def test_the_marker_configures_the_simulator(sim):
+    assert len(sim.urls) == 2
+    assert os.environ["SIM_OLLAMA_URLS"] == ",".join(sim.urls)
+    with urllib.request.urlopen(sim.urls[1] + "/api/ps") as r:
+        loaded = sorted(m["name"] for m in json.loads(r.read())["models"])
+    assert loaded == ["gemma3:latest", "qwen3:0.6b"], loaded
+
+
+def test_judge_options_are_checked_by_the_simulator(sim):
+    with pytest.raises(SimulatorError) as e:
+        sim.judge(expect="fast")
+    assert "400" in str(e.value) and "parallel" in str(e.value), e.value
+
+
+def test_an_unknown_model_names_the_ones_there_are():
+    with pytest.raises(SimulatorError) as e:
+        Simulator(models=["llama9"]).start()
+    assert "llama9" in str(e.value) and "gemma3:latest" in str(e.value), e.value
+
+
+def test_an_unknown_preset_names_the_ones_there_are():
+    with pytest.raises(SimulatorError) as e:
+        Simulator(preset="fastest").start()
+    assert "fastest" in str(e.value) and "ideal" in str(e.value), e.value
+
+
+def test_ini_options_configure_the_fixture_and_a_failure_reads_as_the_report(pytester):
+    pytester.makeini("[pytest]\nsim_ollama_preset = single-1slot\nsim_ollama_models = qwen3:0.6b\n")
+    pytester.makepyfile(
+        """
+        import json, urllib.request
+
+        def test_one_call_is_not_enough(sim):
+            with urllib.request.urlopen(sim.url + "/api/ps") as r:
+                assert [m["name"] for m in json.loads(r.read())["models"]] == ["qwen3:0.6b"]
+            sim.assert_parallel()
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*the agents were not judged parallel", "*client: inconclusive (cause: nothing_to_judge)*"]
+    )
+
+
+def test_a_bad_ini_time_scale_is_a_usage_error(pytester):
+    pytester.makeini("[pytest]\nsim_ollama_time_scale = fast\n")
+    pytester.makepyfile("def test_x(sim):\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*sim_ollama_time_scale = 'fast' is not a positive number*"])
+
+
+def test_the_public_names():
+    assert sorted(sim_ollama.__all__) == sorted(
+        ["BinaryNotFound", "Deployment", "JUDGEMENT_SCHEMA_VERSION", "JudgeFailure", "Judgement",
+         "Report", "Simulator", "SimulatorError", "find_binary"]
+    )

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds the Python wheel and installs it into a fresh virtual environment (target/pyproject)
+# with what the sample user project (examples/python-project) needs from PyPI, pinned in its
+# requirements.txt. The suite's `clients` tests then run the sample project's pytest suite and
+# the package's own tests (python/tests) in it. `.ci/run` calls it; the test calls it too, so
+# the installed wheel is always the current code's.
+# Usage: scripts/setup-python-project.sh [PROFILE]   (default: dev, the test build's profile,
+# so nothing is compiled twice; `release` for a wheel to hand to users).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+profile=${1:-dev}
+case "$profile" in dev) dir=debug ;; *) dir=$profile ;; esac
+venv=target/pyproject
+requirements=examples/python-project/requirements.txt
+stamp=$(sha256sum "$requirements" | cut -c1-16)
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.requirements" 2>/dev/null)" != "$stamp" ]; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
+  echo "$stamp" >"$venv/.requirements"
+fi
+# The wheel is rebuilt and reinstalled unless what the venv has is already the current code:
+# the same two binaries as this build's and the same Python sources. Each binary is built as
+# build-wheel.sh builds it (sim-ollama alone, as maturin selects it: cargo unifies features
+# over the packages selected, so a build of both would be another binary).
+cargo build --quiet --profile "$profile" -p harness --bin harness
+cargo build --quiet --profile "$profile" --manifest-path sim-ollama/Cargo.toml --bin sim-ollama
+installed=$("$venv/bin/python" -c "import os, sim_ollama; print(os.path.dirname(sim_ollama.__file__))" 2>/dev/null || true)
+if [ -n "$installed" ] && [ "$(cat "$venv/.profile" 2>/dev/null)" = "$profile" ] \
+  && cmp -s "target/$dir/sim-ollama" "$venv/bin/sim-ollama" && cmp -s "target/$dir/harness" "$venv/bin/harness" \
+  && diff -rq --exclude=__pycache__ python/src/sim_ollama "$installed" >/dev/null; then
+  echo "python-project: the installed wheel is the current code's"
+  exit 0
+fi
+bash scripts/setup-clients.sh >/dev/null   # maturin comes from the clients' environment
+bash scripts/build-wheel.sh "$profile" >/dev/null
+# Its module needs no dependencies.
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps target/wheels/*.whl
+echo "$profile" >"$venv/.profile"
+"$venv/bin/python" -c "import sim_ollama, sys; print('python-project: sim-ollama wheel installed in', sys.prefix)"

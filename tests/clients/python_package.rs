@@ -1,0 +1,124 @@
+//! The Python wheel as a user gets it (issue 24): `scripts/setup-python-project.sh` builds the
+//! wheel (the `sim-ollama` and `harness` binaries and the `sim_ollama` module with its pytest
+//! plugin) and installs it into a fresh virtual environment beside the sample project's pinned
+//! requirements (pytest, pytest-asyncio, ollama-python, LangGraph). These tests run pytest there,
+//! read its JUnit report and check every test's outcome: the package's own tests all pass; in
+//! the sample user project (examples/python-project) the correct programs pass and each
+//! serialization bug fails with the judge's report as its message. A missing tool is a failure,
+//! never a skip.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
+}
+
+/// The venv's Python, after (re)installing the current code's wheel when it is stale.
+fn python() -> PathBuf {
+    let out = Command::new("bash").arg(root().join("scripts/setup-python-project.sh")).output().expect("bash runs");
+    assert!(
+        out.status.success(),
+        "scripts/setup-python-project.sh failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    root().join("target/pyproject/bin/python")
+}
+
+/// One pytest test's outcome: `passed`, `failure`, `error` or `skipped`, and its message.
+#[derive(Debug)]
+struct Case {
+    name: String,
+    outcome: String,
+    message: String,
+}
+
+/// Runs pytest in `dir` (its own configuration applies) and returns every test's outcome.
+fn pytest(dir: &Path, junit_name: &str) -> Vec<Case> {
+    let py = python();
+    let junit = root().join("target/tmp").join(junit_name);
+    std::fs::create_dir_all(junit.parent().expect("a parent")).expect("target/tmp");
+    let _ = std::fs::remove_file(&junit);
+    let run = Command::new(&py)
+        .args(["-m", "pytest", "-p", "no:cacheprovider", "-q", "--junitxml"])
+        .arg(&junit)
+        .current_dir(dir)
+        // The fixture must find the wheel's binaries itself, as a user's run does.
+        .env_remove("SIM_OLLAMA_BIN")
+        .env_remove("SIM_OLLAMA_HARNESS_BIN")
+        .output()
+        .expect("pytest runs");
+    let log = format!("{}\n{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    assert!(junit.exists(), "pytest wrote no report (exit {:?}):\n{log}", run.status);
+    let read = Command::new(&py)
+        .arg("-c")
+        .arg(
+            "import json, sys, xml.etree.ElementTree as ET\n\
+             cases = []\n\
+             for tc in ET.parse(sys.argv[1]).iter('testcase'):\n\
+             \x20   outcome, message = 'passed', ''\n\
+             \x20   for tag in ('failure', 'error', 'skipped'):\n\
+             \x20       e = tc.find(tag)\n\
+             \x20       if e is not None:\n\
+             \x20           outcome, message = tag, (e.get('message') or '') + '\\n' + (e.text or '')\n\
+             \x20   cases.append({'name': tc.get('name'), 'outcome': outcome, 'message': message})\n\
+             print(json.dumps(cases))",
+        )
+        .arg(&junit)
+        .output()
+        .expect("python reads the report");
+    assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
+    let cases: Vec<Value> = serde_json::from_slice(&read.stdout).expect("JSON");
+    let cases: Vec<Case> = cases
+        .iter()
+        .map(|c| Case {
+            name: c["name"].as_str().unwrap_or_default().to_string(),
+            outcome: c["outcome"].as_str().unwrap_or_default().to_string(),
+            message: c["message"].as_str().unwrap_or_default().to_string(),
+        })
+        .collect();
+    assert!(!cases.is_empty(), "pytest ran no test:\n{log}");
+    cases
+}
+
+#[test]
+fn the_python_packages_own_tests_pass() {
+    let cases = pytest(&root().join("python"), "python-package.xml");
+    let bad: Vec<&Case> = cases.iter().filter(|c| c.outcome != "passed").collect();
+    assert!(bad.is_empty(), "{bad:#?}");
+    // Every test of the file ran (none deselected or lost to a collection error).
+    assert_eq!(cases.len(), 13, "{cases:#?}");
+}
+
+#[test]
+fn the_sample_project_passes_correct_agents_and_fails_each_bug_with_the_report() {
+    let cases = pytest(&root().join("examples/python-project"), "python-project.xml");
+    let outcome = |name: &str| {
+        cases.iter().find(|c| c.name == name).unwrap_or_else(|| panic!("no test {name} in {cases:#?}"))
+    };
+    for name in [
+        "test_review_runs_reviewers_together",
+        "test_review_runs_reviewers_together_async",
+        "test_one_slot_server_is_not_the_programs_fault",
+        "test_graph_fans_out",
+    ] {
+        let c = outcome(name);
+        assert_eq!(c.outcome, "passed", "a correct program must pass: {c:#?}");
+    }
+    for name in ["test_review_in_turn", "test_review_locked", "test_review_blocking", "test_graph_blocking_nodes"] {
+        let c = outcome(name);
+        assert_eq!(c.outcome, "failure", "a serializing program must fail: {c:#?}");
+        // The message is the judge's report in words: the headline, the client verdict with its
+        // cause in the client, and the deployment (which allowed the agents to run together).
+        let m = &c.message;
+        assert!(m.contains("the agents were not judged parallel\nclient: "), "{name}: {m}");
+        assert!(
+            m.contains("client: serialized (cause: client): ") || m.contains("client: partly serialized (cause: client): "),
+            "{name}: {m}"
+        );
+        assert!(m.contains("deployment: full (limit: none): "), "{name}: {m}");
+    }
+    assert_eq!(cases.len(), 8, "every test of the sample project ran: {cases:#?}");
+}
