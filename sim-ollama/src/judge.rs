@@ -713,34 +713,64 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         |d| d.as_micros() as u64,
     );
 
-    // Chains per agent: each call follows the agent's latest call that ended before it began.
+    // Chains: each call follows the agent's latest call that ended before it began, and every
+    // earlier call whose answer its prompt carries (`RequestTrace::carries`: it could not
+    // have been sent before those answered, whichever agent sent them). Its local work is the
+    // gap after the last of them to end.
     let mut by_end: Vec<usize> = (0..reqs.len()).collect();
     by_end.sort_by_key(|&k| reqs[k].end);
     let n = reqs.len();
+    let index_of: BTreeMap<u64, usize> = reqs.iter().enumerate().map(|(i, q)| (q.r.id, i)).collect();
     let mut chain_end = vec![0u64; n];
     let mut local = vec![0u64; n];
     let mut handoff = vec![false; n];
-    let mut after: Vec<Option<usize>> = vec![None; n];
+    let mut after: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut carried = 0usize;
     for i in 0..n {
         let g = reqs[i].group;
-        let pred = (0..i).filter(|&j| reqs[j].group == g && reqs[j].end <= reqs[i].start).max_by_key(|&j| reqs[j].end);
-        after[i] = pred;
-        let base = match pred {
+        let start_i = reqs[i].start;
+        let pred = (0..i).filter(|&j| reqs[j].group == g && reqs[j].end <= start_i).max_by_key(|&j| reqs[j].end);
+        let needs: Vec<usize> = reqs[i]
+            .r
+            .carries
+            .iter()
+            .filter_map(|id| index_of.get(id).copied())
+            .filter(|&j| j != i && Some(j) != pred && reqs[j].end <= start_i)
+            .collect();
+        carried += usize::from(!needs.is_empty());
+        after[i] = pred.into_iter().chain(needs.iter().copied()).collect();
+        // The last to end; the agent's own call where it ties.
+        let last = after[i].iter().copied().max_by_key(|&j| (reqs[j].end, Some(j) == pred));
+        let base = match last {
             None => 0,
             Some(p) => {
-                let (end_p, start_i) = (reqs[p].end, reqs[i].start);
+                let end_p = reqs[p].end;
                 let gap = start_i - end_p;
-                local[i] = match handoff_chain(&reqs, &by_end, g, end_p, start_i, tolerance_us) {
-                    Some(first_start) if gap > tolerance_us => {
-                        handoff[i] = true;
-                        first_start.saturating_sub(end_p).min(gap)
+                local[i] = if Some(p) != pred {
+                    // Waiting for an answer it carries is the data flow, not a hand-off.
+                    gap
+                } else {
+                    match handoff_chain(&reqs, &by_end, g, end_p, start_i, tolerance_us) {
+                        Some(first_start) if gap > tolerance_us => {
+                            handoff[i] = true;
+                            first_start.saturating_sub(end_p).min(gap)
+                        }
+                        _ => gap,
                     }
-                    _ => gap,
                 };
-                chain_end[p] + local[i]
+                after[i].iter().map(|&j| chain_end[j]).max().unwrap_or(0) + local[i]
             }
         };
         chain_end[i] = base + reqs[i].r.solo_us;
+    }
+    if carried > 0 {
+        notes.push(if carried == 1 {
+            "1 request's prompt carried earlier answers (the data flow between agents): it was taken to wait for them".to_string()
+        } else {
+            format!(
+                "{carried} requests' prompts carried earlier answers (the data flow between agents): each was taken to wait for them"
+            )
+        });
     }
     let agents: Vec<AgentActivity> = (0..groups)
         .map(|g| {
@@ -802,7 +832,7 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         .enumerate()
         .map(|(i, q)| allowed::Call {
             work: q.r.solo_us as f64,
-            after: after[i],
+            after: after[i].clone(),
             local: if program { 0.0 } else { local[i] as f64 },
             runner: (q.r.instance, q.r.model.clone()),
             slots: q.r.slots,

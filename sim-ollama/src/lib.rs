@@ -20,6 +20,7 @@
 //!   to it (a burst of connections) is not added to its schedule.
 //! - `request`, `wire`, `error`: decoding with Go's errors, encoding like Go, error shapes.
 //! - `trace`, `metrics`: what the server saw, and how late it emitted tokens.
+//! - `carried`: answers recognised in later prompts, the data flow between agents.
 //! - `faults`: injected errors, stalls, disconnects, by rule and seeded.
 //! - [`judge`]: from a trace, how a program's requests overlapped, the time it could have
 //!   saved, and a verdict with its reason (`SimHandle::judge`).
@@ -48,6 +49,7 @@ pub mod trace;
 
 mod arrival;
 mod cache;
+mod carried;
 mod context;
 mod device;
 mod error;

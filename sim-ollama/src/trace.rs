@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Version of the trace's JSON schema.
-pub const TRACE_SCHEMA_VERSION: u32 = 4;
+pub const TRACE_SCHEMA_VERSION: u32 = 5;
 
 /// How many finished requests the trace keeps before dropping the oldest (besides its byte
 /// budget).
@@ -203,6 +203,12 @@ pub struct RequestTrace {
     /// no `X-Agent` label.
     #[serde(default)]
     pub conversation: Option<Conversation>,
+    /// Earlier requests whose answers this request's prompt carries (a run of six of their
+    /// generated words, see `sim_ollama`'s `carried` module): it could not have been sent
+    /// before they answered. The judge chains it after them. Empty in traces older than
+    /// schema 5.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub carries: Vec<u64>,
     /// Loads this request paid for or waited on.
     pub loads: Vec<Load>,
     /// Intervals spent waiting, with reasons.
@@ -244,6 +250,8 @@ pub struct Trace {
     budget: usize,
     /// The devices' sharing model, copied into every snapshot.
     devices: Vec<DeviceSharing>,
+    /// The answers given so far, to recognise them in later prompts.
+    answers: crate::carried::Answers,
 }
 
 /// A snapshot of the trace, as `GET /sim/trace` returns it.
@@ -297,6 +305,7 @@ impl Trace {
             finished: Mutex::new((VecDeque::new(), 0)),
             dropped: AtomicU64::new(0),
             budget,
+            answers: crate::carried::Answers::default(),
         }
     }
 
@@ -349,6 +358,7 @@ impl Trace {
             token_us: Vec::new(),
             solo_us: 0,
             conversation: None,
+            carries: Vec::new(),
             loads: Vec::new(),
             waits: Vec::new(),
             min_speed: 1.0,
@@ -417,9 +427,10 @@ impl Trace {
         lock(&self.active).len()
     }
 
-    /// Forgets finished requests (active ones stay).
+    /// Forgets finished requests (active ones stay) and the answers they gave.
     pub fn clear(&self) {
         *lock(&self.finished) = (VecDeque::new(), 0);
+        self.answers.clear();
         self.dropped.store(0, Ordering::Relaxed);
     }
 }
@@ -481,6 +492,15 @@ impl TraceGuard {
     /// The request's id in the trace.
     pub(crate) fn id(&self) -> u64 {
         self.id
+    }
+
+    /// Records which earlier answers the request's `prompt` carries, and remembers its own
+    /// `answer` and tool `call_ids` for the requests to come (see `crate::carried`).
+    pub(crate) fn carry(&self, prompt: &str, answer: &str, call_ids: &[&str]) {
+        let carries = self.trace.answers.link(self.id, prompt, answer, call_ids);
+        if !carries.is_empty() {
+            self.with(|r| r.carries = carries);
+        }
     }
 
     /// The request's modelled solo work so far (see [`RequestTrace::solo_us`]).

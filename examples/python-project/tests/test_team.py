@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from agents import team
+from review import team
 
 
 def test_review_runs_reviewers_together(sim):

@@ -2,8 +2,9 @@
 //! against the same deployment, replayed in the simulator's own model.
 //!
 //! Each agent's calls form a chain (a call follows the agent's previous answer by its local
-//! work). The replay issues every call as soon as its chain lets it, the way a client that
-//! never holds a call back would, and runs it on the deployment the trace describes:
+//! work), and a call whose prompt carries other calls' answers also follows them. The replay
+//! issues every call as soon as those let it, the way a client that never holds a call back
+//! would, and runs it on the deployment the trace describes:
 //! - a call needs one of its runner's parallel slots (`RequestTrace::slots`), taken in FIFO
 //!   order as the real scheduler hands them out (server/sched.go's pending queue, the
 //!   runner's semaphore);
@@ -30,9 +31,10 @@ use std::collections::{BTreeMap, BinaryHeap};
 pub(super) struct Call {
     /// Modelled solo cost, µs at the run's time scale.
     pub(super) work: f64,
-    /// The call of the same agent it follows (it starts `local` after that call ends); `None`:
-    /// it is ready at `local` from the start.
-    pub(super) after: Option<usize>,
+    /// The calls it follows: the same agent's previous call and the calls whose answers it
+    /// carries. It starts `local` after the last of them ends; with none, it is ready at
+    /// `local` from the start.
+    pub(super) after: Vec<usize>,
     /// The agent's local work before it, µs.
     pub(super) local: f64,
     /// Its runner: (instance, model). Calls of one runner share its slots and its batch.
@@ -92,12 +94,20 @@ pub(super) fn makespan(calls: &[Call], devices: &[DeviceSharing], permits: Optio
         device_of[runner_of[i]] = c.device;
     }
     let mut next_calls: Vec<Vec<usize>> = vec![Vec::new(); n];
-    // Calls not yet ready: known ready times, in a heap; calls after an unfinished call wait.
+    // Calls not yet ready: known ready times, in a heap; calls after unfinished calls wait
+    // (`waiting`: how many have yet to end; `after_end`: when the last of those ended).
     let mut future = BinaryHeap::new();
+    let mut waiting = vec![0usize; n];
+    let mut after_end = vec![0.0f64; n];
     for (i, c) in calls.iter().enumerate() {
-        match c.after {
-            Some(p) if p < n && p != i => next_calls[p].push(i),
-            _ => future.push(Ready(c.local.max(0.0), i)),
+        for &p in &c.after {
+            if p < n && p != i {
+                next_calls[p].push(i);
+                waiting[i] += 1;
+            }
+        }
+        if waiting[i] == 0 {
+            future.push(Ready(c.local.max(0.0), i));
         }
     }
     let mut queued = BinaryHeap::new();
@@ -159,7 +169,11 @@ pub(super) fn makespan(calls: &[Call], devices: &[DeviceSharing], permits: Optio
                 done += 1;
                 end = end.max(t);
                 for &j in &next_calls[i] {
-                    future.push(Ready(t + calls[j].local.max(0.0), j));
+                    after_end[j] = after_end[j].max(t);
+                    waiting[j] -= 1;
+                    if waiting[j] == 0 {
+                        future.push(Ready(after_end[j] + calls[j].local.max(0.0), j));
+                    }
                 }
             } else {
                 still.push((i, left));
@@ -175,7 +189,7 @@ mod tests {
     use super::*;
 
     fn call(work: f64, after: Option<usize>, local: f64, instance: usize, slots: usize, device: usize) -> Call {
-        Call { work, after, local, runner: (instance, "m".into()), slots, device }
+        Call { work, after: after.into_iter().collect(), local, runner: (instance, "m".into()), slots, device }
     }
 
     const IDEAL: DeviceSharing = DeviceSharing { batch_penalty: 0.0, cross_process_efficiency: 1.0 };
@@ -232,6 +246,19 @@ mod tests {
         // Four 100 µs calls, two permits: 200.
         let calls = vec![call(100.0, None, 0.0, 0, 0, 0); 4];
         assert!((makespan(&calls, &[IDEAL], Some(2), Relax::default()) - 200.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_call_that_carries_answers_waits_for_the_last_of_them() {
+        // Three reviewers of 100, 200 and 300 µs at once, then an editor carrying all three
+        // answers, 5 µs after the last: 300 + 5 + 50. On one slot: 600 + 5 + 50.
+        let mut calls = vec![call(100.0, None, 0.0, 0, 0, 0), call(200.0, None, 0.0, 0, 0, 0), call(300.0, None, 0.0, 0, 0, 0)];
+        calls.push(Call { after: vec![0, 1, 2], ..call(50.0, None, 5.0, 0, 0, 0) });
+        assert!((makespan(&calls, &[IDEAL], None, Relax::default()) - 355.0).abs() < 1e-6);
+        for c in &mut calls {
+            c.slots = 1;
+        }
+        assert!((makespan(&calls, &[IDEAL], None, Relax::default()) - 655.0).abs() < 1e-6);
     }
 
     #[test]

@@ -34,6 +34,7 @@ fn req(id: u64, agent: Option<&str>, from: u64, to: u64, solo: u64) -> RequestTr
         token_us: Vec::new(),
         solo_us: solo * MS,
         conversation: None,
+        carries: Vec::new(),
         loads: Vec::new(),
         waits: Vec::new(),
         min_speed: 1.0,
@@ -604,4 +605,62 @@ fn unlabelled_requests_on_a_deployment_with_nothing_to_save_are_not_blamed_on_th
     let r = judge(&on(&[IDEAL_DEVICE], 1, reqs), &JudgeOptions::new().expected_agents(3));
     assert!(matches!(r.verdict, Verdict::Serialized | Verdict::PartlySerialized), "{r}");
     assert_eq!(r.cause, Cause::Client, "{r}");
+}
+
+#[test]
+fn a_join_that_carries_the_agents_answers_waits_for_them_and_is_not_blamed() {
+    // A fan-out/join graph: reviewers a, b, c 0-100, 0-150, 0-200 ms (solo 100, 150, 200),
+    // then an editor 205-355 (solo 150) whose prompt carries all three answers. It could not
+    // start before 200: ideal = 200 + 5 + 150 = 355 = took; one at a time 600 + 5 = 605;
+    // saving 1. Without the carried answers the editor would seem free to start at once:
+    // ideal 200, one at a time 600, saving (600 - 355) / (600 - 200) = 61 %: partly
+    // serialized, the correct program blamed.
+    let mut reqs = vec![
+        req(1, Some("a"), 0, 100, 100),
+        req(2, Some("b"), 0, 150, 150),
+        req(3, Some("c"), 0, 200, 200),
+        req(4, Some("editor"), 205, 355, 150),
+    ];
+    let blind = judge(&snap(reqs.clone()), &JudgeOptions::new());
+    assert_eq!(blind.verdict, Verdict::PartlySerialized, "{blind}");
+    reqs[3].carries = vec![1, 2, 3];
+    let r = judge(&snap(reqs.clone()), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert!(close(r.time.ideal_s, 0.355), "{r}");
+    assert!(close(r.time.allowed_s, 0.355), "{r}");
+    assert!(close(r.time.local_s, 0.005), "{r}");
+    assert!(close(r.time.saving.unwrap(), 1.0), "{r}");
+    assert_eq!(r.agents[3].handoffs, 0, "waiting for a carried answer is no hand-off");
+    assert!(r.notes.iter().any(|n| n.contains("1 request's prompt carried earlier answers")), "{:?}", r.notes);
+    // A carried answer that ended after the call began is not waited for (it cannot have been
+    // carried then): an editor at 0-150 carrying reviewer c's answer is judged as if blind.
+    let mut early = reqs.clone();
+    early[3] = req(4, Some("editor"), 0, 150, 150);
+    early[3].carries = vec![3];
+    let e = judge(&snap(early), &JudgeOptions::new());
+    assert!(close(e.time.ideal_s, 0.200), "{e}");
+    assert!(e.notes.iter().all(|n| !n.contains("carried")), "{:?}", e.notes);
+}
+
+#[test]
+fn carried_answers_chain_unlabelled_conversations_too() {
+    // The same graph without labels: three two-turn conversations (0-50, 55-100 each), then a
+    // one-request conversation carrying their last answers at 105-155. Ideal: 50 + 5 + 45 +
+    // 5 + 50 = 155 = took.
+    let mut reqs = Vec::new();
+    for i in 0..3u64 {
+        let mut a = req(1 + 2 * i, None, 0, 50, 50);
+        a.conversation = Some(Conversation { key: format!("k{i}"), parent: None });
+        let mut b = req(2 + 2 * i, None, 55, 100, 45);
+        b.conversation = Some(Conversation { key: format!("k{i}-2"), parent: Some(format!("k{i}")) });
+        reqs.extend([a, b]);
+    }
+    let mut editor = req(7, None, 105, 155, 50);
+    editor.conversation = Some(Conversation { key: "e".into(), parent: None });
+    editor.carries = vec![2, 4, 6];
+    reqs.push(editor);
+    let r = judge(&snap(reqs), &JudgeOptions::new());
+    assert_eq!(r.agents_from, AgentSource::Conversations, "{r}");
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert!(close(r.time.ideal_s, 0.155), "{r}");
 }

@@ -128,6 +128,13 @@ pub(crate) async fn start(
         think: g.think.factor(),
         num_ctx,
     });
+    if let Some(t) = trace.as_ref() {
+        // What the model will answer (its reasoning aside) and its tool calls' ids, to
+        // recognise in later prompts.
+        let answer: String = plan.text.pieces[plan.text.thinking.min(plan.text.pieces.len())..].concat();
+        let ids: Vec<&str> = plan.text.calls.iter().map(|c| c.call.id.as_str()).collect();
+        t.carry(g.rendered, &answer, &ids);
+    }
     let seed = plan.seed;
     let noise = &s.shared.cfg.noise;
     if noise.is_active() {

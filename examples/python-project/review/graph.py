@@ -1,6 +1,7 @@
-"""The review team as a LangGraph graph: three reviewer nodes fan out from START, each a
-two-turn ChatOllama conversation, and a node that collects their reviews. `build(blocking=True)`
-is the same graph with the classic bug: async nodes calling the blocking `invoke`."""
+"""The review team as a LangGraph graph, map-reduce style: three reviewer nodes fan out from
+START, each a two-turn ChatOllama conversation, and an editor node that joins them and asks the
+model for one report from the three reviews. `build(blocking=True)` is the same graph with the
+classic bug: async nodes calling the blocking `invoke`."""
 import operator
 from typing import Annotated, List, TypedDict
 
@@ -32,8 +33,20 @@ def reviewer(name: str, blocking: bool):
     return node
 
 
-def collect(state: State) -> dict:
-    return {"report": "\n".join(sorted(state["reviews"]))}
+def editor(blocking: bool):
+    llm = ChatOllama(model="gemma3", num_predict=40)
+
+    async def node(state: State) -> dict:
+        # The editor's prompt carries the reviewers' answers: it cannot start before them, and
+        # the judge sees that (it recognises its own answers in later prompts).
+        messages = [
+            SystemMessage("You are the editor. Merge the reviews into one report."),
+            HumanMessage("\n\n".join(sorted(state["reviews"]))),
+        ]
+        reply = llm.invoke(messages) if blocking else await llm.ainvoke(messages)
+        return {"report": reply.content}
+
+    return node
 
 
 def build(blocking: bool = False):
@@ -41,7 +54,7 @@ def build(blocking: bool = False):
     for name in REVIEWERS:
         graph.add_node(name, reviewer(name, blocking))
         graph.add_edge(START, name)
-    graph.add_node("collect", collect)
-    graph.add_edge(REVIEWERS, "collect")
-    graph.add_edge("collect", END)
+    graph.add_node("editor", editor(blocking))
+    graph.add_edge(REVIEWERS, "editor")
+    graph.add_edge("editor", END)
     return graph.compile()

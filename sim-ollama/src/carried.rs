@@ -1,0 +1,173 @@
+//! Answers carried into later requests: the data flow between agents.
+//!
+//! A multi-agent program passes answers on: LangGraph's map-reduce graphs, a supervisor that
+//! hands a worker's result to an editor, a pipeline of agents. A request whose prompt holds an
+//! earlier request's answer could not have been sent before that answer arrived, whoever sent
+//! it; the judge must not count its wait as time the client lost (issue 23: a correct
+//! fan-out/join graph read "partly serialized").
+//!
+//! The simulator wrote every answer itself, so it can recognise one in a later prompt: each
+//! answer is remembered as the hashes of its runs of [`WINDOW`] consecutive words (lower-cased
+//! letters and digits; punctuation, whitespace and markup between them are ignored, so an
+//! answer quoted inside a template, a JSON string or a list still matches), and each new
+//! prompt's runs are looked up. One run of six generated words is evidence enough: the
+//! simulator's words are drawn at random, and a user's own text is not made of them in the
+//! same order.
+//!
+//! A tool call's id is evidence too: a tool result names the call it answers
+//! (`tool_call_id`, `tool_use_id`, `call_id`), however a framework re-serialises the messages
+//! around it. The random part of every generated call id (`call_` + 8 letters and digits) is
+//! remembered as a one-word key, and every word of a prompt is looked up.
+//!
+//! The memory is bounded ([`CAPACITY`] runs, the oldest forgotten first) and forgotten with
+//! the trace.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+/// Words in one run.
+pub(crate) const WINDOW: usize = 6;
+
+/// Runs remembered at most (about 40 bytes each).
+pub(crate) const CAPACITY: usize = 1 << 18;
+
+/// Requests remembered per run: identical prompts get identical answers (the simulator is
+/// deterministic), so one run can belong to several requests.
+const PER_RUN: usize = 4;
+
+/// The answers of earlier requests, by their runs of words.
+#[derive(Debug, Default)]
+pub(crate) struct Answers {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    runs: HashMap<u64, Vec<u64>>,
+    /// Every (run, request) remembered, oldest first.
+    order: VecDeque<(u64, u64)>,
+}
+
+impl Answers {
+    /// The earlier requests whose answers `input` carries (sorted, without `id` itself), then
+    /// remembers `answer` and the ids of the tool calls in it as request `id`'s.
+    pub(crate) fn link(&self, id: u64, input: &str, answer: &str, call_ids: &[&str]) -> Vec<u64> {
+        let input_words = words(input);
+        let mut input_runs = runs(&input_words);
+        input_runs.extend(input_words.iter().map(|w| id_key(w)));
+        let mut answer_runs = runs(&words(answer));
+        answer_runs.extend(call_ids.iter().filter_map(|c| c.rsplit('_').next()).map(|w| id_key(&w.to_lowercase())));
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut carried: Vec<u64> = input_runs
+            .iter()
+            .filter_map(|h| inner.runs.get(h))
+            .flatten()
+            .copied()
+            .filter(|&r| r != id)
+            .collect();
+        carried.sort_unstable();
+        carried.dedup();
+        for h in answer_runs {
+            let ids = inner.runs.entry(h).or_default();
+            if ids.contains(&id) {
+                continue;
+            }
+            if ids.len() == PER_RUN {
+                ids.remove(0);
+            }
+            ids.push(id);
+            inner.order.push_back((h, id));
+        }
+        while inner.order.len() > CAPACITY {
+            let Some((h, old)) = inner.order.pop_front() else { break };
+            if let Some(ids) = inner.runs.get_mut(&h) {
+                ids.retain(|&r| r != old);
+                if ids.is_empty() {
+                    inner.runs.remove(&h);
+                }
+            }
+        }
+        carried
+    }
+
+    /// Forgets every answer.
+    pub(crate) fn clear(&self) {
+        *self.inner.lock().unwrap_or_else(|e| e.into_inner()) = Inner::default();
+    }
+}
+
+/// The words of `text`: runs of letters and digits, lower-cased.
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(|w| w.to_lowercase()).collect()
+}
+
+/// FNV-1a over `words`, each followed by a separator, after a domain byte.
+fn fnv<'a>(domain: u8, words: impl IntoIterator<Item = &'a String>) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let bytes = std::iter::once(domain).chain(words.into_iter().flat_map(|w| w.bytes().chain(std::iter::once(0xff))));
+    for b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The hashes of every run of [`WINDOW`] consecutive words.
+fn runs(words: &[String]) -> Vec<u64> {
+    words.windows(WINDOW).map(|run| fnv(0, run)).collect()
+}
+
+/// The key of a tool call id's random part, as one word (its own hash domain).
+fn id_key(word: &String) -> u64 {
+    fnv(1, std::iter::once(word))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ANSWER: &str = "The cache keeps stale entries until a reader touches them, so memory grows.";
+
+    #[test]
+    fn an_answer_quoted_in_a_later_prompt_links_the_two_requests() {
+        let a = Answers::default();
+        assert!(a.link(1, "Review the cache change.", ANSWER, &[]).is_empty());
+        assert!(a.link(2, "Review the index change.", "Nothing to add here at all today.", &[]).is_empty());
+        // Reformatted as a framework would: a list item, other case, JSON quoting.
+        let prompt = "Summarize:\n- security: \"the CACHE keeps stale entries until a reader\" ...";
+        assert_eq!(a.link(3, prompt, "A summary of it all for the team.", &[]), vec![1]);
+        // Both answers carried; a request never carries its own answer.
+        let both = format!("{ANSWER}\n{}", "nothing to add here at all today");
+        assert_eq!(a.link(2, &both, "x", &[]), vec![1]);
+        assert_eq!(a.link(4, &both, "x", &[]), vec![1, 2]);
+    }
+
+    #[test]
+    fn fewer_than_six_words_in_common_is_no_link() {
+        let a = Answers::default();
+        a.link(1, "q", ANSWER, &[]);
+        assert!(a.link(2, "the cache keeps stale entries", "y", &[]).is_empty());
+        a.clear();
+        assert!(a.link(3, ANSWER, "z", &[]).is_empty(), "forgotten after clear");
+    }
+
+    #[test]
+    fn a_tool_result_naming_a_call_links_to_the_request_that_made_the_call() {
+        let a = Answers::default();
+        assert!(a.link(1, "What is the weather in Paris?", "", &["call_k3x9q2ab"]).is_empty());
+        // Re-serialised by a framework: the id glued to the tool's name, in any case.
+        assert_eq!(a.link(2, "tool: 18 degrees get_weatherCALL_K3X9Q2AB", "It is mild.", &[]), vec![1]);
+        assert!(a.link(3, "call_k3x9q2ac", "", &[]).is_empty(), "another id");
+    }
+
+    #[test]
+    fn identical_answers_link_to_every_request_that_gave_them_and_memory_is_bounded() {
+        let a = Answers::default();
+        a.link(1, "q", ANSWER, &[]);
+        a.link(2, "q", ANSWER, &[]);
+        assert_eq!(a.link(3, ANSWER, "", &[]), vec![1, 2]);
+        let inner = a.inner.lock().expect("lock");
+        assert!(inner.order.len() <= CAPACITY);
+        assert_eq!(inner.order.len(), 2 * runs(&words(ANSWER)).len());
+    }
+}
