@@ -1,7 +1,8 @@
 //! The Python wheel as a user gets it (issue 24): `scripts/setup-python-project.sh` builds the
 //! wheel (the `sim-ollama` and `harness` binaries and the `sim_ollama` module with its pytest
 //! plugin) and installs it into a fresh virtual environment beside the sample project's pinned
-//! requirements (pytest, pytest-asyncio, ollama-python, LangGraph). These tests run pytest there,
+//! requirements (pytest, pytest-asyncio, ollama-python, LangGraph, the OpenAI Agents SDK,
+//! pydantic-ai, AutoGen). These tests run pytest there,
 //! read its JUnit report and check every test's outcome: the package's own tests all pass; in
 //! the sample user project (examples/python-project) the correct programs pass and each
 //! serialization bug fails with the judge's report as its message. A missing tool is a failure,
@@ -120,5 +121,14 @@ fn the_sample_project_passes_correct_agents_and_fails_each_bug_with_the_report()
         );
         assert!(m.contains("deployment: full (limit: none): "), "{name}: {m}");
     }
-    assert_eq!(cases.len(), 8, "every test of the sample project ran: {cases:#?}");
+    // Tool-calling reviewers on LangGraph's ReAct agent, the OpenAI Agents SDK (Chat
+    // Completions and Responses), pydantic-ai and AutoGen, unlabelled: together they pass
+    // assert_parallel, awaited in turn the judge calls them serialized in the client.
+    for framework in ["langgraph", "openai-agents-chat", "openai-agents-responses", "pydantic-ai", "autogen"] {
+        for test in ["test_reviewers_together_are_parallel", "test_reviewers_in_turn_are_caught"] {
+            let c = outcome(&format!("{test}[{framework}]"));
+            assert_eq!(c.outcome, "passed", "{c:#?}");
+        }
+    }
+    assert_eq!(cases.len(), 18, "every test of the sample project ran: {cases:#?}");
 }

@@ -1,0 +1,123 @@
+"""The review team on four agent frameworks, unlabelled, each reviewer a tool-calling agent
+(it looks the change up with a tool, then answers): LangGraph's ReAct agent over ChatOllama,
+the OpenAI Agents SDK (Chat Completions and Responses models), pydantic-ai (a typed output,
+as a JSON schema the server enforces) and AutoGen AgentChat over its Ollama client.
+
+`review(framework, together=True)` runs the three reviewers at once (asyncio.gather);
+`together=False` awaits each before the next, the bug. Every client reads the simulator's
+address from the environment the `sim` fixture sets (OLLAMA_HOST, OPENAI_BASE_URL)."""
+import asyncio
+import os
+
+REVIEWERS = ["security", "performance", "style"]
+TASK = "Review this change: the cache now expires entries lazily. Look the change up first."
+MODEL = "llama3.2:1b"  # gemma3 has no tool support (as in real Ollama)
+FRAMEWORKS = ["langgraph", "openai-agents-chat", "openai-agents-responses", "pydantic-ai", "autogen"]
+
+
+def lookup_change(topic: str) -> str:
+    """Look up a change by topic: its diff summary."""
+    return f"The change to {topic}: entries expire when read, not on a timer."
+
+
+def _langgraph(name):
+    from langchain_ollama import ChatOllama
+    from langgraph.prebuilt import create_react_agent
+
+    agent = create_react_agent(
+        ChatOllama(model=MODEL, num_predict=30), [lookup_change], prompt=f"You are the {name} reviewer."
+    )
+
+    async def run():
+        out = await agent.ainvoke({"messages": [("user", TASK)]})
+        return out["messages"][-1].content
+
+    return run
+
+
+def _openai_agents(name, responses):
+    from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner, function_tool
+    from agents import set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)  # no trace upload to OpenAI's servers
+    client = AsyncOpenAI(base_url=os.environ["OPENAI_BASE_URL"], api_key="sim-ollama")
+    kind = OpenAIResponsesModel if responses else OpenAIChatCompletionsModel
+    agent = Agent(
+        name=name,
+        instructions=f"You are the {name} reviewer.",
+        model=kind(model=MODEL, openai_client=client),
+        tools=[function_tool(lookup_change)],
+    )
+
+    async def run():
+        return (await Runner.run(agent, TASK)).final_output
+
+    return run
+
+
+def _pydantic_ai(name):
+    from pydantic import BaseModel
+    from pydantic_ai import Agent, NativeOutput
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.ollama import OllamaProvider
+
+    class Review(BaseModel):
+        verdict: str
+        risk: str
+
+    model = OpenAIChatModel(MODEL, provider=OllamaProvider(base_url=os.environ["OPENAI_BASE_URL"]))
+    # The typed output as a JSON schema the server enforces (Ollama's `format`).
+    agent = Agent(
+        model, system_prompt=f"You are the {name} reviewer.", output_type=NativeOutput(Review), tools=[lookup_change]
+    )
+
+    async def run():
+        return (await agent.run(TASK)).output
+
+    return run
+
+
+def _autogen(name):
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_ext.models.ollama import OllamaChatCompletionClient
+
+    client = OllamaChatCompletionClient(
+        model=MODEL,
+        host=os.environ["OLLAMA_HOST"],
+        model_info={
+            "vision": False,
+            "function_calling": True,
+            "json_output": True,
+            "family": "unknown",
+            "structured_output": True,
+        },
+    )
+    agent = AssistantAgent(
+        name, model_client=client, tools=[lookup_change], system_message=f"You are the {name} reviewer."
+    )
+
+    async def run():
+        return (await agent.run(task=TASK)).messages[-1]
+
+    return run
+
+
+def reviewer(framework: str, name: str):
+    """One reviewer agent of `framework`: an async callable that runs it once."""
+    if framework == "langgraph":
+        return _langgraph(name)
+    if framework in ("openai-agents-chat", "openai-agents-responses"):
+        return _openai_agents(name, responses=framework.endswith("responses"))
+    if framework == "pydantic-ai":
+        return _pydantic_ai(name)
+    if framework == "autogen":
+        return _autogen(name)
+    raise ValueError(f"unknown framework {framework!r}: one of {', '.join(FRAMEWORKS)}")
+
+
+async def review(framework: str, together: bool = True) -> list:
+    runs = [reviewer(framework, n) for n in REVIEWERS]
+    if together:
+        return await asyncio.gather(*(run() for run in runs))
+    return [await run() for run in runs]  # the bug: each agent awaited before the next
