@@ -1261,6 +1261,20 @@ fn calls_made_together(reqs: &[Req<'_>], client: &BTreeMap<u64, ClientCall>) -> 
 }
 
 impl Report {
+    /// Panics with the report in words unless the client verdict is `parallel` (an
+    /// inconclusive run never is). Returns the report, for more checks.
+    #[track_caller]
+    pub fn assert_parallel(&self) -> &Self {
+        self.assert_verdict(Verdict::Parallel)
+    }
+
+    /// Panics with the report in words unless the client verdict is `verdict`.
+    #[track_caller]
+    pub fn assert_verdict(&self, verdict: Verdict) -> &Self {
+        assert!(self.verdict == verdict, "the agents were not judged {}:\n{self}", verdict.as_str().replace('_', " "));
+        self
+    }
+
     /// A summary that stays the same from run to run of the same program: verdict, cause,
     /// agents, requests and bands, never raw timings. Made for snapshot tests (insta).
     ///

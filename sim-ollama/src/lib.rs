@@ -76,5 +76,5 @@ pub use metrics::LatenessSummary;
 pub use noise::NoiseSpec;
 pub use routes::sim::{DeviceMetrics, InstanceMetrics, LoadedMetrics, SimMetrics};
 pub use script::{ScriptRule, ScriptedCall, ScriptedError};
-pub use server::{NotIdle, SimBuilder, SimHandle, StartError, listen, parse_ollama_host};
+pub use server::{JUDGE_WAIT, NotIdle, SimBuilder, SimHandle, StartError, listen, parse_ollama_host};
 pub use trace::{CacheUse, Conversation, Outcome, RequestTrace, TraceSnapshot, Wait, WaitReason};

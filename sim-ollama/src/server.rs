@@ -17,6 +17,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The longest [`SimHandle::judged`] waits for requests still in flight before it judges.
+pub const JUDGE_WAIT: Duration = Duration::from_secs(10);
+
 /// What every instance of one simulator shares.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -113,6 +116,18 @@ impl SimBuilder {
     /// catalogue.
     pub fn new() -> Self {
         SimBuilder { raw: RawConfig::default(), host: IpAddr::V4(Ipv4Addr::LOCALHOST), port: 0, preload: Vec::new() }
+    }
+
+    /// A simulator set up for judging a program: the `ideal` deployment (64 slots that batch
+    /// perfectly, so any serialization is the program's), time scale 0.1 (a 10 s call takes
+    /// 1 s), and `model` loaded before it listens, so a cold load never lands in the judged
+    /// window. Chain more (`.preload(other)`, `.time_scale(..)`) before `start`.
+    pub fn judging(model: impl Into<String>) -> Self {
+        SimBuilder::new()
+            .preset("ideal")
+            .unwrap_or_else(|e| unreachable!("the ideal preset is built in: {e}"))
+            .time_scale(0.1)
+            .preload(model)
     }
 
     /// Loads `model` on every instance before [`start`](Self::start) returns (kept loaded:
@@ -508,8 +523,37 @@ impl SimHandle {
         }
     }
 
+    /// Waits, without blocking the caller's executor (any runtime), until no request is in
+    /// flight (at most [`JUDGE_WAIT`]: a program that left a request running is judged on what
+    /// finished), then judges (see [`crate::judge`]). The async test's one call:
+    ///
+    /// ```
+    /// # async fn run_my_agents(_: &str) {}
+    /// # async fn test() -> Result<(), sim_ollama::StartError> {
+    /// let sim = sim_ollama::SimBuilder::judging("gemma3").start()?; // ideal, model loaded
+    /// run_my_agents(sim.url()).await;
+    /// sim.judged(&sim_ollama::JudgeOptions::new()).await.assert_parallel();
+    /// # Ok(()) }
+    /// ```
+    pub fn judged(&self, opts: &crate::judge::JudgeOptions) -> impl Future<Output = crate::judge::Report> + Send + 'static {
+        let shared = Arc::clone(&self.shared);
+        let opts = opts.clone();
+        let (tx, rx) = futures::channel::oneshot::channel();
+        // A thread of its own: the caller may be on any executor (tokio, smol, async-std), or a
+        // current-thread one that must stay free to run its agents.
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + JUDGE_WAIT;
+            while shared.trace.in_flight() > 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let _ = tx.send(crate::judge::judge(&shared.trace.snapshot(), &opts));
+        });
+        async move { rx.await.unwrap_or_else(|_| unreachable!("the judging thread always answers")) }
+    }
+
     /// Judges the concurrency of everything in the trace (see [`crate::judge`]). Call
-    /// [`SimHandle::wait_idle`] first, so the requests still finishing are included.
+    /// [`SimHandle::wait_idle`] first, so the requests still finishing are included (or use
+    /// [`SimHandle::judged`], which waits).
     ///
     /// ```
     /// use sim_ollama::{JudgeOptions, SimBuilder, Verdict};

@@ -3,27 +3,59 @@
 
 use agent_check::{Bug, Program, run};
 use sim_ollama::{JudgeOptions, Report, SimBuilder, Verdict};
-use std::time::Duration;
 
-/// Runs the program against a fresh simulator (an ideal deployment, so any serialization is
-/// the program's) and judges it.
+/// Runs the program against a fresh simulator set up for judging (an ideal deployment, so any
+/// serialization is the program's, with the model loaded before the agents start) and judges
+/// it once every answer has finished.
 async fn judged(bug: Bug, labelled: bool) -> Report {
-    let sim = SimBuilder::new().preset("ideal").expect("preset").time_scale(0.05).start().expect("simulator starts");
-    // The model is loaded first (an empty prompt loads it, as on real Ollama), so the judge sees
-    // the agents and not a cold load they all wait for: with the load in the run, a loaded
-    // machine once read a correct program as degraded (73 % of a small saving).
-    let loaded = reqwest::Client::new()
-        .post(format!("{}/api/generate", sim.url()))
-        .json(&serde_json::json!({"model": "gemma3"}))
-        .send()
-        .await
-        .expect("load request");
-    assert!(loaded.status().is_success());
-    sim.clear_trace();
+    let sim = SimBuilder::judging("gemma3").time_scale(0.05).start().expect("simulator starts");
     let counts = run(Program { base: sim.url().to_string(), agents: 3, labelled, bug }).await.expect("agents ran");
     assert_eq!(counts.len(), 3);
-    sim.wait_idle(Duration::from_secs(5)).expect("the simulator finished every answer");
-    sim.judge(&JudgeOptions::new())
+    sim.judged(&JudgeOptions::new()).await
+}
+
+/// The three lines of the README ("From a Rust test"), as written there: the README's snippet
+/// is checked to be this test's body (`the_readmes_rust_snippet_is_this_test`).
+#[tokio::test]
+async fn readme_three_lines() -> Result<(), sim_ollama::StartError> {
+    let run_my_agents = |url: &str| {
+        let program = Program { base: url.to_string(), agents: 3, labelled: false, bug: Bug::None };
+        async move { run(program).await.expect("agents ran") }
+    };
+    // README begin
+    let sim = sim_ollama::SimBuilder::judging("gemma3").start()?;
+    run_my_agents(sim.url()).await;
+    sim.judged(&sim_ollama::JudgeOptions::new()).await.assert_parallel();
+    // README end
+    Ok(())
+}
+
+#[test]
+fn the_readmes_rust_snippet_is_this_test() {
+    let here = include_str!("judge.rs");
+    let body = here.split("// README begin\n").nth(1).and_then(|b| b.split("    // README end").next()).expect("markers");
+    let snippet: String = body.lines().map(|l| l.trim_start()).collect::<Vec<_>>().join("\n");
+    let readme = include_str!("../../../README.md");
+    assert!(
+        readme.contains(&format!("```rust\n{snippet}\n```")),
+        "the README's Rust snippet must be exactly this test's body:\n{snippet}"
+    );
+}
+
+/// `assert_parallel` on a program that awaits its agents in turn panics with the report in
+/// words; `assert_verdict` checks any verdict.
+#[tokio::test]
+async fn assert_parallel_panics_with_the_report_for_a_bug() {
+    let sim = SimBuilder::judging("gemma3").time_scale(0.05).start().expect("simulator starts");
+    run(Program { base: sim.url().to_string(), agents: 3, labelled: true, bug: Bug::AwaitedInTurn }).await.expect("ran");
+    let report = sim.judged(&JudgeOptions::new()).await;
+    let panic = std::panic::catch_unwind(|| {
+        report.assert_parallel();
+    })
+    .expect_err("a serialized program fails the assertion");
+    let text = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(text.starts_with("the agents were not judged parallel:\nserialized: "), "{text}");
+    report.assert_verdict(Verdict::Serialized);
 }
 
 #[tokio::test]
