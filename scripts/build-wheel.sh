@@ -7,9 +7,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=${1:-release}
-# A release wheel is stripped and compressed as usual; a test build's (dev: 270 MB of
-# binaries with debug info) is compressed at the fastest level, 34 s -> a few.
+# A release wheel is stripped and compressed as usual; a test build's (270 MB of binaries
+# with debug info) is compressed at the fastest level, 34 s -> a few.
 case "$profile" in
+  # maturin builds a bin with `cargo rustc --profile P`: with `test` that is the crate's test
+  # harness, not the binary.
+  test) echo "build-wheel: the test profile builds test harnesses; use dev or release" >&2; exit 2 ;;
   dev) dir=debug; pack=(--compression-level 1) ;;
   release) dir=release; pack=(--strip) ;;
   *) dir=$profile; pack=(--compression-level 1) ;;

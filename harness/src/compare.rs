@@ -243,6 +243,7 @@ mod tests {
             seed: 0,
             command: String::new(),
             thresholds: VerdictBands::default(),
+            shard: None,
             runs,
             summary,
         }

@@ -35,6 +35,9 @@ enum Command {
     List,
     /// Compares two results.json files cell by cell; exits 3 when a cell regressed.
     Compare(CompareArgs),
+    /// Combines the shards of one matrix (`matrix --shard K/N`, every K) into one results.json
+    /// and one set of reports, as the unsharded matrix writes them.
+    Merge(MergeArgs),
     /// Runs a program against the simulator and judges its concurrency from the trace.
     Exec(ExecArgs),
     /// Records per-token timings of a live server as NDJSON, for the simulator to replay.
@@ -448,8 +451,67 @@ struct MatrixArgs {
     /// Comma-separated scenarios, `tag:NAME`, or `all`.
     #[arg(long, value_delimiter = ',', default_values_t = vec!["tag:study".to_string()])]
     scenarios: Vec<String>,
+    /// Run shard K of N: the cells whose index modulo N is K-1 (one CI job each; then
+    /// `harness merge` the N output directories).
+    #[arg(long, value_name = "K/N")]
+    shard: Option<String>,
     #[command(flatten)]
     common: RunOptions,
+}
+
+#[derive(Debug, Args)]
+struct MergeArgs {
+    /// The shards' output directories (each with its results.json and timelines).
+    #[arg(required = true)]
+    dirs: Vec<PathBuf>,
+    /// Where to write the merged results.json and reports.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+/// `harness merge`: exit 0 when merged, 1 when the shards cannot be read or do not make one
+/// whole matrix (the message says which).
+fn merge(a: MergeArgs) -> ExitCode {
+    let run = || -> Result<harness::report::Results, String> {
+        let mut parts = Vec::new();
+        for dir in &a.dirs {
+            let path = dir.join("results.json");
+            let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let r: harness::report::Results =
+                serde_json::from_str(&text).map_err(|e| format!("{}: not a results file: {e}", path.display()))?;
+            parts.push((dir.display().to_string(), r));
+        }
+        // The timelines each shard drew, copied beside the merged results.
+        for (dir, r) in &parts {
+            for rel in r.runs.iter().filter_map(|x| x.timeline.as_deref()) {
+                let to = a.out.join(rel);
+                if let Some(parent) = to.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+                }
+                std::fs::copy(std::path::Path::new(dir).join(rel), &to).map_err(|e| format!("{dir}/{rel}: {e}"))?;
+            }
+        }
+        let merged = harness::report::merge(parts)?;
+        harness::report::write_all(&a.out, &merged).map_err(|e| format!("{}: {e}", a.out.display()))?;
+        Ok(merged)
+    };
+    match run() {
+        Ok(m) => {
+            println!("{}", harness::report::markdown(&m));
+            eprintln!(
+                "harness merge: {} shards, {} cells, {} runs; results in {}",
+                a.dirs.len(),
+                m.summary.len(),
+                m.runs.len(),
+                a.out.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("harness merge: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -519,6 +581,7 @@ fn plan(runtimes: Vec<String>, scenarios: Vec<String>, c: RunOptions) -> Result<
         out: c.out,
         timeout: Duration::try_from_secs_f64(c.timeout_s).unwrap_or(Duration::from_secs(120)),
         command: std::env::args().collect::<Vec<_>>().join(" "),
+        shard: None,
     })
 }
 
@@ -569,7 +632,12 @@ impl Progress for Bar {
 }
 
 fn execute(p: MatrixPlan) -> ExitCode {
-    let total = (p.runtimes.len() * p.scenarios.len() * p.runs) as u64;
+    let cells = p.runtimes.len() * p.scenarios.len();
+    let mine = p.shard.map_or(cells, |sh| (0..cells).filter(|&c| sh.holds(c)).count());
+    if let Some(sh) = p.shard {
+        eprintln!("harness: shard {}/{}: {mine} of {cells} cells", sh.index, sh.count);
+    }
+    let total = (mine * p.runs) as u64;
     let mut bar = Bar::new(total);
     let started = std::time::Instant::now();
     match matrix::run(&p, &mut bar) {
@@ -629,6 +697,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Command::Compare(c) => return compare(c),
+        Command::Merge(m) => return merge(m),
         Command::Exec(e) => return exec(e),
         Command::Record(r) => return record(r),
         Command::Soak(s) => return soak(s),
@@ -642,7 +711,12 @@ fn main() -> ExitCode {
                 }
             };
         }
-        Command::Matrix(m) => expand_runtimes(&m.runtimes).and_then(|r| plan(r, m.scenarios, m.common)),
+        Command::Matrix(m) => expand_runtimes(&m.runtimes).and_then(|r| plan(r, m.scenarios, m.common)).and_then(|mut p| {
+            if let Some(text) = &m.shard {
+                p.shard = Some(harness::report::Shard::parse(text, p.runtimes.len() * p.scenarios.len())?);
+            }
+            Ok(p)
+        }),
         Command::Run(r) => expand_runtimes(&[r.runtime]).and_then(|rt| plan(rt, vec![r.scenario], r.common)),
     };
     match planned {

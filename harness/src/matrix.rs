@@ -4,7 +4,7 @@
 
 use crate::baseline::{Rounds, RunShape};
 use crate::measure::{self, CallMetrics};
-use crate::report::{self, Results, RunResult, VerdictBands};
+use crate::report::{self, Results, RunResult, Shard, VerdictBands};
 use crate::runtime::{self, AgentRecord, Executor, Job};
 use crate::stats::percentile;
 use crate::verdict::{self, Verdict};
@@ -50,6 +50,9 @@ pub struct MatrixPlan {
     pub timeout: Duration,
     /// The command line, for the report.
     pub command: String,
+    /// Run only this share of the cells (`--shard K/N`; `harness merge` puts the shards back
+    /// together). `None`: every cell.
+    pub shard: Option<Shard>,
 }
 
 /// Errors that stop a matrix (a failing agent does not: it is reported in its run).
@@ -435,6 +438,7 @@ fn judge_run(
 fn record(
     results: &mut Results,
     runs: Vec<RunResult>,
+    cell: usize,
     control: Option<&str>,
     plan: &MatrixPlan,
     rounds: &Rounds,
@@ -451,7 +455,8 @@ fn record(
         .map(|x| RunShape { wall_s: x.wall_s, agents: x.agents.iter().map(|a| a.name.clone()).collect() })
         .collect();
     let interval = if matches!(plan.target, Target::Live { .. }) { rounds.cell_interval(&shapes) } else { None };
-    let summary = report::summarize_cell(&rt, &sc, control, &cell_runs, interval);
+    let mut summary = report::summarize_cell(&rt, &sc, control, &cell_runs, interval);
+    summary.cell = cell;
     results.summary.retain(|c| !(c.runtime == rt && c.scenario == sc));
     results.summary.push(summary);
     report::fill_effect_sizes(results);
@@ -495,6 +500,7 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
         seed: plan.seed,
         command: plan.command.clone(),
         thresholds: VerdictBands::default(),
+        shard: plan.shard.map(|sh| Shard { cells: plan.scenarios.len() * plan.runtimes.len(), ..sh }),
         runs: Vec::new(),
         summary: Vec::new(),
     };
@@ -504,12 +510,23 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
         Target::Live { .. } => Some(runtime::build(REFERENCE_RUNTIME).map_err(MatrixError::Runtime)?),
         Target::Simulator => None,
     };
-    let cells = plan.scenarios.len() * plan.runtimes.len();
+    // The cells to run: every one, or this shard's (by index in the whole matrix).
+    let mine = |c: usize| plan.shard.is_none_or(|sh| sh.holds(c));
+    let total = plan.scenarios.len() * plan.runtimes.len();
+    let cells = (0..total).filter(|&c| mine(c)).count();
     let mut cell = 0;
-    for s in &plan.scenarios {
+    for (si, s) in plan.scenarios.iter().enumerate() {
+        let first = si * plan.runtimes.len();
+        if !(first..first + plan.runtimes.len()).any(mine) {
+            continue;
+        }
         let mut d = deploy(plan, s)?;
         let agents = s.plan(d.urls.len());
-        for rt in &plan.runtimes {
+        for (ri, rt) in plan.runtimes.iter().enumerate() {
+            let index = first + ri;
+            if !mine(index) {
+                continue;
+            }
             cell += 1;
             progress.cell(cell, cells, rt, &s.name);
             // Built once per matrix, outside every timed region.
@@ -578,7 +595,7 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
                 } else {
                     progress.run(&run);
                 }
-                record(&mut results, vec![run], control, plan, &rounds)?;
+                record(&mut results, vec![run], index, control, plan, &rounds)?;
             }
             if live {
                 // Every run of the cell against every solo round of the cell.
@@ -589,7 +606,7 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
                 for run in &judged {
                     progress.run(run);
                 }
-                record(&mut results, judged, control, plan, &rounds)?;
+                record(&mut results, judged, index, control, plan, &rounds)?;
             }
         }
     }

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// Version of `results.json`'s schema.
-pub const SCHEMA_VERSION: u32 = 4;
+/// Version of `results.json`'s schema (5: `shard`, and each cell's `cell` index).
+pub const SCHEMA_VERSION: u32 = 5;
 
 fn one() -> f64 {
     1.0
@@ -87,6 +87,10 @@ pub struct RunResult {
 /// Statistics and verdict of one cell (runtime x scenario).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CellSummary {
+    /// Its place in the whole matrix (scenarios in the order given, then runtimes), from 0:
+    /// the order `harness merge` puts shards' cells back in.
+    #[serde(default)]
+    pub cell: usize,
     /// Runtime variant.
     pub runtime: String,
     /// Scenario.
@@ -172,10 +176,124 @@ pub struct Results {
     pub command: String,
     /// Verdict bands, for readers of the file.
     pub thresholds: VerdictBands,
+    /// Which share of the matrix this file holds (`harness matrix --shard K/N`); absent for a
+    /// whole matrix, merged or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
     /// Every run, in the order they ran.
     pub runs: Vec<RunResult>,
     /// One entry per cell.
     pub summary: Vec<CellSummary>,
+}
+
+/// A share of a matrix: shard `index` (1-based) of `count` holds the cells whose index `c`
+/// (0-based, scenarios in the order given, then runtimes) has `c % count == index - 1`, so
+/// shards are deterministic and each gets cells of every scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    /// Which shard, from 1.
+    pub index: usize,
+    /// How many shards.
+    pub count: usize,
+    /// Cells in the whole matrix.
+    pub cells: usize,
+}
+
+impl Shard {
+    /// Parses `K/N` (1 <= K <= N); `cells` is the whole matrix's.
+    pub fn parse(text: &str, cells: usize) -> Result<Shard, String> {
+        let bad = || format!("--shard wants K/N with 1 <= K <= N (shard K of N), got {text:?}");
+        let (k, n) = text.split_once('/').ok_or_else(bad)?;
+        let (index, count): (usize, usize) = (k.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+        if index == 0 || index > count {
+            return Err(bad());
+        }
+        Ok(Shard { index, count, cells })
+    }
+
+    /// Whether cell `c` is this shard's.
+    pub fn holds(&self, c: usize) -> bool {
+        c % self.count == self.index - 1
+    }
+}
+
+/// Combines the shards of one matrix (`harness matrix --shard K/N`, every K of one N) into the
+/// results of the whole matrix: the cells and runs in the unsharded order, the effect sizes
+/// recomputed over all of them. Refuses shards of different matrices (mode, seed, bands,
+/// schema, shard count) and names the shards or cells missing or given twice.
+pub fn merge(parts: Vec<(String, Results)>) -> Result<Results, String> {
+    let Some((first_name, first)) = parts.first() else { return Err("nothing to merge: give the shards' directories".into()) };
+    let mut seen = std::collections::BTreeMap::new();
+    let mut count = None;
+    for (name, r) in &parts {
+        if r.schema_version != SCHEMA_VERSION {
+            return Err(format!("{name}: results schema {}; this harness reads {SCHEMA_VERSION}", r.schema_version));
+        }
+        let Some(sh) = r.shard else { return Err(format!("{name}: not a shard (made without --shard K/N)")) };
+        if *count.get_or_insert((sh.count, sh.cells)) != (sh.count, sh.cells) {
+            return Err(format!("{name}: shard {}/{} of {} cells, but {first_name} is of another matrix", sh.index, sh.count, sh.cells));
+        }
+        if r.mode != first.mode || r.seed != first.seed || r.server_trace != first.server_trace {
+            return Err(format!("{name}: another matrix than {first_name} (mode {}, seed {})", r.mode, r.seed));
+        }
+        if let Some(other) = seen.insert(sh.index, name.clone()) {
+            return Err(format!("shard {}/{} given twice: {other} and {name}", sh.index, sh.count));
+        }
+    }
+    let (n, cells) = count.unwrap_or((0, 0));
+    let missing: Vec<String> = (1..=n).filter(|k| !seen.contains_key(k)).map(|k| format!("{k}/{n}")).collect();
+    if !missing.is_empty() {
+        return Err(format!("shard(s) {} missing: every shard of the matrix is needed", missing.join(", ")));
+    }
+    let mut summary: Vec<CellSummary> = parts.iter().flat_map(|(_, r)| r.summary.iter().cloned()).collect();
+    summary.sort_by_key(|c| c.cell);
+    let indices: Vec<usize> = summary.iter().map(|c| c.cell).collect();
+    if indices != (0..cells).collect::<Vec<_>>() {
+        let list = |v: Vec<usize>| {
+            let more = if v.len() > 10 { format!(" and {} more", v.len() - 10) } else { String::new() };
+            format!("{}{more}", v.iter().take(10).map(usize::to_string).collect::<Vec<_>>().join(", "))
+        };
+        let missing: Vec<usize> = (0..cells).filter(|c| !indices.contains(c)).collect();
+        let twice: Vec<usize> = indices.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
+        let mut what = Vec::new();
+        if !missing.is_empty() {
+            what.push(format!("cell(s) {} missing (an interrupted shard? run it again)", list(missing)));
+        }
+        if !twice.is_empty() {
+            what.push(format!("cell(s) {} in more than one shard (shards of different plans?)", list(twice)));
+        }
+        return Err(format!("the shards do not make the matrix of {cells} cells: {}", what.join("; ")));
+    }
+    let order: std::collections::HashMap<(&str, &str), usize> =
+        summary.iter().map(|c| ((c.runtime.as_str(), c.scenario.as_str()), c.cell)).collect();
+    let mut runs: Vec<RunResult> = parts.iter().flat_map(|(_, r)| r.runs.iter().cloned()).collect();
+    runs.sort_by_key(|x| (order.get(&(x.runtime.as_str(), x.scenario.as_str())).copied().unwrap_or(usize::MAX), x.run));
+    let words: Vec<&str> = first.command.split(' ').collect();
+    let mut command = Vec::new();
+    let mut skip = false;
+    for w in words {
+        if std::mem::take(&mut skip) || w.starts_with("--shard=") {
+            continue;
+        }
+        if w == "--shard" {
+            skip = true;
+            continue;
+        }
+        command.push(w);
+    }
+    let mut merged = Results {
+        schema_version: SCHEMA_VERSION,
+        mode: first.mode.clone(),
+        server_trace: first.server_trace,
+        seed: first.seed,
+        command: format!("{} (merged from {n} shards)", command.join(" ")),
+        thresholds: first.thresholds,
+        shard: None,
+        runs,
+        summary,
+    };
+    fill_effect_sizes(&mut merged);
+    Ok(merged)
 }
 
 /// The verdict bands, on the share of the possible saving (not the per-cell expectations of
@@ -273,6 +391,7 @@ pub fn summarize_cell(
         }
     }
     CellSummary {
+        cell: 0,
         runtime: runtime.to_string(),
         scenario: scenario.to_string(),
         control: control.map(str::to_string),
@@ -630,6 +749,7 @@ mod tests {
             seed: 0,
             command: String::new(),
             thresholds: VerdictBands::default(),
+            shard: None,
             runs: vec![r],
             summary: Vec::new(),
         };
@@ -638,6 +758,51 @@ mod tests {
         let row = rd.records().next().unwrap().unwrap();
         assert_eq!(&row[9], "a, \"b\"\nc", "the reason reads back whole");
         assert_eq!(&row[8], "partly_serialized");
+    }
+
+    /// A shard's results: one cell per (runtime, cell index), one run each.
+    fn shard(index: usize, count: usize, cells: &[(&str, usize)], seed: u64) -> Results {
+        let runs: Vec<RunResult> = cells.iter().map(|(rt, _)| RunResult { runtime: rt.to_string(), ..run(1.0, Verdict::Parallel) }).collect();
+        let summary = cells
+            .iter()
+            .map(|(rt, c)| {
+                let refs: Vec<&RunResult> = runs.iter().filter(|r| r.runtime == *rt).collect();
+                CellSummary { cell: *c, ..summarize_cell(rt, "s", None, &refs, None) }
+            })
+            .collect();
+        Results {
+            schema_version: SCHEMA_VERSION,
+            mode: "simulator".into(),
+            server_trace: true,
+            seed,
+            command: format!("harness matrix --shard {index}/{count} --runs 1"),
+            thresholds: VerdictBands::default(),
+            shard: Some(Shard { index, count, cells: 4 }),
+            runs,
+            summary,
+        }
+    }
+
+    #[test]
+    fn shards_merge_in_the_matrix_order_and_other_matrices_are_refused() {
+        // Cells 0-3 over two shards: 1/2 holds 0 and 2, 2/2 holds 1 and 3.
+        let a = shard(1, 2, &[("r0", 0), ("r2", 2)], 7);
+        let b = shard(2, 2, &[("r1", 1), ("r3", 3)], 7);
+        assert!(Shard { index: 1, count: 2, cells: 4 }.holds(2) && !Shard { index: 1, count: 2, cells: 4 }.holds(3));
+        let m = merge(vec![("b".into(), b.clone()), ("a".into(), a.clone())]).expect("merges");
+        let order: Vec<&str> = m.summary.iter().map(|c| c.runtime.as_str()).collect();
+        assert_eq!(order, ["r0", "r1", "r2", "r3"]);
+        let runs: Vec<&str> = m.runs.iter().map(|r| r.runtime.as_str()).collect();
+        assert_eq!(runs, ["r0", "r1", "r2", "r3"]);
+        assert_eq!(m.shard, None);
+        assert_eq!(m.command, "harness matrix --runs 1 (merged from 2 shards)");
+        let other = shard(2, 2, &[("r1", 1), ("r3", 3)], 8);
+        let e = merge(vec![("a".into(), a.clone()), ("other".into(), other)]).expect_err("another seed");
+        assert!(e.contains("other: another matrix"), "{e}");
+        let e = merge(vec![("a".into(), a.clone())]).expect_err("a shard missing");
+        assert!(e.contains("shard(s) 2/2 missing"), "{e}");
+        assert!(Shard::parse("0/2", 4).is_err() && Shard::parse("3/2", 4).is_err() && Shard::parse("x", 4).is_err());
+        assert_eq!(Shard::parse("2/3", 9), Ok(Shard { index: 2, count: 3, cells: 9 }));
     }
 
     fn run(saving: f64, verdict: Verdict) -> RunResult {
@@ -718,6 +883,7 @@ mod tests {
             seed: 0,
             command: String::new(),
             thresholds: VerdictBands::default(),
+            shard: None,
             runs: vec![failed],
             summary,
         };

@@ -43,7 +43,7 @@ fn a_matrix_writes_json_markdown_and_csv_and_exits_0() {
         assert!(dir.join(f).exists(), "{f} written");
     }
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
-    assert_eq!(v["schema_version"], 4);
+    assert_eq!(v["schema_version"], 5);
     assert_eq!(v["runs"].as_array().map(Vec::len), Some(4));
     let run = &v["runs"][0];
     for k in [
@@ -308,5 +308,89 @@ fn exec_preload_keeps_the_load_out_of_the_window_and_refuses_an_unknown_model() 
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("cannot preload \"llama9:700b\"") && err.contains("gemma3:latest"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The cells of a results file: (cell, runtime, scenario, runs, client verdict, deployment
+/// verdict and limit), and its runs: (runtime, scenario, run, verdict).
+fn cells_and_verdicts(dir: &std::path::Path) -> (Vec<String>, Vec<String>) {
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("results.json")).expect("results.json"))
+        .expect("JSON");
+    let s = |x: &serde_json::Value| x.as_str().map_or_else(|| x.to_string(), str::to_string);
+    let cells = v["summary"]
+        .as_array()
+        .expect("summary")
+        .iter()
+        .map(|c| {
+            let d = &c["deployment"];
+            format!(
+                "{} {} {} {} {} {} {}",
+                c["cell"], s(&c["runtime"]), s(&c["scenario"]), c["runs"], s(&c["verdict"]), s(&d["verdict"]), s(&d["limit"])
+            )
+        })
+        .collect();
+    let runs = v["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|r| format!("{} {} {} {}", s(&r["runtime"]), s(&r["scenario"]), r["run"], s(&r["verdict"])))
+        .collect();
+    (cells, runs)
+}
+
+/// Issue 25: the README's main job (correct runtimes x the study's scenarios; 1 run a cell to
+/// keep the suite short) split over three CI jobs with `--shard K/3` and put back together with
+/// `harness merge` gives the unsharded matrix's cells, in its order, with its verdicts.
+#[test]
+fn shards_of_the_main_job_merge_into_the_unsharded_matrix() {
+    let dir = std::env::temp_dir().join(format!("harness-shards-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let matrix = |out: &str, shard: Option<&str>| {
+        let mut c = harness();
+        c.args(["matrix", "--runtimes", "correct", "--scenarios", "tag:study", "--runs", "1", "--out"]).arg(dir.join(out));
+        if let Some(k) = shard {
+            c.args(["--shard", k]);
+        }
+        let out = c.output().expect("runs");
+        assert!(out.status.success(), "{shard:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    matrix("all", None);
+    for k in 1..=3 {
+        let log = matrix(&format!("s{k}"), Some(&format!("{k}/3")));
+        assert!(log.contains(&format!("shard {k}/3: 16 of 48 cells")), "{log}");
+    }
+    let merge = |dirs: &[&str]| {
+        let mut c = harness();
+        c.arg("merge");
+        for d in dirs {
+            c.arg(dir.join(d));
+        }
+        c.arg("--out").arg(dir.join("merged")).output().expect("runs")
+    };
+    let out = merge(&["s3", "s1", "s2"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (all, merged) = (cells_and_verdicts(&dir.join("all")), cells_and_verdicts(&dir.join("merged")));
+    assert_eq!(all.0.len(), 48);
+    assert_eq!(merged.0, all.0, "the same cells, in the same order, with the same verdicts");
+    assert_eq!(merged.1, all.1, "the same runs with the same verdicts");
+    for f in ["summary.md", "runs.csv", "summary.csv", "report.html"] {
+        assert!(dir.join("merged").join(f).exists(), "{f} written");
+    }
+    // `harness compare` reads merged results like any other (it may flag noise, never an error).
+    let cmp = harness().arg("compare").arg(dir.join("all/results.json")).arg(dir.join("merged/results.json")).output();
+    let cmp = cmp.expect("runs");
+    assert!(matches!(cmp.status.code(), Some(0 | 3)), "{}", String::from_utf8_lossy(&cmp.stderr));
+    // A missing shard, a shard given twice, and a whole matrix are refused, saying which.
+    let out = merge(&["s1", "s3"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("shard(s) 2/3 missing"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = merge(&["s1", "s2", "s2"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("shard 2/3 given twice"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = merge(&["all", "s1"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a shard"), "{}", String::from_utf8_lossy(&out.stderr));
+    let bad = harness().args(["matrix", "--shard", "4/3"]).output().expect("runs");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--shard wants K/N"), "{}", String::from_utf8_lossy(&bad.stderr));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -36,6 +36,7 @@ pub fn plan(runtimes: &[&str], scenarios: Vec<Scenario>, runs: usize) -> MatrixP
         out: None,
         timeout: Duration::from_secs(30),
         command: "test".into(),
+        shard: None,
     }
 }
 

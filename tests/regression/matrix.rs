@@ -24,6 +24,7 @@ fn gate(scenario: &str) {
         out: None,
         timeout: Duration::from_secs(30),
         command: format!("regression gate {scenario}"),
+        shard: None,
     };
     let results = matrix::run(&plan, &mut Quiet).unwrap_or_else(|e| panic!("the matrix ran: {e}"));
     let thresholds = Thresholds::builtin();
