@@ -5,9 +5,10 @@
 # the package's own tests (python/tests) in it. `.ci/run` calls it; the test calls it too, so
 # the installed wheel is always the current code's.
 # Usage: scripts/setup-python-project.sh [PROFILE]   (default: dev; `release` for a wheel to
-# hand to users). The suite's build compiles in the `test` profile, which maturin cannot use (it
-# would package test harnesses), so on a fresh clone the dev build of the two binaries and their
-# dependencies costs about 5.5 minutes more (measured: .ci/run's build phase 606 s -> 940 s).
+# hand to users). The suite is built with `--cargo-profile dev` so these builds reuse it (maturin
+# cannot build binaries in the test profile: it would package test harnesses); built in the
+# test profile, the dev build of the two binaries and their dependencies cost a fresh clone
+# 5.5 minutes more (.ci/run's build phase 606 s -> 940 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=${1:-dev}
