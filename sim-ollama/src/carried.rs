@@ -54,9 +54,11 @@ impl Answers {
     pub(crate) fn link(&self, id: u64, input: &str, answer: &str, call_ids: &[&str]) -> Vec<u64> {
         let input_words = words(input);
         let mut input_runs = runs(&input_words);
-        input_runs.extend(input_words.iter().map(|w| id_key(w)));
+        input_runs.extend(input_words.iter().map(|&w| id_key(w)));
         let mut answer_runs = runs(&words(answer));
-        answer_runs.extend(call_ids.iter().filter_map(|c| c.rsplit('_').next()).map(|w| id_key(&w.to_lowercase())));
+        answer_runs.extend(
+            call_ids.iter().filter_map(|c| c.rsplit('_').next()).flat_map(|w| words(w).into_iter().take(1)).map(id_key),
+        );
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let mut carried: Vec<u64> = input_runs
             .iter()
@@ -96,30 +98,45 @@ impl Answers {
     }
 }
 
-/// The words of `text`: runs of letters and digits, lower-cased.
-fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(|w| w.to_lowercase()).collect()
-}
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
-/// FNV-1a over `words`, each followed by a separator, after a domain byte.
-fn fnv<'a>(domain: u8, words: impl IntoIterator<Item = &'a String>) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let bytes = std::iter::once(domain).chain(words.into_iter().flat_map(|w| w.bytes().chain(std::iter::once(0xff))));
-    for b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+/// The hash of every word of `text` (a run of letters and digits), lower-cased as it is
+/// hashed: no allocation per word, so remembering an answer costs the request little.
+fn words(text: &str) -> Vec<u64> {
+    let mut out = Vec::new();
+    let (mut h, mut in_word) = (FNV_OFFSET, false);
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            for lc in c.to_lowercase() {
+                let mut buf = [0u8; 4];
+                for b in lc.encode_utf8(&mut buf).bytes() {
+                    h = (h ^ u64::from(b)).wrapping_mul(FNV_PRIME);
+                }
+            }
+            in_word = true;
+        } else if in_word {
+            out.push(h);
+            (h, in_word) = (FNV_OFFSET, false);
+        }
     }
-    h
+    if in_word {
+        out.push(h);
+    }
+    out
 }
 
 /// The hashes of every run of [`WINDOW`] consecutive words.
-fn runs(words: &[String]) -> Vec<u64> {
-    words.windows(WINDOW).map(|run| fnv(0, run)).collect()
+fn runs(words: &[u64]) -> Vec<u64> {
+    words
+        .windows(WINDOW)
+        .map(|run| run.iter().fold(FNV_OFFSET, |h, &w| (h ^ w).wrapping_mul(FNV_PRIME).rotate_left(23)))
+        .collect()
 }
 
-/// The key of a tool call id's random part, as one word (its own hash domain).
-fn id_key(word: &String) -> u64 {
-    fnv(1, std::iter::once(word))
+/// The key of a tool call id's random part, as one word (a domain of its own).
+fn id_key(word: u64) -> u64 {
+    (word ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(FNV_PRIME).rotate_left(41)
 }
 
 #[cfg(test)]
