@@ -711,12 +711,14 @@ fn main() -> ExitCode {
                 }
             };
         }
-        Command::Matrix(m) => expand_runtimes(&m.runtimes).and_then(|r| plan(r, m.scenarios, m.common)).and_then(|mut p| {
-            if let Some(text) = &m.shard {
-                p.shard = Some(harness::report::Shard::parse(text, p.runtimes.len() * p.scenarios.len())?);
-            }
-            Ok(p)
-        }),
+        Command::Matrix(m) => {
+            expand_runtimes(&m.runtimes).and_then(|r| plan(r, m.scenarios, m.common)).and_then(|mut p| {
+                if let Some(text) = &m.shard {
+                    p.shard = Some(harness::report::Shard::parse(text, p.runtimes.len() * p.scenarios.len())?);
+                }
+                Ok(p)
+            })
+        }
         Command::Run(r) => expand_runtimes(&[r.runtime]).and_then(|rt| plan(rt, vec![r.scenario], r.common)),
     };
     match planned {

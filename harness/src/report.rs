@@ -204,7 +204,8 @@ impl Shard {
     pub fn parse(text: &str, cells: usize) -> Result<Shard, String> {
         let bad = || format!("--shard wants K/N with 1 <= K <= N (shard K of N), got {text:?}");
         let (k, n) = text.split_once('/').ok_or_else(bad)?;
-        let (index, count): (usize, usize) = (k.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+        let (index, count): (usize, usize) =
+            (k.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
         if index == 0 || index > count {
             return Err(bad());
         }
@@ -222,7 +223,9 @@ impl Shard {
 /// recomputed over all of them. Refuses shards of different matrices (mode, seed, bands,
 /// schema, shard count) and names the shards or cells missing or given twice.
 pub fn merge(parts: Vec<(String, Results)>) -> Result<Results, String> {
-    let Some((first_name, first)) = parts.first() else { return Err("nothing to merge: give the shards' directories".into()) };
+    let Some((first_name, first)) = parts.first() else {
+        return Err("nothing to merge: give the shards' directories".into());
+    };
     let mut seen = std::collections::BTreeMap::new();
     let mut count = None;
     for (name, r) in &parts {
@@ -231,7 +234,10 @@ pub fn merge(parts: Vec<(String, Results)>) -> Result<Results, String> {
         }
         let Some(sh) = r.shard else { return Err(format!("{name}: not a shard (made without --shard K/N)")) };
         if *count.get_or_insert((sh.count, sh.cells)) != (sh.count, sh.cells) {
-            return Err(format!("{name}: shard {}/{} of {} cells, but {first_name} is of another matrix", sh.index, sh.count, sh.cells));
+            return Err(format!(
+                "{name}: shard {}/{} of {} cells, but {first_name} is of another matrix",
+                sh.index, sh.count, sh.cells
+            ));
         }
         if r.mode != first.mode || r.seed != first.seed || r.server_trace != first.server_trace {
             return Err(format!("{name}: another matrix than {first_name} (mode {}, seed {})", r.mode, r.seed));
@@ -762,7 +768,8 @@ mod tests {
 
     /// A shard's results: one cell per (runtime, cell index), one run each.
     fn shard(index: usize, count: usize, cells: &[(&str, usize)], seed: u64) -> Results {
-        let runs: Vec<RunResult> = cells.iter().map(|(rt, _)| RunResult { runtime: rt.to_string(), ..run(1.0, Verdict::Parallel) }).collect();
+        let runs: Vec<RunResult> =
+            cells.iter().map(|(rt, _)| RunResult { runtime: rt.to_string(), ..run(1.0, Verdict::Parallel) }).collect();
         let summary = cells
             .iter()
             .map(|(rt, c)| {

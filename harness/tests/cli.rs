@@ -314,8 +314,8 @@ fn exec_preload_keeps_the_load_out_of_the_window_and_refuses_an_unknown_model() 
 /// The cells of a results file: (cell, runtime, scenario, runs, client verdict, deployment
 /// verdict and limit), and its runs: (runtime, scenario, run, verdict).
 fn cells_and_verdicts(dir: &std::path::Path) -> (Vec<String>, Vec<String>) {
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("results.json")).expect("results.json"))
-        .expect("JSON");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).expect("results.json")).expect("JSON");
     let s = |x: &serde_json::Value| x.as_str().map_or_else(|| x.to_string(), str::to_string);
     let cells = v["summary"]
         .as_array()
@@ -325,7 +325,13 @@ fn cells_and_verdicts(dir: &std::path::Path) -> (Vec<String>, Vec<String>) {
             let d = &c["deployment"];
             format!(
                 "{} {} {} {} {} {} {}",
-                c["cell"], s(&c["runtime"]), s(&c["scenario"]), c["runs"], s(&c["verdict"]), s(&d["verdict"]), s(&d["limit"])
+                c["cell"],
+                s(&c["runtime"]),
+                s(&c["scenario"]),
+                c["runs"],
+                s(&c["verdict"]),
+                s(&d["verdict"]),
+                s(&d["limit"])
             )
         })
         .collect();
@@ -347,7 +353,8 @@ fn shards_of_the_main_job_merge_into_the_unsharded_matrix() {
     let _ = std::fs::remove_dir_all(&dir);
     let matrix = |out: &str, shard: Option<&str>| {
         let mut c = harness();
-        c.args(["matrix", "--runtimes", "correct", "--scenarios", "tag:study", "--runs", "1", "--out"]).arg(dir.join(out));
+        c.args(["matrix", "--runtimes", "correct", "--scenarios", "tag:study", "--runs", "1", "--out"])
+            .arg(dir.join(out));
         if let Some(k) = shard {
             c.args(["--shard", k]);
         }
@@ -384,13 +391,25 @@ fn shards_of_the_main_job_merge_into_the_unsharded_matrix() {
     // A missing shard, a shard given twice, and a whole matrix are refused, saying which.
     let out = merge(&["s1", "s3"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("shard(s) 2/3 missing"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("shard(s) 2/3 missing"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = merge(&["s1", "s2", "s2"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("shard 2/3 given twice"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("shard 2/3 given twice"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = merge(&["all", "s1"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a shard"), "{}", String::from_utf8_lossy(&out.stderr));
     let bad = harness().args(["matrix", "--shard", "4/3"]).output().expect("runs");
     assert_eq!(bad.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("--shard wants K/N"), "{}", String::from_utf8_lossy(&bad.stderr));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("--shard wants K/N"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -60,13 +60,8 @@ impl Answers {
             call_ids.iter().filter_map(|c| c.rsplit('_').next()).flat_map(|w| words(w).into_iter().take(1)).map(id_key),
         );
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let mut carried: Vec<u64> = input_runs
-            .iter()
-            .filter_map(|h| inner.runs.get(h))
-            .flatten()
-            .copied()
-            .filter(|&r| r != id)
-            .collect();
+        let mut carried: Vec<u64> =
+            input_runs.iter().filter_map(|h| inner.runs.get(h)).flatten().copied().filter(|&r| r != id).collect();
         carried.sort_unstable();
         carried.dedup();
         for h in answer_runs {

@@ -535,7 +535,10 @@ impl SimHandle {
     /// sim.judged(&sim_ollama::JudgeOptions::new()).await.assert_parallel();
     /// # Ok(()) }
     /// ```
-    pub fn judged(&self, opts: &crate::judge::JudgeOptions) -> impl Future<Output = crate::judge::Report> + Send + 'static {
+    pub fn judged(
+        &self,
+        opts: &crate::judge::JudgeOptions,
+    ) -> impl Future<Output = crate::judge::Report> + Send + 'static {
         let shared = Arc::clone(&self.shared);
         let opts = opts.clone();
         let (tx, rx) = futures::channel::oneshot::channel();

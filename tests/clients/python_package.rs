@@ -96,9 +96,8 @@ fn the_python_packages_own_tests_pass() {
 #[test]
 fn the_sample_project_passes_correct_agents_and_fails_each_bug_with_the_report() {
     let cases = pytest(&root().join("examples/python-project"), "python-project.xml");
-    let outcome = |name: &str| {
-        cases.iter().find(|c| c.name == name).unwrap_or_else(|| panic!("no test {name} in {cases:#?}"))
-    };
+    let outcome =
+        |name: &str| cases.iter().find(|c| c.name == name).unwrap_or_else(|| panic!("no test {name} in {cases:#?}"));
     for name in [
         "test_review_runs_reviewers_together",
         "test_review_runs_reviewers_together_async",
@@ -116,7 +115,8 @@ fn the_sample_project_passes_correct_agents_and_fails_each_bug_with_the_report()
         let m = &c.message;
         assert!(m.contains("the agents were not judged parallel\nclient: "), "{name}: {m}");
         assert!(
-            m.contains("client: serialized (cause: client): ") || m.contains("client: partly serialized (cause: client): "),
+            m.contains("client: serialized (cause: client): ")
+                || m.contains("client: partly serialized (cause: client): "),
             "{name}: {m}"
         );
         assert!(m.contains("deployment: full (limit: none): "), "{name}: {m}");

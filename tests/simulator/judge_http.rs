@@ -122,7 +122,8 @@ fn timing_a_join_whose_prompt_carries_the_branches_answers_is_chained_after_them
             .collect();
         hs.into_iter().map(|h| h.join().expect("reviewer")).collect()
     });
-    let quoted: Vec<String> = answers.iter().enumerate().map(|(i, a)| format!("- reviewer {i}: {}", a.to_uppercase())).collect();
+    let quoted: Vec<String> =
+        answers.iter().enumerate().map(|(i, a)| format!("- reviewer {i}: {}", a.to_uppercase())).collect();
     chat(addr, &format!("You are the editor. Merge these reviews:\n{}", quoted.join("\n")), 60);
     let doc = judge(addr, "?expect=parallel");
     assert_eq!(doc["report"]["verdict"], "parallel", "{doc}");
@@ -133,7 +134,8 @@ fn timing_a_join_whose_prompt_carries_the_branches_answers_is_chained_after_them
     let trace = raw_blocking(addr, "GET", "/sim/trace", None, &[]).json();
     let reqs = trace["requests"].as_array().expect("requests");
     let editor = reqs.iter().max_by_key(|r| r["id"].as_u64()).expect("the editor");
-    let mut reviewers: Vec<u64> = reqs.iter().filter_map(|r| r["id"].as_u64()).filter(|&i| Some(i) != editor["id"].as_u64()).collect();
+    let mut reviewers: Vec<u64> =
+        reqs.iter().filter_map(|r| r["id"].as_u64()).filter(|&i| Some(i) != editor["id"].as_u64()).collect();
     reviewers.sort_unstable();
     assert_eq!(editor["carries"], serde_json::json!(reviewers), "{editor}");
     assert!(reqs.iter().filter(|r| r["id"] != editor["id"]).all(|r| r.get("carries").is_none()), "{trace}");

@@ -33,7 +33,8 @@ async fn readme_three_lines() -> Result<(), sim_ollama::StartError> {
 #[test]
 fn the_readmes_rust_snippet_is_this_test() {
     let here = include_str!("judge.rs");
-    let body = here.split("// README begin\n").nth(1).and_then(|b| b.split("    // README end").next()).expect("markers");
+    let body =
+        here.split("// README begin\n").nth(1).and_then(|b| b.split("    // README end").next()).expect("markers");
     let snippet: String = body.lines().map(|l| l.trim_start()).collect::<Vec<_>>().join("\n");
     let readme = include_str!("../../../README.md");
     assert!(
@@ -47,7 +48,9 @@ fn the_readmes_rust_snippet_is_this_test() {
 #[tokio::test]
 async fn assert_parallel_panics_with_the_report_for_a_bug() {
     let sim = SimBuilder::judging("gemma3").time_scale(0.05).start().expect("simulator starts");
-    run(Program { base: sim.url().to_string(), agents: 3, labelled: true, bug: Bug::AwaitedInTurn }).await.expect("ran");
+    run(Program { base: sim.url().to_string(), agents: 3, labelled: true, bug: Bug::AwaitedInTurn })
+        .await
+        .expect("ran");
     let report = sim.judged(&JudgeOptions::new()).await;
     let panic = std::panic::catch_unwind(|| {
         report.assert_parallel();

@@ -252,7 +252,8 @@ mod tests {
     fn a_call_that_carries_answers_waits_for_the_last_of_them() {
         // Three reviewers of 100, 200 and 300 µs at once, then an editor carrying all three
         // answers, 5 µs after the last: 300 + 5 + 50. On one slot: 600 + 5 + 50.
-        let mut calls = vec![call(100.0, None, 0.0, 0, 0, 0), call(200.0, None, 0.0, 0, 0, 0), call(300.0, None, 0.0, 0, 0, 0)];
+        let mut calls =
+            vec![call(100.0, None, 0.0, 0, 0, 0), call(200.0, None, 0.0, 0, 0, 0), call(300.0, None, 0.0, 0, 0, 0)];
         calls.push(Call { after: vec![0, 1, 2], ..call(50.0, None, 5.0, 0, 0, 0) });
         assert!((makespan(&calls, &[IDEAL], None, Relax::default()) - 355.0).abs() < 1e-6);
         for c in &mut calls {
