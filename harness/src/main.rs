@@ -633,7 +633,7 @@ impl Progress for Bar {
 
 fn execute(p: MatrixPlan) -> ExitCode {
     let cells = p.runtimes.len() * p.scenarios.len();
-    let mine = p.shard.map_or(cells, |sh| (0..cells).filter(|&c| sh.holds(c)).count());
+    let mine = p.shard.map_or(cells, |sh| sh.held());
     if let Some(sh) = p.shard {
         eprintln!("harness: shard {}/{}: {mine} of {cells} cells", sh.index, sh.count);
     }

@@ -490,6 +490,11 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
         check_servers(plan)?;
         check_live(endpoints, model)?;
     }
+    // The cells to run: every one, or this shard's (by index in the whole matrix).
+    let total = plan.scenarios.len() * plan.runtimes.len();
+    let shard = plan.shard.map(|sh| Shard { cells: total, ..sh });
+    let mine = |c: usize| shard.is_none_or(|sh| sh.holds(c));
+    let cells = shard.map_or(total, |sh| sh.held());
     let mut results = Results {
         schema_version: report::SCHEMA_VERSION,
         mode: match plan.target {
@@ -500,7 +505,7 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
         seed: plan.seed,
         command: plan.command.clone(),
         thresholds: VerdictBands::default(),
-        shard: plan.shard.map(|sh| Shard { cells: plan.scenarios.len() * plan.runtimes.len(), ..sh }),
+        shard,
         runs: Vec::new(),
         summary: Vec::new(),
     };
@@ -510,10 +515,6 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
         Target::Live { .. } => Some(runtime::build(REFERENCE_RUNTIME).map_err(MatrixError::Runtime)?),
         Target::Simulator => None,
     };
-    // The cells to run: every one, or this shard's (by index in the whole matrix).
-    let mine = |c: usize| plan.shard.is_none_or(|sh| sh.holds(c));
-    let total = plan.scenarios.len() * plan.runtimes.len();
-    let cells = (0..total).filter(|&c| mine(c)).count();
     let mut cell = 0;
     for (si, s) in plan.scenarios.iter().enumerate() {
         let first = si * plan.runtimes.len();

@@ -216,6 +216,11 @@ impl Shard {
     pub fn holds(&self, c: usize) -> bool {
         c % self.count == self.index - 1
     }
+
+    /// How many of the matrix's cells are this shard's.
+    pub fn held(&self) -> usize {
+        (0..self.cells).filter(|&c| self.holds(c)).count()
+    }
 }
 
 /// Combines the shards of one matrix (`harness matrix --shard K/N`, every K of one N) into the

@@ -471,6 +471,21 @@ pub struct SimHandle {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// Blocks until no request is in flight in `trace`, or `timeout` passes.
+fn wait_idle(trace: &Trace, timeout: Duration) -> Result<(), NotIdle> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let n = trace.in_flight();
+        if n == 0 {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(NotIdle { in_flight: n, waited: timeout });
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 impl SimHandle {
     /// Base URL of the first instance, `http://127.0.0.1:PORT`.
     pub fn url(&self) -> &str {
@@ -510,17 +525,7 @@ impl SimHandle {
     /// Waits until no request is in flight (every answer written, every record finished), so a
     /// trace read afterwards is complete. Call it after the program under test has finished.
     pub fn wait_idle(&self, timeout: Duration) -> Result<(), NotIdle> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let n = self.shared.trace.in_flight();
-            if n == 0 {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(NotIdle { in_flight: n, waited: timeout });
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_idle(&self.shared.trace, timeout)
     }
 
     /// Waits, without blocking the caller's executor (any runtime), until no request is in
@@ -545,10 +550,8 @@ impl SimHandle {
         // A thread of its own: the caller may be on any executor (tokio, smol, async-std), or a
         // current-thread one that must stay free to run its agents.
         std::thread::spawn(move || {
-            let deadline = Instant::now() + JUDGE_WAIT;
-            while shared.trace.in_flight() > 0 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            // Still busy after JUDGE_WAIT: judged on what finished (documented above).
+            let _ = wait_idle(&shared.trace, JUDGE_WAIT);
             let _ = tx.send(crate::judge::judge(&shared.trace.snapshot(), &opts));
         });
         async move { rx.await.unwrap_or_else(|_| unreachable!("the judging thread always answers")) }
