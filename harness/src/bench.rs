@@ -417,12 +417,16 @@ impl Drop for ServerProcess {
 
 /// The simulator's configuration: the `ideal` preset (one instance on a device that batches for free: a stream
 /// keeps its solo speed however many run), a model whose only time is its tokens
-/// ([`sim_ollama::ModelSpec::paced`]), a slot per stream.
+/// ([`sim_ollama::advanced::config::ModelSpec::paced`]), a slot per stream.
 fn sim_config(streams: usize, interval: Duration) -> Result<String, String> {
-    let mut cfg = sim_ollama::config::preset("ideal").map_err(|e| format!("harness bench: {e}"))?;
+    let mut cfg = sim_ollama::advanced::config::preset("ideal").map_err(|e| format!("harness bench: {e}"))?;
     cfg.server.num_parallel = Some(streams);
     cfg.server.max_queue = Some(streams);
-    cfg.models.push(sim_ollama::ModelSpec::paced("metronome:latest", 1.0 / interval.as_secs_f64(), 1_000_000));
+    cfg.models.push(sim_ollama::advanced::config::ModelSpec::paced(
+        "metronome:latest",
+        1.0 / interval.as_secs_f64(),
+        1_000_000,
+    ));
     toml::to_string(&cfg).map_err(|e| format!("harness bench: the configuration does not serialize: {e}"))
 }
 
@@ -574,7 +578,8 @@ pub fn serve_bare_writer(tokens: u32, interval: Duration) -> std::io::Result<()>
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async move {
         // The simulator's listener (Go's backlog), so connection bursts meet the same queue.
-        let l = tokio::net::TcpListener::from_std(sim_ollama::listen(SocketAddr::from(([127, 0, 0, 1], 0)))?)?;
+        let l =
+            tokio::net::TcpListener::from_std(sim_ollama::advanced::listen(SocketAddr::from(([127, 0, 0, 1], 0)))?)?;
         println!("harness bench-writer listening on http://{}", l.local_addr()?);
         let late: Arc<Mutex<Vec<u32>>> = Arc::default();
         loop {

@@ -6,7 +6,8 @@
 //! module runs the command and shapes the output; it does no judging of its own.
 
 use serde::Serialize;
-use sim_ollama::{JudgeOptions, Report, SimBuilder, TraceSnapshot};
+use sim_ollama::advanced::trace::TraceSnapshot;
+use sim_ollama::{JudgeOptions, Report, SimBuilder};
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
@@ -120,7 +121,7 @@ pub fn run(plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
     let builder = plan.preload.iter().fold(builder, |b, m| b.preload(m.clone()));
     let sim = builder.start().map_err(|e| match e {
         // A model the simulator lacks is the caller's mistake, like a bad preset.
-        sim_ollama::StartError::Preload { .. } => ExecError::Config(e.to_string()),
+        sim_ollama::Error::Preload { .. } => ExecError::Config(e.to_string()),
         _ => ExecError::Start(e.to_string()),
     })?;
     let program = plan.command.first().cloned().unwrap_or_default();

@@ -285,7 +285,7 @@ fn solo_round(
 /// one-permit control cost nothing measurable). The first agent's calls run alone, without
 /// local work or tools (with the matrix's first runtime variant, after its warm-up); the
 /// factor is their measured time over the time the scenario's model
-/// is modelled to take for them ([`sim_ollama::ModelSpec::solo_call_ms`]). 1 when the model
+/// is modelled to take for them ([`sim_ollama::advanced::config::ModelSpec::solo_call_ms`]). 1 when the model
 /// is not in the catalogue or nothing could be measured.
 fn calibrate_local_work(
     exec: &mut dyn Executor,
@@ -318,7 +318,7 @@ fn write_timeline(
     rt: &str,
     scenario: &str,
     r: usize,
-    t: &sim_ollama::TraceSnapshot,
+    t: &sim_ollama::advanced::trace::TraceSnapshot,
 ) -> Result<String, MatrixError> {
     let rel = format!("timelines/{rt}__{scenario}__{r}.svg");
     let title = format!("{rt} x {scenario} run {r}");
@@ -367,7 +367,7 @@ fn judge_run(
     d: &Deployment,
     recs: &[AgentRecord],
     rounds: &Rounds,
-    trace: Option<&sim_ollama::TraceSnapshot>,
+    trace: Option<&sim_ollama::advanced::trace::TraceSnapshot>,
     timeline: Option<String>,
 ) -> RunResult {
     let medians = rounds.medians();

@@ -5,7 +5,7 @@
 
 use crate::report::Results;
 use plotters::prelude::*;
-use sim_ollama::{RequestTrace, TraceSnapshot};
+use sim_ollama::advanced::trace::{RequestTrace, TraceSnapshot};
 use std::fmt::Write as _;
 
 /// A phase of a request's life.

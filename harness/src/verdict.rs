@@ -76,7 +76,7 @@ fn failures(agents: &[AgentRecord]) -> Option<(usize, String, String)> {
 /// client saw. `origin` is the simulator's trace origin. Returns the verdict, the reason (with
 /// the measured efficiencies) and the judge's report.
 pub fn judge_simulated(
-    trace: &sim_ollama::TraceSnapshot,
+    trace: &sim_ollama::advanced::trace::TraceSnapshot,
     origin: Instant,
     agents: &[AgentRecord],
     e: &Efficiency,
@@ -86,7 +86,7 @@ pub fn judge_simulated(
     // with its agent's name in X-Agent).
     let mut calls = Vec::new();
     for a in agents {
-        let mut mine: Vec<&sim_ollama::RequestTrace> =
+        let mut mine: Vec<&sim_ollama::advanced::trace::RequestTrace> =
             trace.requests.iter().filter(|r| r.agent_label.as_deref() == Some(a.name.as_str())).collect();
         mine.sort_by_key(|r| r.id);
         for (c, r) in a.calls.iter().zip(mine) {

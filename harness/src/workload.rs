@@ -188,7 +188,7 @@ impl Scenario {
                 }
             }
         }
-        if sim_ollama::config::preset(&self.preset).is_err() {
+        if sim_ollama::advanced::config::preset(&self.preset).is_err() {
             return bad(format!("unknown preset {:?}", self.preset));
         }
         Ok(())
@@ -196,7 +196,7 @@ impl Scenario {
 
     /// Number of instances of the scenario's deployment.
     pub fn instances(&self) -> usize {
-        sim_ollama::config::preset(&self.preset).map(|f| f.instances.len().max(1)).unwrap_or(1)
+        sim_ollama::advanced::config::preset(&self.preset).map(|f| f.instances.len().max(1)).unwrap_or(1)
     }
 
     /// The agents as they run, with names made unique and instances resolved against
@@ -228,10 +228,10 @@ impl Scenario {
 
     /// The scenario's model as the simulator models it: from the preset's models, else the
     /// default catalogue (`None` when neither has it).
-    pub fn model_spec(&self) -> Option<sim_ollama::ModelSpec> {
+    pub fn model_spec(&self) -> Option<sim_ollama::advanced::config::ModelSpec> {
         let want = if self.model.contains(':') { self.model.clone() } else { format!("{}:latest", self.model) };
-        let preset = sim_ollama::config::preset(&self.preset).map(|f| f.models).unwrap_or_default();
-        preset.into_iter().chain(sim_ollama::config::default_catalogue()).find(|m| m.name == want)
+        let preset = sim_ollama::advanced::config::preset(&self.preset).map(|f| f.models).unwrap_or_default();
+        preset.into_iter().chain(sim_ollama::advanced::config::default_catalogue()).find(|m| m.name == want)
     }
 
     /// Total agents.

@@ -259,7 +259,7 @@ fn exec_passes_the_commands_own_failure_through() {
 /// instance), the matrix runs to the end, reports the failure, and exits 5.
 #[test]
 fn a_matrix_with_failed_runs_runs_to_the_end_and_exits_5() {
-    let fault: sim_ollama::FaultRule =
+    let fault: sim_ollama::advanced::faults::FaultRule =
         serde_json::from_value(serde_json::json!({"kind": "http_error", "status": 500, "instance": 1})).unwrap();
     let sim = sim_ollama::SimBuilder::new().instances(2).time_scale(0.02).fault(fault).start().unwrap();
     let out = harness()

@@ -20,7 +20,8 @@
 //! its own runtime in this process, so both share the machine's cores.
 
 use futures::StreamExt;
-use sim_ollama::{ModelSpec, SimBuilder};
+use sim_ollama::SimBuilder;
+use sim_ollama::advanced::config::ModelSpec;
 use std::time::{Duration, Instant};
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -387,7 +388,7 @@ fn dual() {
 /// lateness and the simulator's own CPU use.
 fn scale() {
     let rt = client_runtime();
-    let cfg = sim_ollama::ConfigFile::from_toml(
+    let cfg = sim_ollama::advanced::config::ConfigFile::from_toml(
         "[server]\nnum_parallel = 8\n[[devices]]\nname = \"gpu0\"\n[[instances]]\ndevice = \"gpu0\"\n[[instances]]\ndevice = \"gpu0\"\n",
     )
     .expect("config");

@@ -6,8 +6,18 @@
 //! Data flow: config → seeded latency model → scheduler (runner, slot) → device (shared
 //! capacity) → paced token stream → routes.
 //!
+//! # What is public
+//! [`SimBuilder`] starts a simulator, [`SimHandle`] runs it (its URLs, its trace, the judge),
+//! [`JudgeOptions`] and [`Report`] (with its [`Verdict`]) judge a program, [`Error`] is every
+//! fallible call's error, and [`judge`] holds the report's parts. [`advanced`] has the rest:
+//! configuration, faults, scripts, noise, the raw trace, metrics.
+//!
+//! A crate that only judges its agents can leave out the command line's dependencies:
+//! `sim-ollama = { version = "0.1", default-features = false }` (the `cli` feature builds the
+//! `sim-ollama` binary).
+//!
 //! # Map of the code
-//! - [`server`]: start here. [`SimBuilder`] and [`SimHandle`]: instances on their own runtime.
+//! - `server`: start here. [`SimBuilder`] and [`SimHandle`]: instances on their own runtime.
 //! - `config`: the catalogue, profiles, devices, instances; TOML in `fixtures/`.
 //! - `dist`, `latency`: seeded distributions and a request's intended schedule.
 //! - `tokens`: the simulated tokenizer and deterministic text.
@@ -35,46 +45,78 @@
 //! # Tracing
 //! The crate logs under the target `sim_ollama`: `RUST_LOG=sim_ollama=debug sim-ollama`.
 
-pub mod clock;
-pub mod config;
-pub mod dist;
-pub mod faults;
-pub mod judge;
-pub mod keepalive;
-pub mod metrics;
-pub mod noise;
-pub mod script;
-pub mod server;
-pub mod trace;
-
 mod arrival;
 mod cache;
 mod carried;
+mod clock;
+mod config;
 mod context;
 mod device;
+mod dist;
 mod error;
+mod faults;
 mod generation;
+mod keepalive;
 mod latency;
+mod metrics;
 mod names;
+mod noise;
 mod pacer;
 mod request;
 mod routes;
 mod scheduler;
 mod schema;
+mod script;
 mod seed;
+mod server;
 mod store;
 mod timer;
 mod tokens;
 mod tools;
+mod trace;
 mod wire;
 
-pub use config::{ConfigError, ConfigFile, DeviceSpec, InstanceSpec, ModelSpec, Profile, Replay};
-pub use faults::{FaultKind, FaultRule};
+pub mod judge;
+
 pub use judge::{JudgeOptions, Report, Verdict};
-pub use keepalive::KeepAlive;
-pub use metrics::LatenessSummary;
-pub use noise::NoiseSpec;
-pub use routes::sim::{DeviceMetrics, InstanceMetrics, LoadedMetrics, SimMetrics};
-pub use script::{ScriptRule, ScriptedCall, ScriptedError};
-pub use server::{JUDGE_WAIT, NotIdle, SimBuilder, SimHandle, StartError, listen, parse_ollama_host};
-pub use trace::{CacheUse, Conversation, Outcome, RequestTrace, TraceSnapshot, Wait, WaitReason};
+pub use server::{Error, JUDGE_WAIT, SimBuilder, SimHandle};
+
+/// What a harness, a benchmark or a tool built on the simulator needs beyond checking a
+/// program: configuration files and presets, fault and script rules, latency noise, the raw
+/// trace, live metrics. A test that judges agents needs none of it.
+pub mod advanced {
+    pub use crate::clock::FROZEN_EPOCH_UNIX_S;
+    pub use crate::keepalive::KeepAlive;
+    pub use crate::server::{listen, parse_ollama_host};
+
+    /// The catalogue of models, their latency profiles, devices, instances, presets, and the
+    /// TOML configuration file ([`ConfigFile`]).
+    pub mod config {
+        pub use crate::config::*;
+    }
+    /// Seeded distributions a profile's latencies are drawn from.
+    pub mod dist {
+        pub use crate::dist::*;
+    }
+    /// Injected faults: errors, stalls, disconnects, by rule and seeded (`PUT /sim/faults`).
+    pub mod faults {
+        pub use crate::faults::*;
+    }
+    /// Scripted turns: tool calls, texts and errors answered on cue (`PUT /sim/script`).
+    pub mod script {
+        pub use crate::script::*;
+    }
+    /// Latency noise: a real server's variation, drawn per request.
+    pub mod noise {
+        pub use crate::noise::*;
+    }
+    /// What the server saw: every request's arrival, waits, loads, tokens and outcome.
+    pub mod trace {
+        pub use crate::trace::*;
+    }
+    /// Live state and token lateness (`GET /sim/metrics`, [`SimHandle::metrics`](crate::SimHandle::metrics)).
+    pub mod metrics {
+        pub use crate::metrics::*;
+        pub use crate::routes::sim::{DeviceMetrics, InstanceMetrics, LoadedMetrics, SimMetrics};
+    }
+}

@@ -8,7 +8,8 @@
 //! configuration, 1 when a port cannot be bound.
 
 use clap::Parser;
-use sim_ollama::{KeepAlive, SimBuilder, StartError, parse_ollama_host};
+use sim_ollama::advanced::{KeepAlive, parse_ollama_host};
+use sim_ollama::{Error, SimBuilder};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -57,8 +58,8 @@ struct Args {
     /// Noise on purpose, seeded: `jitter=0.3,slow=0.05,slow_factor=3,contention=0.2`
     /// (per-request jitter cv, hiccup probability and factor, slowdown per stream on another
     /// device). Replaces the configuration's `[noise]`.
-    #[arg(long, value_parser = sim_ollama::NoiseSpec::parse)]
-    noise: Option<sim_ollama::NoiseSpec>,
+    #[arg(long, value_parser = sim_ollama::advanced::noise::NoiseSpec::parse)]
+    noise: Option<sim_ollama::advanced::noise::NoiseSpec>,
     /// Load this model on every instance before listening, kept loaded (repeat for several),
     /// so a program judged later never has the cold load in its window.
     #[arg(long, value_name = "NAME")]
@@ -168,7 +169,7 @@ fn run(args: Args) -> Result<(), (u8, String)> {
         b = b.keep_alive(KeepAlive::from_env_value(k).map_err(|e| (2, format!("--keep-alive: {e}")))?);
     }
     let sim = b.start().map_err(|e| match e {
-        StartError::Config(_) | StartError::Preload { .. } => (2, e.to_string()),
+        Error::Config(_) | Error::Preload { .. } => (2, e.to_string()),
         _ => (1, e.to_string()),
     })?;
     // Listen for signals before saying "listening": a supervisor that stops the server as soon

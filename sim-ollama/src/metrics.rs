@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// A histogram of token emission lateness (emission time minus deadline), in microseconds.
 #[derive(Debug)]
-pub struct Lateness {
+pub(crate) struct Lateness {
     hist: Mutex<Histogram<u64>>,
 }
 
@@ -51,12 +51,12 @@ impl Lateness {
     }
 
     /// Forgets everything recorded.
-    pub fn reset(&self) {
+    pub(crate) fn reset(&self) {
         self.hist.lock().unwrap_or_else(|e| e.into_inner()).reset();
     }
 
     /// Percentiles of what was recorded.
-    pub fn summary(&self) -> LatenessSummary {
+    pub(crate) fn summary(&self) -> LatenessSummary {
         let h = self.hist.lock().unwrap_or_else(|e| e.into_inner());
         LatenessSummary {
             count: h.len(),

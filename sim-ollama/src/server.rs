@@ -37,11 +37,13 @@ pub(crate) struct Shared {
     pub(crate) mark: std::sync::atomic::AtomicU64,
 }
 
-/// Errors starting a simulator.
+/// What can go wrong with a simulator: starting it, configuring it, waiting for it. One type
+/// for every fallible call of [`SimBuilder`] and [`SimHandle`], so a test's `?` needs no
+/// conversions.
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum StartError {
-    /// The configuration is invalid.
+pub enum Error {
+    /// The configuration is invalid (a file, a preset name, a value out of range).
     Config(ConfigError),
     /// A port could not be bound.
     Bind {
@@ -59,34 +61,46 @@ pub enum StartError {
         /// Why, naming the models the simulator has when it does not have this one.
         message: String,
     },
+    /// [`SimHandle::wait_idle`] gave up: requests were still in flight.
+    NotIdle {
+        /// Requests still in flight.
+        in_flight: usize,
+        /// How long it waited.
+        waited: Duration,
+    },
+    /// Fault or script rules were refused ([`SimHandle::set_faults`], [`SimHandle::set_script`]);
+    /// the text says which rule and why, as the HTTP API's 400 does.
+    Rules(String),
 }
 
-impl std::fmt::Display for StartError {
+impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StartError::Config(e) => write!(f, "{e}"),
-            StartError::Bind { addr, source } => {
-                write!(f, "sim-ollama: cannot listen on {addr}: {source}")
+            Error::Config(e) => write!(f, "{e}"),
+            Error::Bind { addr, source } => write!(f, "sim-ollama: cannot listen on {addr}: {source}"),
+            Error::Runtime(e) => write!(f, "sim-ollama: cannot start the runtime: {e}"),
+            Error::Preload { model, message } => write!(f, "sim-ollama: cannot preload {model:?}: {message}"),
+            Error::NotIdle { in_flight, waited } => {
+                write!(f, "sim-ollama: {in_flight} request(s) still in flight after {waited:?}")
             }
-            StartError::Runtime(e) => write!(f, "sim-ollama: cannot start the runtime: {e}"),
-            StartError::Preload { model, message } => write!(f, "sim-ollama: cannot preload {model:?}: {message}"),
+            Error::Rules(e) => write!(f, "sim-ollama: {e}"),
         }
     }
 }
 
-impl std::error::Error for StartError {
+impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            StartError::Config(e) => Some(e),
-            StartError::Bind { source, .. } | StartError::Runtime(source) => Some(source),
-            StartError::Preload { .. } => None,
+            Error::Config(e) => Some(e),
+            Error::Bind { source, .. } | Error::Runtime(source) => Some(source),
+            Error::Preload { .. } | Error::NotIdle { .. } | Error::Rules(_) => None,
         }
     }
 }
 
-impl From<ConfigError> for StartError {
+impl From<ConfigError> for Error {
     fn from(e: ConfigError) -> Self {
-        StartError::Config(e)
+        Error::Config(e)
     }
 }
 
@@ -141,7 +155,7 @@ impl SimBuilder {
 
     /// Reads a TOML configuration (`[server]`, `[[devices]]`, `[[instances]]`, `[[models]]`).
     /// Builder settings made afterwards, or before, take precedence over the file.
-    pub fn config_file(mut self, path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+    pub fn config_file(mut self, path: impl AsRef<Path>) -> Result<Self, Error> {
         self.raw.file = ConfigFile::from_path(path.as_ref())?;
         Ok(self)
     }
@@ -149,7 +163,7 @@ impl SimBuilder {
     /// Uses a deployment preset from `fixtures/presets/`: `ideal` (64 slots that batch
     /// perfectly: any serialization is the program's), `single-1slot`, `single-1slot-nocache`,
     /// `single-4slots`, `dual-one-device`, `dual-two-devices`.
-    pub fn preset(mut self, name: &str) -> Result<Self, ConfigError> {
+    pub fn preset(mut self, name: &str) -> Result<Self, Error> {
         self.raw.file = crate::config::preset(name)?;
         Ok(self)
     }
@@ -274,13 +288,13 @@ impl SimBuilder {
     }
 
     /// Binds every instance and starts serving on the simulator's own runtime.
-    pub fn start(self) -> Result<SimHandle, StartError> {
+    pub fn start(self) -> Result<SimHandle, Error> {
         let cfg = self.raw.resolve()?;
         let mut listeners = Vec::with_capacity(cfg.instances.len());
         for i in 0..cfg.instances.len() {
             let port = if self.port == 0 { 0 } else { self.port.saturating_add(i as u16) };
             let addr = SocketAddr::new(self.host, port);
-            let l = listen(addr).map_err(|source| StartError::Bind { addr, source })?;
+            let l = listen(addr).map_err(|source| Error::Bind { addr, source })?;
             listeners.push(l);
         }
         let addrs: Vec<SocketAddr> = listeners.iter().filter_map(|l| l.local_addr().ok()).collect();
@@ -289,8 +303,8 @@ impl SimBuilder {
             .thread_name("sim-ollama")
             .enable_all()
             .build()
-            .map_err(StartError::Runtime)?;
-        let timer = crate::timer::Timer::start_on(rt.handle()).map_err(StartError::Runtime)?;
+            .map_err(Error::Runtime)?;
+        let timer = crate::timer::Timer::start_on(rt.handle()).map_err(Error::Runtime)?;
         let shared = build_shared(cfg, rt.handle().clone(), timer);
         for (inst, a) in shared.instances.iter().zip(&addrs) {
             inst.port.store(a.port(), std::sync::atomic::Ordering::Relaxed);
@@ -303,12 +317,12 @@ impl SimBuilder {
                 rt.block_on(serve(serve_shared, listeners, rx));
                 rt.shutdown_timeout(Duration::from_millis(200));
             })
-            .map_err(StartError::Runtime)?;
+            .map_err(Error::Runtime)?;
         let urls = addrs.iter().map(|a| format!("http://{a}")).collect();
         let handle = SimHandle { urls, addrs, shared, shutdown: Some(tx), thread: Some(thread) };
         for model in &self.preload {
             for addr in &handle.addrs {
-                preload(*addr, model).map_err(|message| StartError::Preload {
+                preload(*addr, model).map_err(|message| Error::Preload {
                     model: model.clone(),
                     message: match message {
                         Some(m) => m,
@@ -444,23 +458,6 @@ async fn serve(shared: Arc<Shared>, listeners: Vec<TcpListener>, stop: tokio::sy
     let _ = tokio::time::timeout(Duration::from_millis(500), futures::future::join_all(servers)).await;
 }
 
-/// [`SimHandle::wait_idle`] gave up: requests were still in flight.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NotIdle {
-    /// Requests still in flight.
-    pub in_flight: usize,
-    /// How long it waited.
-    pub waited: Duration,
-}
-
-impl std::fmt::Display for NotIdle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "sim-ollama: {} request(s) still in flight after {:?}", self.in_flight, self.waited)
-    }
-}
-
-impl std::error::Error for NotIdle {}
-
 /// A running simulator. Dropping it stops every instance.
 #[derive(Debug)]
 pub struct SimHandle {
@@ -472,7 +469,7 @@ pub struct SimHandle {
 }
 
 /// Blocks until no request is in flight in `trace`, or `timeout` passes.
-fn wait_idle(trace: &Trace, timeout: Duration) -> Result<(), NotIdle> {
+fn wait_idle(trace: &Trace, timeout: Duration) -> Result<(), Error> {
     let deadline = Instant::now() + timeout;
     loop {
         let n = trace.in_flight();
@@ -480,7 +477,7 @@ fn wait_idle(trace: &Trace, timeout: Duration) -> Result<(), NotIdle> {
             return Ok(());
         }
         if Instant::now() >= deadline {
-            return Err(NotIdle { in_flight: n, waited: timeout });
+            return Err(Error::NotIdle { in_flight: n, waited: timeout });
         }
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -524,7 +521,7 @@ impl SimHandle {
 
     /// Waits until no request is in flight (every answer written, every record finished), so a
     /// trace read afterwards is complete. Call it after the program under test has finished.
-    pub fn wait_idle(&self, timeout: Duration) -> Result<(), NotIdle> {
+    pub fn wait_idle(&self, timeout: Duration) -> Result<(), Error> {
         wait_idle(&self.shared.trace, timeout)
     }
 
@@ -534,7 +531,7 @@ impl SimHandle {
     ///
     /// ```
     /// # async fn run_my_agents(_: &str) {}
-    /// # async fn test() -> Result<(), sim_ollama::StartError> {
+    /// # async fn test() -> Result<(), sim_ollama::Error> {
     /// let sim = sim_ollama::SimBuilder::judging("gemma3").start()?; // ideal, model loaded
     /// run_my_agents(sim.url()).await;
     /// sim.judged(&sim_ollama::JudgeOptions::new()).await.assert_parallel();
@@ -598,14 +595,14 @@ impl SimHandle {
     /// Replaces the fault rules in force (an empty list removes them all). Each rule is
     /// checked as `PUT /sim/faults` checks it (`every: 0`, a bad status, a probability outside
     /// 0-1 are refused), and at most [`MAX_RULES`](crate::faults::MAX_RULES) may be in force.
-    pub fn set_faults(&self, rules: Vec<crate::faults::FaultRule>) -> Result<(), String> {
-        self.shared.faults.set(rules)
+    pub fn set_faults(&self, rules: Vec<crate::faults::FaultRule>) -> Result<(), Error> {
+        self.shared.faults.set(rules).map_err(Error::Rules)
     }
 
     /// Replaces the scripted turns in force (counters restart; an empty list removes them),
     /// checked as `PUT /sim/script` checks them.
-    pub fn set_script(&self, rules: Vec<crate::script::ScriptRule>) -> Result<(), String> {
-        self.shared.script.set(rules)
+    pub fn set_script(&self, rules: Vec<crate::script::ScriptRule>) -> Result<(), Error> {
+        self.shared.script.set(rules).map_err(Error::Rules)
     }
 
     /// Resets the lateness histogram.

@@ -238,7 +238,7 @@ pub struct RequestTrace {
 
 /// The trace store of one simulator.
 #[derive(Debug)]
-pub struct Trace {
+pub(crate) struct Trace {
     origin: Instant,
     time_scale: f64,
     next_id: AtomicU64,
@@ -397,7 +397,7 @@ impl Trace {
     /// Atomic: the `active` lock is held while the finished list is copied, and a request
     /// moves from one to the other under that same lock, so a request that finishes during a
     /// snapshot is in exactly one of them.
-    pub fn snapshot(&self) -> TraceSnapshot {
+    pub(crate) fn snapshot(&self) -> TraceSnapshot {
         let mut requests: Vec<RequestTrace>;
         {
             let active = lock(&self.active);
@@ -428,7 +428,7 @@ impl Trace {
     }
 
     /// Forgets finished requests (active ones stay) and the answers they gave.
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         *lock(&self.finished) = (VecDeque::new(), 0);
         self.answers.clear();
         self.dropped.store(0, Ordering::Relaxed);

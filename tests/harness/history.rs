@@ -6,7 +6,8 @@
 
 use harness::runtime::{self, Job};
 use harness::workload;
-use sim_ollama::{CacheUse, SimBuilder, TraceSnapshot};
+use sim_ollama::SimBuilder;
+use sim_ollama::advanced::trace::{CacheUse, TraceSnapshot};
 use std::time::Duration;
 
 /// Runs a history scenario once with tokio-default; returns the trace and the agents' records.
@@ -27,7 +28,7 @@ fn run(name: &str) -> (TraceSnapshot, Vec<harness::runtime::AgentRecord>) {
 }
 
 /// Every agent's requests, in order, with their cache records.
-fn by_agent(t: &TraceSnapshot) -> Vec<Vec<(&sim_ollama::RequestTrace, &CacheUse)>> {
+fn by_agent(t: &TraceSnapshot) -> Vec<Vec<(&sim_ollama::advanced::trace::RequestTrace, &CacheUse)>> {
     let mut names: Vec<&str> = t.requests.iter().filter_map(|r| r.agent_label.as_deref()).collect();
     names.sort();
     names.dedup();

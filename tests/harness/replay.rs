@@ -3,8 +3,9 @@
 
 use harness::record::{RecordPlan, record, to_ndjson};
 use harness::stats::percentile;
-use sim_ollama::dist::{DistKind, DistSpec};
-use sim_ollama::{Replay, SimBuilder};
+use sim_ollama::SimBuilder;
+use sim_ollama::advanced::config::Replay;
+use sim_ollama::advanced::dist::{DistKind, DistSpec};
 use std::time::Duration;
 
 fn plan(endpoint: &str) -> RecordPlan {
@@ -21,8 +22,9 @@ fn plan(endpoint: &str) -> RecordPlan {
 }
 
 /// A gemma3 with short answers of varied length (normal, mean 60, cv 0.4): quick to record.
-fn short_gemma() -> sim_ollama::ModelSpec {
-    let mut spec = sim_ollama::config::default_catalogue().into_iter().find(|m| m.name == "gemma3:latest").unwrap();
+fn short_gemma() -> sim_ollama::advanced::config::ModelSpec {
+    let mut spec =
+        sim_ollama::advanced::config::default_catalogue().into_iter().find(|m| m.name == "gemma3:latest").unwrap();
     spec.profile.output_tokens =
         DistSpec { dist: DistKind::Normal, mean: 60.0, cv: 0.4, min: Some(10.0), max: Some(150.0) };
     spec.profile.cold_load_ms = None;
@@ -118,7 +120,8 @@ fn a_replay_file_is_read_from_the_configuration_and_bad_ones_are_named() {
         "[[models]]\nname = \"rec:latest\"\nfamily = \"llama\"\nparameter_size = \"1B\"\nquantization_level = \"Q4_0\"\nsize = 1\ncontext_length = 4096\nembedding_length = 8\ncapabilities = [\"completion\"]\n[models.profile]\nload_ms = {{ dist = \"constant\", mean = 0.0 }}\nprompt_tokens_per_s = 1000.0\ndecode_tokens_per_s = 10.0\ninter_token = {{ dist = \"constant\" }}\noutput_tokens = {{ dist = \"constant\", mean = 100.0 }}\nreplay_file = \"{}\"\n",
         file.display()
     );
-    let sim = SimBuilder::new().config(sim_ollama::ConfigFile::from_toml(&cfg).unwrap()).start().unwrap();
+    let sim =
+        SimBuilder::new().config(sim_ollama::advanced::config::ConfigFile::from_toml(&cfg).unwrap()).start().unwrap();
     let r = crate::util::raw_blocking(
         sim.addrs()[0],
         "POST",
@@ -128,7 +131,11 @@ fn a_replay_file_is_read_from_the_configuration_and_bad_ones_are_named() {
     );
     assert_eq!(r.json()["eval_count"], 3, "the answer length comes from the recording");
     std::fs::write(&file, "not json\n").unwrap();
-    let e = SimBuilder::new().config(sim_ollama::ConfigFile::from_toml(&cfg).unwrap()).start().unwrap_err().to_string();
+    let e = SimBuilder::new()
+        .config(sim_ollama::advanced::config::ConfigFile::from_toml(&cfg).unwrap())
+        .start()
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("rec:latest") && e.contains("line 1"), "{e}");
     let _ = std::fs::remove_file(&file);
 }

@@ -1,7 +1,11 @@
-//! Properties (proptest) of the simulator and the harness's stream parsing. See: issue 5.
+//! Properties (proptest) of the simulator and the harness's stream parsing (issue 5), and the
+//! workspace build's one feature set (issue 25).
 
 #[path = "../util.rs"]
 mod util;
 
 // Chunking, token counts, parser robustness, cancellation.
 mod props;
+
+// One feature set for every build of the workspace (workspace-hack).
+mod workspace;

@@ -58,7 +58,7 @@ impl Agent {
         }
     }
 
-    async fn turn(&mut self, sim: &SimHandle) -> (Value, sim_ollama::CacheUse, String) {
+    async fn turn(&mut self, sim: &SimHandle) -> (Value, sim_ollama::advanced::trace::CacheUse, String) {
         let answer = chat(sim, self.name, &self.messages).await;
         self.messages.push(answer["message"].clone());
         let n = self.messages.len();
@@ -158,7 +158,8 @@ async fn the_host_prompt_cache_restores_an_evicted_prefix_for_the_cost_of_a_copy
 async fn a_request_cancelled_during_its_prompt_frees_its_cache_slot() -> Result {
     // llama3.2:1b evaluating 10 prompt tokens a second: a prompt phase of seconds, so the
     // cancellation surely lands in it.
-    let mut slow = sim_ollama::config::default_catalogue().into_iter().find(|m| m.name == "llama3.2:1b").unwrap();
+    let mut slow =
+        sim_ollama::advanced::config::default_catalogue().into_iter().find(|m| m.name == "llama3.2:1b").unwrap();
     slow.name = "slowprompt:latest".into();
     slow.profile.prompt_tokens_per_s = 10.0;
     let sim = SimBuilder::new().model(slow).num_parallel(2).time_scale(0.05).start()?;

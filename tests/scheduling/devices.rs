@@ -12,7 +12,7 @@ fn rate(v: &serde_json::Value) -> f64 {
     v["eval_count"].as_f64().unwrap() / (v["eval_duration"].as_f64().unwrap() / 1e9) * SCALE
 }
 
-async fn two_streams(preset: &str) -> (f64, f64, sim_ollama::TraceSnapshot) {
+async fn two_streams(preset: &str) -> (f64, f64, sim_ollama::advanced::trace::TraceSnapshot) {
     let sim = SimBuilder::new().preset(preset).unwrap().time_scale(SCALE).start().unwrap();
     let (u0, u1) = (sim.urls()[0].clone(), sim.urls()[1].clone());
     tokio::join!(load(&u0, "gemma3", json!({})), load(&u1, "gemma3", json!({})));

@@ -2,7 +2,8 @@ use crate::helpers::client;
 use crate::util::Result;
 use futures::StreamExt;
 use serde_json::{Value, json};
-use sim_ollama::{FaultRule, SimBuilder, SimHandle};
+use sim_ollama::advanced::faults::FaultRule;
+use sim_ollama::{SimBuilder, SimHandle};
 use std::time::{Duration, Instant};
 
 fn rule(v: Value) -> FaultRule {
@@ -72,7 +73,7 @@ async fn an_error_line_fault_ends_the_stream_with_an_error_object_and_no_done() 
     assert_eq!(lines.len(), 4, "{lines:?}");
     assert_eq!(lines[3], "{\"error\":\"boom\"}");
     assert!(!lines.iter().any(|l| l.contains("\"done\":true")));
-    assert_eq!(sim.trace().requests[0].outcome, sim_ollama::Outcome::Error);
+    assert_eq!(sim.trace().requests[0].outcome, sim_ollama::advanced::trace::Outcome::Error);
     assert_healthy(&sim).await;
     Ok(())
 }

@@ -51,7 +51,10 @@ pub async fn until(sim: &SimHandle, what: &str, cond: impl Fn(&SimHandle) -> boo
 }
 
 /// The trace record of agent `agent` (the last one with that label).
-pub fn by_agent<'a>(trace: &'a sim_ollama::TraceSnapshot, agent: &str) -> &'a sim_ollama::RequestTrace {
+pub fn by_agent<'a>(
+    trace: &'a sim_ollama::advanced::trace::TraceSnapshot,
+    agent: &str,
+) -> &'a sim_ollama::advanced::trace::RequestTrace {
     trace
         .requests
         .iter()

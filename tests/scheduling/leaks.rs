@@ -79,7 +79,8 @@ async fn thousands_of_aborted_streams_leak_no_slot_task_or_request() -> Result {
     // Every stream cut after its first chunk is recorded as cancelled (the timed cuts may add
     // more, or never have reached the server).
     assert_eq!(cut_mid_stream, 1500, "every stream not cut by a timer read a chunk");
-    let cancelled = sim.trace().requests.iter().filter(|r| r.outcome == sim_ollama::Outcome::Cancelled).count();
+    let cancelled =
+        sim.trace().requests.iter().filter(|r| r.outcome == sim_ollama::advanced::trace::Outcome::Cancelled).count();
     assert!(cancelled >= cut_mid_stream, "{cancelled} cancelled requests recorded, {cut_mid_stream} cut mid-stream");
     Ok(())
 }

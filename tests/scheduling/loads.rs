@@ -10,12 +10,14 @@
 use crate::helpers::{by_agent, client, until};
 use crate::util::Result;
 use serde_json::{Value, json};
-use sim_ollama::dist::DistSpec;
-use sim_ollama::{SimBuilder, SimHandle, WaitReason};
+use sim_ollama::advanced::dist::DistSpec;
+use sim_ollama::advanced::trace::WaitReason;
+use sim_ollama::{SimBuilder, SimHandle};
 
 /// `tiny`, renamed `slowload`, with a load of 60 s.
-fn slow_loading() -> sim_ollama::ModelSpec {
-    let mut spec = sim_ollama::config::default_catalogue().into_iter().find(|m| m.name == "tiny:latest").unwrap();
+fn slow_loading() -> sim_ollama::advanced::config::ModelSpec {
+    let mut spec =
+        sim_ollama::advanced::config::default_catalogue().into_iter().find(|m| m.name == "tiny:latest").unwrap();
     spec.name = "slowload:latest".into();
     spec.profile.cold_load_ms = None;
     spec.profile.load_ms = DistSpec::constant(60_000.0);
@@ -69,7 +71,7 @@ async fn requests_during_a_load_queue_count_toward_max_queue_and_a_dropped_load_
     );
     assert_eq!(rb.loads.len(), 1, "{:?}", rb.loads);
     assert!(rb.loads[0].reason.contains("aborted"), "{:?}", rb.loads);
-    assert_eq!(by_agent(&t, "a").outcome, sim_ollama::Outcome::Cancelled);
+    assert_eq!(by_agent(&t, "a").outcome, sim_ollama::advanced::trace::Outcome::Cancelled);
     // b goes away too: nothing is left loaded or waiting, and the server answers at once.
     b.abort();
     until(&sim, "idle", |s| {
@@ -163,7 +165,8 @@ async fn a_copy_shares_the_runner_and_the_slots_of_its_original() -> Result {
 /// `OLLAMA_NUM_PARALLEL` says (server/sched.go 505-511: mllama, qwen3vl, lfm2, nemotron_h...).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn architectures_that_cannot_batch_get_one_slot() -> Result {
-    let mut vl = sim_ollama::config::default_catalogue().into_iter().find(|m| m.name == "llama3.2:1b").unwrap();
+    let mut vl =
+        sim_ollama::advanced::config::default_catalogue().into_iter().find(|m| m.name == "llama3.2:1b").unwrap();
     vl.name = "qwen3-vl:2b".into();
     vl.family = "qwen3vl".into();
     let sim = SimBuilder::new().model(vl).num_parallel(4).time_scale(0.01).start()?;

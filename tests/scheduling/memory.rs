@@ -8,7 +8,9 @@
 use crate::helpers::{by_agent, client, load, load_as};
 use crate::util::Result;
 use serde_json::{Value, json};
-use sim_ollama::{ConfigFile, SimBuilder, WaitReason};
+use sim_ollama::SimBuilder;
+use sim_ollama::advanced::config::ConfigFile;
+use sim_ollama::advanced::trace::WaitReason;
 
 const GEMMA3_4K: u64 = 3_338_801_804 + 174_080 * 4096;
 

@@ -1,7 +1,8 @@
 use crate::helpers::{by_agent, client, generate, load};
 use crate::util::Result;
 use serde_json::{Value, json};
-use sim_ollama::{SimBuilder, WaitReason};
+use sim_ollama::SimBuilder;
+use sim_ollama::advanced::trace::WaitReason;
 
 fn body(n: u32) -> Value {
     json!({"model": "llama3.2:1b", "prompt": "Summarise the data", "options": {"num_predict": n}})

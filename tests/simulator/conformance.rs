@@ -463,7 +463,7 @@ async fn a_client_that_disconnects_mid_stream_frees_its_slot_at_once() -> Result
     let cancelled = trace
         .requests
         .iter()
-        .find(|q| q.outcome == sim_ollama::Outcome::Cancelled)
+        .find(|q| q.outcome == sim_ollama::advanced::trace::Outcome::Cancelled)
         .expect("a cancelled request in the trace");
     assert!(cancelled.tokens < 1000, "{} tokens", cancelled.tokens);
     Ok(())

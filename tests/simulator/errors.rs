@@ -490,9 +490,10 @@ fn a_long_running_server_refuses_unbounded_growth_with_clear_errors() -> Result 
         serde_json::json!({"faults": vec![serde_json::json!({"kind": "stall", "duration_ms": 1}); 257]}).to_string();
     let r = raw_blocking(addr, "PUT", "/sim/faults", Some(&many), &[]);
     assert_eq!(r.status, 400, "{}", r.text());
-    let rule: sim_ollama::FaultRule = serde_json::from_value(serde_json::json!({"kind": "stall", "every": 0}))?;
+    let rule: sim_ollama::advanced::faults::FaultRule =
+        serde_json::from_value(serde_json::json!({"kind": "stall", "every": 0}))?;
     let e = sim.set_faults(vec![rule]).expect_err("every = 0 is refused, as over HTTP");
-    assert!(e.contains("every"), "{e}");
+    assert!(e.to_string().contains("every"), "{e}");
     Ok(())
 }
 
@@ -500,7 +501,8 @@ fn a_long_running_server_refuses_unbounded_growth_with_clear_errors() -> Result 
 #[test]
 fn a_short_configured_digest_does_not_panic_a_pull() -> Result {
     let cfg = "[[models]]\nname = \"short:latest\"\nfamily = \"llama\"\nparameter_size = \"1B\"\nquantization_level = \"Q4_0\"\nsize = 10\ncontext_length = 4096\nembedding_length = 8\ncapabilities = [\"completion\"]\ndigest = \"abc\"\n[models.profile]\nload_ms = { dist = \"constant\", mean = 0.0 }\nprompt_tokens_per_s = 1000.0\ndecode_tokens_per_s = 1000.0\ninter_token = { dist = \"constant\" }\noutput_tokens = { dist = \"constant\", mean = 3.0 }\n";
-    let sim = SimBuilder::new().config(sim_ollama::ConfigFile::from_toml(cfg)?).time_scale(0.0).start()?;
+    let sim =
+        SimBuilder::new().config(sim_ollama::advanced::config::ConfigFile::from_toml(cfg)?).time_scale(0.0).start()?;
     let r = raw_blocking(sim.addrs()[0], "POST", "/api/pull", Some(r#"{"model":"short","stream":false}"#), &[]);
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["status"], "success");

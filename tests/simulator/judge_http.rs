@@ -2,7 +2,7 @@
 //! expectations, and models preloaded before the program starts.
 
 use crate::util::raw_blocking;
-use sim_ollama::{SimBuilder, StartError};
+use sim_ollama::{Error, SimBuilder};
 use std::net::SocketAddr;
 
 fn generate(addr: SocketAddr, agent: &str) {
@@ -85,7 +85,7 @@ fn bad_judge_options_are_refused_in_ollamas_error_shape_naming_the_valid_ones() 
 #[test]
 fn preloading_a_model_the_simulator_lacks_fails_with_the_models_it_has() {
     match SimBuilder::new().time_scale(0.02).preload("llama9:700b").start() {
-        Err(e @ StartError::Preload { .. }) => {
+        Err(e @ Error::Preload { .. }) => {
             let m = e.to_string();
             assert!(m.contains("cannot preload \"llama9:700b\"") && m.contains("gemma3:latest"), "{m}");
         }

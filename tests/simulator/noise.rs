@@ -3,7 +3,8 @@
 //! these checks read the work itself rather than a noisy wall clock.
 
 use crate::util::raw_blocking;
-use sim_ollama::{NoiseSpec, SimBuilder};
+use sim_ollama::SimBuilder;
+use sim_ollama::advanced::noise::NoiseSpec;
 
 const BODY: &str = r#"{"model":"gemma3","prompt":"The same question.","stream":false,"options":{"num_predict":8}}"#;
 

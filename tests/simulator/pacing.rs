@@ -3,7 +3,8 @@
 
 use crate::util::Result;
 use futures::StreamExt;
-use sim_ollama::{ModelSpec, SimBuilder};
+use sim_ollama::SimBuilder;
+use sim_ollama::advanced::config::ModelSpec;
 use std::time::{Duration, Instant};
 
 /// A model with constant 10 ms gaps, no first-token overhead and instant loads.
@@ -150,7 +151,7 @@ fn a_burst_of_connections_waits_in_the_accept_queue_instead_of_losing_syns() {
     {
         panic!("this test needs net.core.somaxconn of at least 600 (Linux's default is 4096)");
     }
-    let l = sim_ollama::listen("127.0.0.1:0".parse().expect("addr")).expect("listening");
+    let l = sim_ollama::advanced::listen("127.0.0.1:0".parse().expect("addr")).expect("listening");
     let addr = l.local_addr().expect("addr");
     let mut open = Vec::new();
     for i in 0..600 {
@@ -166,7 +167,7 @@ fn a_burst_of_connections_waits_in_the_accept_queue_instead_of_losing_syns() {
 /// A burst on one worker: `n` clients connect and send at once, so the simulator accepts them
 /// (their bytes already waiting) well before it gets to the last of them. The model's tokens
 /// are `gap_ms` apart, the first `gap_ms` after the request.
-fn burst_on_one_worker(n: usize, gap_ms: u64, tokens: u32) -> sim_ollama::TraceSnapshot {
+fn burst_on_one_worker(n: usize, gap_ms: u64, tokens: u32) -> sim_ollama::advanced::trace::TraceSnapshot {
     // The ideal device batches for free: each stream keeps its solo speed however many run.
     let sim = SimBuilder::new()
         .preset("ideal")
@@ -217,7 +218,7 @@ fn burst_on_one_worker(n: usize, gap_ms: u64, tokens: u32) -> sim_ollama::TraceS
 }
 
 /// How long after a request arrived the simulator got to it, ms.
-fn reached_ms(r: &sim_ollama::RequestTrace) -> f64 {
+fn reached_ms(r: &sim_ollama::advanced::trace::RequestTrace) -> f64 {
     (r.handled_us - r.received_us) as f64 / 1e3
 }
 

@@ -3,7 +3,9 @@
 
 use crate::util::{raw_blocking, snapshot_settings};
 use serde_json::{Value, json};
-use sim_ollama::{ConfigFile, ScriptRule, ScriptedCall, SimBuilder};
+use sim_ollama::SimBuilder;
+use sim_ollama::advanced::config::ConfigFile;
+use sim_ollama::advanced::script::{ScriptRule, ScriptedCall};
 
 const SCRIPT: &str = r#"
 [[script]]

@@ -17,7 +17,7 @@ async fn judged(bug: Bug, labelled: bool) -> Report {
 /// The three lines of the README ("From a Rust test"), as written there: the README's snippet
 /// is checked to be this test's body (`the_readmes_rust_snippet_is_this_test`).
 #[tokio::test]
-async fn readme_three_lines() -> Result<(), sim_ollama::StartError> {
+async fn readme_three_lines() -> Result<(), sim_ollama::Error> {
     let run_my_agents = |url: &str| {
         let program = Program { base: url.to_string(), agents: 3, labelled: false, bug: Bug::None };
         async move { run(program).await.expect("agents ran") }
