@@ -1,6 +1,6 @@
 //! `harness compare BASELINE.json CURRENT.json`: per cell, the change in true efficiency with
 //! its 95 % confidence interval (Welch) and effect size (Cohen's d), verdict changes, and
-//! whether the cell regressed beyond `fixtures/thresholds.toml` (`max_drop`). Markdown
+//! whether the cell regressed beyond `harness/thresholds.toml` (`max_drop`). Markdown
 //! output, suitable for a CI comment.
 
 use crate::report::{Results, RunResult};

@@ -14,7 +14,7 @@
 //!
 //! # Map of the code
 //! - [`matrix`]: start here: runs runtimes x scenarios x runs, with solo baselines.
-//! - [`workload`]: scenarios and agents, from `fixtures/scenarios/*.toml`.
+//! - [`workload`]: scenarios and agents, from `harness/scenarios/*.toml`.
 //! - [`runtime`]: the variants (tokio, LocalSet, async-std, smol, 1 KB reads, the study's
 //!   bridge) and the controls with deliberate serialization bugs.
 //! - `client` (private): the HTTP stacks that stream a call and time every token.
@@ -24,7 +24,7 @@
 //!   client saw, or, in live mode, the calls' order and the saving against the solo rounds.
 //! - [`stats`]: mean, sd, 95 % CI, effect size.
 //! - [`report`]: `results.json`, `summary.md`, CSV, written atomically.
-//! - [`thresholds`]: `fixtures/thresholds.toml`, what each cell must read.
+//! - [`thresholds`]: `harness/thresholds.toml`, what each cell must read.
 //! - [`compare`]: two reports cell by cell, for CI.
 //! - [`exec`]: run any program against the simulator and print the judge's report.
 //! - [`timeline`]: SVG timelines of runs and the HTML report of a matrix.

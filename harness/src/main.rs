@@ -371,7 +371,7 @@ struct CompareArgs {
     baseline: PathBuf,
     /// The current results.json.
     current: PathBuf,
-    /// Thresholds file (default: the compiled-in fixtures/thresholds.toml).
+    /// Thresholds file (default: the compiled-in harness/thresholds.toml).
     #[arg(long)]
     thresholds: Option<PathBuf>,
 }

@@ -169,7 +169,7 @@ fn check_servers(plan: &MatrixPlan) -> Result<(), MatrixError> {
 }
 
 /// Checks that every live endpoint answers and has the model.
-pub fn check_live(endpoints: &[String], model: &str) -> Result<(), MatrixError> {
+pub(crate) fn check_live(endpoints: &[String], model: &str) -> Result<(), MatrixError> {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(5))
         .build()
@@ -343,7 +343,7 @@ fn live_measured(recs: &[AgentRecord], medians: &BTreeMap<String, f64>, rounds: 
 }
 
 /// The runtime the reference client runs on in live mode: the plainest correct variant.
-pub const REFERENCE_RUNTIME: &str = "tokio-default";
+pub(crate) const REFERENCE_RUNTIME: &str = "tokio-default";
 
 /// Live mode: one run of the scenario by the reference client (every agent at once); its wall
 /// time from the first call made to the last answer read, or `None` when a call failed.

@@ -308,7 +308,7 @@ pub fn merge(parts: Vec<(String, Results)>) -> Result<Results, String> {
 }
 
 /// The verdict bands, on the share of the possible saving (not the per-cell expectations of
-/// `fixtures/thresholds.toml`, which are [`crate::thresholds::Thresholds`]).
+/// `harness/thresholds.toml`, which are [`crate::thresholds::Thresholds`]).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct VerdictBands {
     /// A saving at or above this is parallel.
@@ -341,7 +341,7 @@ fn rank(v: Verdict) -> u8 {
 /// (a bootstrap over its solo rounds and runs): a cell whose median run reads parallel, or
 /// short of parallel by its saving, while the interval lies on both sides of the parallel
 /// line, is inconclusive.
-pub fn summarize_cell(
+pub(crate) fn summarize_cell(
     runtime: &str,
     scenario: &str,
     control: Option<&str>,
@@ -431,10 +431,10 @@ pub fn summarize_cell(
 }
 
 /// The baseline variant effect sizes are measured against.
-pub const EFFECT_BASELINE: &str = "tokio-default";
+pub(crate) const EFFECT_BASELINE: &str = "tokio-default";
 
 /// Fills every cell's effect size against the same scenario's baseline cell.
-pub fn fill_effect_sizes(r: &mut Results) {
+pub(crate) fn fill_effect_sizes(r: &mut Results) {
     let eff = |rt: &str, sc: &str| -> Vec<f64> {
         r.runs
             .iter()
@@ -659,7 +659,7 @@ fn to_csv<T: Serialize>(rows: impl IntoIterator<Item = T>) -> String {
 }
 
 /// `runs.csv`.
-pub fn runs_csv(r: &Results) -> String {
+pub(crate) fn runs_csv(r: &Results) -> String {
     to_csv(r.runs.iter().map(|x| RunRow {
         runtime: &x.runtime,
         scenario: &x.scenario,
@@ -677,7 +677,7 @@ pub fn runs_csv(r: &Results) -> String {
 }
 
 /// `summary.csv`.
-pub fn summary_csv(r: &Results) -> String {
+pub(crate) fn summary_csv(r: &Results) -> String {
     to_csv(r.summary.iter().map(|c| {
         let e = &c.efficiency_true;
         CellRow {

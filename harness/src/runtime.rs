@@ -147,7 +147,7 @@ pub const VARIANTS: &[VariantInfo] = &[
 ];
 
 /// Looks a variant up.
-pub fn info(name: &str) -> Option<&'static VariantInfo> {
+pub(crate) fn info(name: &str) -> Option<&'static VariantInfo> {
     VARIANTS.iter().find(|v| v.name == name)
 }
 
@@ -175,7 +175,7 @@ pub fn body(call: &Call, model: &str) -> Vec<u8> {
 
 /// A multi-turn agent's call: its conversation so far (`messages`: the system prompt, earlier
 /// prompts and answers) and the call's prompt.
-pub fn history_body(call: &Call, model: &str, messages: &[serde_json::Value]) -> Vec<u8> {
+pub(crate) fn history_body(call: &Call, model: &str, messages: &[serde_json::Value]) -> Vec<u8> {
     let mut options = call.options.clone();
     options.insert("num_predict".into(), serde_json::Value::from(call.tokens));
     options.insert("sim_tokens".into(), serde_json::Value::from(call.tokens));
@@ -190,7 +190,7 @@ static CONVERSATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 
 /// The request after a tool call: the history (the user's message, the model's calls, one
 /// result per call) with the tool still offered, answered in `call.tokens` tokens.
-pub fn tool_result_body(call: &Call, model: &str, tool_calls: &serde_json::Value) -> Vec<u8> {
+pub(crate) fn tool_result_body(call: &Call, model: &str, tool_calls: &serde_json::Value) -> Vec<u8> {
     let mut options = call.options.clone();
     options.insert("num_predict".into(), serde_json::Value::from(call.tokens));
     options.insert("sim_tokens".into(), serde_json::Value::from(call.tokens));
@@ -250,7 +250,7 @@ enum CallMode {
 /// (CI saw both). At 2 the blocked executor is the bottleneck on every deployment with a 2x
 /// margin: the control is caught for what it is, the same way, on a busy machine as on an idle
 /// one.
-pub const BLOCKING_CONTROL_FACTOR: u32 = 2;
+pub(crate) const BLOCKING_CONTROL_FACTOR: u32 = 2;
 
 fn call_opts(agent: &AgentPlan, job: &Job, per_token_block: bool) -> CallOpts {
     CallOpts {

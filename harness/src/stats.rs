@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 /// Reads a number written by `serde_json`, which writes NaN (nothing to measure) as `null`:
 /// `null` reads back as NaN, so a results file with an empty cell can be read again (by
 /// `harness compare`).
-pub fn nan_or<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+pub(crate) fn nan_or<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
@@ -41,7 +41,7 @@ pub struct Summary {
 /// The 97.5 % quantile of Student's t with `df` degrees of freedom (the half width of a
 /// two-sided 95 % interval, in standard errors), from statrs; NaN below 1 degree of freedom.
 /// Fractional degrees of freedom (Welch's) are fine.
-pub fn t975(df: f64) -> f64 {
+pub(crate) fn t975(df: f64) -> f64 {
     use statrs::distribution::{ContinuousCDF, StudentsT};
     if !(df >= 1.0) {
         return f64::NAN;
@@ -51,7 +51,7 @@ pub fn t975(df: f64) -> f64 {
 
 /// A difference in true efficiency smaller than this (percentage points) matters to nobody,
 /// whatever its effect size: reports say "no practical difference" below it.
-pub const PRACTICAL_DIFFERENCE_PP: f64 = 2.0;
+pub(crate) const PRACTICAL_DIFFERENCE_PP: f64 = 2.0;
 
 /// Summarises a sample (NaNs are ignored). An empty sample gives NaNs and n = 0.
 pub fn summarize(values: &[f64]) -> Summary {

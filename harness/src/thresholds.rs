@@ -1,4 +1,4 @@
-//! `fixtures/thresholds.toml`: what each runtime variant x scenario cell must read. Used by
+//! `harness/thresholds.toml`: what each runtime variant x scenario cell must read. Used by
 //! the regression suite (verdicts, efficiency bounds, reasons) and by `harness compare`
 //! (largest accepted fall of efficiency).
 
@@ -9,7 +9,7 @@ use serde::Deserialize;
 use sim_ollama::judge::{Allows, Limit};
 
 /// The compiled-in thresholds.
-pub const DEFAULT_TOML: &str = include_str!("../../fixtures/thresholds.toml");
+pub(crate) const DEFAULT_TOML: &str = include_str!("../thresholds.toml");
 
 /// One rule.
 #[derive(Debug, Clone, Deserialize)]

@@ -94,7 +94,7 @@ fn lane(r: &RequestTrace, t0: u64) -> Lane {
 }
 
 /// Lanes of every model request of a trace, in arrival order.
-pub fn lanes(trace: &TraceSnapshot) -> Vec<Lane> {
+pub(crate) fn lanes(trace: &TraceSnapshot) -> Vec<Lane> {
     let reqs: Vec<&RequestTrace> = trace
         .requests
         .iter()

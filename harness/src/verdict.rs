@@ -20,7 +20,7 @@ pub use sim_ollama::judge::{PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING, Verdict}
 use std::time::Instant;
 
 /// The verdict of efficiencies alone.
-pub fn classify(e: &Efficiency) -> Verdict {
+pub(crate) fn classify(e: &Efficiency) -> Verdict {
     if e.saving.is_nan() {
         // One agent (or none): there is no saving to achieve; judge the efficiency alone.
         if e.efficiency_true.is_nan() {
@@ -75,7 +75,7 @@ fn failures(agents: &[AgentRecord]) -> Option<(usize, String, String)> {
 /// Judges a run on the embedded simulator: the judge's verdict on the trace, told what the
 /// client saw. `origin` is the simulator's trace origin. Returns the verdict, the reason (with
 /// the measured efficiencies) and the judge's report.
-pub fn judge_simulated(
+pub(crate) fn judge_simulated(
     trace: &sim_ollama::advanced::trace::TraceSnapshot,
     origin: Instant,
     agents: &[AgentRecord],
@@ -102,7 +102,7 @@ pub fn judge_simulated(
 
 /// Whether an interval of the saving lies on both sides of the parallel line: the noise, not
 /// the program, would decide between parallel and not (live runs and cells are inconclusive).
-pub fn crosses_parallel_line(lo: f64, hi: f64) -> bool {
+pub(crate) fn crosses_parallel_line(lo: f64, hi: f64) -> bool {
     lo < PARALLEL_MIN_SAVING && hi >= PARALLEL_MIN_SAVING
 }
 
@@ -120,7 +120,7 @@ pub struct Measured {
 }
 
 /// The words for the reference client in reasons.
-pub const REFERENCE_WORDS: &str = "the reference client (tokio, every agent at once)";
+pub(crate) const REFERENCE_WORDS: &str = "the reference client (tokio, every agent at once)";
 
 /// Judges a live run (no server trace): from whether the calls overlapped as the client saw
 /// them, the efficiencies against the median solo baselines, what the servers allow (`allowed`,
@@ -136,7 +136,7 @@ pub const REFERENCE_WORDS: &str = "the reference client (tokio, every agent at o
 /// interval across the serialized line only leaves the run partly serialized or serialized,
 /// both short of parallel; the median baseline's saving chooses, and the reason gives the
 /// interval.
-pub fn judge_live(
+pub(crate) fn judge_live(
     e: &Efficiency,
     agents: &[AgentRecord],
     interval: Option<(f64, f64)>,
@@ -219,7 +219,7 @@ pub fn judge_live(
 
 /// Whether calls of different agents were in flight together, as the client saw them (from
 /// the moment the call was made to its last byte).
-pub fn calls_overlap(agents: &[AgentRecord]) -> bool {
+pub(crate) fn calls_overlap(agents: &[AgentRecord]) -> bool {
     let mut iv: Vec<(std::time::Instant, std::time::Instant, &str)> =
         agents.iter().flat_map(|a| a.calls.iter().map(move |c| (c.sent, c.end, a.name.as_str()))).collect();
     iv.sort_by_key(|x| x.0);

@@ -1,6 +1,6 @@
 //! Workloads and scenarios: an agent is a sequence of LLM calls with local work between
 //! them; a scenario assigns agents to instances of a deployment (a simulator preset). Written
-//! in TOML in `fixtures/scenarios/`; the built-in ones are compiled in.
+//! in TOML in `harness/scenarios/`; the built-in ones are compiled in.
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -84,7 +84,7 @@ pub struct Scenario {
     /// What it shows, in a sentence.
     #[serde(default)]
     pub description: String,
-    /// Simulator preset (`fixtures/presets/`) of the deployment.
+    /// Simulator preset (`sim-ollama/fixtures/presets/`) of the deployment.
     pub preset: String,
     /// Model every call uses.
     #[serde(default = "default_model")]
@@ -240,28 +240,28 @@ impl Scenario {
     }
 }
 
-/// The built-in scenarios, compiled in from `fixtures/scenarios/`.
-pub const BUILTIN: &[&str] = &[
-    include_str!("../../fixtures/scenarios/baseline_vs_chimera_gpu80_ctx512.toml"),
-    include_str!("../../fixtures/scenarios/chimera_hetero_gpu80-100_ctx512-1024.toml"),
-    include_str!("../../fixtures/scenarios/chimera_homo_gpu80_ctx512.toml"),
-    include_str!("../../fixtures/scenarios/chimera_homo_gpu80_ctx1024.toml"),
-    include_str!("../../fixtures/scenarios/chimera_homo_gpu80_ctx2048.toml"),
-    include_str!("../../fixtures/scenarios/chimera_homo_gpu100_ctx512.toml"),
-    include_str!("../../fixtures/scenarios/deploy_single_1slot.toml"),
-    include_str!("../../fixtures/scenarios/deploy_single_4slots.toml"),
-    include_str!("../../fixtures/scenarios/deploy_dual_one_device.toml"),
-    include_str!("../../fixtures/scenarios/deploy_dual_two_devices.toml"),
-    include_str!("../../fixtures/scenarios/scale_2.toml"),
-    include_str!("../../fixtures/scenarios/scale_4.toml"),
-    include_str!("../../fixtures/scenarios/scale_8.toml"),
-    include_str!("../../fixtures/scenarios/scale_16.toml"),
-    include_str!("../../fixtures/scenarios/scale_32.toml"),
-    include_str!("../../fixtures/scenarios/hetero_short_long.toml"),
-    include_str!("../../fixtures/scenarios/tool_loops.toml"),
-    include_str!("../../fixtures/scenarios/history_1slot_shared.toml"),
-    include_str!("../../fixtures/scenarios/history_1slot_shared_nocache.toml"),
-    include_str!("../../fixtures/scenarios/history_slot_each.toml"),
+/// The built-in scenarios, compiled in from `harness/scenarios/`.
+pub(crate) const BUILTIN: &[&str] = &[
+    include_str!("../scenarios/baseline_vs_chimera_gpu80_ctx512.toml"),
+    include_str!("../scenarios/chimera_hetero_gpu80-100_ctx512-1024.toml"),
+    include_str!("../scenarios/chimera_homo_gpu80_ctx512.toml"),
+    include_str!("../scenarios/chimera_homo_gpu80_ctx1024.toml"),
+    include_str!("../scenarios/chimera_homo_gpu80_ctx2048.toml"),
+    include_str!("../scenarios/chimera_homo_gpu100_ctx512.toml"),
+    include_str!("../scenarios/deploy_single_1slot.toml"),
+    include_str!("../scenarios/deploy_single_4slots.toml"),
+    include_str!("../scenarios/deploy_dual_one_device.toml"),
+    include_str!("../scenarios/deploy_dual_two_devices.toml"),
+    include_str!("../scenarios/scale_2.toml"),
+    include_str!("../scenarios/scale_4.toml"),
+    include_str!("../scenarios/scale_8.toml"),
+    include_str!("../scenarios/scale_16.toml"),
+    include_str!("../scenarios/scale_32.toml"),
+    include_str!("../scenarios/hetero_short_long.toml"),
+    include_str!("../scenarios/tool_loops.toml"),
+    include_str!("../scenarios/history_1slot_shared.toml"),
+    include_str!("../scenarios/history_1slot_shared_nocache.toml"),
+    include_str!("../scenarios/history_slot_each.toml"),
 ];
 
 /// Every built-in scenario.

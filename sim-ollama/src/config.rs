@@ -1,6 +1,6 @@
 //! Configuration: the model catalogue with each model's latency profile, the devices and
 //! instances of a deployment, and server-wide settings. Everything can be written in TOML
-//! (`fixtures/catalogue.toml` is the default catalogue; `fixtures/presets/*.toml` are
+//! (`sim-ollama/fixtures/catalogue.toml` is the default catalogue; `sim-ollama/fixtures/presets/*.toml` are
 //! deployments) and overridden by the builder or the command line.
 
 use crate::dist::{DistKind, DistSpec};
@@ -9,16 +9,16 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// The default catalogue, compiled in so the simulator needs no files at run time.
-pub const DEFAULT_CATALOGUE_TOML: &str = include_str!("../../fixtures/catalogue.toml");
+pub const DEFAULT_CATALOGUE_TOML: &str = include_str!("../fixtures/catalogue.toml");
 
-/// Deployment presets, compiled in: (name, TOML). See `fixtures/presets/`.
+/// Deployment presets, compiled in: (name, TOML). See `sim-ollama/fixtures/presets/`.
 pub const PRESETS: &[(&str, &str)] = &[
-    ("single-1slot", include_str!("../../fixtures/presets/single-1slot.toml")),
-    ("single-1slot-nocache", include_str!("../../fixtures/presets/single-1slot-nocache.toml")),
-    ("single-4slots", include_str!("../../fixtures/presets/single-4slots.toml")),
-    ("dual-one-device", include_str!("../../fixtures/presets/dual-one-device.toml")),
-    ("dual-two-devices", include_str!("../../fixtures/presets/dual-two-devices.toml")),
-    ("ideal", include_str!("../../fixtures/presets/ideal.toml")),
+    ("single-1slot", include_str!("../fixtures/presets/single-1slot.toml")),
+    ("single-1slot-nocache", include_str!("../fixtures/presets/single-1slot-nocache.toml")),
+    ("single-4slots", include_str!("../fixtures/presets/single-4slots.toml")),
+    ("dual-one-device", include_str!("../fixtures/presets/dual-one-device.toml")),
+    ("dual-two-devices", include_str!("../fixtures/presets/dual-two-devices.toml")),
+    ("ideal", include_str!("../fixtures/presets/ideal.toml")),
 ];
 
 /// A preset's configuration by name.

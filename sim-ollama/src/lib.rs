@@ -18,7 +18,7 @@
 //!
 //! # Map of the code
 //! - `server`: start here. [`SimBuilder`] and [`SimHandle`]: instances on their own runtime.
-//! - `config`: the catalogue, profiles, devices, instances; TOML in `fixtures/`.
+//! - `config`: the catalogue, profiles, devices, instances; TOML in `sim-ollama/fixtures/`.
 //! - `dist`, `latency`: seeded distributions and a request's intended schedule.
 //! - `tokens`: the simulated tokenizer and deterministic text.
 //! - `scheduler`: one instance's runners, keep-alive, loads, reloads, slots, the 503 limit.
@@ -37,9 +37,14 @@
 //!
 //! # Example
 //! ```
-//! let sim = sim_ollama::SimBuilder::new().seed(42).start().unwrap();
-//! println!("Ollama API at {}", sim.url());
-//! // Point any Ollama client at sim.url(); the simulator stops when `sim` is dropped.
+//! # fn main() -> Result<(), sim_ollama::Error> {
+//! let sim = sim_ollama::SimBuilder::new().instances(2).seed(7).time_scale(0.01).start()?;
+//! let url = sim.url();          // http://127.0.0.1:PORT of instance 0; sim.urls() for all
+//! // ... point any client, on any runtime, at the URLs ...
+//! let trace = sim.trace();      // what the server saw
+//! drop(sim);                    // stops the instances
+//! # assert!(trace.requests.is_empty());
+//! # Ok(()) }
 //! ```
 //!
 //! # Tracing

@@ -160,7 +160,7 @@ impl SimBuilder {
         Ok(self)
     }
 
-    /// Uses a deployment preset from `fixtures/presets/`: `ideal` (64 slots that batch
+    /// Uses a deployment preset from `sim-ollama/fixtures/presets/`: `ideal` (64 slots that batch
     /// perfectly: any serialization is the program's), `single-1slot`, `single-1slot-nocache`,
     /// `single-4slots`, `dual-one-device`, `dual-two-devices`.
     pub fn preset(mut self, name: &str) -> Result<Self, Error> {

@@ -45,7 +45,7 @@ fn gate(scenario: &str) {
     let failures: Vec<String> = summary.iter().flat_map(|c| thresholds.check(c)).collect();
     assert!(
         failures.is_empty(),
-        "{} cell(s) of {scenario} broke fixtures/thresholds.toml:\n{}",
+        "{} cell(s) of {scenario} broke harness/thresholds.toml:\n{}",
         failures.len(),
         failures.join("\n")
     );

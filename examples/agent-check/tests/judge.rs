@@ -14,8 +14,8 @@ async fn judged(bug: Bug, labelled: bool) -> Report {
     sim.judged(&JudgeOptions::new()).await
 }
 
-/// The three lines of the README ("From a Rust test"), as written there: the README's snippet
-/// is checked to be this test's body (`the_readmes_rust_snippet_is_this_test`).
+/// The three lines of the README ("From a Rust test"), as written there (checked by the
+/// suite's `every_rust_snippet_in_the_docs_is_compiled_code`).
 #[tokio::test]
 async fn readme_three_lines() -> Result<(), sim_ollama::Error> {
     let run_my_agents = |url: &str| {
@@ -30,17 +30,21 @@ async fn readme_three_lines() -> Result<(), sim_ollama::Error> {
     Ok(())
 }
 
-#[test]
-fn the_readmes_rust_snippet_is_this_test() {
-    let here = include_str!("judge.rs");
-    let body =
-        here.split("// README begin\n").nth(1).and_then(|b| b.split("    // README end").next()).expect("markers");
-    let snippet: String = body.lines().map(|l| l.trim_start()).collect::<Vec<_>>().join("\n");
-    let readme = include_str!("../../../README.md");
-    assert!(
-        readme.contains(&format!("```rust\n{snippet}\n```")),
-        "the README's Rust snippet must be exactly this test's body:\n{snippet}"
-    );
+/// docs/judge.md's snippet ("From a Rust test"), as written there (checked by the suite's
+/// `every_rust_snippet_in_the_docs_is_compiled_code`): the report kept, asserted and
+/// snapshot-checked.
+#[tokio::test]
+async fn judge_md_snippet() -> Result<(), sim_ollama::Error> {
+    let run_my_agents = |url: &str| {
+        let program = Program { base: url.to_string(), agents: 3, labelled: true, bug: Bug::None };
+        async move { run(program).await.expect("agents ran") }
+    };
+    let sim = sim_ollama::SimBuilder::judging("gemma3").start()?; // ideal deployment, model loaded
+    run_my_agents(sim.url()).await; // any runtime, any client
+    let report = sim.judged(&sim_ollama::JudgeOptions::new()).await; // waits for the last answer
+    report.assert_parallel(); // panics with the report in words
+    insta::assert_snapshot!(report.summary()); // verdict, cause and bands: no raw floats
+    Ok(())
 }
 
 /// `assert_parallel` on a program that awaits its agents in turn panics with the report in
