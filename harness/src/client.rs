@@ -48,6 +48,11 @@ pub struct CallRecord {
     pub prompt_eval_duration_ns: Option<u64>,
     /// `done_reason` of the final object (`stop`, `length`, ...).
     pub done_reason: Option<String>,
+    /// The answer length the scenario asked for (`num_predict`), when the call is one whose
+    /// length it sets (not the tool-calling turn of a round trip). A shorter answer the server
+    /// ended itself (`done_reason` `stop`) did less work than the scenario: see
+    /// `verdict::ended_early`.
+    pub expected_tokens: Option<u64>,
     /// The `message.tool_calls` the answer carried (a JSON array), if any.
     pub tool_calls: Option<serde_json::Value>,
     /// The answer's text, as streamed (a multi-turn agent sends it back with its history).
@@ -73,6 +78,7 @@ impl CallRecord {
             prompt_eval_count: None,
             prompt_eval_duration_ns: None,
             done_reason: None,
+            expected_tokens: None,
             tool_calls: None,
             content: String::new(),
             status: None,

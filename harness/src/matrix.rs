@@ -240,7 +240,8 @@ fn round_slots(rounds: usize, runs: usize, live: bool) -> Vec<usize> {
 }
 
 /// One solo round: each distinct agent (instance and calls) alone, once. Returns each agent's
-/// duration (agents of one shape share it; a failed solo run is no baseline and is left out)
+/// duration (agents of one shape share it; a failed solo run, or one whose server ended a call
+/// early, is no baseline and is left out)
 /// and the mean inter-token gap of every call.
 fn solo_round(
     exec: &mut dyn Executor,
@@ -257,7 +258,11 @@ fn solo_round(
             Some((_, v)) => *v,
             None => {
                 let recs = exec.run(&job(d, vec![a.clone()], Duration::ZERO, timeout));
-                let ok = recs.first().filter(|r| r.calls.iter().all(|c| c.error.is_none()));
+                // A solo run that failed, or whose server ended a call early, did not do the
+                // agent's work: no baseline.
+                let ok = recs.first().filter(|r| {
+                    r.calls.iter().all(|c| c.error.is_none()) && verdict::ended_early(std::slice::from_ref(r)).is_none()
+                });
                 if let Some(r) = ok {
                     // The mean gap of each call (first to last token over the gaps), not every
                     // gap: tokens that arrive bunched in one read would make the median gap ~0

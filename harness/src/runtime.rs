@@ -282,7 +282,10 @@ async fn run_agent(
     for (i, c) in agent.calls.iter().enumerate() {
         let url = format!("{url_base}{}", c.endpoint);
         let b = if agent.history { history_body(c, &job.model, &history) } else { body(c, &job.model) };
-        let rec = call_in_mode(stack, mode, &url, b, &opts).await;
+        let mut rec = call_in_mode(stack, mode, &url, b, &opts).await;
+        if c.tool_work_ms.is_none() {
+            rec.expected_tokens = Some(u64::from(c.tokens));
+        }
         if agent.history {
             history.push(serde_json::json!({"role": "user", "content": c.prompt}));
             history.push(serde_json::json!({"role": "assistant", "content": rec.content}));
@@ -296,7 +299,8 @@ async fn run_agent(
         // A tool round trip: run the tool, send its result, read the answer.
         if let (Some(work), Some(tc)) = (c.tool_work_ms, tool_calls) {
             sleeper.sleep(Duration::from_secs_f64(work / 1000.0 * job.time_scale)).await;
-            let rec = call_in_mode(stack, mode, &url, tool_result_body(c, &job.model, &tc), &opts).await;
+            let mut rec = call_in_mode(stack, mode, &url, tool_result_body(c, &job.model, &tc), &opts).await;
+            rec.expected_tokens = Some(u64::from(c.tokens));
             let failed = rec.error.is_some();
             calls.push(rec);
             if failed {

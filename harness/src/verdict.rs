@@ -52,6 +52,27 @@ fn effs(e: &Efficiency) -> String {
     )
 }
 
+/// Why a run whose server ended a call early is not judged, or `None`: a call that stopped
+/// (`done_reason` `stop`) before the tokens the scenario asked for did less work than the
+/// scenario and than its solo baselines, so the run's figures compare unequal work (issue 23:
+/// a real model's end of text; the simulator answers every call at its asked length unless a
+/// script cuts it). The run is inconclusive, never judged as usual.
+pub(crate) fn ended_early(agents: &[AgentRecord]) -> Option<String> {
+    agents.iter().find_map(|a| {
+        a.calls.iter().enumerate().find_map(|(i, c)| {
+            let asked = c.expected_tokens?;
+            let got = c.eval_count.unwrap_or(c.tokens.len() as u64);
+            (c.error.is_none() && c.done_reason.as_deref() == Some("stop") && got < asked).then(|| {
+                format!(
+                    "agent {}'s call {} ended early: the server stopped it after {got} of the {asked} tokens asked for (done_reason \"stop\"), so this run did less work than the scenario and its solo baselines and is not comparable with them: not judged",
+                    a.name,
+                    i + 1
+                )
+            })
+        })
+    })
+}
+
 /// Why a run with a failed call is not judged (issue 14: a failed call's duration is no
 /// evidence of concurrency, and figures computed with it mislead), or `None` when every call
 /// succeeded.
@@ -96,6 +117,9 @@ pub(crate) fn judge_simulated(
     let report = sim_ollama::judge::judge(trace, &JudgeOptions::new().client_calls(calls));
     if let Some(failed) = failed_reason(agents) {
         return (Verdict::Failed, failed, report);
+    }
+    if let Some(early) = ended_early(agents) {
+        return (Verdict::Inconclusive, early, report);
     }
     (report.verdict, format!("{} ({})", report.reason, effs(e)), report)
 }
@@ -144,6 +168,9 @@ pub(crate) fn judge_live(
 ) -> (Verdict, String) {
     if let Some(failed) = failed_reason(agents) {
         return (Verdict::Failed, failed);
+    }
+    if let Some(early) = ended_early(agents) {
+        return (Verdict::Inconclusive, early);
     }
     if e.efficiency_true.is_nan() {
         return (
@@ -270,6 +297,30 @@ mod tests {
                 AgentRecord { name: name.to_string(), instance: 0, start: at(*from), end: at(*to), calls: vec![c] }
             })
             .collect()
+    }
+
+    #[test]
+    fn a_call_the_server_ended_early_makes_the_run_inconclusive_not_judged() {
+        let mut par = agents(&[("a", 0.0, 1.0), ("b", 0.1, 1.1)]);
+        for a in &mut par {
+            a.calls[0].expected_tokens = Some(390);
+            a.calls[0].eval_count = Some(390);
+            a.calls[0].done_reason = Some("length".into());
+        }
+        assert_eq!(judge_live(&saving(0.95), &par, Some((0.9, 0.99)), None).0, Verdict::Parallel);
+        // A model that reached its end of text after 212 tokens: unequal work.
+        par[1].calls[0].eval_count = Some(212);
+        par[1].calls[0].done_reason = Some("stop".into());
+        let (v, reason) = judge_live(&saving(0.95), &par, Some((0.9, 0.99)), None);
+        assert_eq!(v, Verdict::Inconclusive, "{reason}");
+        assert!(reason.contains("agent b's call 1 ended early") && reason.contains("212 of the 390"), "{reason}");
+        // Stopped at exactly the length asked for, or a call whose length the scenario does not
+        // set (a round trip's tool-calling turn): judged as usual.
+        par[1].calls[0].eval_count = Some(390);
+        assert_eq!(judge_live(&saving(0.95), &par, Some((0.9, 0.99)), None).0, Verdict::Parallel);
+        par[1].calls[0].eval_count = Some(20);
+        par[1].calls[0].expected_tokens = None;
+        assert_eq!(judge_live(&saving(0.95), &par, Some((0.9, 0.99)), None).0, Verdict::Parallel);
     }
 
     #[test]

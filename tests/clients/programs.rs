@@ -73,6 +73,24 @@ fn judge(command: Vec<String>, agents: Option<usize>) -> (Verdict, String) {
     (out.report.verdict, format!("{command:?}\n{}", out.report))
 }
 
+/// Judges buggy programs two at a time, each on a simulator of its own, and checks each is
+/// serialized. Only for bugs whose verdict is structural: agents awaited in turn, behind a
+/// lock or one permit, blocked by a sync call, or on one connection never have two requests
+/// in flight, and no load next door can make two overlap; a correct program's verdict rests
+/// on how much it saved, so those run one at a time.
+fn all_serialized(programs: Vec<(String, Vec<String>)>) {
+    for pair in programs.chunks(2) {
+        std::thread::scope(|s| {
+            let judged: Vec<_> =
+                pair.iter().map(|(what, command)| (what, s.spawn(|| judge(command.clone(), None)))).collect();
+            for (what, handle) in judged {
+                let (v, words) = handle.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                assert_eq!(v, Verdict::Serialized, "{what}: {words}");
+            }
+        });
+    }
+}
+
 fn cmd(parts: &[&str], labelled: bool) -> Vec<String> {
     let mut v: Vec<String> = parts.iter().map(|s| s.to_string()).collect();
     if labelled {
@@ -93,12 +111,13 @@ fn python_official_client_correct_agents_are_parallel_labelled_or_not() {
 #[test]
 fn python_official_client_every_serialization_bug_is_caught_labelled_or_not() {
     let (py, script) = (python(), fixture("python_ollama.py"));
-    for mode in ["awaited", "semaphore", "lock", "blocking", "one-connection"] {
-        for labelled in [true, false] {
-            let (v, words) = judge(cmd(&[&py, &script, mode], labelled), None);
-            assert_eq!(v, Verdict::Serialized, "{mode}: {words}");
-        }
-    }
+    let modes = ["awaited", "semaphore", "lock", "blocking", "one-connection"];
+    all_serialized(
+        modes
+            .iter()
+            .flat_map(|m| [true, false].map(|l| (format!("{m}, labelled {l}"), cmd(&[&py, &script, m], l))))
+            .collect(),
+    );
 }
 
 #[test]
@@ -114,12 +133,13 @@ fn python_raw_asyncio_correct_agents_are_parallel_with_labels_or_the_agent_count
 #[test]
 fn python_raw_asyncio_every_serialization_bug_is_caught_labelled_or_not() {
     let script = fixture("python_asyncio.py");
-    for mode in ["awaited", "semaphore", "lock", "blocking"] {
-        for labelled in [true, false] {
-            let (v, words) = judge(cmd(&["python3", &script, mode], labelled), None);
-            assert_eq!(v, Verdict::Serialized, "{mode}: {words}");
-        }
-    }
+    let modes = ["awaited", "semaphore", "lock", "blocking"];
+    all_serialized(
+        modes
+            .iter()
+            .flat_map(|m| [true, false].map(|l| (format!("{m}, labelled {l}"), cmd(&["python3", &script, m], l))))
+            .collect(),
+    );
 }
 
 #[test]
@@ -134,12 +154,13 @@ fn node_fetch_correct_agents_are_parallel_labelled_or_not() {
 #[test]
 fn node_fetch_every_serialization_bug_is_caught_labelled_or_not() {
     let (node, script) = (node(), fixture("node_fetch.mjs"));
-    for mode in ["awaited", "mutex", "blocking", "one-connection"] {
-        for labelled in [true, false] {
-            let (v, words) = judge(cmd(&[&node, &script, mode], labelled), None);
-            assert_eq!(v, Verdict::Serialized, "{mode}: {words}");
-        }
-    }
+    let modes = ["awaited", "mutex", "blocking", "one-connection"];
+    all_serialized(
+        modes
+            .iter()
+            .flat_map(|m| [true, false].map(|l| (format!("{m}, labelled {l}"), cmd(&[&node, &script, m], l))))
+            .collect(),
+    );
 }
 
 /// Tool loops on the official clients (ollama-python with a Python function as the tool, the

@@ -167,6 +167,33 @@ fn a_stalled_stream_times_out_with_a_clear_error() {
     assert!(r.runs[0].calls.iter().any(|c| c.instance == 1 && c.error.is_none()));
 }
 
+/// Issue 23: a call the server ends early (a model reaching its end of text before the tokens
+/// the scenario asked for) did less work than the scenario: the run is inconclusive, naming the
+/// call, never judged as usual; its solo runs are no baselines either. Here a script makes one
+/// agent's every answer two tokens long.
+#[test]
+fn a_call_the_server_ends_early_makes_the_run_inconclusive() {
+    let sim = sim_ollama::SimBuilder::new()
+        .time_scale(0.05)
+        .instances(2)
+        .script(serde_json::from_value(serde_json::json!({"agent": "insight", "text": "Done."})).unwrap())
+        .start()
+        .unwrap();
+    let mut p = plan(&["tokio-default"], vec![two_agents("live", "dual-two-devices")], 1);
+    p.target = live(sim.urls().to_vec());
+    let r = matrix::run(&p, &mut Quiet).expect("runs");
+    let run = &r.runs[0];
+    assert_eq!(run.verdict, Verdict::Inconclusive, "{}", run.reason);
+    assert!(
+        run.reason.contains("agent insight's call 1 ended early") && run.reason.contains("of the 200 tokens asked for"),
+        "{}",
+        run.reason
+    );
+    let insight = run.agents.iter().find(|a| a.name == "insight").expect("insight ran");
+    assert_eq!(insight.solo_rounds, 0, "a solo run that ended early is no baseline");
+    assert_eq!(r.summary[0].verdict, Verdict::Inconclusive, "{}", r.summary[0].reason);
+}
+
 /// The noise of the live-mode tests: every request's work varies by a log-normal factor of
 /// cv 0.15, three in a hundred run 2.5 times slower, and a request that starts beside a stream
 /// on the other server runs 15 % slower (CPU-like contention). With that contention a correct
