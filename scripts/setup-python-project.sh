@@ -5,7 +5,8 @@
 # the package's own tests (python/tests) in it. `.ci/run` calls it; the test calls it too, so
 # the installed wheel is always the current code's.
 # Usage: scripts/setup-python-project.sh [PROFILE]   (default: dev; `release` for a wheel to
-# hand to users). The suite is built with `--cargo-profile dev` so these builds reuse it (maturin
+# hand to users). `scripts/setup-python-project.sh venv` makes only the venv with the
+# requirements and stops: it needs no build, so `.ci/run` makes it while the suite compiles. The suite is built with `--cargo-profile dev` so these builds reuse it (maturin
 # cannot build binaries in the test profile: it would package test harnesses); built in the
 # test profile, the dev build of the two binaries and their dependencies cost a fresh clone
 # 5.5 minutes more (.ci/run's build phase 606 s -> 940 s).
@@ -13,6 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=${1:-dev}
 case "$profile" in dev) dir=debug ;; *) dir=$profile ;; esac
+venv_only=false
+if [ "$profile" = venv ]; then venv_only=true; fi
 venv=target/pyproject
 requirements=examples/python-project/requirements.txt
 stamp=$(sha256sum "$requirements" | cut -c1-16)
@@ -21,6 +24,10 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.requirements" 2>/dev/null)" !
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
   echo "$stamp" >"$venv/.requirements"
+fi
+if $venv_only; then
+  echo "python-project: $venv has the sample project's requirements"
+  exit 0
 fi
 # The wheel is rebuilt and reinstalled unless what the venv has is already the current code:
 # the same two binaries as this build's and the same Python sources. Each binary is built as

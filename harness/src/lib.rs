@@ -23,6 +23,7 @@
 //! - [`verdict`]: a run's verdict: the simulator's judge (`sim_ollama::judge`) told what the
 //!   client saw, or, in live mode, the calls' order and the saving against the solo rounds.
 //! - [`stats`]: mean, sd, 95 % CI, effect size.
+//! - `results` (private; re-exported by [`report`]): the data model, cells, shards, merging.
 //! - [`report`]: `results.json`, `summary.md`, CSV, written atomically.
 //! - [`thresholds`]: `harness/thresholds.toml`, what each cell must read.
 //! - [`compare`]: two reports cell by cell, for CI.
@@ -41,6 +42,7 @@ pub mod matrix;
 mod measure;
 pub mod record;
 pub mod report;
+mod results;
 pub mod runtime;
 pub mod soak;
 pub mod stats;

@@ -3,7 +3,7 @@
 //! HTML report of a matrix (the summary table, true and apparent efficiency per runtime and
 //! scenario as charts, links to every run's timeline). Drawn with plotters' SVG backend.
 
-use crate::report::Results;
+use crate::results::Results;
 use plotters::prelude::*;
 use sim_ollama::advanced::trace::{RequestTrace, TraceSnapshot};
 use std::fmt::Write as _;

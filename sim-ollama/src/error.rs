@@ -76,7 +76,7 @@ impl ApiError {
     /// The body bytes.
     pub(crate) fn body(&self) -> Vec<u8> {
         match self.flavor {
-            Flavor::Native => crate::wire::to_go_json(&NativeError { error: &self.message }),
+            Flavor::Native => crate::gojson::to_go_json(&NativeError { error: &self.message }),
             Flavor::Anthropic => {
                 let kind = match self.status.as_u16() {
                     400 => "invalid_request_error",
@@ -90,7 +90,7 @@ impl ApiError {
                 // The real id is random (`req_` and 24 hex digits); here it is derived from the
                 // message, so a run's errors are the same bytes every time.
                 let id = format!("req_{:024x}", u128::from(crate::seed::fnv1a(self.message.as_bytes())) << 32);
-                let mut b = crate::wire::to_go_json(&AnthropicError {
+                let mut b = crate::gojson::to_go_json(&AnthropicError {
                     kind: "error",
                     error: AnthropicErrorBody { kind, message: &self.message },
                     request_id: &id,
@@ -104,7 +104,7 @@ impl ApiError {
                     404 => "not_found_error",
                     _ => "api_error",
                 };
-                let mut b = crate::wire::to_go_json(&OpenAiError {
+                let mut b = crate::gojson::to_go_json(&OpenAiError {
                     error: OpenAiErrorBody { message: &self.message, kind, param: None, code: None },
                 });
                 // Errors the /v1 middleware writes itself end with a newline; its own decoding

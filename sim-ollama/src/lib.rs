@@ -28,7 +28,8 @@
 //! - `routes`: the HTTP surface (`native`, `openai`, `sim`), built by a pure `app()`.
 //! - `arrival`: when each request reached the server, so the simulator's own delay in getting
 //!   to it (a burst of connections) is not added to its schedule.
-//! - `request`, `wire`, `error`: decoding with Go's errors, encoding like Go, error shapes.
+//! - `request`, `wire`, `error`, `gojson`: decoding with Go's errors, the streaming formats,
+//!   error shapes, JSON encoded as Go encodes it.
 //! - `trace`, `metrics`: what the server saw, and how late it emitted tokens.
 //! - `carried`: answers recognised in later prompts, the data flow between agents.
 //! - `faults`: injected errors, stalls, disconnects, by rule and seeded.
@@ -61,6 +62,7 @@ mod dist;
 mod error;
 mod faults;
 mod generation;
+mod gojson;
 mod keepalive;
 mod latency;
 mod metrics;
@@ -74,12 +76,14 @@ mod schema;
 mod script;
 mod seed;
 mod server;
+mod shared;
 mod store;
 mod timer;
 mod tokens;
 mod tools;
 mod trace;
 mod wire;
+mod words;
 
 pub mod judge;
 
@@ -122,6 +126,5 @@ pub mod advanced {
     /// Live state and token lateness (`GET /sim/metrics`, [`SimHandle::metrics`](crate::SimHandle::metrics)).
     pub mod metrics {
         pub use crate::metrics::*;
-        pub use crate::routes::sim::{DeviceMetrics, InstanceMetrics, LoadedMetrics, SimMetrics};
     }
 }

@@ -88,3 +88,69 @@ mod tests {
         assert_eq!(l.summary().count, 0);
     }
 }
+
+/// Live state of one instance.
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceMetrics {
+    /// Instance index.
+    pub instance: usize,
+    /// Its port.
+    pub port: u16,
+    /// Its device index.
+    pub device: usize,
+    /// Requests decoding or evaluating prompts now (holding a slot).
+    pub active: usize,
+    /// Requests holding a runner but waiting for a slot.
+    pub waiting_for_slot: usize,
+    /// Requests waiting for the scheduler (load, reload, eviction).
+    pub pending: usize,
+    /// Loaded models with their slot use.
+    pub loaded: Vec<LoadedMetrics>,
+}
+
+/// A loaded model in [`InstanceMetrics`].
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadedMetrics {
+    /// `name:tag`.
+    pub model: String,
+    /// Slots in use.
+    pub busy_slots: usize,
+    /// `num_parallel`.
+    pub num_parallel: usize,
+    /// Context length per slot.
+    pub context_length: u64,
+}
+
+/// Live state of one device.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceMetrics {
+    /// Device index.
+    pub device: usize,
+    /// Its name.
+    pub name: String,
+    /// Streams evaluating or decoding on it now.
+    pub streams: usize,
+}
+
+/// `GET /sim/metrics` body.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimMetrics {
+    /// Seconds since the simulator started.
+    pub uptime_s: f64,
+    /// Tasks alive in the simulator's runtime (servers, connections, timers).
+    pub tasks: usize,
+    /// Requests in the trace that have not finished.
+    pub requests_in_flight: usize,
+    /// Token deadlines waiting in the timer (0 when nothing streams).
+    #[serde(default)]
+    pub timer_entries: usize,
+    /// Estimated memory held by the trace's finished requests, bytes (bounded by the budget).
+    #[serde(default)]
+    pub trace_bytes: usize,
+    /// Per instance.
+    pub instances: Vec<InstanceMetrics>,
+    /// Per device.
+    pub devices: Vec<DeviceMetrics>,
+    /// Token emission lateness against the schedule.
+    pub lateness: LatenessSummary,
+}

@@ -13,7 +13,7 @@
 //! (a string is produced but not matched against it) and remote `$ref`s.
 
 use crate::seed::SimRng;
-use crate::tokens::WORDS;
+use crate::words::WORDS;
 use rand::RngExt;
 use serde_json::{Map, Number, Value};
 

@@ -10,6 +10,7 @@ use crate::keepalive::KeepAlive;
 use crate::metrics::{Lateness, LatenessSummary};
 use crate::routes::{self, AppState};
 use crate::scheduler::Instance;
+use crate::shared::Shared;
 use crate::store::Store;
 use crate::trace::{Trace, TraceSnapshot};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
@@ -19,23 +20,6 @@ use std::time::{Duration, Instant};
 
 /// The longest [`SimHandle::judged`] waits for requests still in flight before it judges.
 pub const JUDGE_WAIT: Duration = Duration::from_secs(10);
-
-/// What every instance of one simulator shares.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) cfg: SimConfig,
-    pub(crate) clock: Clock,
-    pub(crate) origin: Instant,
-    pub(crate) trace: Arc<Trace>,
-    pub(crate) lateness: Arc<Lateness>,
-    pub(crate) timer: Arc<crate::timer::Timer>,
-    pub(crate) faults: crate::faults::Faults,
-    pub(crate) script: crate::script::Script,
-    pub(crate) instances: Vec<Arc<Instance>>,
-    pub(crate) rt: tokio::runtime::Handle,
-    /// The first trace id `GET /sim/judge` judges by default (`POST /sim/mark`); 0: none.
-    pub(crate) mark: std::sync::atomic::AtomicU64,
-}
 
 /// What can go wrong with a simulator: starting it, configuring it, waiting for it. One type
 /// for every fallible call of [`SimBuilder`] and [`SimHandle`], so a test's `?` needs no
@@ -583,8 +567,8 @@ impl SimHandle {
     }
 
     /// Live state and token lateness, as `GET /sim/metrics`.
-    pub fn metrics(&self) -> crate::routes::sim::SimMetrics {
-        crate::routes::sim::collect(&self.shared)
+    pub fn metrics(&self) -> crate::metrics::SimMetrics {
+        self.shared.metrics()
     }
 
     /// Token emission lateness so far.

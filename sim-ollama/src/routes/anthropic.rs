@@ -4,7 +4,8 @@
 //! same pipeline as `/api/chat` (scheduling, slots, prompt cache, trace), and its answer is
 //! written as Anthropic events or one message object ([`crate::wire::anthropic`]).
 
-use super::native::{self, ChatMessage, Peer};
+use super::history::{self, ChatMessage};
+use super::peer::Peer;
 use super::pipeline::{self, Generation, Started, begin_trace, traced};
 use super::{AppState, body_bytes, encoder_response};
 use crate::error::ApiError;
@@ -207,7 +208,7 @@ pub(crate) async fn messages(
             },
         };
         let t = begin_trace(&s, arrival, "/v1/messages", &model_s, peer, stream, Some(&o));
-        let c = native::conversation(&messages);
+        let c = history::conversation(&messages);
         t.with(|r| r.conversation = Some(c));
         trace = Some(t);
         // No thinking check: see the relaxation below.
@@ -217,7 +218,7 @@ pub(crate) async fn messages(
         let can_think = model.spec.has("thinking");
         let think = if can_think { Think::resolve(think, true) } else { Think::Off };
         let (messages, rendered) =
-            native::fit_history(messages, &model, pipeline::num_ctx(&s, &model, &options, true));
+            history::fit_history(messages, &model, pipeline::num_ctx(&s, &model, &options, true));
         let g = Generation { think, ..Generation::chat("/v1/messages", model, &messages, &rendered, &options, &tools, arrival) };
         let Started { run, fault, seed } = pipeline::start(&s, g, &mut trace).await?;
         let id = format!("msg_{:024x}", u128::from(seed) << 32 | u128::from(seed >> 32));

@@ -8,15 +8,17 @@
 
 pub(crate) mod anthropic;
 pub(crate) mod body;
+pub(crate) mod history;
 pub(crate) mod native;
 pub(crate) mod openai;
+pub(crate) mod peer;
 pub(crate) mod pipeline;
 pub(crate) mod responses;
 pub(crate) mod sim;
 
 use crate::error::ApiError;
 use crate::scheduler::Instance;
-use crate::server::Shared;
+use crate::shared::Shared;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
@@ -261,13 +263,13 @@ pub(crate) fn agent_label(headers: &HeaderMap) -> Option<String> {
 
 /// A JSON response with the native content type.
 pub(crate) fn json_response<T: serde::Serialize>(status: StatusCode, v: &T) -> Response {
-    bytes_response(status, "application/json; charset=utf-8", crate::wire::to_go_json(v))
+    bytes_response(status, "application/json; charset=utf-8", crate::gojson::to_go_json(v))
 }
 
 /// A 200 with a JSON body as Go's `json.Encoder` writes it (a newline after the object), typed
 /// `application/json`: how the Responses and Anthropic middlewares answer.
 pub(crate) fn encoder_response<T: serde::Serialize>(v: &T) -> Response {
-    let mut b = crate::wire::to_go_json(v);
+    let mut b = crate::gojson::to_go_json(v);
     b.push(b'\n');
     bytes_response(StatusCode::OK, "application/json", b)
 }

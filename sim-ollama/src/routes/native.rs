@@ -2,9 +2,10 @@
 //! `/api/generate`, `/api/chat`, `/api/embed`, `/api/embeddings`, `/api/pull`, `/api/copy`,
 //! `/api/delete`. Validation order, status codes and texts follow `server/routes.go`.
 
+use super::history::{ChatMessage, conversation, fit_history, render_messages};
+use super::peer::Peer;
 use super::pipeline::{self, Generation, Started, begin_trace, job, load_only, output_format, resolve, traced};
 use super::{AppState, body_bytes, bytes_response, json_response};
-use crate::arrival::{Conn, Stamp};
 use crate::clock::rfc3339;
 use crate::config::ModelSpec;
 use crate::error::ApiError;
@@ -15,50 +16,16 @@ use crate::request::{Fields, Options, Think, decode_body};
 use crate::store::Installed;
 use crate::tokens::OutputFormat;
 use crate::trace::{Outcome, TraceGuard};
-use crate::wire::{self, ChatFinal, GenerateFinal, Message, Wire};
+use crate::wire::{ChatFinal, GenerateFinal, Message, Wire};
 use axum::body::{Body, Bytes};
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{ConnectInfo, FromRequestParts, State};
-use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Map, Value};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// Who sent a request and when it arrived: the client's address (when the server was started
-/// with connect info), its `X-Agent` label, and its connection's stamp ([`crate::arrival`]).
-#[derive(Debug, Clone)]
-pub(crate) struct Peer {
-    pub(crate) addr: Option<SocketAddr>,
-    pub(crate) agent: Option<String>,
-    stamp: Option<Arc<Stamp>>,
-}
-
-impl Peer {
-    /// When the request arrived: its connection's stamp, taken once the handler has the body
-    /// (a body that came slowly is stamped by its last bytes, as the real server starts work
-    /// once it has decoded it), or now when there is none (a router called in memory, a
-    /// request read while another was answered).
-    pub(crate) fn arrival(&self) -> Instant {
-        let now = Instant::now();
-        self.stamp.as_ref().and_then(|s| s.take()).map_or(now, |at| at.min(now))
-    }
-}
-
-impl<S: Send + Sync> FromRequestParts<S> for Peer {
-    type Rejection = std::convert::Infallible;
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let conn = parts.extensions.get::<ConnectInfo<Conn>>();
-        Ok(Peer {
-            addr: conn.map(|c| c.addr),
-            agent: super::agent_label(&parts.headers),
-            stamp: conn.map(|c| Arc::clone(&c.stamp)),
-        })
-    }
-}
 
 /// `GET /` and `HEAD /`.
 pub(crate) async fn root() -> Response {
@@ -390,87 +357,6 @@ async fn generate_inner(
         json_response(StatusCode::OK, &fin)
     })
     .await)
-}
-
-/// A chat message as the simulator reads it.
-pub(crate) struct ChatMessage {
-    pub(crate) role: String,
-    pub(crate) content: String,
-    pub(crate) images: usize,
-    /// Tool calls of an assistant message and the tool name or call id of a tool result, as
-    /// text: part of what the model sees and of the conversation's fingerprint.
-    pub(crate) tool_text: String,
-}
-
-/// The conversation fingerprints of a chat request (see [`crate::trace::Conversation`]): a
-/// hash of every message, and of the messages before the last assistant message, which is
-/// what the previous turn of the same conversation sent.
-pub(crate) fn conversation(messages: &[ChatMessage]) -> crate::trace::Conversation {
-    let hash = |ms: &[ChatMessage]| {
-        let mut b = crate::seed::SeedBuilder::new(0).str("conversation");
-        for m in ms {
-            b = b.str(&m.role).str(&m.content).str(&m.tool_text);
-        }
-        format!("{:016x}", b.finish())
-    };
-    let parent = messages.iter().rposition(|m| m.role == "assistant").map(|i| hash(&messages[..i]));
-    crate::trace::Conversation { key: hash(messages), parent }
-}
-
-/// The messages a chat request keeps when its history outgrows `num_ctx`: the latest that fit,
-/// with every system message before them, and always the last one
-/// ([`crate::context::history_start`]).
-///
-/// Returns the messages kept and their rendering.
-pub(crate) fn fit_history(messages: Vec<ChatMessage>, model: &Installed, num_ctx: u64) -> (Vec<ChatMessage>, String) {
-    let whole = render_messages(&messages);
-    let images: usize = messages.iter().map(|m| m.images).sum();
-    // A token is at least one byte: a rendering no longer than the context in bytes fits
-    // without counting (the real `completionPromptForRequest` takes the same shortcut).
-    let extra = u64::from(model.spec.profile.template_tokens) + 256 * images as u64;
-    if whole.len() as u64 + extra <= num_ctx
-        || u64::from(crate::generation::prompt_tokens(model, &whole, true, images)) <= num_ctx
-    {
-        return (messages, whole);
-    }
-    let kept = |i: usize| -> Vec<&ChatMessage> {
-        messages[..i].iter().filter(|m| m.role == "system").chain(&messages[i..]).collect()
-    };
-    let count = |i: usize| {
-        let ms = kept(i);
-        let images = ms.iter().map(|m| m.images).sum();
-        u64::from(crate::generation::prompt_tokens(model, &render(ms.iter().copied()), true, images))
-    };
-    let last = messages.len().saturating_sub(1);
-    let start = crate::context::history_start(last, num_ctx, count);
-    let mut out = Vec::with_capacity(messages.len() - start);
-    for (i, m) in messages.into_iter().enumerate() {
-        if i >= start || m.role == "system" {
-            out.push(m);
-        }
-    }
-    let rendered = render_messages(&out);
-    (out, rendered)
-}
-
-/// Renders messages into the text the model "sees".
-pub(crate) fn render_messages(messages: &[ChatMessage]) -> String {
-    render(messages.iter())
-}
-
-fn render<'a>(messages: impl Iterator<Item = &'a ChatMessage>) -> String {
-    let mut out = String::new();
-    for m in messages {
-        out.push_str(&m.role);
-        out.push_str(": ");
-        out.push_str(&m.content);
-        if !m.tool_text.is_empty() {
-            out.push(' ');
-            out.push_str(&m.tool_text);
-        }
-        out.push('\n');
-    }
-    out
 }
 
 fn parse_messages(f: &Fields<'_>) -> Result<Vec<ChatMessage>, ApiError> {
@@ -880,9 +766,9 @@ pub(crate) async fn pull(State(s): State<AppState>, body: Result<Bytes, BytesRej
         if !stream {
             return Err(ApiError::internal(missing));
         }
-        let mut out = wire::to_go_json(&progress("pulling manifest"));
+        let mut out = crate::gojson::to_go_json(&progress("pulling manifest"));
         out.push(b'\n');
-        out.extend(wire::to_go_json(&serde_json::json!({ "error": missing })));
+        out.extend(crate::gojson::to_go_json(&serde_json::json!({ "error": missing })));
         out.push(b'\n');
         return Ok(bytes_response(StatusCode::OK, "application/x-ndjson", out));
     };
@@ -942,7 +828,7 @@ fn async_stream(
             if let Some(f) = done {
                 f();
             }
-            let mut b = wire::to_go_json(&p);
+            let mut b = crate::gojson::to_go_json(&p);
             b.push(b'\n');
             Some((Ok(Bytes::from(b)), (it, start)))
         }

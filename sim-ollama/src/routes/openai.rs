@@ -3,15 +3,18 @@
 //! ones (`stream` defaults to false, `temperature` and `top_p` to 1.0, `max_tokens` becomes
 //! `num_predict`) and errors are wrapped in OpenAI's error object.
 
-use super::native::{self, ChatMessage, Peer};
+use super::history::{self, ChatMessage};
+use super::native;
+use super::peer::Peer;
 use super::pipeline::{self, Generation, Started, begin_trace, traced};
 use super::{AppState, body_bytes, bytes_response};
 use crate::clock::unix_seconds;
 use crate::error::ApiError;
+use crate::gojson::to_go_json;
 use crate::names::Name;
 use crate::request::{Effort, Fields, Options, Think, decode_body};
 use crate::tokens::OutputFormat;
-use crate::wire::{Usage, Wire, to_go_json};
+use crate::wire::{Usage, Wire};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
@@ -220,13 +223,14 @@ pub(crate) async fn chat_completions(
             return Err(ApiError::bad_request("model is required"));
         }
         let t = begin_trace(&s, arrival, "/v1/chat/completions", &model_s, peer, stream, None);
-        let c = native::conversation(&messages);
+        let c = history::conversation(&messages);
         t.with(|r| r.conversation = Some(c));
         trace = Some(t);
         let model = pipeline::chat_model(&s, &model_s, think, offered)?;
         let can_think = model.spec.has("thinking");
         // The /v1 request has no `truncate`: the chat handler's default (true) applies.
-        let (messages, rendered) = native::fit_history(messages, &model, pipeline::num_ctx(&s, &model, &options, true));
+        let (messages, rendered) =
+            history::fit_history(messages, &model, pipeline::num_ctx(&s, &model, &options, true));
         let g = Generation {
             default_temperature: 1.0,
             format,

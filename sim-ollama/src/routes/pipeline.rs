@@ -6,7 +6,7 @@
 
 use super::AppState;
 use super::body::{TokenBody, write_finish, write_token};
-use super::native::Peer;
+use super::peer::Peer;
 use crate::error::ApiError;
 use crate::faults::{FaultKind, FaultRule};
 use crate::generation::{Job, Plan, PlanInput, Running};
@@ -65,7 +65,7 @@ impl<'a> Generation<'a> {
     pub(crate) fn chat(
         endpoint: &'static str,
         model: Installed,
-        messages: &'a [super::native::ChatMessage],
+        messages: &'a [super::history::ChatMessage],
         rendered: &'a str,
         options: &'a Options,
         tools: &'a [ToolDef],

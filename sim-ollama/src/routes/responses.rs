@@ -4,7 +4,8 @@
 //! 416-621): the request becomes a chat turn through the same pipeline as `/api/chat`, and the
 //! answer is written as a response object or Responses events ([`crate::wire::responses`]).
 
-use super::native::{self, ChatMessage, Peer};
+use super::history::{self, ChatMessage};
+use super::peer::Peer;
 use super::pipeline::{self, Generation, Started, begin_trace, traced};
 use super::{AppState, body_bytes, encoder_response};
 use crate::error::ApiError;
@@ -171,12 +172,13 @@ pub(crate) async fn responses(
             return Err(ApiError::bad_request("model is required"));
         }
         let t = begin_trace(&s, arrival, "/v1/responses", &model_s, peer, stream, Some(&o));
-        let c = native::conversation(&messages);
+        let c = history::conversation(&messages);
         t.with(|r| r.conversation = Some(c));
         trace = Some(t);
         let model = pipeline::chat_model(&s, &model_s, think, offered)?;
         let think = Think::resolve(think, model.spec.has("thinking"));
-        let (messages, rendered) = native::fit_history(messages, &model, pipeline::num_ctx(&s, &model, &options, true));
+        let (messages, rendered) =
+            history::fit_history(messages, &model, pipeline::num_ctx(&s, &model, &options, true));
         let g = Generation {
             default_temperature: 1.0,
             format,

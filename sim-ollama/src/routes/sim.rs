@@ -5,7 +5,6 @@
 use super::{AppState, body_bytes, json_response};
 use crate::error::ApiError;
 use crate::faults::FaultRule;
-use crate::metrics::LatenessSummary;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
@@ -124,122 +123,9 @@ pub(crate) async fn judge(
     Ok(json_response(StatusCode::OK, &doc))
 }
 
-/// Live state of one instance.
-#[derive(Debug, Clone, Serialize)]
-pub struct InstanceMetrics {
-    /// Instance index.
-    pub instance: usize,
-    /// Its port.
-    pub port: u16,
-    /// Its device index.
-    pub device: usize,
-    /// Requests decoding or evaluating prompts now (holding a slot).
-    pub active: usize,
-    /// Requests holding a runner but waiting for a slot.
-    pub waiting_for_slot: usize,
-    /// Requests waiting for the scheduler (load, reload, eviction).
-    pub pending: usize,
-    /// Loaded models with their slot use.
-    pub loaded: Vec<LoadedMetrics>,
-}
-
-/// A loaded model in [`InstanceMetrics`].
-#[derive(Debug, Clone, Serialize)]
-pub struct LoadedMetrics {
-    /// `name:tag`.
-    pub model: String,
-    /// Slots in use.
-    pub busy_slots: usize,
-    /// `num_parallel`.
-    pub num_parallel: usize,
-    /// Context length per slot.
-    pub context_length: u64,
-}
-
-/// Live state of one device.
-#[derive(Debug, Clone, Serialize)]
-pub struct DeviceMetrics {
-    /// Device index.
-    pub device: usize,
-    /// Its name.
-    pub name: String,
-    /// Streams evaluating or decoding on it now.
-    pub streams: usize,
-}
-
-/// `GET /sim/metrics` body.
-#[derive(Debug, Clone, Serialize)]
-pub struct SimMetrics {
-    /// Seconds since the simulator started.
-    pub uptime_s: f64,
-    /// Tasks alive in the simulator's runtime (servers, connections, timers).
-    pub tasks: usize,
-    /// Requests in the trace that have not finished.
-    pub requests_in_flight: usize,
-    /// Token deadlines waiting in the timer (0 when nothing streams).
-    #[serde(default)]
-    pub timer_entries: usize,
-    /// Estimated memory held by the trace's finished requests, bytes (bounded by the budget).
-    #[serde(default)]
-    pub trace_bytes: usize,
-    /// Per instance.
-    pub instances: Vec<InstanceMetrics>,
-    /// Per device.
-    pub devices: Vec<DeviceMetrics>,
-    /// Token emission lateness against the schedule.
-    pub lateness: LatenessSummary,
-}
-
-pub(crate) fn collect(s: &crate::server::Shared) -> SimMetrics {
-    let instances = s
-        .instances
-        .iter()
-        .map(|i| {
-            let runners = i.runners();
-            InstanceMetrics {
-                instance: i.index,
-                port: i.port.load(std::sync::atomic::Ordering::Relaxed),
-                device: i.device.index,
-                active: runners.iter().map(|r| r.busy_slots).sum(),
-                waiting_for_slot: runners.iter().map(|r| r.waiting_for_slot).sum(),
-                pending: i.pending(),
-                loaded: runners
-                    .iter()
-                    .map(|r| LoadedMetrics {
-                        model: r.display.clone(),
-                        busy_slots: r.busy_slots,
-                        num_parallel: r.num_parallel,
-                        context_length: r.num_ctx,
-                    })
-                    .collect(),
-            }
-        })
-        .collect();
-    let mut devices: Vec<DeviceMetrics> = Vec::new();
-    for i in &s.instances {
-        if !devices.iter().any(|d| d.device == i.device.index) {
-            devices.push(DeviceMetrics {
-                device: i.device.index,
-                name: i.device.spec.name.clone(),
-                streams: i.device.streams(),
-            });
-        }
-    }
-    SimMetrics {
-        uptime_s: s.origin.elapsed().as_secs_f64(),
-        tasks: s.rt.metrics().num_alive_tasks(),
-        requests_in_flight: s.trace.in_flight(),
-        timer_entries: s.timer.pending(),
-        trace_bytes: s.trace.finished_bytes(),
-        instances,
-        devices,
-        lateness: s.lateness.summary(),
-    }
-}
-
 /// `GET /sim/metrics`.
 pub(crate) async fn metrics(State(s): State<AppState>) -> Response {
-    json_response(StatusCode::OK, &collect(&s.shared))
+    json_response(StatusCode::OK, &s.shared.metrics())
 }
 
 #[derive(Serialize, serde::Deserialize)]

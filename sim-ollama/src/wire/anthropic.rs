@@ -5,7 +5,8 @@
 //! a `text` block, one `tool_use` block per call (`input_json_delta` with the whole
 //! arguments), then `message_delta` (stop reason and usage) and `message_stop`.
 
-use super::{Metrics, write_go_json, write_json_str};
+use super::metrics::Metrics;
+use crate::gojson::{to_go_json, write_go_json, write_json_str};
 use crate::tokens::DoneReason;
 use crate::tools::ToolCall;
 use bytes::{BufMut, BytesMut};
@@ -154,7 +155,7 @@ impl Stream {
             write_json_str(&mut head, &c.name);
             head.put_slice(b",\"input\":{}}");
             block_start(out, b.index, &head);
-            let args = String::from_utf8(super::to_go_json(&c.arguments)).unwrap_or_default();
+            let args = String::from_utf8(to_go_json(&c.arguments)).unwrap_or_default();
             delta(out, b.index, "input_json_delta", "partial_json", &args);
             block_stop(out, b.index);
             b.index += 1;

@@ -6,7 +6,7 @@
 //! Stream events are Go maps, so their keys are written sorted; every event carries a
 //! `sequence_number`.
 
-use super::to_go_json;
+use crate::gojson::to_go_json;
 use crate::tokens::DoneReason;
 use crate::tools::ToolCall;
 use bytes::{BufMut, BytesMut};

@@ -1,0 +1,54 @@
+//! JSON exactly as Go's `encoding/json` writes it, so bodies match the real server byte for
+//! byte. A leaf: every encoder (wire formats, error shapes, routes) uses it.
+
+use bytes::{BufMut, BytesMut};
+use serde::Serialize;
+use std::io::Write;
+
+/// A serde_json formatter that escapes `<`, `>`, `&`, U+2028 and U+2029 the way Go's
+/// encoder does (`\u003c`...), so bodies match the real server byte for byte.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct GoFormatter;
+
+impl serde_json::ser::Formatter for GoFormatter {
+    fn write_string_fragment<W: ?Sized + Write>(&mut self, w: &mut W, fragment: &str) -> std::io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            let esc: Option<&[u8]> = match c {
+                '<' => Some(b"\\u003c"),
+                '>' => Some(b"\\u003e"),
+                '&' => Some(b"\\u0026"),
+                '\u{2028}' => Some(b"\\u2028"),
+                '\u{2029}' => Some(b"\\u2029"),
+                _ => None,
+            };
+            if let Some(e) = esc {
+                w.write_all(&fragment.as_bytes()[start..i])?;
+                w.write_all(e)?;
+                start = i + c.len_utf8();
+            }
+        }
+        w.write_all(&fragment.as_bytes()[start..])
+    }
+}
+
+/// Serialises like Go's `json.Marshal`.
+pub(crate) fn to_go_json<T: Serialize + ?Sized>(v: &T) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    write_go_json(&mut out, v);
+    out
+}
+
+/// Appends `v` serialised like Go's `json.Marshal`.
+pub(crate) fn write_go_json<W: Write, T: Serialize + ?Sized>(out: &mut W, v: &T) {
+    let mut ser = serde_json::Serializer::with_formatter(out, GoFormatter);
+    // Serialising our own response types to memory cannot fail: no maps with non-string
+    // keys, no I/O errors.
+    let _ = v.serialize(&mut ser);
+}
+
+/// Appends a JSON string literal.
+pub(crate) fn write_json_str(out: &mut BytesMut, s: &str) {
+    let mut w = out.writer();
+    write_go_json(&mut w, s);
+}

@@ -1,0 +1,77 @@
+//! The state one simulator's instances share, and what `GET /sim/metrics` reads of it.
+
+use crate::clock::Clock;
+use crate::config::SimConfig;
+use crate::metrics::{DeviceMetrics, InstanceMetrics, Lateness, LoadedMetrics, SimMetrics};
+use crate::scheduler::Instance;
+use crate::trace::Trace;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What every instance of one simulator shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) cfg: SimConfig,
+    pub(crate) clock: Clock,
+    pub(crate) origin: Instant,
+    pub(crate) trace: Arc<Trace>,
+    pub(crate) lateness: Arc<Lateness>,
+    pub(crate) timer: Arc<crate::timer::Timer>,
+    pub(crate) faults: crate::faults::Faults,
+    pub(crate) script: crate::script::Script,
+    pub(crate) instances: Vec<Arc<Instance>>,
+    pub(crate) rt: tokio::runtime::Handle,
+    /// The first trace id `GET /sim/judge` judges by default (`POST /sim/mark`); 0: none.
+    pub(crate) mark: std::sync::atomic::AtomicU64,
+}
+
+impl Shared {
+    /// Live state and token lateness, as `GET /sim/metrics` answers.
+    pub(crate) fn metrics(&self) -> SimMetrics {
+        let s = self;
+        let instances = s
+            .instances
+            .iter()
+            .map(|i| {
+                let runners = i.runners();
+                InstanceMetrics {
+                    instance: i.index,
+                    port: i.port.load(std::sync::atomic::Ordering::Relaxed),
+                    device: i.device.index,
+                    active: runners.iter().map(|r| r.busy_slots).sum(),
+                    waiting_for_slot: runners.iter().map(|r| r.waiting_for_slot).sum(),
+                    pending: i.pending(),
+                    loaded: runners
+                        .iter()
+                        .map(|r| LoadedMetrics {
+                            model: r.display.clone(),
+                            busy_slots: r.busy_slots,
+                            num_parallel: r.num_parallel,
+                            context_length: r.num_ctx,
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        let mut devices: Vec<DeviceMetrics> = Vec::new();
+        for i in &s.instances {
+            if !devices.iter().any(|d| d.device == i.device.index) {
+                devices.push(DeviceMetrics {
+                    device: i.device.index,
+                    name: i.device.spec.name.clone(),
+                    streams: i.device.streams(),
+                });
+            }
+        }
+        SimMetrics {
+            uptime_s: s.origin.elapsed().as_secs_f64(),
+            tasks: s.rt.metrics().num_alive_tasks(),
+            requests_in_flight: s.trace.in_flight(),
+            timer_entries: s.timer.pending(),
+            trace_bytes: s.trace.finished_bytes(),
+            instances,
+            devices,
+            lateness: s.lateness.summary(),
+        }
+    }
+}
