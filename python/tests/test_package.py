@@ -67,8 +67,11 @@ def test_labelled_agents_together_pass_and_the_mark_starts_a_new_window(sim):
     for agent in ("a", "b"):   # an earlier phase, one after another ...
         chat(sim.url, agent, num_predict=20)
     mark = sim.mark()          # ... is not judged after a mark
+    # Calls of 200 tokens (~0.17 s at the fixture's time scale): long beside the few ms a
+    # thread takes to start on a loaded machine (20-token calls read partly serialized, 76 %
+    # saved, with four busy loops beside the suite).
     async def together():
-        await asyncio.gather(*(asyncio.to_thread(chat, sim.url, a, "go", 20) for a in ("a", "b", "c")))
+        await asyncio.gather(*(asyncio.to_thread(chat, sim.url, a, "go", 200) for a in ("a", "b", "c")))
     asyncio.run(together())
     j = sim.assert_parallel()
     assert j.since == mark and j.report.agents == 3 and j.report.agents_from == "labels", j
@@ -76,7 +79,7 @@ def test_labelled_agents_together_pass_and_the_mark_starts_a_new_window(sim):
 
 @pytest.mark.asyncio
 async def test_async_judge_keeps_the_loop_free(sim):
-    await asyncio.gather(*(asyncio.to_thread(chat, sim.url, a, "go", 20) for a in ("a", "b")))
+    await asyncio.gather(*(asyncio.to_thread(chat, sim.url, a, "go", 200) for a in ("a", "b")))
     j = await sim.aassert_parallel()
     assert j.passed and j.report.requests == 2
 

@@ -89,7 +89,8 @@ impl ApiError {
                 };
                 // The real id is random (`req_` and 24 hex digits); here it is derived from the
                 // message, so a run's errors are the same bytes every time.
-                let id = format!("req_{:024x}", u128::from(crate::seed::fnv1a(self.message.as_bytes())) << 32);
+                let h = crate::seed::mix(crate::seed::fnv1a(self.message.as_bytes()));
+                let id = format!("req_{h:016x}{:08x}", crate::seed::mix(h) >> 32);
                 let mut b = crate::gojson::to_go_json(&AnthropicError {
                     kind: "error",
                     error: AnthropicErrorBody { kind, message: &self.message },

@@ -25,6 +25,47 @@ fn ask(model: &str, extra: Value) -> Value {
     b
 }
 
+/// Issue 27: ids as the real server makes them: `msg_` and 24 hex digits with no repeated
+/// half, `req_` and 24 hex digits, `chatcmpl-` and up to 3 digits, `resp_` and up to 6; two
+/// identical requests get different message ids (clients and frameworks key conversations on
+/// them), and the same simulator run gives the same ids again.
+#[test]
+fn identical_requests_get_their_own_ids_shaped_like_the_real_ones() {
+    let ids = || {
+        let sim = sim();
+        let body = ask("llama3.2:1b", json!({"max_tokens": 5}));
+        let msg = |_| serde_json::from_str::<Value>(&post(&sim, &body).2).unwrap()["id"].as_str().unwrap().to_string();
+        let (a, b) = (msg(0), msg(1));
+        let chat = json!({"model": "llama3.2:1b", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]});
+        let openai = |path: &str| {
+            let r = raw_blocking(sim.addrs()[0], "POST", path, Some(&chat.to_string()), &[]);
+            serde_json::from_str::<Value>(&r.text()).unwrap()["id"].as_str().unwrap().to_string()
+        };
+        let (c, d) = (openai("/v1/chat/completions"), openai("/v1/chat/completions"));
+        let responses = json!({"model": "llama3.2:1b", "input": "hi", "max_output_tokens": 16});
+        let r = raw_blocking(sim.addrs()[0], "POST", "/v1/responses", Some(&responses.to_string()), &[]);
+        let e = serde_json::from_str::<Value>(&r.text()).unwrap()["id"].as_str().unwrap().to_string();
+        let bad = post(&sim, &json!({"model": "llama3.2:1b", "messages": []}));
+        let req = serde_json::from_str::<Value>(&bad.2).unwrap()["request_id"].as_str().unwrap().to_string();
+        vec![a, b, c, d, e, req]
+    };
+    let first = ids();
+    let hex24 = |id: &str, prefix: &str| {
+        let h = id.strip_prefix(prefix).unwrap_or_default();
+        h.len() == 24 && h.chars().all(|c| c.is_ascii_hexdigit()) && h[..8] != h[16..] && !h.ends_with("00000000")
+    };
+    assert!(hex24(&first[0], "msg_") && hex24(&first[1], "msg_"), "{first:?}");
+    assert_ne!(first[0], first[1], "two identical messages, two ids");
+    let digits = |id: &str, prefix: &str, max: usize| {
+        id.strip_prefix(prefix)
+            .is_some_and(|n| !n.is_empty() && n.len() <= max && n.chars().all(|c| c.is_ascii_digit()))
+    };
+    assert!(digits(&first[2], "chatcmpl-", 3) && digits(&first[3], "chatcmpl-", 3), "{first:?}");
+    assert!(digits(&first[4], "resp_", 6), "{first:?}");
+    assert!(hex24(&first[5], "req_"), "{first:?}");
+    assert_eq!(ids(), first, "the same requests in the same order: the same ids");
+}
+
 #[test]
 fn a_message_answers_with_content_blocks_stop_reason_and_usage() {
     let sim = sim();

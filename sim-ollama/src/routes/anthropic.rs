@@ -221,7 +221,8 @@ pub(crate) async fn messages(
             history::fit_history(messages, &model, pipeline::num_ctx(&s, &model, &options, true));
         let g = Generation { think, ..Generation::chat("/v1/messages", model, &messages, &rendered, &options, &tools, arrival) };
         let Started { run, fault, seed } = pipeline::start(&s, g, &mut trace).await?;
-        let id = format!("msg_{:024x}", u128::from(seed) << 32 | u128::from(seed >> 32));
+        // The real id is `msg_` and 24 random hex digits.
+        let id = format!("msg_{seed:016x}{:08x}", crate::seed::mix(seed) >> 32);
         let wire = Wire::Anthropic(Stream {
             id: id.clone(),
             model: model_s.clone(),

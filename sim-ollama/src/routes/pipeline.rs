@@ -98,7 +98,10 @@ pub(crate) struct Started {
     pub(crate) run: Running,
     /// The fault it got, if any.
     pub(crate) fault: Option<FaultRule>,
-    /// The plan's seed for everything else random in the answer (OpenAI ids).
+    /// The seed of the answer's ids (OpenAI, Anthropic, Responses): the plan's seed with the
+    /// request's trace id mixed in, so two identical requests get different ids, as the real
+    /// server's random ids differ, while a simulator run answers the same requests in the same
+    /// order with the same ids.
     pub(crate) seed: u64,
 }
 
@@ -135,7 +138,7 @@ pub(crate) async fn start(
         let ids: Vec<&str> = plan.text.calls.iter().map(|c| c.call.id.as_str()).collect();
         t.carry(g.rendered, &answer, &ids);
     }
-    let seed = plan.seed;
+    let seed = crate::seed::mix(plan.seed ^ crate::seed::mix(trace.as_ref().map_or(0, |t| t.id())));
     let noise = &s.shared.cfg.noise;
     if noise.is_active() {
         // Streams decoding on other devices now (instances on this one share it already).
