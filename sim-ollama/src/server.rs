@@ -67,7 +67,8 @@ impl std::fmt::Display for Error {
             Error::NotIdle { in_flight, waited } => {
                 write!(f, "sim-ollama: {in_flight} request(s) still in flight after {waited:?}")
             }
-            Error::Rules(e) => write!(f, "sim-ollama: {e}"),
+            // The rule text names its source already ("fault: ...", "script rule: ...").
+            Error::Rules(e) => write!(f, "{e}"),
         }
     }
 }

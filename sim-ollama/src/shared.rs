@@ -28,8 +28,7 @@ pub(crate) struct Shared {
 impl Shared {
     /// Live state and token lateness, as `GET /sim/metrics` answers.
     pub(crate) fn metrics(&self) -> SimMetrics {
-        let s = self;
-        let instances = s
+        let instances = self
             .instances
             .iter()
             .map(|i| {
@@ -54,7 +53,7 @@ impl Shared {
             })
             .collect();
         let mut devices: Vec<DeviceMetrics> = Vec::new();
-        for i in &s.instances {
+        for i in &self.instances {
             if !devices.iter().any(|d| d.device == i.device.index) {
                 devices.push(DeviceMetrics {
                     device: i.device.index,
@@ -64,14 +63,14 @@ impl Shared {
             }
         }
         SimMetrics {
-            uptime_s: s.origin.elapsed().as_secs_f64(),
-            tasks: s.rt.metrics().num_alive_tasks(),
-            requests_in_flight: s.trace.in_flight(),
-            timer_entries: s.timer.pending(),
-            trace_bytes: s.trace.finished_bytes(),
+            uptime_s: self.origin.elapsed().as_secs_f64(),
+            tasks: self.rt.metrics().num_alive_tasks(),
+            requests_in_flight: self.trace.in_flight(),
+            timer_entries: self.timer.pending(),
+            trace_bytes: self.trace.finished_bytes(),
             instances,
             devices,
-            lateness: s.lateness.summary(),
+            lateness: self.lateness.summary(),
         }
     }
 }

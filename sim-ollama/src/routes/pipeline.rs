@@ -138,7 +138,8 @@ pub(crate) async fn start(
         let ids: Vec<&str> = plan.text.calls.iter().map(|c| c.call.id.as_str()).collect();
         t.carry(g.rendered, &answer, &ids);
     }
-    let seed = crate::seed::mix(plan.seed ^ crate::seed::mix(trace.as_ref().map_or(0, |t| t.id())));
+    let id = trace.as_ref().map_or(0, |t| t.id());
+    let seed = crate::seed::mix(plan.seed ^ crate::seed::mix(id));
     let noise = &s.shared.cfg.noise;
     if noise.is_active() {
         // Streams decoding on other devices now (instances on this one share it already).
@@ -147,7 +148,6 @@ pub(crate) async fn start(
         devices.sort_by_key(|d| d.index);
         devices.dedup_by_key(|d| d.index);
         let others: usize = devices.iter().map(|d| d.streams()).sum();
-        let id = trace.as_ref().map_or(0, |t| t.id());
         plan.timing.slow_down(noise.factor(s.shared.cfg.seed, id, others));
     }
     let prompt = crate::generation::prompt_hashes(&g.model, g.rendered, g.templated, g.images);
