@@ -27,6 +27,8 @@
 //! - [`report`]: `results.json`, `summary.md`, CSV, written atomically.
 //! - [`thresholds`]: `harness/thresholds.toml`, what each cell must read.
 //! - [`compare`]: two reports cell by cell, for CI.
+//! - [`conformance`]: one battery of requests to a real Ollama and to the simulator, every
+//!   difference in status, headers, key order, error text and event sequence reported.
 //! - [`exec`]: run any program against the simulator and print the judge's report.
 //! - [`timeline`]: SVG timelines of runs and the HTML report of a matrix.
 //! - [`record`]: per-token timings of a live server, for the simulator to replay.
@@ -37,6 +39,7 @@ mod baseline;
 pub mod bench;
 mod client;
 pub mod compare;
+pub mod conformance;
 pub mod exec;
 pub mod matrix;
 mod measure;

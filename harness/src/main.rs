@@ -4,7 +4,7 @@
 //! run (a server unreachable, a runtime that does not start, results that cannot be written,
 //! unreadable reports); `matrix` and `run` exit 5 when they ran to the end but some runs failed
 //! (a call failed or timed out: those runs are reported and left out of every figure);
-//! `compare` exits 3 when a cell regressed; `exec` passes the command's own non-zero exit code
+//! `compare` exits 3 when a cell regressed, `conformance` when a difference is not accepted; `exec` passes the command's own non-zero exit code
 //! through, and exits 4 when `--expect` does not match the verdict.
 
 use clap::{Args, Parser, Subcommand};
@@ -35,6 +35,10 @@ enum Command {
     List,
     /// Compares two results.json files cell by cell; exits 3 when a cell regressed.
     Compare(CompareArgs),
+    /// Sends one battery of requests to a real Ollama server and to a fresh simulator and
+    /// reports every difference (status, headers, key order, error text, event sequence);
+    /// exits 3 when one is not on the accepted list.
+    Conformance(ConformanceArgs),
     /// Combines the shards of one matrix (`matrix --shard K/N`, every K) into one results.json
     /// and one set of reports, as the unsharded matrix writes them.
     Merge(MergeArgs),
@@ -363,6 +367,57 @@ fn exec(a: ExecArgs) -> ExitCode {
     }
     let failed = !failures.is_empty();
     if failed { ExitCode::from(4) } else { ExitCode::SUCCESS }
+}
+
+#[derive(Debug, Args)]
+struct ConformanceArgs {
+    /// The real Ollama server, `http://HOST:PORT`, with the model under test.
+    #[arg(long)]
+    real: String,
+    /// A simulator already running (default: a fresh embedded one serving only the model, as
+    /// the real server's `/api/show` describes it).
+    #[arg(long)]
+    sim: Option<String>,
+    /// The model under test, `{model}` in the battery.
+    #[arg(long, default_value = "tiny")]
+    model: String,
+    /// The battery, TOML (default: harness/conformance/battery.toml, compiled in).
+    #[arg(long)]
+    battery: Option<PathBuf>,
+    /// Differences kept on purpose, TOML (default: harness/conformance/accepted.toml).
+    #[arg(long)]
+    accepted: Option<PathBuf>,
+}
+
+fn conformance(a: ConformanceArgs) -> ExitCode {
+    use harness::conformance as c;
+    let read = |p: &Option<PathBuf>, builtin: &str| -> Result<String, String> {
+        match p {
+            Some(p) => std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display())),
+            None => Ok(builtin.to_string()),
+        }
+    };
+    let outcome = (|| -> Result<c::Outcome, String> {
+        let battery = c::Battery::from_toml(&read(&a.battery, c::BATTERY_TOML)?)?;
+        let accepted = c::accepted_from_toml(&read(&a.accepted, c::ACCEPTED_TOML)?)?;
+        let embedded = match &a.sim {
+            Some(_) => None,
+            None => Some(c::simulator_for(&a.real, &a.model)?),
+        };
+        let sim = a.sim.clone().unwrap_or_else(|| embedded.as_ref().map(|s| s.url().to_string()).unwrap_or_default());
+        eprintln!("harness conformance: {} cases, real {} against simulator {sim}", battery.cases.len(), a.real);
+        c::run(&a.real, &sim, &a.model, &battery, &accepted, &mut |_| {})
+    })();
+    match outcome {
+        Ok(o) => {
+            print!("{o}");
+            if o.unexpected() > 0 { ExitCode::from(3) } else { ExitCode::SUCCESS }
+        }
+        Err(e) => {
+            eprintln!("harness conformance: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -697,6 +752,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Command::Compare(c) => return compare(c),
+        Command::Conformance(c) => return conformance(c),
         Command::Merge(m) => return merge(m),
         Command::Exec(e) => return exec(e),
         Command::Record(r) => return record(r),

@@ -413,3 +413,74 @@ fn shards_of_the_main_job_merge_into_the_unsharded_matrix() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A server that is not Ollama: every request answered `200 {}` with lower-case headers.
+fn not_ollama() -> String {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", l.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for mut c in l.incoming().flatten() {
+            // The whole request (headers, then Content-Length bytes), then the answer.
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = c.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&buf);
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string())
+                        })
+                        .and_then(|v| v.parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if buf.len() >= end + 4 + length {
+                        break;
+                    }
+                }
+            }
+            let _ = c.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}");
+        }
+    });
+    url
+}
+
+#[test]
+fn conformance_sees_no_difference_between_two_simulators_and_every_one_of_a_server_that_is_not_ollama() {
+    // The simulator against itself: every generated value, id and timing differs between the
+    // two, none of it is a difference.
+    use sim_ollama::advanced::config::{ConfigFile, default_catalogue};
+    let tiny = default_catalogue().into_iter().filter(|m| m.name == "tiny:latest").collect();
+    let only_tiny = ConfigFile { replace_catalogue: true, models: tiny, ..ConfigFile::default() };
+    let sim = sim_ollama::SimBuilder::new().config(only_tiny).start().expect("simulator");
+    let out = harness().args(["conformance", "--real", sim.url()]).output().expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains(": 0 differences not accepted, 0 accepted"), "{text}");
+
+    let other = not_ollama();
+    let out = harness().args(["conformance", "--real", &other]).output().expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    for d in
+        ["DIFFERS  get-version headers", "DIFFERS  generate-unknown-model status", "DIFFERS  chat-stream events #0"]
+    {
+        assert!(text.contains(d), "{d} missing from:\n{text}");
+    }
+    // Every difference accepted (case `*`, each kind of place): exit 0, each marked with its reason.
+    let accepted = std::env::temp_dir().join(format!("conformance-accepted-{}.toml", std::process::id()));
+    let all: String = ["status", "headers", "body", "events", "escaping"]
+        .iter()
+        .map(|p| format!("[[accepted]]\ncase = \"*\"\nplace = \"{p}\"\nreason = \"not Ollama\"\n"))
+        .collect();
+    std::fs::write(&accepted, all).expect("write");
+    let out = harness().args(["conformance", "--real", &other, "--accepted"]).arg(&accepted).output().expect("runs");
+    let _ = std::fs::remove_file(&accepted);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains(": 0 differences not accepted,") && text.contains("why:  not Ollama"), "{text}");
+}

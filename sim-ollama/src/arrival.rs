@@ -19,8 +19,7 @@
 //! or sent at once behind it on a kept-alive connection) finds none and counts from when it
 //! is handled, as the real server, which serves a connection's requests in turn, starts it.
 
-use axum::extract::connect_info::Connected;
-use axum::serve::{IncomingStream, Listener};
+use axum::serve::Listener;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -114,6 +113,13 @@ pub(crate) struct Stamped {
     stamp: Arc<Stamp>,
 }
 
+impl Stamped {
+    /// The connection's stamp, shared with every request it carries.
+    pub(crate) fn stamp(&self) -> Arc<Stamp> {
+        Arc::clone(&self.stamp)
+    }
+}
+
 impl AsyncRead for Stamped {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
@@ -158,18 +164,12 @@ impl AsyncWrite for Stamped {
     }
 }
 
-/// What every request of a connection gets (axum's `ConnectInfo`): the client's address and
-/// the connection's stamp.
+/// What every request of a connection gets (as axum's `ConnectInfo`, inserted by
+/// [`crate::http1::serve`]): the client's address and the connection's stamp.
 #[derive(Debug, Clone)]
 pub(crate) struct Conn {
     pub(crate) addr: SocketAddr,
     pub(crate) stamp: Arc<Stamp>,
-}
-
-impl Connected<IncomingStream<'_, Stamping>> for Conn {
-    fn connect_info(stream: IncomingStream<'_, Stamping>) -> Self {
-        Conn { addr: *stream.remote_addr(), stamp: Arc::clone(&stream.io().stamp) }
-    }
 }
 
 #[cfg(test)]

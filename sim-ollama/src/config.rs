@@ -242,6 +242,15 @@ pub struct ModelSpec {
     /// The chat template `/api/show` reports.
     #[serde(default)]
     pub template: String,
+    /// The model file's GGUF metadata as `/api/show` reports it in `model_info` (keys as the
+    /// file names them, `llama.block_count`): what is given here replaces what the simulator
+    /// derives from the entry (see `sim-ollama/src/gguf.rs`), key by key.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub model_info: serde_json::Map<String, serde_json::Value>,
+    /// The Modelfile's `PARAMETER`s, `[name, value]` in order (`["stop", "<|eot_id|>"]`), as
+    /// `/api/show` lists them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parameters: Vec<(String, String)>,
     /// The latency profile.
     pub profile: Profile,
 }
@@ -265,6 +274,8 @@ impl ModelSpec {
             kv_bytes_per_token: None,
             capabilities: vec!["completion".into()],
             template: String::new(),
+            model_info: serde_json::Map::new(),
+            parameters: Vec::new(),
             profile: Profile {
                 load_ms: DistSpec::constant(0.0),
                 cold_load_ms: None,
@@ -380,6 +391,11 @@ pub struct DeviceSpec {
     /// practical rate. Copies take modelled time on the request that caused them.
     #[serde(default = "default_cache_copy_gib_s")]
     pub cache_copy_gib_s: f64,
+    /// The device is the machine's CPU, the server has no GPU: nothing is in VRAM, and
+    /// `/api/ps` reports `size_vram` 0, as a CPU-only Ollama does (seen on the CPU build of
+    /// ../shared/tools/real-ollama).
+    #[serde(default)]
+    pub cpu: bool,
 }
 
 impl DeviceSpec {
@@ -400,6 +416,7 @@ impl DeviceSpec {
             memory_gib: None,
             vram_release_ms: 0.0,
             cache_copy_gib_s: default_cache_copy_gib_s(),
+            cpu: false,
         }
     }
 

@@ -61,10 +61,22 @@ impl ApiError {
         self
     }
     /// Re-flavours an error for the Anthropic layer (`anthropic.NewError`, anthropic/anthropic.go
-    /// v0.33.0-rc2 38-61: the type follows the status).
+    /// v0.33.0-rc2 38-61: the type follows the status) as its response writer sends the chat
+    /// handler's errors: `application/json`, encoded with a newline (middleware/anthropic.go
+    /// 41-42). An error already flavoured (by [`ApiError::anthropic_middleware`]) is kept.
     pub(crate) fn anthropic(mut self) -> Self {
+        if self.flavor != Flavor::Anthropic {
+            self.flavor = Flavor::Anthropic;
+            self.charset = false;
+        }
+        self
+    }
+    /// An Anthropic error of the middleware's own checks (binding, model, max_tokens,
+    /// messages, the conversion): gin's `AbortWithStatusJSON`, so a charset and no newline
+    /// (middleware/anthropic.go v0.33.0-rc2 736-760).
+    pub(crate) fn anthropic_middleware(mut self) -> Self {
         self.flavor = Flavor::Anthropic;
-        self.charset = false;
+        self.charset = true;
         self
     }
     /// Marks an OpenAI error as a request-decoding error (content type with charset).
@@ -96,7 +108,9 @@ impl ApiError {
                     error: AnthropicErrorBody { kind, message: &self.message },
                     request_id: &id,
                 });
-                b.push(b'\n');
+                if !self.charset {
+                    b.push(b'\n');
+                }
                 b
             }
             Flavor::OpenAi => {

@@ -28,6 +28,8 @@
 //! - `routes`: the HTTP surface (`native`, `openai`, `sim`), built by a pure `app()`.
 //! - `arrival`: when each request reached the server, so the simulator's own delay in getting
 //!   to it (a burst of connections) is not added to its schedule.
+//! - `http1`: each connection served by hyper, the response head written as Go writes it
+//!   (canonical header case and order, chunked above Go's 2 KB buffer).
 //! - `request`, `wire`, `error`, `gojson`: decoding with Go's errors, the streaming formats,
 //!   error shapes, JSON encoded as Go encodes it.
 //! - `trace`, `metrics`: what the server saw, and how late it emitted tokens.
@@ -62,7 +64,9 @@ mod dist;
 mod error;
 mod faults;
 mod generation;
+mod gguf;
 mod gojson;
+mod http1;
 mod keepalive;
 mod latency;
 mod metrics;

@@ -134,7 +134,7 @@ pub(crate) struct Runner {
     pub(crate) memory: u64,
     /// The part of it on the device (`size_vram`): all of it when it fits, what is free when it
     /// is the only model and does not (the real server then offloads layers to the CPU; the
-    /// slower decoding that follows is not modelled), none with `num_gpu` 0.
+    /// slower decoding that follows is not modelled), none with `num_gpu` 0 or on a CPU.
     pub(crate) vram: u64,
     st: Mutex<RunnerState>,
     /// What each slot holds of its last prompt, and the host prompt cache.
@@ -560,6 +560,7 @@ impl Instance {
             None => req.model.size_loaded.unwrap_or(req.model.size),
         };
         let vram = match (req.opts.num_gpu, free) {
+            _ if self.device.spec.cpu => 0,
             (Some(0), _) => 0,
             (_, Some(free)) => memory.min(free),
             (_, None) => memory,

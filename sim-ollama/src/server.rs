@@ -417,25 +417,18 @@ pub fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
 
 /// Serves every instance until `stop` fires, then gives open streams a moment to finish.
 async fn serve(shared: Arc<Shared>, listeners: Vec<TcpListener>, stop: tokio::sync::oneshot::Receiver<()>) {
-    use crate::arrival::{Conn, Stamping};
     let (tx, _) = tokio::sync::watch::channel(false);
     let mut servers = Vec::new();
     for (inst, l) in shared.instances.iter().zip(listeners) {
         let listener = match tokio::net::TcpListener::from_std(l) {
-            Ok(l) => Stamping::new(l),
+            Ok(l) => crate::arrival::Stamping::new(l),
             Err(e) => {
                 tracing::error!(target: "sim_ollama", "instance {}: {e}", inst.index);
                 continue;
             }
         };
         let app = routes::app(AppState { shared: Arc::clone(&shared), instance: Arc::clone(inst) });
-        let mut rx = tx.subscribe();
-        let server = axum::serve(listener, app.into_make_service_with_connect_info::<Conn>()).with_graceful_shutdown(
-            async move {
-                let _ = rx.wait_for(|s| *s).await;
-            },
-        );
-        servers.push(tokio::spawn(async move { server.await }));
+        servers.push(tokio::spawn(crate::http1::serve(listener, app, tx.subscribe())));
     }
     let _ = stop.await;
     let _ = tx.send(true);

@@ -165,3 +165,20 @@ async fn the_default_num_ctx_follows_the_devices_memory_tier() -> Result {
     assert_eq!(ps(u).await?[0].3, 32768);
     Ok(())
 }
+
+/// Issue 27, item 7: on a server without a GPU nothing is in VRAM, and `/api/ps` says so
+/// (`size_vram` 0; the real CPU build of ../shared/tools/real-ollama reports 0), while a GPU
+/// that holds the model reports all of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cpu_only_server_reports_nothing_in_vram() -> Result {
+    let cpu = sim("[[devices]]\nname = \"cpu\"\ncpu = true\n[[instances]]\ndevice = \"cpu\"\n")?;
+    load(cpu.url(), "tiny", json!({})).await;
+    let ps_cpu = ps(cpu.url()).await?;
+    assert_eq!(ps_cpu.len(), 1);
+    assert!(ps_cpu[0].1 > 0 && ps_cpu[0].2 == 0, "{ps_cpu:?}");
+    let gpu = sim(&one_gpu(6))?;
+    load(gpu.url(), "tiny", json!({})).await;
+    let ps_gpu = ps(gpu.url()).await?;
+    assert!(ps_gpu[0].2 == ps_gpu[0].1 && ps_gpu[0].1 > 0, "{ps_gpu:?}");
+    Ok(())
+}

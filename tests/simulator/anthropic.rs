@@ -194,35 +194,46 @@ fn errors_come_in_anthropics_shape_with_the_real_texts() {
             400,
             "invalid_request_error",
             "model is required",
+            true,
         ),
         (
             json!({"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}),
             400,
             "invalid_request_error",
             "max_tokens is required and must be positive",
+            true,
         ),
         (
             json!({"model": "tiny", "max_tokens": 10, "messages": []}),
             400,
             "invalid_request_error",
             "messages is required",
+            true,
         ),
         (
             json!({"model": "nope", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}),
             404,
             "not_found_error",
             "model 'nope' not found",
+            false,
         ),
         (
             json!({"model": "tiny", "max_tokens": 10, "messages": [{"role": "assistant", "content": [{"type": "tool_use", "name": "f"}]}]}),
             400,
             "invalid_request_error",
             "tool_use block missing required 'id' field",
+            true,
         ),
     ];
-    for (body, status, kind, message) in cases {
+    // The middleware's own checks answer through gin (`AbortWithStatusJSON`: a charset, no
+    // newline); the chat handler's errors through the middleware's writer (`application/json`,
+    // `json.Encoder`'s newline): middleware/anthropic.go v0.33.0-rc2 41-42 and 736-760, and the
+    // real server's answers to `harness conformance`'s battery.
+    for (body, status, kind, message, middleware) in cases {
         let (got, ct, text) = post(&sim, &body);
-        assert_eq!((got, ct.as_str()), (status, "application/json"), "{body}: {text}");
+        let want = if middleware { "application/json; charset=utf-8" } else { "application/json" };
+        assert_eq!((got, ct.as_str()), (status, want), "{body}: {text}");
+        assert_eq!(text.ends_with('\n'), !middleware, "{body}: {text:?}");
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["type"], "error");
         assert_eq!(

@@ -269,9 +269,15 @@ async fn show_reports_details_model_info_and_capabilities() -> Result {
     let v: Value = post(&format!("{}/api/show", sim.url()), json!({"model": "gemma3"})).await?.json().await?;
     assert_eq!(
         keys(&v),
-        ["modelfile", "parameters", "template", "details", "model_info", "capabilities", "modified_at"]
+        ["modelfile", "parameters", "template", "details", "model_info", "tensors", "capabilities", "modified_at"]
     );
     assert_eq!(v["model_info"]["gemma3.context_length"], 131072);
+    // Without `verbose` the file's arrays are not loaded (capture 06); with it they are.
+    assert_eq!(v["model_info"]["tokenizer.ggml.tokens"], Value::Null);
+    assert!(v["tensors"].as_array().is_some_and(|t| t.len() > 3), "{}", v["tensors"]);
+    let verbose: Value =
+        post(&format!("{}/api/show", sim.url()), json!({"model": "gemma3", "verbose": true})).await?.json().await?;
+    assert!(verbose["model_info"]["tokenizer.ggml.tokens"].as_array().is_some_and(|t| !t.is_empty()));
     assert_eq!(v["capabilities"], json!(["completion", "vision"]));
     Ok(())
 }
@@ -489,4 +495,55 @@ async fn v1_embeddings_in_base64_are_the_float_vectors_bytes() -> Result {
     assert_eq!(decoded.len(), 768);
     assert_eq!(decoded, expected);
     Ok(())
+}
+
+/// The response head as Go's net/http writes it, as a real Ollama 0.33 sent it to
+/// `harness conformance`'s battery: canonical case; the handler's headers sorted, then `Date`,
+/// then `Content-Length`, or `Transfer-Encoding: chunked` for a body over Go's 2 KB buffer or
+/// a stream; the streaming headers of the Responses and Anthropic middlewares; the charset of
+/// the Anthropic middleware's own errors; the legacy embeddings endpoint's 500.
+#[test]
+fn the_response_head_is_written_as_go_writes_it() {
+    use harness::conformance::{Case, send};
+    let sim = SimBuilder::new().start().unwrap();
+    let ask = |method: &str, path: &str, body: Option<Value>| {
+        let case = Case {
+            name: path.into(),
+            method: method.into(),
+            path: path.into(),
+            body: body.map(|b| b.to_string()),
+            headers: Vec::new(),
+        };
+        let r = send(sim.url(), &case, "tiny").expect("answered");
+        let names: Vec<String> = r.headers.iter().map(|(n, _)| n.clone()).collect();
+        (r.status, names, r)
+    };
+    let (_, names, _) = ask("GET", "/api/version", None);
+    assert_eq!(names, ["Content-Type", "Date", "Content-Length"]);
+    let (status, names, _) = ask("PUT", "/api/generate", Some(json!({"model": "tiny"})));
+    assert_eq!((status, names.join(", ")), (405, "Allow, Content-Type, Date, Content-Length".into()));
+    // /api/show is over 2 KB (its tensors): chunked, as Go sends it.
+    let (_, names, show) = ask("POST", "/api/show", Some(json!({"model": "tiny"})));
+    assert_eq!(names, ["Content-Type", "Date", "Transfer-Encoding"]);
+    assert!(show.body.len() > 2048, "{}", show.body.len());
+    let (_, names, _) = ask("POST", "/api/generate", Some(json!({"model": "tiny", "prompt": "hi", "stream": false})));
+    assert_eq!(names, ["Content-Type", "Date", "Content-Length"]);
+    for path in ["/v1/messages", "/v1/responses"] {
+        let body = json!({"model": "tiny", "max_tokens": 4, "max_output_tokens": 4, "stream": true,
+            "input": "hi", "messages": [{"role": "user", "content": "hi"}]});
+        let (status, names, _) = ask("POST", path, Some(body));
+        assert_eq!(
+            (status, names.join(", ")),
+            (200, "Cache-Control, Connection, Content-Type, Date, Transfer-Encoding".into()),
+            "{path}"
+        );
+    }
+    let (status, _, r) =
+        ask("POST", "/v1/messages", Some(json!({"model": "tiny", "messages": [{"role": "user", "content": "hi"}]})));
+    assert_eq!(
+        (status, r.headers.iter().find(|(n, _)| n == "Content-Type").map(|(_, v)| v.as_str())),
+        (400, Some("application/json; charset=utf-8"))
+    );
+    let (status, _, _) = ask("POST", "/api/embeddings", Some(json!({"model": "tiny", "prompt": "hi"})));
+    assert_eq!(status, 500);
 }

@@ -139,24 +139,25 @@ pub(crate) async fn messages(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
-    let body = body_bytes(body, s.shared.cfg.body_limit).map_err(ApiError::anthropic)?;
-    let map = decode_body(&body, "MessagesRequest").map_err(ApiError::anthropic)?;
+    // The middleware's own checks (middleware/anthropic.go 736-760), answered by gin itself.
+    let mw = ApiError::anthropic_middleware;
+    let body = body_bytes(body, s.shared.cfg.body_limit).map_err(mw)?;
+    let map = decode_body(&body, "MessagesRequest").map_err(mw)?;
     let f = Fields::new(&map, "MessagesRequest");
-    let model_s = f.string("model").map_err(ApiError::anthropic)?.unwrap_or_default();
-    let stream = f.bool("stream").map_err(ApiError::anthropic)?.unwrap_or(false);
-    let max_tokens = f.int("max_tokens").map_err(ApiError::anthropic)?.unwrap_or(0);
+    let model_s = f.string("model").map_err(mw)?.unwrap_or_default();
+    let stream = f.bool("stream").map_err(mw)?.unwrap_or(false);
+    let max_tokens = f.int("max_tokens").map_err(mw)?.unwrap_or(0);
     let mut trace = None;
     let r = async {
-        // The middleware's own checks (middleware/anthropic.go 736-760).
         if model_s.is_empty() {
-            return Err(ApiError::bad_request("model is required"));
+            return Err(mw(ApiError::bad_request("model is required")));
         }
         if max_tokens <= 0 {
-            return Err(ApiError::bad_request("max_tokens is required and must be positive"));
+            return Err(mw(ApiError::bad_request("max_tokens is required and must be positive")));
         }
-        let msgs = match f.array("messages", "[]anthropic.MessageParam")? {
+        let msgs = match f.array("messages", "[]anthropic.MessageParam").map_err(mw)? {
             Some(m) if !m.is_empty() => m,
-            _ => return Err(ApiError::bad_request("messages is required")),
+            _ => return Err(mw(ApiError::bad_request("messages is required"))),
         };
         let mut messages = Vec::new();
         let system = text_of(map.get("system"));
@@ -165,12 +166,12 @@ pub(crate) async fn messages(
         }
         for m in msgs {
             let Value::Object(m) = m else {
-                return Err(ApiError::bad_request(format!(
+                return Err(mw(ApiError::bad_request(format!(
                     "json: cannot unmarshal {} into Go struct field MessagesRequest.messages of type anthropic.MessageParam",
                     crate::request::json_kind(m)
-                )));
+                ))));
             };
-            convert(m, &mut messages)?;
+            convert(m, &mut messages).map_err(mw)?;
         }
         // Sampling: max_tokens is num_predict; the chat handler's defaults otherwise.
         let mut o = Map::new();
@@ -257,5 +258,5 @@ pub(crate) async fn messages(
         .await)
     }
     .await;
-    traced(&mut trace, r).map_err(ApiError::anthropic)
+    traced(&mut trace, r).or_else(|e| super::streamed_error(e.anthropic(), stream))
 }

@@ -256,6 +256,26 @@ pub(crate) fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> R
     })
 }
 
+/// What the Responses and Anthropic middlewares set on a streamed request before the chat
+/// handler runs (middleware/openai.go v0.33.0-rc2 1208-1212, middleware/anthropic.go 786-790),
+/// so its answer carries them, and so does an error the handler answers it with.
+pub(crate) fn streaming_middleware_headers(r: &mut Response) {
+    let h = r.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
+}
+
+/// A streamed request's error past the middleware (Responses, Anthropic): its answer with the
+/// middleware's streaming headers; a middleware's own error (with a charset) as it is.
+pub(crate) fn streamed_error(e: ApiError, stream: bool) -> Result<Response, ApiError> {
+    if !stream || e.charset {
+        return Err(e);
+    }
+    let mut r = e.into_response();
+    streaming_middleware_headers(&mut r);
+    Ok(r)
+}
+
 /// The agent a request names in its `X-Agent` header, if any.
 pub(crate) fn agent_label(headers: &HeaderMap) -> Option<String> {
     headers.get("x-agent").and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty()).map(str::to_string)

@@ -383,9 +383,13 @@ pub(crate) async fn respond(
             Wire::Generate { .. } | Wire::Chat { .. } => "application/x-ndjson",
             _ => "text/event-stream",
         };
+        let middleware_headers = matches!(wire, Wire::Anthropic(_) | Wire::Responses(_));
         let body = Body::from_stream(TokenBody::new(run, wire, buf.freeze(), done, fault));
         let mut r = (StatusCode::OK, body).into_response();
         r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+        if middleware_headers {
+            super::streaming_middleware_headers(&mut r);
+        }
         r
     } else {
         let mut text = String::new();

@@ -227,5 +227,5 @@ pub(crate) async fn responses(
         .await)
     }
     .await;
-    traced(&mut trace, r).map_err(ApiError::openai)
+    traced(&mut trace, r).or_else(|e| super::streamed_error(e.openai(), stream))
 }
