@@ -205,12 +205,13 @@ fn job(d: &Deployment, agents: Vec<AgentPlan>, token_gap: Duration, timeout: Dur
     Job { agents, urls: d.urls.clone(), model: d.model.clone(), time_scale: d.local_scale(), token_gap, timeout }
 }
 
-/// Loads the model on every instance with each agent's runner options (one token), so no
-/// timed run pays for a load.
+/// Loads each agent's first model on its instance with its runner options (one token), so no
+/// timed run pays for a load the deployment would not repeat.
 fn warm_up(exec: &mut dyn Executor, d: &Deployment, agents: &[AgentPlan], timeout: Duration) {
     let mut seen = Vec::new();
     for a in agents {
-        let key = (a.instance, serde_json::to_string(&a.calls[0].options).unwrap_or_default());
+        let key =
+            (a.instance, a.calls[0].model.clone(), serde_json::to_string(&a.calls[0].options).unwrap_or_default());
         if seen.contains(&key) {
             continue;
         }

@@ -419,7 +419,16 @@ pub(crate) fn summarize_cell(
         verdict,
         reason,
         cause: median.and_then(|r| r.judge.as_ref()).map(|j| j.cause),
-        deployment: median.and_then(|r| r.deployment.clone()),
+        // The median run's, unless a run's requests were refused by the server's queue: the
+        // refusals are what the deployment did to the cell (a refused run fails, so the median
+        // run is one the queue spared). A cell whose every run failed has its first run's.
+        deployment: all
+            .iter()
+            .filter_map(|r| r.deployment.as_ref())
+            .find(|d| d.limit == sim_ollama::judge::Limit::Queue)
+            .or_else(|| median.and_then(|r| r.deployment.as_ref()))
+            .or_else(|| failed.first().and_then(|r| r.deployment.as_ref()))
+            .cloned(),
         verdicts,
         failed_runs: failed.len(),
         effect_size_vs_tokio_default: None,

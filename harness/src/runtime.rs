@@ -281,7 +281,8 @@ async fn run_agent(
     }
     for (i, c) in agent.calls.iter().enumerate() {
         let url = format!("{url_base}{}", c.endpoint);
-        let b = if agent.history { history_body(c, &job.model, &history) } else { body(c, &job.model) };
+        let model = c.model.as_deref().unwrap_or(&job.model);
+        let b = if agent.history { history_body(c, model, &history) } else { body(c, model) };
         let mut rec = call_in_mode(stack, mode, &url, b, &opts).await;
         if c.tool_work_ms.is_none() {
             rec.expected_tokens = Some(u64::from(c.tokens));
@@ -299,7 +300,7 @@ async fn run_agent(
         // A tool round trip: run the tool, send its result, read the answer.
         if let (Some(work), Some(tc)) = (c.tool_work_ms, tool_calls) {
             sleeper.sleep(Duration::from_secs_f64(work / 1000.0 * job.time_scale)).await;
-            let mut rec = call_in_mode(stack, mode, &url, tool_result_body(c, &job.model, &tc), &opts).await;
+            let mut rec = call_in_mode(stack, mode, &url, tool_result_body(c, model, &tc), &opts).await;
             rec.expected_tokens = Some(u64::from(c.tokens));
             let failed = rec.error.is_some();
             calls.push(rec);

@@ -17,7 +17,7 @@ pub(crate) const DEFAULT_TOML: &str = include_str!("../thresholds.toml");
 pub struct Rule {
     /// A variant name, `correct`, `controls`, or `*`.
     pub runtime: String,
-    /// A scenario name or `*`.
+    /// A scenario name, a prefix ending in `*` (`pitfall_*`), or `*`.
     pub scenario: String,
     /// Expected verdict.
     #[serde(default)]
@@ -41,6 +41,9 @@ pub struct Rule {
     /// What the deployment verdict must name as its limit (slots, shared_device, ...).
     #[serde(default)]
     pub deployment_limit: Option<Limit>,
+    /// A phrase the deployment verdict's reason must contain (its cause and fix in words).
+    #[serde(default)]
+    pub deployment_contains: Option<String>,
     /// Lowest speedup the deployment must allow (one call at a time over a perfectly
     /// concurrent client's time).
     #[serde(default)]
@@ -86,6 +89,8 @@ impl Thresholds {
             let ss = match r.scenario.as_str() {
                 "*" => 0,
                 s if s == scenario => 2,
+                // A prefix (`pitfall_*`): more specific than `*`, less than a name.
+                s if s.strip_suffix('*').is_some_and(|p| scenario.starts_with(p)) => 1,
                 _ => continue,
             };
             let Some(v) = field(r) else { continue };
@@ -160,6 +165,11 @@ impl Thresholds {
                     "{name}: the deployment's limit is {got} where {} was expected: {dep_reason}",
                     l.as_str()
                 ));
+            }
+        }
+        if let Some(phrase) = self.pick(rt, sc, |r| r.deployment_contains.clone()) {
+            if !dep.is_some_and(|d| d.reason.contains(&phrase)) {
+                out.push(format!("{name}: the deployment verdict should say {phrase:?} but says: {dep_reason}"));
             }
         }
         if let Some(min) = self.pick(rt, sc, |r| r.min_speedup) {

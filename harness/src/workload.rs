@@ -19,6 +19,9 @@ pub struct Call {
     /// Other Ollama options (`num_gpu`, `num_ctx`, `temperature`, ...).
     #[serde(default)]
     pub options: serde_json::Map<String, serde_json::Value>,
+    /// The model this call asks for, when not the scenario's (agents on different models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// Local work after the call, milliseconds of modelled time (scaled like the simulator).
     #[serde(default)]
     pub local_work_ms: f64,
@@ -191,6 +194,11 @@ impl Scenario {
         if sim_ollama::advanced::config::preset(&self.preset).is_err() {
             return bad(format!("unknown preset {:?}", self.preset));
         }
+        for m in self.agents.iter().flat_map(|a| &a.calls).filter_map(|c| c.model.as_deref()) {
+            if self.spec_of(m).is_none() {
+                return bad(format!("model {m:?} is neither in preset {:?} nor in the catalogue", self.preset));
+            }
+        }
         Ok(())
     }
 
@@ -229,7 +237,12 @@ impl Scenario {
     /// The scenario's model as the simulator models it: from the preset's models, else the
     /// default catalogue (`None` when neither has it).
     pub fn model_spec(&self) -> Option<sim_ollama::advanced::config::ModelSpec> {
-        let want = if self.model.contains(':') { self.model.clone() } else { format!("{}:latest", self.model) };
+        self.spec_of(&self.model)
+    }
+
+    /// A model as the simulator models it: from the preset's models, else the catalogue.
+    fn spec_of(&self, model: &str) -> Option<sim_ollama::advanced::config::ModelSpec> {
+        let want = if model.contains(':') { model.to_string() } else { format!("{model}:latest") };
         let preset = sim_ollama::advanced::config::preset(&self.preset).map(|f| f.models).unwrap_or_default();
         preset.into_iter().chain(sim_ollama::advanced::config::default_catalogue()).find(|m| m.name == want)
     }
@@ -262,6 +275,13 @@ pub(crate) const BUILTIN: &[&str] = &[
     include_str!("../scenarios/history_1slot_shared.toml"),
     include_str!("../scenarios/history_1slot_shared_nocache.toml"),
     include_str!("../scenarios/history_slot_each.toml"),
+    include_str!("../scenarios/pitfall_context_memory.toml"),
+    include_str!("../scenarios/pitfall_default_one_slot.toml"),
+    include_str!("../scenarios/pitfall_max_queue.toml"),
+    include_str!("../scenarios/pitfall_models_evict.toml"),
+    include_str!("../scenarios/pitfall_one_copy.toml"),
+    include_str!("../scenarios/pitfall_one_slot_architecture.toml"),
+    include_str!("../scenarios/pitfall_options_reload.toml"),
 ];
 
 /// Every built-in scenario.

@@ -19,6 +19,11 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("dual-one-device", include_str!("../fixtures/presets/dual-one-device.toml")),
     ("dual-two-devices", include_str!("../fixtures/presets/dual-two-devices.toml")),
     ("ideal", include_str!("../fixtures/presets/ideal.toml")),
+    ("pitfall-max-queue", include_str!("../fixtures/presets/pitfall-max-queue.toml")),
+    ("pitfall-one-slot-architecture", include_str!("../fixtures/presets/pitfall-one-slot-architecture.toml")),
+    ("pitfall-context-memory", include_str!("../fixtures/presets/pitfall-context-memory.toml")),
+    ("pitfall-max-loaded-models", include_str!("../fixtures/presets/pitfall-max-loaded-models.toml")),
+    ("pitfall-one-copy", include_str!("../fixtures/presets/pitfall-one-copy.toml")),
 ];
 
 /// A preset's configuration by name.

@@ -290,6 +290,7 @@ impl Running {
         trace.with(|r| {
             r.runner_us = Some(trace.us(obtained));
             r.slots = lease.runner.num_parallel;
+            r.one_slot_because.clone_from(&lease.runner.forced_one_slot);
         });
         let (slot, slot_at) = lease.slot(&trace).await;
         // The slot's context: a longer prompt is cut or refused, as the real runner does it

@@ -531,6 +531,62 @@ fn sweep(iv: &[(u64, u64)]) -> (usize, f64, u64, u64, Vec<(f64, usize)>) {
     (max.max(0) as usize, overlap, idle, gap, profile)
 }
 
+/// Which runners excluded each other in the run: the server reloaded a model for other runner
+/// options, or evicted one for another (the loads' reasons, as `scheduler.rs` words them). Only
+/// what the run shows: runners that never displaced each other are replayed side by side.
+struct Exclusions {
+    /// (instance, model) whose runner was reloaded for other options.
+    reloaded: BTreeSet<(usize, String)>,
+    /// Instances that evicted a model for another, with how many models they held at once
+    /// (`OLLAMA_MAX_LOADED_MODELS` from the reason; 1 when memory was the limit).
+    evicting: BTreeMap<usize, usize>,
+}
+
+impl Exclusions {
+    fn new<'a>(reqs: impl Iterator<Item = &'a RequestTrace>) -> Self {
+        let mut reloaded = BTreeSet::new();
+        let mut evicting: BTreeMap<usize, usize> = BTreeMap::new();
+        for r in reqs {
+            for l in &r.loads {
+                if l.reason.starts_with("reload for runner options") {
+                    reloaded.insert((r.instance, r.model.clone()));
+                } else if l.reason.starts_with("load after evicting") {
+                    let held = l
+                        .reason
+                        .rsplit_once("(max ")
+                        .and_then(|(_, m)| m.trim_end_matches(')').parse::<usize>().ok())
+                        .unwrap_or(1);
+                    let e = evicting.entry(r.instance).or_insert(held);
+                    *e = (*e).min(held);
+                }
+            }
+        }
+        Exclusions { reloaded, evicting }
+    }
+
+    /// The runner a request needs, where runners excluded each other: its model and the
+    /// runner options that force a reload when they change (`needsReload`, server/sched.go
+    /// v0.33.0-rc2 1381-1410; an option left out is the server's default).
+    fn of(&self, r: &RequestTrace) -> Option<allowed::Exclusive> {
+        const RUNNER_OPTIONS: [&str; 6] = ["num_ctx", "num_batch", "num_gpu", "main_gpu", "use_mmap", "num_thread"];
+        let options = RUNNER_OPTIONS
+            .iter()
+            .map(|k| format!("{k}={}", r.options.get(k).map_or("auto".to_string(), |v| v.to_string())))
+            .collect::<Vec<_>>()
+            .join(",");
+        if let Some(&capacity) = self.evicting.get(&r.instance) {
+            return Some(allowed::Exclusive { domain: r.instance, config: format!("{} {options}", r.model), capacity });
+        }
+        let key = (r.instance, r.model.clone());
+        self.reloaded.contains(&key).then(|| allowed::Exclusive {
+            // Past every instance's own domain.
+            domain: usize::MAX / 2 + self.reloaded.iter().position(|k| *k == key).unwrap_or(0),
+            config: options,
+            capacity: 1,
+        })
+    }
+}
+
 /// Length of the union of intervals.
 fn union_len(mut iv: Vec<(u64, u64)>) -> u64 {
     iv.sort();
@@ -823,6 +879,7 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let sequential_us = solo_us + local_us + load_us;
     let ideal_us = (ideal_core + load_us).min(sequential_us);
 
+    let exclusions = Exclusions::new(reqs.iter().map(|q| q.r));
     // What the deployment allows: the same calls replayed by a perfectly concurrent client on
     // the deployment's slots and devices (unlabelled programs: with no local work, the idle
     // time added as in the ideal).
@@ -837,6 +894,7 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
             runner: (q.r.instance, q.r.model.clone()),
             slots: q.r.slots,
             device: q.r.device,
+            exclusive: exclusions.of(q.r),
         })
         .collect();
     let permits = if program { opts.expected_agents } else { opts.expected_agents.filter(|k| *k < groups) };
@@ -849,7 +907,15 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let allowed_us = allowed_core + load_us;
     // The client's share of what the deployment allows to save (absent when it allows less
     // than 5 % of the sequential time), by the rule the verdict uses.
-    let against = against_allowed(secs(took_us), secs(allowed_us), secs(sequential_us), secs(ideal_us));
+    let against = against_allowed(secs(took_us), secs(allowed_us), secs(sequential_us), secs(ideal_us)).or_else(|| {
+        against_allowed_loads_aside(
+            secs(took_us),
+            secs(allowed_us),
+            secs(sequential_us),
+            secs(sequential_us - load_us),
+            secs(ideal_core.min(sequential_us - load_us)),
+        )
+    });
     let saving = against.and_then(|a| a.saving);
     let lags: Vec<f64> = reqs
         .iter()
@@ -900,7 +966,8 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         sequential_us,
         ideal_us: ideal_core.min(sequential_us),
         allowed_us,
-        load_us,
+        // The loads, and the turns that runners which displace each other impose.
+        load_us: load_us + lift(allowed::Relax { exclusive: true, ..Default::default() }),
         replayed: [
             (Limit::Slots, lift(allowed::Relax { slots: true, ..Default::default() })),
             (Limit::Batch, lift(allowed::Relax { batch: true, ..Default::default() })),
@@ -914,10 +981,12 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
                 model: q.r.model.clone(),
                 slots: q.r.slots,
                 device: q.r.device,
+                forced: q.r.one_slot_because.clone(),
             })
             .collect(),
         devices: &trace.devices,
         agents: possible,
+        load_reasons: reqs.iter().flat_map(|q| q.r.loads.iter()).map(|l| l.reason.as_str()).collect(),
     });
     let mut report = Report {
         schema_version: REPORT_SCHEMA_VERSION,
@@ -1146,26 +1215,54 @@ pub fn against_allowed(took: f64, allowed: f64, sequential: f64, ideal: f64) -> 
     if !(scale >= 0.05 * sequential) || !(sequential > 0.0) {
         return None;
     }
-    let band = |s: f64| {
-        if s >= PARALLEL_MIN_SAVING {
-            Verdict::Parallel
-        } else if s <= SERIALIZED_MAX_SAVING {
-            Verdict::Serialized
-        } else {
-            Verdict::PartlySerialized
-        }
-    };
     let room = sequential - allowed;
     if room >= 0.05 * sequential {
         let saving = (sequential - took) / room;
         return Some(AgainstAllowed { verdict: band(saving), saving: Some(saving) });
     }
+    Some(no_room(took, allowed, sequential, scale))
+}
+
+/// The client verdict of a share of the saving.
+fn band(saving: f64) -> Verdict {
+    if saving >= PARALLEL_MIN_SAVING {
+        Verdict::Parallel
+    } else if saving <= SERIALIZED_MAX_SAVING {
+        Verdict::Serialized
+    } else {
+        Verdict::PartlySerialized
+    }
+}
+
+/// Where the deployment allows (almost) no saving: the client lost no time of its own when it
+/// took no longer than the deployment explains (or lost less than a fifth of `scale`, what an
+/// ideal server could save); beyond, the time it lost is held against that scale.
+fn no_room(took: f64, allowed: f64, sequential: f64, scale: f64) -> AgainstAllowed {
     let bound = allowed.max(sequential);
     let lost = took - bound;
     if took <= bound * NO_ROOM_SLACK || lost <= (1.0 - PARALLEL_MIN_SAVING) * scale {
-        return Some(AgainstAllowed { verdict: Verdict::Parallel, saving: None });
+        return AgainstAllowed { verdict: Verdict::Parallel, saving: None };
     }
-    Some(AgainstAllowed { verdict: band(1.0 - lost / scale), saving: None })
+    AgainstAllowed { verdict: band(1.0 - lost / scale), saving: None }
+}
+
+/// [`against_allowed`] for a run whose model loads are nearly all of its time, so that even an
+/// ideal server, loads included, could save little: when the calls themselves could have
+/// overlapped (`calls_sequential_s` against `calls_ideal_s`, loads left out) and the
+/// deployment allows no saving (its loads come with every switch of runner), the overlap
+/// decides as wherever the deployment allows none. `None` when the calls had nothing to
+/// overlap either.
+fn against_allowed_loads_aside(
+    took: f64,
+    allowed: f64,
+    sequential: f64,
+    calls_sequential: f64,
+    calls_ideal: f64,
+) -> Option<AgainstAllowed> {
+    let scale = calls_sequential - calls_ideal;
+    let no_saving_allowed = sequential - allowed < 0.05 * sequential;
+    (scale >= 0.05 * calls_sequential && calls_sequential > 0.0 && no_saving_allowed)
+        .then(|| no_room(took, allowed, sequential, scale))
 }
 
 /// What [`against_allowed`] decided.

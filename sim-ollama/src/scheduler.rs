@@ -124,6 +124,8 @@ pub(crate) struct Runner {
     pub(crate) model: Arc<ModelSpec>,
     pub(crate) opts: RunnerOptions,
     pub(crate) num_parallel: usize,
+    /// Why it has one slot whatever `OLLAMA_NUM_PARALLEL` asks, when the server forces one.
+    pub(crate) forced_one_slot: Option<String>,
     pub(crate) slots: Arc<Semaphore>,
     /// Modelled duration of this runner's load.
     pub(crate) load_time: Duration,
@@ -496,13 +498,15 @@ impl Instance {
         if st.runners.is_empty() || req.opts.num_gpu == Some(0) {
             return None;
         }
-        let need = req.model.predicted_memory(req.opts.num_ctx, self.num_parallel(&req.model));
+        let slots = self.num_parallel(&req.model);
+        let need = req.model.predicted_memory(req.opts.num_ctx, slots);
         (need > free / 100 * 80).then(|| {
             format!(
-                "{} needs {} (num_ctx {}), more than 80 % of the {} free on {}",
+                "{} needs {} (num_ctx {} x {}), more than 80 % of the {} free on {}",
                 req.display,
                 gib(need),
                 req.opts.num_ctx,
+                if slots == 1 { "1 parallel slot".to_string() } else { format!("{slots} parallel slots") },
                 gib(free),
                 self.device.spec.name
             )
@@ -512,6 +516,14 @@ impl Instance {
     /// Slots of a runner of `model`: `OLLAMA_NUM_PARALLEL`, but 1 for embedding models and for
     /// the architectures the real server forces to 1 (server/sched.go 500-511).
     fn num_parallel(&self, model: &ModelSpec) -> usize {
+        if self.forced_one_slot(model).is_some() { 1 } else { self.cfg.num_parallel }
+    }
+
+    /// Why a runner of `model` gets one slot although `OLLAMA_NUM_PARALLEL` asks for more: an
+    /// embedding model, or an architecture the real server does not run in parallel
+    /// (server/sched.go v0.33.0-rc2 500-511; Ollama issue #4165, and #14638's multi-agent
+    /// workflow on qwen35moe).
+    fn forced_one_slot(&self, model: &ModelSpec) -> Option<String> {
         const ONE_SLOT: [&str; 11] = [
             "mllama",
             "qwen3vl",
@@ -525,7 +537,15 @@ impl Instance {
             "nemotron_h_moe",
             "nemotron_h_omni",
         ];
-        if model.has("embedding") || ONE_SLOT.contains(&model.family.as_str()) { 1 } else { self.cfg.num_parallel }
+        if self.cfg.num_parallel <= 1 {
+            None
+        } else if !model.has("completion") {
+            Some("an embedding model".into())
+        } else if ONE_SLOT.contains(&model.family.as_str()) {
+            Some(format!("the {} architecture", model.family))
+        } else {
+            None
+        }
     }
 
     /// Unloads a runner: forgets it, frees its memory on the device, and, for a runner that had
@@ -572,6 +592,7 @@ impl Instance {
             model: Arc::clone(&req.model),
             opts: req.opts.clone(),
             num_parallel,
+            forced_one_slot: self.forced_one_slot(&req.model),
             slots: Arc::new(Semaphore::new(num_parallel)),
             load_time,
             ready: AtomicBool::new(false),

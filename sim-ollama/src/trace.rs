@@ -227,6 +227,10 @@ pub struct RequestTrace {
     /// The judge models what the deployment allows from it.
     #[serde(default)]
     pub slots: usize,
+    /// Why its runner has one slot whatever `OLLAMA_NUM_PARALLEL` asks (`an embedding model`,
+    /// `the qwen35moe architecture`), when the server forced it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_slot_because: Option<String>,
     /// A fault the simulator injected into this request, if any.
     pub fault: Option<String>,
     /// What it found in its slot's prompt cache (generation requests that got a slot).
@@ -366,6 +370,7 @@ impl Trace {
             shared_device_with: Vec::new(),
             max_batch: 0,
             slots: 0,
+            one_slot_because: None,
             fault: None,
             cache: None,
             thinking_tokens: 0,

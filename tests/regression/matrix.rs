@@ -97,3 +97,42 @@ fn gate_eight_agents_on_one_instance() {
 fn gate_agents_running_tool_loops() {
     gate("tool_loops");
 }
+
+/// Ollama's concurrency pitfalls (issue 27, `tag:pitfalls`, docs/pitfalls.md): on each, a
+/// correct client is not blamed (client-parallel; failed where the server's queue refused its
+/// calls) and the deployment verdict names the pitfall's cause and its fix; a client that
+/// takes turns is still caught. Checked against `harness/thresholds.toml`'s pitfall rules.
+/// One correct variant and one control: the pitfalls are the deployment's, the same for
+/// every client (the gate above holds every variant to its band).
+#[test]
+fn pitfalls_blame_the_deployment_with_its_fix_never_a_correct_client() {
+    let scenarios = workload::select(&["tag:pitfalls".to_string()], None).expect("the pitfall scenarios");
+    assert!(scenarios.len() >= 7, "{} pitfall scenarios", scenarios.len());
+    let plan = |runtime: &str, runs: usize| MatrixPlan {
+        runtimes: vec![runtime.to_string()],
+        scenarios: scenarios.clone(),
+        runs,
+        seed: 0,
+        time_scale: None,
+        solo_runs: 1,
+        target: Target::Simulator,
+        out: None,
+        timeout: Duration::from_secs(30),
+        command: "regression pitfalls".into(),
+        shard: None,
+    };
+    let mut summary = Vec::new();
+    for (runtime, runs) in [("tokio-default", 2), ("ctl-sequential", 1)] {
+        let results = matrix::run(&plan(runtime, runs), &mut Quiet).unwrap_or_else(|e| panic!("the matrix ran: {e}"));
+        summary.extend(results.summary);
+    }
+    assert_eq!(summary.len(), 2 * scenarios.len());
+    let thresholds = Thresholds::builtin();
+    let failures: Vec<String> = summary.iter().flat_map(|c| thresholds.check(c)).collect();
+    assert!(
+        failures.is_empty(),
+        "{} pitfall cell(s) broke harness/thresholds.toml:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

@@ -13,7 +13,13 @@
 //!   [`DeviceSharing::speed`]`(n, m)`, the formula the simulator's devices run streams at
 //!   (`crate::device`), tracked as processor sharing (each stream's remaining solo work falls
 //!   at its speed, recomputed whenever a stream starts or ends);
-//! - optionally at most `permits` calls at once (a program that says it runs that many agents).
+//! - optionally at most `permits` calls at once (a program that says it runs that many agents);
+//! - where the run's server had to reload or evict to serve the calls, the calls that need
+//!   different runners cannot share the server ([`Exclusive`]): as the real scheduler keeps
+//!   one runner per model (reloaded when options change) and at most `OLLAMA_MAX_LOADED_MODELS`
+//!   or what memory holds, a call whose runner is not resident starts only when a resident
+//!   one has no call running (it is unloaded for it), while calls of a resident runner start
+//!   at once (server/sched.go v0.33.0-rc2 169-211, `useLoadedRunner`).
 //!
 //! The makespan is the time such a client would take, model loads aside (the judge adds the
 //! loads of the run to both this figure and the one-at-a-time figure). It can exceed the
@@ -43,6 +49,20 @@ pub(super) struct Call {
     pub(super) slots: usize,
     /// Its device's index into the trace's devices.
     pub(super) device: usize,
+    /// Whether it needs a runner that excludes others (see the module's header).
+    pub(super) exclusive: Option<Exclusive>,
+}
+
+/// Calls whose runners exclude each other: on one `domain` (an instance, or one model of an
+/// instance) at most `capacity` runner configurations are resident at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Exclusive {
+    /// Where the configurations compete: an index of the judge's choosing.
+    pub(super) domain: usize,
+    /// The runner this call needs (model and runner options).
+    pub(super) config: String,
+    /// Configurations resident at once (1: every switch unloads the other).
+    pub(super) capacity: usize,
 }
 
 /// Limits to lift, to see what each one costs.
@@ -54,6 +74,8 @@ pub(super) struct Relax {
     pub(super) batch: bool,
     /// Runners sharing a device do not time-slice it.
     pub(super) cross_process: bool,
+    /// Runners never exclude each other (no reloads, no evictions).
+    pub(super) exclusive: bool,
 }
 
 /// A ready call waiting in the FIFO order: earliest ready first, then the earliest call.
@@ -113,6 +135,9 @@ pub(super) fn makespan(calls: &[Call], devices: &[DeviceSharing], permits: Optio
     let mut queued = BinaryHeap::new();
     let mut running: Vec<(usize, f64)> = Vec::new();
     let mut busy = vec![0usize; runners.len()];
+    // Per exclusion domain: the resident configurations and their running calls.
+    let mut resident: BTreeMap<usize, BTreeMap<&str, usize>> = BTreeMap::new();
+    let exclusive = |i: usize| if relax.exclusive { None } else { calls[i].exclusive.as_ref() };
     let (mut t, mut end, mut done) = (0.0f64, 0.0f64, 0usize);
     while done < n {
         while future.peek().is_some_and(|r: &Ready| r.0 <= t) {
@@ -129,7 +154,7 @@ pub(super) fn makespan(calls: &[Call], devices: &[DeviceSharing], permits: Optio
                 held.push(r);
                 break;
             }
-            if busy[k] < slots[k] {
+            if busy[k] < slots[k] && admit(&mut resident, exclusive(r.1)) {
                 busy[k] += 1;
                 running.push((r.1, calls[r.1].work.max(0.0)));
             } else {
@@ -166,6 +191,11 @@ pub(super) fn makespan(calls: &[Call], devices: &[DeviceSharing], permits: Optio
             // A relative epsilon: remaining work within a nanosecond's worth is done.
             if left <= 1e-6 * (1.0 + calls[i].work.abs()) {
                 busy[runner_of[i]] -= 1;
+                if let Some(ex) = exclusive(i) {
+                    if let Some(n) = resident.get_mut(&ex.domain).and_then(|d| d.get_mut(ex.config.as_str())) {
+                        *n -= 1;
+                    }
+                }
                 done += 1;
                 end = end.max(t);
                 for &j in &next_calls[i] {
@@ -184,12 +214,57 @@ pub(super) fn makespan(calls: &[Call], devices: &[DeviceSharing], permits: Optio
     end
 }
 
+/// Whether a call may start as far as its runner's residency goes, and if so counts it: its
+/// configuration is resident, or there is room for it, or a resident one with no call running
+/// is unloaded for it.
+fn admit<'a>(resident: &mut BTreeMap<usize, BTreeMap<&'a str, usize>>, ex: Option<&'a Exclusive>) -> bool {
+    let Some(ex) = ex else { return true };
+    let d = resident.entry(ex.domain).or_default();
+    if !d.contains_key(ex.config.as_str()) {
+        if d.len() >= ex.capacity.max(1) {
+            let Some(idle) = d.iter().find(|(_, n)| **n == 0).map(|(c, _)| *c) else { return false };
+            d.remove(idle);
+        }
+        d.insert(ex.config.as_str(), 0);
+    }
+    *d.get_mut(ex.config.as_str()).expect("inserted") += 1;
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn call(work: f64, after: Option<usize>, local: f64, instance: usize, slots: usize, device: usize) -> Call {
-        Call { work, after: after.into_iter().collect(), local, runner: (instance, "m".into()), slots, device }
+        Call {
+            work,
+            after: after.into_iter().collect(),
+            local,
+            runner: (instance, "m".into()),
+            slots,
+            device,
+            exclusive: None,
+        }
+    }
+
+    #[test]
+    fn runners_that_exclude_each_other_take_turns_and_a_resident_one_serves_at_once() {
+        // Four slots. Calls 0 and 1 need runner A, call 2 runner B, call 3 runner A again, all
+        // of 100 µs and ready at once, on a server that holds one runner at a time: A serves 0,
+        // 1 and 3 together (a resident runner takes its calls at once), then B: 200. Without
+        // the exclusion: 100.
+        let ex = |c: &str| Some(Exclusive { domain: 0, config: c.into(), capacity: 1 });
+        let calls: Vec<Call> =
+            ["a", "a", "b", "a"].iter().map(|c| Call { exclusive: ex(c), ..call(100.0, None, 0.0, 0, 4, 0) }).collect();
+        assert!((makespan(&calls, &[IDEAL], None, Relax::default()) - 200.0).abs() < 1e-6);
+        let relax = Relax { exclusive: true, ..Relax::default() };
+        assert!((makespan(&calls, &[IDEAL], None, relax) - 100.0).abs() < 1e-6);
+        // Room for two runners: no turns.
+        let two: Vec<Call> = calls
+            .iter()
+            .map(|c| Call { exclusive: c.exclusive.clone().map(|e| Exclusive { capacity: 2, ..e }), ..c.clone() })
+            .collect();
+        assert!((makespan(&two, &[IDEAL], None, Relax::default()) - 100.0).abs() < 1e-6);
     }
 
     const IDEAL: DeviceSharing = DeviceSharing { batch_penalty: 0.0, cross_process_efficiency: 1.0 };

@@ -18,6 +18,8 @@ pub(super) struct Runner {
     pub(super) model: String,
     pub(super) slots: usize,
     pub(super) device: usize,
+    /// Why the server gave it one slot whatever `OLLAMA_NUM_PARALLEL` asks, if it did.
+    pub(super) forced: Option<String>,
 }
 
 /// What the deployment verdict is computed from (microseconds of wall time at the run's scale).
@@ -45,6 +47,9 @@ pub(super) struct Inputs<'a> {
     pub(super) devices: &'a [DeviceSharing],
     /// How many agents could have run at once, when known.
     pub(super) agents: Option<usize>,
+    /// Why each load of the run happened (the trace's words: a cold start, a reload for runner
+    /// options, an eviction at the loaded-model limit or for memory).
+    pub(super) load_reasons: Vec<&'a str>,
 }
 
 fn secs(us: u64) -> f64 {
@@ -174,6 +179,12 @@ fn limit_words(c: &LimitCost, i: &Inputs<'_>) -> String {
                 })
                 .collect::<Vec<_>>()
                 .join(", ");
+            // A slot the server forces (server/sched.go 500-511) is not raised by the setting.
+            if let Some(why) = list.iter().find_map(|r| r.forced.as_deref()) {
+                return format!(
+                    "{which}, so calls queue for it (costing {cost}): Ollama gives {why} one slot whatever OLLAMA_NUM_PARALLEL says; run a second server for it (another OLLAMA_HOST), or use a model of another architecture"
+                );
+            }
             let fix = match i.agents {
                 Some(a) => format!("set OLLAMA_NUM_PARALLEL={} (memory: {} x the context)", a.max(2), a.max(2)),
                 None => "raise OLLAMA_NUM_PARALLEL to the number of agents that call at once (memory: that many x the context)".to_string(),
@@ -206,15 +217,52 @@ fn limit_words(c: &LimitCost, i: &Inputs<'_>) -> String {
         Limit::Batch => {
             let penalty = i.devices.iter().map(|d| d.batch_penalty).fold(0.0, f64::max);
             format!(
-                "streams batched in one runner slow each other (two at once run at {} of solo speed each; costing {cost}): the device's throughput, not the client",
+                "streams batched in one runner slow each other (two at once run at {} of solo speed each; costing {cost}): the device's throughput, not the client; Ollama runs one copy of a model per server, so its parallel slots share that copy's device, and another GPU gets a copy only from a second server (its own OLLAMA_HOST and CUDA_VISIBLE_DEVICES)",
                 pct(1.0 / (1.0 + penalty))
             )
         }
-        Limit::Loads => format!(
-            "model loads took {cost}: load the models before the agents start and keep them loaded (keep_alive, OLLAMA_MAX_LOADED_MODELS)"
-        ),
+        Limit::Loads => format!("model loads took {cost}: {}", load_words(&i.load_reasons)),
         Limit::Queue | Limit::Cpu | Limit::None | Limit::Unknown => format!("{} ({cost})", c.limit.as_str()),
     }
+}
+
+/// Why the loads happened and what avoids them, from the scheduler's reasons (the texts of
+/// `scheduler.rs`: `reload for runner options: ...`, `load after evicting M: N models loaded
+/// (max K)`, `load after evicting M: X needs ... free on D`, else a first or plain load).
+fn load_words(reasons: &[&str]) -> String {
+    let count = |f: &dyn Fn(&str) -> bool| reasons.iter().filter(|r| f(r)).count();
+    let first = |f: &dyn Fn(&str) -> bool| reasons.iter().find(|r| f(r)).copied();
+    let reload = |r: &str| r.starts_with("reload for runner options");
+    let max_loaded = |r: &str| r.starts_with("load after evicting") && r.contains("models loaded (max");
+    let memory = |r: &str| r.starts_with("load after evicting") && r.contains("free on");
+    let mut words = Vec::new();
+    if let Some(r) = first(&reload) {
+        let what = r.split_once(": ").map_or("", |(_, w)| w);
+        words.push(format!(
+            "{} because requests asked for other runner options ({what}): Ollama reloads a model for each change of num_ctx, num_batch, num_gpu and the like, so send the same options from every agent",
+            plural(count(&reload), "reload", "reloads")
+        ));
+    }
+    if let Some(r) = first(&max_loaded) {
+        let limit = r.rsplit_once("(max ").map_or("", |(_, m)| m.trim_end_matches(')'));
+        words.push(format!(
+            "the models evict each other ({}): OLLAMA_MAX_LOADED_MODELS={limit} holds fewer models than the agents use; raise it (memory permitting) or give each model its own server",
+            plural(count(&max_loaded), "eviction", "evictions")
+        ));
+    }
+    if let Some(r) = first(&memory) {
+        let what = r.split_once(": ").map_or("", |(_, w)| w);
+        words.push(format!(
+            "the models do not fit in memory together ({}; {what}): every parallel slot reserves its own context, so lower OLLAMA_NUM_PARALLEL or num_ctx, or give each model its own device",
+            plural(count(&memory), "eviction", "evictions")
+        ));
+    }
+    if words.is_empty() {
+        words.push(
+            "load the models before the agents start and keep them loaded (keep_alive, OLLAMA_KEEP_ALIVE)".to_string(),
+        );
+    }
+    words.join("; ")
 }
 
 /// The deployment verdict from measured times alone (live mode: no trace, so no replay; what a

@@ -42,6 +42,7 @@ fn req(id: u64, agent: Option<&str>, from: u64, to: u64, solo: u64) -> RequestTr
         shared_device_with: Vec::new(),
         max_batch: 1,
         slots: 0,
+        one_slot_because: None,
         fault: None,
         cache: None,
         thinking_tokens: 0,
