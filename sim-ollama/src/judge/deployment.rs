@@ -189,7 +189,8 @@ fn limit_words(c: &LimitCost, i: &Inputs<'_>) -> String {
                 Some(a) => format!("set OLLAMA_NUM_PARALLEL={} (memory: {} x the context)", a.max(2), a.max(2)),
                 None => "raise OLLAMA_NUM_PARALLEL to the number of agents that call at once (memory: that many x the context)".to_string(),
             };
-            format!("{which}, so calls queue for them (costing {cost}): {fix}")
+            let them = if list.len() == 1 && list[0].slots == 1 { "it" } else { "them" };
+            format!("{which}, so calls queue for {them} (costing {cost}): {fix}")
         }
         Limit::SharedDevice => {
             let mut by_device: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
