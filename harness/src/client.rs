@@ -57,6 +57,10 @@ pub struct CallRecord {
     pub tool_calls: Option<serde_json::Value>,
     /// The answer's text, as streamed (a multi-turn agent sends it back with its history).
     pub content: String,
+    /// The local address of the connection that carried it, when the HTTP stack tells: calls
+    /// on one HTTP/1.1 connection go over it one after another, whatever the client's timings
+    /// say (`verdict::calls_overlap`).
+    pub conn: Option<std::net::SocketAddr>,
     /// HTTP status.
     pub status: Option<u16>,
     /// What went wrong, if anything: an HTTP error, an `{"error"}` line, a broken or
@@ -81,6 +85,7 @@ impl CallRecord {
             expected_tokens: None,
             tool_calls: None,
             content: String::new(),
+            conn: None,
             status: None,
             error: None,
         }
@@ -322,6 +327,7 @@ async fn reqwest_call(
     };
     let mut rec = rec;
     rec.headers = Some(Instant::now());
+    rec.conn = resp.extensions().get::<hyper_util::client::legacy::connect::HttpInfo>().map(|i| i.local_addr());
     rec.status = Some(resp.status().as_u16());
     if !resp.status().is_success() {
         let status = resp.status();
@@ -432,13 +438,14 @@ where
 
 async fn hyper_smol_call(url: &str, body: Vec<u8>, opts: &CallOpts, read_cap: Option<usize>) -> CallRecord {
     let sent = Instant::now();
-    let rec = CallRecord::new(sent);
+    let mut rec = CallRecord::new(sent);
     let (host, _) = split_url(url);
     let stream = match smol::net::TcpStream::connect(host.as_str()).await {
         Ok(s) => s,
         Err(e) => return rec.fail(format!("cannot connect to {host}: {e}")),
     };
     let _ = stream.set_nodelay(true);
+    rec.conn = stream.local_addr().ok();
     let io = smol_hyper::rt::FuturesIo::new(CapRead { inner: stream, cap: read_cap.unwrap_or(usize::MAX) });
     let (mut sender, conn) = match hyper::client::conn::http1::handshake::<_, Full<Bytes>>(io).await {
         Ok(x) => x,
@@ -461,10 +468,11 @@ async fn hyper_smol_call(url: &str, body: Vec<u8>, opts: &CallOpts, read_cap: Op
 /// instance go one at a time, whatever the runtime does.
 #[derive(Debug, Default)]
 pub(crate) struct OneConnection {
-    conns: std::sync::Mutex<
-        HashMap<String, Arc<tokio::sync::Mutex<Option<hyper::client::conn::http1::SendRequest<Full<Bytes>>>>>>,
-    >,
+    conns: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Connection>>>>>,
 }
+
+/// An open connection: its sender and its local address.
+type Connection = (hyper::client::conn::http1::SendRequest<Full<Bytes>>, Option<std::net::SocketAddr>);
 
 impl OneConnection {
     async fn call(&self, url: &str, body: Vec<u8>, opts: &CallOpts) -> CallRecord {
@@ -474,15 +482,16 @@ impl OneConnection {
             Arc::clone(m.entry(host.clone()).or_default())
         };
         let sent = Instant::now();
-        let rec = CallRecord::new(sent);
+        let mut rec = CallRecord::new(sent);
         let mut guard = slot.lock().await;
-        let reusable = guard.as_ref().is_some_and(|s| !s.is_closed());
+        let reusable = guard.as_ref().is_some_and(|(s, _)| !s.is_closed());
         if !reusable {
             let stream = match tokio::net::TcpStream::connect(host.as_str()).await {
                 Ok(s) => s,
                 Err(e) => return rec.fail(format!("cannot connect to {host}: {e}")),
             };
             let _ = stream.set_nodelay(true);
+            let local = stream.local_addr().ok();
             let (sender, conn) =
                 match hyper::client::conn::http1::handshake::<_, Full<Bytes>>(hyper_util::rt::TokioIo::new(stream))
                     .await
@@ -493,9 +502,10 @@ impl OneConnection {
             tokio::spawn(async move {
                 let _ = conn.await;
             });
-            *guard = Some(sender);
+            *guard = Some((sender, local));
         }
-        let Some(sender) = guard.as_mut() else { return rec.fail("no connection") };
+        let Some((sender, local)) = guard.as_mut() else { return rec.fail("no connection") };
+        rec.conn = *local;
         if sender.ready().await.is_err() {
             *guard = None;
             return rec.fail("the connection closed");

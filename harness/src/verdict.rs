@@ -196,6 +196,17 @@ pub(crate) fn judge_live(
             m.reference_s, m.sequential_s
         ));
     }
+    if talking >= 2 && !calls_overlap(agents) && calls_made_together(agents) {
+        let over = connections(agents).map_or("the connections".to_string(), |n| {
+            if n == 1 { "one connection".to_string() } else { format!("{n} connections") }
+        });
+        return (
+            Verdict::Serialized,
+            format!(
+                "the agents made their calls together, but the calls went over {over} one at a time (an HTTP/1.1 connection carries one exchange at a time): serialized by the HTTP client's connection pool, whatever the timings say ({effs}; no server trace in live mode)"
+            ),
+        );
+    }
     if talking >= 2 && !calls_overlap(agents) {
         return (
             Verdict::Serialized,
@@ -244,11 +255,54 @@ pub(crate) fn judge_live(
     (v, reason)
 }
 
-/// Whether calls of different agents were in flight together, as the client saw them (from
-/// the moment the call was made to its last byte).
+/// Whether calls of different agents were on the wire together: in flight from the moment
+/// the call was made (or, on a connection another call was using, from that call's end: an
+/// HTTP/1.1 connection carries one exchange at a time) to its last byte.
 pub(crate) fn calls_overlap(agents: &[AgentRecord]) -> bool {
-    let mut iv: Vec<(std::time::Instant, std::time::Instant, &str)> =
-        agents.iter().flat_map(|a| a.calls.iter().map(move |c| (c.sent, c.end, a.name.as_str()))).collect();
+    any_overlap(wire_intervals(agents))
+}
+
+/// Whether calls of different agents were made while another agent's call was in flight, as
+/// the client saw them (connections aside).
+pub(crate) fn calls_made_together(agents: &[AgentRecord]) -> bool {
+    any_overlap(agents.iter().flat_map(|a| a.calls.iter().map(move |c| (c.sent, c.end, a.name.as_str()))).collect())
+}
+
+/// The distinct connections the calls went over, when the HTTP stack told them all.
+pub(crate) fn connections(agents: &[AgentRecord]) -> Option<usize> {
+    let conns: Option<std::collections::BTreeSet<std::net::SocketAddr>> =
+        agents.iter().flat_map(|a| a.calls.iter().map(|c| c.conn)).collect();
+    conns.map(|c| c.len())
+}
+
+type Interval<'a> = (std::time::Instant, std::time::Instant, &'a str);
+
+fn wire_intervals(agents: &[AgentRecord]) -> Vec<Interval<'_>> {
+    let mut by_conn: std::collections::BTreeMap<Option<std::net::SocketAddr>, Vec<Interval<'_>>> = Default::default();
+    for a in agents {
+        for c in &a.calls {
+            by_conn.entry(c.conn).or_default().push((c.sent, c.end, a.name.as_str()));
+        }
+    }
+    let mut out = Vec::new();
+    for (conn, mut calls) in by_conn {
+        if conn.is_some() {
+            // One exchange at a time: in the order they ended, each from the previous one's end.
+            calls.sort_by_key(|x| x.1);
+            let mut free = None;
+            for c in &mut calls {
+                if let Some(f) = free {
+                    c.0 = c.0.max(f);
+                }
+                free = Some(c.1);
+            }
+        }
+        out.extend(calls);
+    }
+    out
+}
+
+fn any_overlap(mut iv: Vec<Interval<'_>>) -> bool {
     iv.sort_by_key(|x| x.0);
     let mut latest: Option<(std::time::Instant, &str)> = None;
     for (start, end, who) in iv {
@@ -333,6 +387,35 @@ mod tests {
         // The same timings with overlapping calls are judged by the saving.
         let par = agents(&[("a", 0.0, 1.0), ("b", 0.1, 1.1)]);
         assert_eq!(judge_live(&saving(0.95), &par, Some((0.9, 0.99)), None).0, Verdict::Parallel);
+    }
+
+    #[test]
+    fn calls_made_together_that_shared_one_connection_are_serialized_by_the_pool() {
+        // Issue 23 item 8: a client with one connection per server makes its agents' calls
+        // together, and they wait inside it for the connection: in the client's timings they
+        // overlap, on the wire they went one at a time. Call b was made at 0.1 s, while a was in
+        // flight, and its exchange began when a's ended.
+        let conn = |n: u16| Some(std::net::SocketAddr::from(([127, 0, 0, 1], n)));
+        let mut one = agents(&[("a", 0.0, 1.0), ("b", 0.1, 2.0)]);
+        for a in &mut one {
+            a.calls[0].conn = conn(40000);
+        }
+        assert!(calls_made_together(&one) && !calls_overlap(&one));
+        let (v, reason) = judge_live(&saving(0.95), &one, Some((0.9, 0.99)), None);
+        assert_eq!(v, Verdict::Serialized, "{reason}");
+        assert!(
+            reason.contains("went over one connection one at a time") && reason.contains("connection pool"),
+            "{reason}"
+        );
+        // On two connections the same timings overlap on the wire: judged by the saving.
+        let mut two = one.clone();
+        two[1].calls[0].conn = conn(40001);
+        assert!(calls_overlap(&two));
+        assert_eq!(judge_live(&saving(0.95), &two, Some((0.9, 0.99)), None).0, Verdict::Parallel);
+        // A stack that does not tell its connections: the client's timings, as before.
+        let mut unknown = one.clone();
+        unknown[0].calls[0].conn = None;
+        assert!(calls_overlap(&unknown));
     }
 
     #[test]

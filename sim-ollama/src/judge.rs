@@ -1204,8 +1204,11 @@ fn unknown_deployment(figures: &str) -> (Verdict, Cause, String) {
 /// `None` when even an ideal server could save less than 5 % of the sequential time (nothing
 /// to judge). Otherwise the verdict, and the client's share of the saving the deployment
 /// allows, `(sequential - took) / (sequential - allowed)`, when that is at least 5 % of the
-/// sequential time: parallel at 80 % or more, serialized at 15 % or less. Where the deployment
-/// allows less (`saving` is `None`), the client is parallel unless it took more than
+/// sequential time and more than the 15 % of an ideal server's saving under which the
+/// deployment verdict reads no_speedup (a saving quoted against a room that small is the
+/// noise's: on real servers a few hundredths of a second either way turn 100 % into -50 %):
+/// parallel at 80 % or more, serialized at 15 % or less. Where the deployment allows less
+/// (`saving` is `None`), the client is parallel unless it took more than
 /// [`NO_ROOM_SLACK`] times what the deployment explains (`allowed` or `sequential`, whichever is
 /// longer) and lost more than a fifth of what an ideal server could save; then its loss, as a
 /// share of that ideal saving, places it in the same bands. The caller checks the overlap first:
@@ -1216,7 +1219,7 @@ pub fn against_allowed(took: f64, allowed: f64, sequential: f64, ideal: f64) -> 
         return None;
     }
     let room = sequential - allowed;
-    if room >= 0.05 * sequential {
+    if room >= 0.05 * sequential && room > SERIALIZED_MAX_SAVING * scale {
         let saving = (sequential - took) / room;
         return Some(AgainstAllowed { verdict: band(saving), saving: Some(saving) });
     }
