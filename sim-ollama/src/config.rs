@@ -399,7 +399,7 @@ pub struct DeviceSpec {
     /// The device is the machine's CPU, the server has no GPU: nothing is in VRAM, and
     /// `/api/ps` reports `size_vram` 0, as a CPU-only Ollama does (seen on the CPU build of
     /// ../shared/tools/real-ollama).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cpu: bool,
 }
 
