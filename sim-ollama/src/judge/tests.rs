@@ -353,6 +353,46 @@ fn a_client_slower_than_anything_the_deployment_explains_lost_the_time_itself() 
 }
 
 #[test]
+fn runners_reloaded_for_other_options_take_turns_and_the_client_that_overlapped_is_parallel() {
+    // Issue 27 (`pitfall_options_reload`): four slots, agents a and b of one 100 ms call each,
+    // sent together, asking num_ctx 2048 and 4096. a ran 0-100 on the loaded runner; b waited
+    // for it to finish, for a 50 ms reload (100-150), and ran 150-250. One at a time: 200 + 50
+    // of loads = 250; an ideal server 100 + 50 = 150; took 250. Replaying the calls side by side
+    // (no exclusion) allows 100 + 50 = 150: the client would have saved nothing of 100 allowed,
+    // serialized. The reload shows the runners exclude each other: a perfectly concurrent
+    // client takes 200 + 50 = 250 too, so the deployment allows no saving and the overlap
+    // decides: client-parallel, the reload named with its fix.
+    let mut a = req(1, Some("a"), 0, 100, 100);
+    a.options = serde_json::json!({"num_ctx": 2048});
+    let mut b = req(2, Some("b"), 0, 250, 100);
+    b.options = serde_json::json!({"num_ctx": 4096});
+    b.runner_us = Some(150 * MS);
+    b.slot_us = Some(150 * MS);
+    b.first_token_us = Some(150 * MS);
+    b.loads.push(Load {
+        start_us: 100 * MS,
+        duration_us: 50 * MS,
+        cold: false,
+        reason: "reload for runner options: num_ctx 2048 -> 4096".into(),
+    });
+    let r = judge(&on(&[IDEAL_DEVICE], 4, vec![a.clone(), b.clone()]), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert!(close(r.time.allowed_s, 0.25) && close(r.time.sequential_s, 0.25), "{r}");
+    assert_eq!(r.deployment.verdict, Allows::NoSpeedup, "{r}");
+    assert_eq!(r.deployment.limit, Limit::Loads, "{r}");
+    assert!(
+        r.deployment.reason.contains("1 reload because requests asked for other runner options (num_ctx 2048 -> 4096)"),
+        "{}",
+        r.deployment.reason
+    );
+    // Without the reload in the trace nothing says the runners excluded each other: the same
+    // times are a client that held b back.
+    b.loads.clear();
+    let r = judge(&on(&[IDEAL_DEVICE], 4, vec![a, b]), &JudgeOptions::new());
+    assert_ne!(r.verdict, Verdict::Parallel, "{r}");
+}
+
+#[test]
 fn two_slots_for_four_agents_let_half_the_saving_and_the_client_is_judged_against_that() {
     // Four agents of one 100 ms call each, two slots: a perfectly concurrent client takes 200
     // (two waves); one at a time 400; an ideal server 100. A client that sent them together
