@@ -18,6 +18,9 @@
 //!
 //! Differences that are known and kept on purpose are listed with their reasons in
 //! `harness/conformance/accepted.toml`; the command fails (exit 3) on any other.
+//!
+//! One concept, in one file of about 700 lines: the battery, the raw client, the comparison
+//! and the model's description read from the real server; a fifth of it is its unit tests.
 
 use serde::Deserialize;
 use serde_json::Value;

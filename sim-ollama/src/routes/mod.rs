@@ -1,14 +1,18 @@
 //! The HTTP surface: a pure router per instance (`app`), built separately from binding and
 //! serving so most tests call it in memory.
 //!
-//! - [`native`]: `/`, `/api/*`, Ollama's own API.
+//! - [`models`]: `/`, `/api/version`, `/api/tags`, `/api/ps`, `/api/show`, pull, copy, delete.
+//! - [`native`]: `/api/generate`, `/api/chat`.
+//! - [`embed`]: `/api/embed`, `/api/embeddings`.
 //! - [`openai`]: `/v1/*`, the OpenAI-compatible layer.
 //! - [`sim`]: `/sim/*`, the simulator's own trace and metrics.
 //! - [`body`]: the paced streaming body shared by every streaming endpoint.
 
 pub(crate) mod anthropic;
 pub(crate) mod body;
+pub(crate) mod embed;
 pub(crate) mod history;
+pub(crate) mod models;
 pub(crate) mod native;
 pub(crate) mod openai;
 pub(crate) mod peer;
@@ -40,18 +44,18 @@ pub(crate) struct AppState {
 pub(crate) fn app(state: AppState) -> Router {
     let limit = state.shared.cfg.body_limit;
     Router::new()
-        .route("/", get(native::root))
-        .route("/api/version", get(native::version))
-        .route("/api/tags", get(native::tags))
-        .route("/api/ps", get(native::ps))
-        .route("/api/show", post(native::show))
+        .route("/", get(models::root))
+        .route("/api/version", get(models::version))
+        .route("/api/tags", get(models::tags))
+        .route("/api/ps", get(models::ps))
+        .route("/api/show", post(models::show))
         .route("/api/generate", post(native::generate))
         .route("/api/chat", post(native::chat))
-        .route("/api/embed", post(native::embed))
-        .route("/api/embeddings", post(native::embeddings))
-        .route("/api/pull", post(native::pull))
-        .route("/api/copy", post(native::copy))
-        .route("/api/delete", delete(native::delete))
+        .route("/api/embed", post(embed::embed))
+        .route("/api/embeddings", post(embed::embeddings))
+        .route("/api/pull", post(models::pull))
+        .route("/api/copy", post(models::copy))
+        .route("/api/delete", delete(models::delete))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))
         .route("/v1/embeddings", post(openai::embeddings))
@@ -279,6 +283,11 @@ pub(crate) fn streamed_error(e: ApiError, stream: bool) -> Result<Response, ApiE
 /// The agent a request names in its `X-Agent` header, if any.
 pub(crate) fn agent_label(headers: &HeaderMap) -> Option<String> {
     headers.get("x-agent").and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty()).map(str::to_string)
+}
+
+/// For `skip_serializing_if`: Go's `omitempty` on a number.
+pub(crate) fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// A JSON response with the native content type.

@@ -3,8 +3,8 @@
 //! ones (`stream` defaults to false, `temperature` and `top_p` to 1.0, `max_tokens` becomes
 //! `num_predict`) and errors are wrapped in OpenAI's error object.
 
+use super::embed;
 use super::history::{self, ChatMessage};
-use super::native;
 use super::peer::Peer;
 use super::pipeline::{self, Generation, Started, begin_trace, traced};
 use super::{AppState, body_bytes, bytes_response};
@@ -431,7 +431,7 @@ pub(crate) async fn embeddings(
             Some(Value::Array(a)) if a.is_empty() => {
                 return Err(ApiError::bad_request("invalid input"));
             }
-            other => native::embed_inputs(other)?,
+            other => embed::embed_inputs(other)?,
         };
         if inputs.is_empty() {
             return Err(ApiError::bad_request("invalid input"));
@@ -442,18 +442,17 @@ pub(crate) async fn embeddings(
             // EmbedHandler -> parseAndValidateModelRef -> ErrModelRequired).
             return Err(ApiError::model_not_found(&model_s));
         }
-        let model = native::resolve_embedding_model(&s, &model_s)?;
+        let model = embed::resolve_embedding_model(&s, &model_s)?;
         let trace = begin_trace(&s, arrival, "/v1/embeddings", &model_s, peer, false, None);
         let key = model.name.key();
         let full = model.spec.embedding_length as usize;
         let dims = dimensions.filter(|d| *d > 0).map_or(full, |d| (d as usize).min(full));
-        let (_, _, count) =
-            native::run_embedding(&s, model, &Options::default(), None, &inputs, arrival, trace).await?;
+        let (_, _, count) = embed::run_embedding(&s, model, &Options::default(), None, &inputs, arrival, trace).await?;
         let data = inputs
             .iter()
             .enumerate()
             .map(|(index, t)| {
-                let mut v = native::embedding(&key, t, full);
+                let mut v = embed::embedding(&key, t, full);
                 v.truncate(dims);
                 let n = v.iter().map(|x| x * x).sum::<f64>().sqrt().max(f64::MIN_POSITIVE);
                 let v: Vec<f32> = v.iter().map(|x| (x / n) as f32).collect();

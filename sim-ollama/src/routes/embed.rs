@@ -1,0 +1,247 @@
+//! Embeddings: `/api/embed`, the legacy `/api/embeddings` (and what `/v1/embeddings` reuses):
+//! deterministic vectors, the embedding model's capability check, the runner's time.
+
+use super::peer::Peer;
+use super::pipeline::{begin_trace, job, load_only};
+use super::{AppState, body_bytes, json_response};
+use crate::error::ApiError;
+use crate::generation::{Plan, PlanInput, Running};
+use crate::keepalive::KeepAlive;
+use crate::request::{Fields, Options, decode_body};
+use crate::store::Installed;
+use crate::tokens::OutputFormat;
+use crate::trace::{Outcome, TraceGuard};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::Serialize;
+use serde_json::Value;
+use std::time::Instant;
+
+/// Deterministic embedding of a text: the normalised sum of one pseudo-random vector per
+/// word, so texts sharing words have similar vectors (cosine similarity means something).
+/// Depends on the model and the text only, like a real model's.
+pub(crate) fn embedding(model_key: &str, text: &str, dims: usize) -> Vec<f64> {
+    use rand::RngExt;
+    let mut v = vec![0.0f64; dims.max(1)];
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let words = if words.is_empty() { vec![text] } else { words };
+    for w in words {
+        let mut rng = crate::seed::SeedBuilder::new(0).str("embedding").str(model_key).str(&w.to_lowercase()).rng();
+        for x in v.iter_mut() {
+            *x += rng.random_range(-1.0..1.0);
+        }
+    }
+    v
+}
+
+fn normalise(v: &mut [f64]) {
+    let n = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    if n > 0.0 {
+        v.iter_mut().for_each(|x| *x /= n);
+    }
+}
+
+/// Runs an embedding: scheduler, slot, prompt evaluation on the device. Returns the timing
+/// metrics (total and load durations, in ns).
+pub(crate) async fn run_embedding(
+    s: &AppState,
+    model: Installed,
+    options: &Options,
+    keep_alive: Option<KeepAlive>,
+    inputs: &[String],
+    arrival: Instant,
+    trace: TraceGuard,
+) -> Result<(u64, u64, u64), ApiError> {
+    let rendered = inputs.join("\n");
+    let tokens: u32 = inputs.iter().map(|t| crate::tokens::count_tokens(t).max(1)).sum();
+    let plan = Plan::new(&PlanInput {
+        sim_seed: s.shared.cfg.seed,
+        time_scale: s.shared.cfg.time_scale,
+        model: &model,
+        rendered: &rendered,
+        templated: false,
+        images: 0,
+        options: &Options { num_predict: None, ..options.clone() },
+        default_temperature: 0.8,
+        format: OutputFormat::Prose,
+        tools: &[],
+        last_role: None,
+        scripted: None,
+        think: 0.0,
+        num_ctx: model.spec.context_length,
+    });
+    let plan = Plan {
+        prompt_tokens: tokens.max(1),
+        text: crate::tokens::TextPlan {
+            pieces: Vec::new(),
+            done_reason: crate::tokens::DoneReason::Stop,
+            calls: Vec::new(),
+            thinking: 0,
+        },
+        ..plan
+    };
+    let job = job(s, model, options, true, keep_alive, plan, arrival, Vec::new(), "");
+    let mut run = Running::start(job, trace).await?;
+    let m = run.metrics(Instant::now());
+    run.finish(Outcome::Done, None);
+    Ok((m.total_duration, m.load_duration, m.prompt_eval_count))
+}
+
+#[derive(Serialize)]
+struct EmbedResponse<'a> {
+    model: &'a str,
+    embeddings: Vec<Vec<f32>>,
+    #[serde(skip_serializing_if = "super::is_zero")]
+    total_duration: u64,
+    #[serde(skip_serializing_if = "super::is_zero")]
+    load_duration: u64,
+    #[serde(skip_serializing_if = "super::is_zero")]
+    prompt_eval_count: u64,
+}
+
+/// Looks up an embedding model with embed's not-found text and capability check.
+pub(crate) fn resolve_embedding_model(s: &AppState, model_s: &str) -> Result<Installed, ApiError> {
+    let not_found = || ApiError::not_found(format!("model \"{model_s}\" not found, try pulling it first"));
+    let name = super::pipeline::parse_model_name(model_s)?;
+    let m = s.instance.store.get(&name).ok_or_else(not_found)?;
+    if !m.spec.has("embedding") {
+        return Err(ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "This server does not support embeddings. Start it with `--embeddings`",
+        ));
+    }
+    Ok(m)
+}
+
+/// Most inputs one embedding request may hold: the simulator's own limit (the real server
+/// has none, but its memory bounds it), so that a 32 MiB body of empty strings cannot make it
+/// allocate tens of gigabytes of vectors.
+pub(crate) const MAX_EMBED_INPUTS: usize = 2048;
+
+/// Reads `input`: a string or an array of strings.
+pub(crate) fn embed_inputs(v: Option<&Value>) -> Result<Vec<String>, ApiError> {
+    if let Some(Value::Array(a)) = v {
+        if a.len() > MAX_EMBED_INPUTS {
+            return Err(ApiError::bad_request(format!(
+                "sim-ollama: {} inputs in one request; the simulator embeds at most {MAX_EMBED_INPUTS} at a time",
+                a.len()
+            )));
+        }
+    }
+    match v {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(s)) if s.is_empty() => Ok(Vec::new()),
+        Some(Value::String(s)) => Ok(vec![s.clone()]),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|x| x.as_str().map(str::to_string).ok_or_else(|| ApiError::bad_request("invalid input type")))
+            .collect(),
+        Some(_) => Err(ApiError::bad_request("invalid input type")),
+    }
+}
+
+/// `POST /api/embed`.
+pub(crate) async fn embed(
+    State(s): State<AppState>,
+    peer: Peer,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let arrival = peer.arrival();
+    let body = body_bytes(body, s.shared.cfg.body_limit)?;
+    let map = decode_body(&body, "EmbedRequest")?;
+    let f = Fields::new(&map, "EmbedRequest");
+    let model_s = f.string("model")?.unwrap_or_default();
+    let keep_alive = f.keep_alive()?;
+    let _truncate = f.bool("truncate")?;
+    let dimensions = f.int("dimensions")?;
+    let options_map = f.object("options", "map[string]interface {}")?;
+    let inputs = embed_inputs(map.get("input"))?;
+    if model_s.is_empty() {
+        return Err(ApiError::model_not_found(""));
+    }
+    let model = resolve_embedding_model(&s, &model_s)?;
+    let options = Options::from_map(options_map)?;
+    let mut trace = begin_trace(&s, arrival, "/api/embed", &model_s, peer, false, options_map);
+    if inputs.is_empty() {
+        load_only(&s, &model, &options, true, keep_alive, &mut trace).await?;
+        return Ok(json_response(
+            StatusCode::OK,
+            &EmbedResponse {
+                model: &model_s,
+                embeddings: Vec::new(),
+                total_duration: 0,
+                load_duration: 0,
+                prompt_eval_count: 0,
+            },
+        ));
+    }
+    let dims = match dimensions {
+        Some(d) if d > 0 => (d as usize).min(model.spec.embedding_length as usize),
+        _ => model.spec.embedding_length as usize,
+    };
+    let key = model.name.key();
+    let full = model.spec.embedding_length as usize;
+    let (total, load, count) = run_embedding(&s, model, &options, keep_alive, &inputs, arrival, trace).await?;
+    let embeddings = inputs
+        .iter()
+        .map(|t| {
+            let mut v = embedding(&key, t, full);
+            v.truncate(dims);
+            normalise(&mut v);
+            v.into_iter().map(|x| x as f32).collect()
+        })
+        .collect();
+    Ok(json_response(
+        StatusCode::OK,
+        &EmbedResponse {
+            model: &model_s,
+            embeddings,
+            total_duration: total,
+            load_duration: load,
+            prompt_eval_count: count,
+        },
+    ))
+}
+
+#[derive(Serialize)]
+struct EmbeddingResponse {
+    embedding: Vec<f64>,
+}
+
+/// `POST /api/embeddings` (legacy: one vector, not normalised, no metrics).
+pub(crate) async fn embeddings(
+    State(s): State<AppState>,
+    peer: Peer,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let arrival = peer.arrival();
+    let body = body_bytes(body, s.shared.cfg.body_limit)?;
+    let map = decode_body(&body, "EmbeddingRequest")?;
+    let f = Fields::new(&map, "EmbeddingRequest");
+    let model_s = f.string("model")?.unwrap_or_default();
+    let prompt = f.string("prompt")?.unwrap_or_default();
+    let keep_alive = f.keep_alive()?;
+    let options_map = f.object("options", "map[string]interface {}")?;
+    if model_s.is_empty() {
+        return Err(ApiError::bad_request("model is required"));
+    }
+    // The legacy handler answers every error of the runner's `Embedding` with a 500
+    // (server/routes.go v0.33.0-rc2 1084-1088), where /api/embed passes the runner's 501 on.
+    let model = resolve_embedding_model(&s, &model_s)
+        .map_err(|e| if e.status == StatusCode::NOT_IMPLEMENTED { ApiError::internal(e.message) } else { e })?;
+    let options = Options::from_map(options_map)?;
+    let mut trace = begin_trace(&s, arrival, "/api/embeddings", &model_s, peer, false, options_map);
+    if prompt.is_empty() {
+        load_only(&s, &model, &options, true, keep_alive, &mut trace).await?;
+        return Ok(json_response(StatusCode::OK, &EmbeddingResponse { embedding: Vec::new() }));
+    }
+    let key = model.name.key();
+    let dims = model.spec.embedding_length as usize;
+    run_embedding(&s, model, &options, keep_alive, std::slice::from_ref(&prompt), arrival, trace).await?;
+    // Not normalised, as the legacy endpoint's vectors are not.
+    let v = embedding(&key, &prompt, dims);
+    Ok(json_response(StatusCode::OK, &EmbeddingResponse { embedding: v }))
+}
