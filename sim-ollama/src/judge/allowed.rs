@@ -191,10 +191,10 @@ pub(super) fn makespan(calls: &[Call], devices: &[DeviceSharing], permits: Optio
             // A relative epsilon: remaining work within a nanosecond's worth is done.
             if left <= 1e-6 * (1.0 + calls[i].work.abs()) {
                 busy[runner_of[i]] -= 1;
-                if let Some(ex) = exclusive(i) {
-                    if let Some(n) = resident.get_mut(&ex.domain).and_then(|d| d.get_mut(ex.config.as_str())) {
-                        *n -= 1;
-                    }
+                if let Some(n) =
+                    exclusive(i).and_then(|ex| resident.get_mut(&ex.domain).and_then(|d| d.get_mut(ex.config.as_str())))
+                {
+                    *n -= 1;
                 }
                 done += 1;
                 end = end.max(t);
