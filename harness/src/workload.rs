@@ -247,6 +247,17 @@ impl Scenario {
         preset.into_iter().chain(sim_ollama::advanced::config::default_catalogue()).find(|m| m.name == want)
     }
 
+    /// Multiplies every call's `tokens` by `factor` (rounded, at least 1): the same workload
+    /// with longer or shorter answers (`--tokens-scale`).
+    pub fn scale_tokens(&mut self, factor: f64) {
+        if factor == 1.0 || !factor.is_finite() || factor <= 0.0 {
+            return;
+        }
+        for c in self.agents.iter_mut().flat_map(|a| a.calls.iter_mut()) {
+            c.tokens = ((f64::from(c.tokens) * factor).round().clamp(1.0, f64::from(u32::MAX))) as u32;
+        }
+    }
+
     /// Total agents.
     pub fn agent_count(&self) -> usize {
         self.agents.iter().map(|a| a.count).sum()
@@ -363,6 +374,18 @@ mod tests {
         let p = s.plan(2);
         let got: Vec<(String, usize)> = p.iter().map(|a| (a.name.clone(), a.instance)).collect();
         assert_eq!(got, [("a-1".to_string(), 0), ("a-2".to_string(), 1), ("a-3".to_string(), 0)]);
+    }
+
+    #[test]
+    fn tokens_scale_multiplies_every_call_and_keeps_at_least_one() {
+        let mut s = Scenario::from_toml(
+            "name = \"x\"\npreset = \"ideal\"\n[[agents]]\nname = \"a\"\n[[agents.calls]]\nprompt = \"p\"\ntokens = 300\n[[agents.calls]]\nprompt = \"q\"\ntokens = 1\n",
+        )
+        .unwrap();
+        s.scale_tokens(10.0);
+        assert_eq!(s.agents[0].calls.iter().map(|c| c.tokens).collect::<Vec<_>>(), [3000, 10]);
+        s.scale_tokens(0.001);
+        assert_eq!(s.agents[0].calls.iter().map(|c| c.tokens).collect::<Vec<_>>(), [3, 1]);
     }
 
     #[test]
