@@ -71,9 +71,10 @@ pub(crate) fn parameter_count(size: &str) -> u64 {
     (num.parse::<f64>().unwrap_or(0.0) * mult) as u64
 }
 
-/// The metadata with every key, arrays whole: the entry's own, then what is derived for the
-/// keys it does not give.
-fn metadata(spec: &ModelSpec) -> BTreeMap<String, Value> {
+/// The metadata with every key: the entry's own, then what is derived for the keys it does not
+/// give. The arrays (vocabulary, token types, merges: tens of thousands of values) are built
+/// only `with_arrays`; without, they are `null`, as the real loader leaves them unread.
+fn metadata(spec: &ModelSpec, with_arrays: bool) -> BTreeMap<String, Value> {
     let arch = spec.family.replace('-', "_");
     let given = |k: &str| spec.model_info.get(k).and_then(Value::as_u64);
     let e = spec.embedding_length.max(1);
@@ -105,14 +106,19 @@ fn metadata(spec: &ModelSpec) -> BTreeMap<String, Value> {
     put("tokenizer.ggml.add_bos_token".into(), Value::Bool(true));
     put("tokenizer.ggml.bos_token_id".into(), Value::from(vocab.saturating_sub(5)));
     put("tokenizer.ggml.eos_token_id".into(), Value::from(vocab.saturating_sub(1)));
-    put("tokenizer.ggml.merges".into(), Value::Array((0..vocab / 8).map(|i| Value::from(format!("m{i} x"))).collect()));
+    let array = |f: &dyn Fn(u64) -> Value, n: u64| {
+        if with_arrays { Value::Array((0..n).map(f).collect()) } else { Value::Null }
+    };
+    put("tokenizer.ggml.merges".into(), array(&|i| Value::from(format!("m{i} x")), vocab / 8));
     put("tokenizer.ggml.model".into(), Value::from("gpt2"));
     put("tokenizer.ggml.pre".into(), Value::from("default"));
-    put("tokenizer.ggml.token_type".into(), Value::Array((0..vocab).map(|_| Value::from(1)).collect()));
-    put("tokenizer.ggml.tokens".into(), Value::Array((0..vocab).map(|i| Value::from(format!("t{i}"))).collect()));
-    // The entry's own metadata replaces what was derived, key by key (a given array whole).
+    put("tokenizer.ggml.token_type".into(), array(&|_| Value::from(1), vocab));
+    put("tokenizer.ggml.tokens".into(), array(&|i| Value::from(format!("t{i}")), vocab));
+    // The entry's own metadata replaces what was derived, key by key (a given array whole,
+    // or `null` without arrays).
     for (k, v) in &spec.model_info {
-        m.insert(k.clone(), v.clone());
+        let v = if v.is_array() && !with_arrays { Value::Null } else { v.clone() };
+        m.insert(k.clone(), v);
     }
     m.remove("general.name");
     m.remove("tokenizer.chat_template");
@@ -121,18 +127,13 @@ fn metadata(spec: &ModelSpec) -> BTreeMap<String, Value> {
 
 /// `model_info`: keys in order; arrays `null` unless `verbose`.
 pub(crate) fn model_info(spec: &ModelSpec, verbose: bool) -> Map<String, Value> {
-    metadata(spec)
-        .into_iter()
-        .map(|(k, v)| match v {
-            Value::Array(_) if !verbose => (k, Value::Null),
-            v => (k, v),
-        })
-        .collect()
+    metadata(spec, verbose).into_iter().collect()
 }
 
-/// `tensors`: the weights a llama-architecture file of this metadata holds.
-pub(crate) fn tensors(spec: &ModelSpec) -> Vec<Tensor> {
-    let meta = metadata(spec);
+/// `tensors`: the weights a llama-architecture file of this metadata (`info`, as
+/// [`model_info`] gave it) holds.
+pub(crate) fn tensors(spec: &ModelSpec, info: &Map<String, Value>) -> Vec<Tensor> {
+    let meta = info;
     let arch = spec.family.replace('-', "_");
     let get = |k: &str| meta.get(&format!("{arch}.{k}")).and_then(Value::as_u64).unwrap_or(1);
     let (e, ffn, vocab, layers) =
@@ -193,7 +194,7 @@ mod tests {
     #[test]
     fn tinys_tensors_are_the_captured_files() {
         // reference/real-ollama/06-post-show.txt: 21 tensors, all F32, in this order.
-        let t = tensors(&tiny());
+        let t = tensors(&tiny(), &model_info(&tiny(), false));
         assert_eq!(t.len(), 21);
         let first: Vec<(&str, &[u64])> = t.iter().take(6).map(|t| (t.name.as_str(), t.shape.as_slice())).collect();
         assert_eq!(
@@ -229,7 +230,7 @@ mod tests {
     #[test]
     fn quantized_files_hold_quantized_weights_and_f32_norms() {
         let q = default_catalogue().into_iter().find(|m| m.quantization_level == "Q4_K_M").expect("a Q4_K_M model");
-        let t = tensors(&q);
+        let t = tensors(&q, &model_info(&q, false));
         assert_eq!(t[0].kind, "Q4_K");
         assert_eq!(t[1].kind, "F32");
         assert_eq!(model_info(&q, false)["general.file_type"], 15);

@@ -548,17 +548,17 @@ impl Exclusions {
         let mut evicting: BTreeMap<usize, usize> = BTreeMap::new();
         for r in reqs {
             for l in &r.loads {
-                if l.reason.starts_with("reload for runner options") {
-                    reloaded.insert((r.instance, r.model.clone()));
-                } else if l.reason.starts_with("load after evicting") {
-                    let held = l
-                        .reason
-                        .rsplit_once("(max ")
-                        .and_then(|(_, m)| m.trim_end_matches(')').parse::<usize>().ok())
-                        .unwrap_or(1);
-                    let e = evicting.entry(r.instance).or_insert(held);
-                    *e = (*e).min(held);
-                }
+                let held = match deployment::load_cause(&l.reason) {
+                    deployment::LoadCause::Reload(_) => {
+                        reloaded.insert((r.instance, r.model.clone()));
+                        continue;
+                    }
+                    deployment::LoadCause::MaxLoaded(max) => max,
+                    deployment::LoadCause::Memory(_) => 1,
+                    deployment::LoadCause::Other => continue,
+                };
+                let e = evicting.entry(r.instance).or_insert(held);
+                *e = (*e).min(held);
             }
         }
         Exclusions { reloaded, evicting }

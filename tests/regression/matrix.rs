@@ -17,11 +17,11 @@ use std::time::Duration;
 /// construction, so no run of it can overlap them, and its serialized run is the gate's
 /// slowest (8 agents in turn take 8 times as long): 3 runs of each cost this binary most of
 /// its time for no added power (issue 25).
-fn gate(scenario: &str) {
-    let scenarios = workload::select(&[scenario.to_string()], None).expect("a built-in scenario");
-    let plan = |runtimes: Vec<String>, runs: usize| MatrixPlan {
+/// A matrix on the embedded simulator: `runtimes` x `scenarios`, `runs` each.
+fn plan(runtimes: Vec<String>, scenarios: &[workload::Scenario], runs: usize, command: String) -> MatrixPlan {
+    MatrixPlan {
         runtimes,
-        scenarios: scenarios.clone(),
+        scenarios: scenarios.to_vec(),
         runs,
         seed: 0,
         time_scale: None,
@@ -29,9 +29,15 @@ fn gate(scenario: &str) {
         target: Target::Simulator,
         out: None,
         timeout: Duration::from_secs(30),
-        command: format!("regression gate {scenario}"),
+        command,
         shard: None,
-    };
+    }
+}
+
+fn gate(scenario: &str) {
+    let scenarios = workload::select(&[scenario.to_string()], None).expect("a built-in scenario");
+    let plan =
+        |runtimes: Vec<String>, runs: usize| plan(runtimes, &scenarios, runs, format!("regression gate {scenario}"));
     // VARIANTS lists the correct variants first, then the controls: the table keeps its order.
     let (controls, correct): (Vec<&VariantInfo>, Vec<&VariantInfo>) =
         VARIANTS.iter().partition(|v| v.control.is_some());
@@ -108,19 +114,8 @@ fn gate_agents_running_tool_loops() {
 fn pitfalls_blame_the_deployment_with_its_fix_never_a_correct_client() {
     let scenarios = workload::select(&["tag:pitfalls".to_string()], None).expect("the pitfall scenarios");
     assert!(scenarios.len() >= 7, "{} pitfall scenarios", scenarios.len());
-    let plan = |runtime: &str, runs: usize| MatrixPlan {
-        runtimes: vec![runtime.to_string()],
-        scenarios: scenarios.clone(),
-        runs,
-        seed: 0,
-        time_scale: None,
-        solo_runs: 1,
-        target: Target::Simulator,
-        out: None,
-        timeout: Duration::from_secs(30),
-        command: "regression pitfalls".into(),
-        shard: None,
-    };
+    let plan =
+        |runtime: &str, runs: usize| plan(vec![runtime.to_string()], &scenarios, runs, "regression pitfalls".into());
     let mut summary = Vec::new();
     for (runtime, runs) in [("tokio-default", 2), ("ctl-sequential", 1)] {
         let results = matrix::run(&plan(runtime, runs), &mut Quiet).unwrap_or_else(|e| panic!("the matrix ran: {e}"));

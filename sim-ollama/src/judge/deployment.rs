@@ -227,35 +227,56 @@ fn limit_words(c: &LimitCost, i: &Inputs<'_>) -> String {
     }
 }
 
-/// Why the loads happened and what avoids them, from the scheduler's reasons (the texts of
-/// `scheduler.rs`: `reload for runner options: ...`, `load after evicting M: N models loaded
-/// (max K)`, `load after evicting M: X needs ... free on D`, else a first or plain load).
+/// What caused a load, read from its reason (the trace's words, as `scheduler.rs` writes them:
+/// `reload for runner options: WHAT`, `load after evicting M: N models loaded (max K)`,
+/// `load after evicting M: X needs ... free on D`, else a first or plain load).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LoadCause<'a> {
+    /// The model was reloaded for other runner options (what changed).
+    Reload(&'a str),
+    /// Another model was evicted at the loaded-model limit (`OLLAMA_MAX_LOADED_MODELS`).
+    MaxLoaded(usize),
+    /// Another model was evicted because both did not fit in memory (the need, the free).
+    Memory(&'a str),
+    /// A first load, or a load of a model that was not loaded.
+    Other,
+}
+
+pub(super) fn load_cause(reason: &str) -> LoadCause<'_> {
+    let detail = reason.split_once(": ").map_or("", |(_, w)| w);
+    if reason.starts_with("reload for runner options") {
+        return LoadCause::Reload(detail);
+    }
+    if !reason.starts_with("load after evicting") {
+        return LoadCause::Other;
+    }
+    match reason.rsplit_once("(max ").and_then(|(_, m)| m.trim_end_matches(')').parse::<usize>().ok()) {
+        Some(max) if reason.contains("models loaded (max") => LoadCause::MaxLoaded(max),
+        _ => LoadCause::Memory(detail),
+    }
+}
+
+/// Why the loads happened and what avoids them, from their causes.
 fn load_words(reasons: &[&str]) -> String {
-    let count = |f: &dyn Fn(&str) -> bool| reasons.iter().filter(|r| f(r)).count();
-    let first = |f: &dyn Fn(&str) -> bool| reasons.iter().find(|r| f(r)).copied();
-    let reload = |r: &str| r.starts_with("reload for runner options");
-    let max_loaded = |r: &str| r.starts_with("load after evicting") && r.contains("models loaded (max");
-    let memory = |r: &str| r.starts_with("load after evicting") && r.contains("free on");
+    let causes: Vec<LoadCause<'_>> = reasons.iter().map(|r| load_cause(r)).collect();
+    let count = |f: fn(&LoadCause<'_>) -> bool| causes.iter().filter(|c| f(c)).count();
     let mut words = Vec::new();
-    if let Some(r) = first(&reload) {
-        let what = r.split_once(": ").map_or("", |(_, w)| w);
+    if let Some(what) = causes.iter().find_map(|c| if let LoadCause::Reload(w) = c { Some(*w) } else { None }) {
         words.push(format!(
             "{} because requests asked for other runner options ({what}): Ollama reloads a model for each change of num_ctx, num_batch, num_gpu and the like, so send the same options from every agent",
-            plural(count(&reload), "reload", "reloads")
+            plural(count(|c| matches!(c, LoadCause::Reload(_))), "reload", "reloads")
         ));
     }
-    if let Some(r) = first(&max_loaded) {
-        let limit = r.rsplit_once("(max ").map_or("", |(_, m)| m.trim_end_matches(')'));
+    if let Some(limit) = causes.iter().find_map(|c| if let LoadCause::MaxLoaded(m) = c { Some(*m) } else { None }) {
         words.push(format!(
             "the models evict each other ({}): OLLAMA_MAX_LOADED_MODELS={limit} holds fewer models than the agents use; raise it (memory permitting) or give each model its own server",
-            plural(count(&max_loaded), "eviction", "evictions")
+            plural(count(|c| matches!(c, LoadCause::MaxLoaded(_))), "eviction", "evictions")
         ));
     }
-    if let Some(r) = first(&memory) {
-        let what = r.split_once(": ").map_or("", |(_, w)| w);
+    if let Some(what) = causes.iter().find_map(|c| if let LoadCause::Memory(w) = c { Some(*w) } else { None }) {
         words.push(format!(
             "the models do not fit in memory together ({}; {what}): every parallel slot reserves its own context, so lower OLLAMA_NUM_PARALLEL or num_ctx, or give each model its own device",
-            plural(count(&memory), "eviction", "evictions")
+            plural(count(|c| matches!(c, LoadCause::Memory(_))), "eviction", "evictions")
         ));
     }
     if words.is_empty() {

@@ -166,13 +166,14 @@ pub(crate) async fn show(State(s): State<AppState>, body: Result<Bytes, BytesRej
         modelfile.push_str(&format!("TEMPLATE {:?}\n", spec.template));
     }
     modelfile.push_str(&crate::gguf::modelfile_parameters(spec));
+    let model_info = crate::gguf::model_info(spec, verbose);
     let show = Show {
         modelfile,
         parameters: crate::gguf::parameters(spec),
         template: &spec.template,
         details: details(spec, false),
-        model_info: crate::gguf::model_info(spec, verbose),
-        tensors: crate::gguf::tensors(spec),
+        tensors: crate::gguf::tensors(spec, &model_info),
+        model_info,
         capabilities: &spec.capabilities,
         modified_at: rfc3339(m.modified_at),
     };
