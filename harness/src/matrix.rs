@@ -129,9 +129,10 @@ fn deploy(plan: &MatrixPlan, s: &Scenario) -> Result<Deployment, MatrixError> {
     let time_scale = plan.time_scale.or(s.time_scale).unwrap_or(0.01);
     match &plan.target {
         Target::Simulator => {
+            let file =
+                s.deployment().ok_or_else(|| MatrixError::Simulator(format!("unknown preset {:?}", s.preset)))?;
             let sim = sim_ollama::SimBuilder::new()
-                .preset(&s.preset)
-                .map_err(|e| MatrixError::Simulator(e.to_string()))?
+                .config((*file).clone())
                 .seed(plan.seed)
                 .time_scale(time_scale)
                 .start()
@@ -340,9 +341,10 @@ fn shape(recs: &[AgentRecord], wall_s: f64) -> RunShape {
 }
 
 /// Live mode: what the servers allow this run's agents, measured by the reference client's
-/// rounds; `None` without reference rounds or solo durations.
+/// rounds (`reference_s` is `None` where every reference round failed); `None` without solo
+/// durations.
 fn live_measured(recs: &[AgentRecord], medians: &BTreeMap<String, f64>, rounds: &Rounds) -> Option<verdict::Measured> {
-    let reference_s = rounds.reference()?;
+    let reference_s = rounds.reference();
     let names: Vec<String> = recs.iter().map(|a| a.name.clone()).collect();
     let (sequential_s, ideal_s) = crate::baseline::sequential_and_ideal(&names, medians)?;
     Some(verdict::Measured { reference_s, sequential_s, ideal_s })
@@ -401,13 +403,13 @@ fn judge_run(
             let measured = live_measured(recs, &medians, rounds);
             let (v, reason) = verdict::judge_live(&eff, recs, interval, measured);
             let saving = crate::baseline::client_saving(&shape(recs, eff.wall_s), &medians, rounds.reference());
-            let deployment = measured.map(|m| {
-                sim_ollama::judge::measured_deployment(
+            let deployment = measured.and_then(|m| {
+                Some(sim_ollama::judge::measured_deployment(
                     m.sequential_s,
                     m.ideal_s,
-                    m.reference_s,
+                    m.reference_s?,
                     verdict::REFERENCE_WORDS,
-                )
+                ))
             });
             (v, reason, None, saving, deployment)
         }

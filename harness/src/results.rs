@@ -387,7 +387,7 @@ pub(crate) fn summarize_cell(
         let by_saving = matches!(verdict, Verdict::Parallel | Verdict::PartlySerialized | Verdict::Serialized)
             && !by_order
             && !m.saving.is_nan();
-        if by_saving && crate::verdict::crosses_parallel_line(lo, hi) {
+        if by_saving && sim_ollama::judge::decision::crosses_parallel_line(lo, hi) {
             verdict = Verdict::Inconclusive;
             reason = format!(
                 "too noisy to tell: the cell's saving lies between {:.0}% and {:.0}% (80% interval over its solo rounds and runs), on both sides of the {:.0}% parallel line; the median run: {reason}",

@@ -314,15 +314,17 @@ mod tests {
     use super::*;
 
     fn req(id: u64, agent: &str, received: u64, first: u64, end: u64) -> RequestTrace {
-        serde_json::from_value(serde_json::json!({
-            "id": id, "instance": 0, "device": 0, "endpoint": "/api/generate", "model": "m", "agent": agent,
-            "client": "c", "stream": true, "options": null, "received_us": received, "runner_us": received + 10,
-            "slot_us": received + 500, "first_token_us": first, "end_us": end, "outcome": "done", "status": 200,
-            "error": null, "prompt_tokens": 3, "tokens": 3, "token_us": [first, first + 100, first + 200],
-            "loads": [], "waits": [], "min_speed": 1.0, "mean_speed": 1.0, "shared_device_with": [], "max_batch": 1,
-            "fault": null, "explanation": ""
-        }))
-        .expect("a trace record")
+        RequestTrace {
+            agent: agent.into(),
+            client: "c".into(),
+            runner_us: Some(received + 10),
+            slot_us: Some(received + 500),
+            first_token_us: Some(first),
+            prompt_tokens: 3,
+            tokens: 3,
+            token_us: vec![first, first + 100, first + 200],
+            ..RequestTrace::ran(id, received, end)
+        }
     }
 
     #[test]

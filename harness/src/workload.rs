@@ -3,7 +3,9 @@
 //! in TOML in `harness/scenarios/`; the built-in ones are compiled in.
 
 use serde::{Deserialize, Serialize};
+use sim_ollama::advanced::config::ConfigFile;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 /// One LLM call of an agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -100,6 +102,41 @@ pub struct Scenario {
     pub tags: Vec<String>,
     /// The agents.
     pub agents: Vec<AgentSpec>,
+    /// The preset's deployment, read once for every question asked of it.
+    #[serde(skip)]
+    deployment: PresetCache,
+}
+
+/// A scenario's preset, parsed on first use and kept with the name it was parsed for (the
+/// `preset` field is public: a changed name is parsed again). Not part of the scenario's value:
+/// two scenarios equal in their fields are equal whatever either has read.
+#[derive(Debug, Default)]
+struct PresetCache(Mutex<Option<(String, Option<Arc<ConfigFile>>)>>);
+
+impl PresetCache {
+    fn get(&self, name: &str) -> Option<Arc<ConfigFile>> {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match &*g {
+            Some((n, file)) if n == name => file.clone(),
+            _ => {
+                let file = sim_ollama::advanced::config::preset(name).ok().map(Arc::new);
+                *g = Some((name.to_string(), file.clone()));
+                file
+            }
+        }
+    }
+}
+
+impl Clone for PresetCache {
+    fn clone(&self) -> Self {
+        PresetCache(Mutex::new(self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()))
+    }
+}
+
+impl PartialEq for PresetCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 fn default_model() -> String {
@@ -191,7 +228,7 @@ impl Scenario {
                 }
             }
         }
-        if sim_ollama::advanced::config::preset(&self.preset).is_err() {
+        if self.deployment.get(&self.preset).is_none() {
             return bad(format!("unknown preset {:?}", self.preset));
         }
         for m in self.agents.iter().flat_map(|a| &a.calls).filter_map(|c| c.model.as_deref()) {
@@ -202,9 +239,15 @@ impl Scenario {
         Ok(())
     }
 
+    /// The scenario's deployment: its preset, parsed once; `None` for an unknown preset (which
+    /// a scenario read with [`Scenario::from_toml`] never has).
+    pub fn deployment(&self) -> Option<Arc<ConfigFile>> {
+        self.deployment.get(&self.preset)
+    }
+
     /// Number of instances of the scenario's deployment.
     pub fn instances(&self) -> usize {
-        sim_ollama::advanced::config::preset(&self.preset).map(|f| f.instances.len().max(1)).unwrap_or(1)
+        self.deployment.get(&self.preset).map_or(1, |f| f.instances.len().max(1))
     }
 
     /// The agents as they run, with names made unique and instances resolved against
@@ -243,8 +286,11 @@ impl Scenario {
     /// A model as the simulator models it: from the preset's models, else the catalogue.
     fn spec_of(&self, model: &str) -> Option<sim_ollama::advanced::config::ModelSpec> {
         let want = if model.contains(':') { model.to_string() } else { format!("{model}:latest") };
-        let preset = sim_ollama::advanced::config::preset(&self.preset).map(|f| f.models).unwrap_or_default();
-        preset.into_iter().chain(sim_ollama::advanced::config::default_catalogue()).find(|m| m.name == want)
+        let preset = self.deployment.get(&self.preset);
+        let mut models = preset.iter().flat_map(|f| f.models.iter()).cloned();
+        models
+            .find(|m| m.name == want)
+            .or_else(|| sim_ollama::advanced::config::default_catalogue().into_iter().find(|m| m.name == want))
     }
 
     /// Multiplies every call's `tokens` by `factor` (rounded, at least 1): the same workload

@@ -38,7 +38,7 @@ use crate::latency;
 use crate::request::Options;
 use crate::seed::SeedBuilder;
 use crate::store::Store;
-use crate::trace::{Load, TraceGuard, WaitReason};
+use crate::trace::{Load, LoadCause, TraceGuard, WaitReason};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -445,10 +445,18 @@ impl Instance {
             (Arc::clone(r), Wait::Reload(why))
         } else if st.runners.len() >= self.cfg.max_loaded_models {
             let Some(v) = victim_of(&st) else { return Decision::Retry };
-            (v, Wait::Evict(format!("{} models loaded (max {})", st.runners.len(), self.cfg.max_loaded_models)))
+            let max = self.cfg.max_loaded_models;
+            (
+                v,
+                Wait::Evict(
+                    format!("{} models loaded (max {max})", st.runners.len()),
+                    LoadCause::EvictedAtLimit { max },
+                ),
+            )
         } else if let Some(why) = self.does_not_fit(&st, req) {
             let Some(v) = victim_of(&st) else { return Decision::Retry };
-            (v, Wait::Evict(why))
+            let cause = LoadCause::EvictedForMemory { detail: why.clone() };
+            (v, Wait::Evict(why, cause))
         } else {
             // A request that waited for an unload loads once the device has released its
             // memory.
@@ -456,14 +464,16 @@ impl Instance {
                 return Decision::Settle(at);
             }
             drop(st);
-            return self.start_load(req, steps.unloaded.as_deref());
+            return self.start_load(req, steps.unloaded.as_ref());
         };
         let first = steps.expired != Some(victim.id);
         if first {
             steps.expired = Some(victim.id);
             steps.unloaded = Some(match &wait {
-                Wait::Reload(why) => format!("reload for runner options: {why}"),
-                Wait::Evict(why) => format!("load after evicting {}: {why}", victim.display),
+                Wait::Reload(why) => {
+                    (LoadCause::Reload { changed: why.clone() }, format!("reload for runner options: {why}"))
+                }
+                Wait::Evict(why, cause) => (cause.clone(), format!("load after evicting {}: {why}", victim.display)),
             });
         }
         let mut vs = victim.lock();
@@ -482,7 +492,7 @@ impl Instance {
                 WaitReason::ReloadForOptions,
                 format!("{} busy with {refs} request(s); reload for {why}", victim.display),
             ),
-            Wait::Evict(why) => Decision::Wait(
+            Wait::Evict(why, _) => Decision::Wait(
                 WaitReason::Eviction,
                 format!("{why}; evicting {} once its {refs} request(s) finish", victim.display),
             ),
@@ -563,7 +573,7 @@ impl Instance {
 
     /// Creates the runner a request will load, and records the load in its trace, with why
     /// (`unloaded`: the reload or eviction that made room for it).
-    fn start_load(&self, req: &RunnerRequest<'_>, unloaded: Option<&str>) -> Decision {
+    fn start_load(&self, req: &RunnerRequest<'_>, unloaded: Option<&(LoadCause, String)>) -> Decision {
         let mut st = self.lock();
         let n = st.loads.entry(req.key.clone()).or_insert(0);
         let cold = *n == 0;
@@ -620,11 +630,13 @@ impl Instance {
         st.runners.insert(req.key.clone(), Arc::clone(&runner));
         self.device.hold_memory((self.index, runner.id), vram);
         drop(st);
-        let reason = match unloaded {
-            Some(why) => why,
-            None if restart => "a new start: the previous load was aborted when its client went away",
-            None if cold => "first use (cold start)",
-            None => "not loaded",
+        let (cause, reason) = match unloaded {
+            Some((cause, why)) => (cause.clone(), why.as_str()),
+            None if restart => {
+                (LoadCause::Load, "a new start: the previous load was aborted when its client went away")
+            }
+            None if cold => (LoadCause::Load, "first use (cold start)"),
+            None => (LoadCause::Load, "not loaded"),
         };
         let now = Instant::now();
         req.trace.with(|r| {
@@ -633,6 +645,7 @@ impl Instance {
                 duration_us: load_time.as_micros() as u64,
                 cold,
                 reason: reason.to_string(),
+                cause: Some(cause),
             })
         });
         Decision::Load(runner)
@@ -772,15 +785,15 @@ struct Steps {
     /// waits for an unload.
     expired: Option<u64>,
     /// Why, as its load will say.
-    unloaded: Option<String>,
+    unloaded: Option<(LoadCause, String)>,
 }
 
 /// Why a request waits for a runner to unload.
 enum Wait {
     /// Its model is loaded with other options.
     Reload(String),
-    /// Another model must make room.
-    Evict(String),
+    /// Another model must make room (why, in words and as data).
+    Evict(String, LoadCause),
 }
 
 /// Bytes in GiB, for messages.

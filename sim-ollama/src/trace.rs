@@ -95,8 +95,36 @@ pub struct Load {
     pub duration_us: u64,
     /// First load of this model in this instance's process.
     pub cold: bool,
-    /// Why the model was (re)loaded.
+    /// Why the model was (re)loaded, in words.
     pub reason: String,
+    /// The same as data, for tools that act on it (the judge's replay and deployment verdict);
+    /// absent in traces older than this field, whose `reason` is then read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<LoadCause>,
+}
+
+/// Why a model was loaded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LoadCause {
+    /// A first load, a load of a model that was not loaded, or a new start after an aborted
+    /// load.
+    Load,
+    /// The model was loaded again for other runner options (`needsReload`).
+    Reload {
+        /// What changed, in words (`num_ctx 512 -> 1024`).
+        changed: String,
+    },
+    /// Another model was evicted for it at the loaded-model limit (`OLLAMA_MAX_LOADED_MODELS`).
+    EvictedAtLimit {
+        /// The limit.
+        max: usize,
+    },
+    /// Another model was evicted for it because both did not fit in the device's memory.
+    EvictedForMemory {
+        /// What it needed and what was free, in words.
+        detail: String,
+    },
 }
 
 /// Fingerprints of a chat request's messages: a later turn of the same conversation resends
@@ -240,6 +268,61 @@ pub struct RequestTrace {
     pub explanation: String,
 }
 
+impl RequestTrace {
+    /// A request that ran to its end, for traces built by hand (tests, tools replaying a log):
+    /// a `/api/generate` call for model `m` on instance 0 and device 0, from the client
+    /// `127.0.0.1:5000`, received at `received_us`, given its runner, its slot and its first
+    /// token at once, ended at `end_us` with 10 tokens, its solo cost the whole span; no label,
+    /// loads, waits or sharing. Set what differs with struct update syntax:
+    ///
+    /// ```
+    /// use sim_ollama::advanced::trace::RequestTrace;
+    /// let r = RequestTrace { agent_label: Some("planner".into()), ..RequestTrace::ran(1, 0, 50_000) };
+    /// assert_eq!(r.solo_us, 50_000);
+    /// ```
+    pub fn ran(id: u64, received_us: u64, end_us: u64) -> RequestTrace {
+        RequestTrace {
+            id,
+            instance: 0,
+            device: 0,
+            endpoint: "/api/generate".into(),
+            model: "m".into(),
+            agent: "127.0.0.1:5000".into(),
+            agent_label: None,
+            client: "127.0.0.1:5000".into(),
+            stream: true,
+            options: serde_json::Value::Null,
+            received_us,
+            handled_us: received_us,
+            runner_us: Some(received_us),
+            slot_us: Some(received_us),
+            first_token_us: Some(received_us),
+            end_us: Some(end_us),
+            outcome: Outcome::Done,
+            status: 200,
+            error: None,
+            prompt_tokens: 10,
+            tokens: 10,
+            token_us: Vec::new(),
+            solo_us: end_us.saturating_sub(received_us),
+            conversation: None,
+            carries: Vec::new(),
+            loads: Vec::new(),
+            waits: Vec::new(),
+            min_speed: 1.0,
+            mean_speed: 1.0,
+            shared_device_with: Vec::new(),
+            max_batch: 1,
+            slots: 0,
+            one_slot_because: None,
+            fault: None,
+            cache: None,
+            thinking_tokens: 0,
+            explanation: String::new(),
+        }
+    }
+}
+
 /// The trace store of one simulator.
 #[derive(Debug)]
 pub(crate) struct Trace {
@@ -337,8 +420,8 @@ impl Trace {
         stream: bool,
         options: serde_json::Value,
     ) -> TraceGuard {
+        let received_us = self.us(received);
         let rec = Arc::new(Mutex::new(RequestTrace {
-            id: 0,
             instance,
             device,
             endpoint: endpoint.to_string(),
@@ -348,33 +431,17 @@ impl Trace {
             client,
             stream,
             options,
-            received_us: self.us(received),
             handled_us: self.us(Instant::now().max(received)),
             runner_us: None,
             slot_us: None,
             first_token_us: None,
             end_us: None,
             outcome: Outcome::Active,
-            status: 200,
-            error: None,
             prompt_tokens: 0,
             tokens: 0,
-            token_us: Vec::new(),
             solo_us: 0,
-            conversation: None,
-            carries: Vec::new(),
-            loads: Vec::new(),
-            waits: Vec::new(),
-            min_speed: 1.0,
-            mean_speed: 1.0,
-            shared_device_with: Vec::new(),
             max_batch: 0,
-            slots: 0,
-            one_slot_because: None,
-            fault: None,
-            cache: None,
-            thinking_tokens: 0,
-            explanation: String::new(),
+            ..RequestTrace::ran(0, received_us, received_us)
         }));
         // The id is taken under the `active` lock, with the insertion: a snapshot never shows a
         // request without the ones that arrived before it.

@@ -28,9 +28,9 @@
 //!
 //! Relaxing one limit at a time ([`Relax`]) tells which limit costs the most time.
 
-use crate::trace::DeviceSharing;
+use crate::trace::{DeviceSharing, LoadCause, RequestTrace};
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 /// One call to replay.
 #[derive(Debug, Clone)]
@@ -229,6 +229,62 @@ fn admit<'a>(resident: &mut BTreeMap<usize, BTreeMap<&'a str, usize>>, ex: Optio
     }
     *d.get_mut(ex.config.as_str()).expect("inserted") += 1;
     true
+}
+
+/// Which runners excluded each other in the run: the server reloaded a model for other runner
+/// options, or evicted one for another (the loads' reasons, as `scheduler.rs` words them). Only
+/// what the run shows: runners that never displaced each other are replayed side by side.
+pub(super) struct Exclusions {
+    /// (instance, model) whose runner was reloaded for other options.
+    reloaded: BTreeSet<(usize, String)>,
+    /// Instances that evicted a model for another, with how many models they held at once
+    /// (`OLLAMA_MAX_LOADED_MODELS` from the reason; 1 when memory was the limit).
+    evicting: BTreeMap<usize, usize>,
+}
+
+impl Exclusions {
+    pub(super) fn new<'a>(reqs: impl Iterator<Item = &'a RequestTrace>) -> Self {
+        let mut reloaded = BTreeSet::new();
+        let mut evicting: BTreeMap<usize, usize> = BTreeMap::new();
+        for r in reqs {
+            for l in &r.loads {
+                let held = match super::deployment::load_cause(l) {
+                    LoadCause::Reload { .. } => {
+                        reloaded.insert((r.instance, r.model.clone()));
+                        continue;
+                    }
+                    LoadCause::EvictedAtLimit { max } => max,
+                    LoadCause::EvictedForMemory { .. } => 1,
+                    LoadCause::Load => continue,
+                };
+                let e = evicting.entry(r.instance).or_insert(held);
+                *e = (*e).min(held);
+            }
+        }
+        Exclusions { reloaded, evicting }
+    }
+
+    /// The runner a request needs, where runners excluded each other: its model and the
+    /// runner options that force a reload when they change (`needsReload`, server/sched.go
+    /// v0.33.0-rc2 1381-1410; an option left out is the server's default).
+    pub(super) fn of(&self, r: &RequestTrace) -> Option<Exclusive> {
+        const RUNNER_OPTIONS: [&str; 6] = ["num_ctx", "num_batch", "num_gpu", "main_gpu", "use_mmap", "num_thread"];
+        let options = RUNNER_OPTIONS
+            .iter()
+            .map(|k| format!("{k}={}", r.options.get(k).map_or("auto".to_string(), |v| v.to_string())))
+            .collect::<Vec<_>>()
+            .join(",");
+        if let Some(&capacity) = self.evicting.get(&r.instance) {
+            return Some(Exclusive { domain: r.instance, config: format!("{} {options}", r.model), capacity });
+        }
+        let key = (r.instance, r.model.clone());
+        self.reloaded.contains(&key).then(|| Exclusive {
+            // Past every instance's own domain.
+            domain: usize::MAX / 2 + self.reloaded.iter().position(|k| *k == key).unwrap_or(0),
+            config: options,
+            capacity: 1,
+        })
+    }
 }
 
 #[cfg(test)]

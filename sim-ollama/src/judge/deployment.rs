@@ -8,7 +8,7 @@
 //! loads' time; the largest names the limit.
 
 use super::{Allows, DeploymentReport, Limit, LimitCost, PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING, pct, plural};
-use crate::trace::DeviceSharing;
+use crate::trace::{DeviceSharing, Load, LoadCause};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A runner the calls ran on: (instance, model) with its parallel slots and its device.
@@ -47,9 +47,9 @@ pub(super) struct Inputs<'a> {
     pub(super) devices: &'a [DeviceSharing],
     /// How many agents could have run at once, when known.
     pub(super) agents: Option<usize>,
-    /// Why each load of the run happened (the trace's words: a cold start, a reload for runner
-    /// options, an eviction at the loaded-model limit or for memory).
-    pub(super) load_reasons: Vec<&'a str>,
+    /// Why each load of the run happened (a cold start, a reload for runner options, an
+    /// eviction at the loaded-model limit or for memory).
+    pub(super) load_causes: Vec<LoadCause>,
 }
 
 fn secs(us: u64) -> f64 {
@@ -222,61 +222,59 @@ fn limit_words(c: &LimitCost, i: &Inputs<'_>) -> String {
                 pct(1.0 / (1.0 + penalty))
             )
         }
-        Limit::Loads => format!("model loads took {cost}: {}", load_words(&i.load_reasons)),
+        Limit::Loads => format!("model loads took {cost}: {}", load_words(&i.load_causes)),
         Limit::Queue | Limit::Cpu | Limit::None | Limit::Unknown => format!("{} ({cost})", c.limit.as_str()),
     }
 }
 
-/// What caused a load, read from its reason (the trace's words, as `scheduler.rs` writes them:
-/// `reload for runner options: WHAT`, `load after evicting M: N models loaded (max K)`,
-/// `load after evicting M: X needs ... free on D`, else a first or plain load).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum LoadCause<'a> {
-    /// The model was reloaded for other runner options (what changed).
-    Reload(&'a str),
-    /// Another model was evicted at the loaded-model limit (`OLLAMA_MAX_LOADED_MODELS`).
-    MaxLoaded(usize),
-    /// Another model was evicted because both did not fit in memory (the need, the free).
-    Memory(&'a str),
-    /// A first load, or a load of a model that was not loaded.
-    Other,
-}
-
-pub(super) fn load_cause(reason: &str) -> LoadCause<'_> {
-    let detail = reason.split_once(": ").map_or("", |(_, w)| w);
+/// What caused a load: the trace's cause, or, in a trace older than that field, read from its
+/// reason (the words `scheduler.rs` writes: `reload for runner options: WHAT`, `load after
+/// evicting M: N models loaded (max K)`, `load after evicting M: X needs ... free on D`, else a
+/// first or plain load).
+pub(super) fn load_cause(l: &Load) -> LoadCause {
+    if let Some(c) = &l.cause {
+        return c.clone();
+    }
+    let reason = l.reason.as_str();
+    let detail = reason.split_once(": ").map_or("", |(_, w)| w).to_string();
     if reason.starts_with("reload for runner options") {
-        return LoadCause::Reload(detail);
+        return LoadCause::Reload { changed: detail };
     }
     if !reason.starts_with("load after evicting") {
-        return LoadCause::Other;
+        return LoadCause::Load;
     }
     match reason.rsplit_once("(max ").and_then(|(_, m)| m.trim_end_matches(')').parse::<usize>().ok()) {
-        Some(max) if reason.contains("models loaded (max") => LoadCause::MaxLoaded(max),
-        _ => LoadCause::Memory(detail),
+        Some(max) if reason.contains("models loaded (max") => LoadCause::EvictedAtLimit { max },
+        _ => LoadCause::EvictedForMemory { detail },
     }
 }
 
 /// Why the loads happened and what avoids them, from their causes.
-fn load_words(reasons: &[&str]) -> String {
-    let causes: Vec<LoadCause<'_>> = reasons.iter().map(|r| load_cause(r)).collect();
-    let count = |f: fn(&LoadCause<'_>) -> bool| causes.iter().filter(|c| f(c)).count();
+fn load_words(causes: &[LoadCause]) -> String {
+    let count = |f: fn(&LoadCause) -> bool| causes.iter().filter(|c| f(c)).count();
     let mut words = Vec::new();
-    if let Some(what) = causes.iter().find_map(|c| if let LoadCause::Reload(w) = c { Some(*w) } else { None }) {
+    if let Some(what) =
+        causes.iter().find_map(|c| if let LoadCause::Reload { changed } = c { Some(changed) } else { None })
+    {
         words.push(format!(
             "{} because requests asked for other runner options ({what}): Ollama reloads a model for each change of num_ctx, num_batch, num_gpu and the like, so send the same options from every agent",
-            plural(count(|c| matches!(c, LoadCause::Reload(_))), "reload", "reloads")
+            plural(count(|c| matches!(c, LoadCause::Reload { .. })), "reload", "reloads")
         ));
     }
-    if let Some(limit) = causes.iter().find_map(|c| if let LoadCause::MaxLoaded(m) = c { Some(*m) } else { None }) {
+    if let Some(limit) =
+        causes.iter().find_map(|c| if let LoadCause::EvictedAtLimit { max } = c { Some(*max) } else { None })
+    {
         words.push(format!(
             "the models evict each other ({}): OLLAMA_MAX_LOADED_MODELS={limit} holds fewer models than the agents use; raise it (memory permitting) or give each model its own server",
-            plural(count(|c| matches!(c, LoadCause::MaxLoaded(_))), "eviction", "evictions")
+            plural(count(|c| matches!(c, LoadCause::EvictedAtLimit { .. })), "eviction", "evictions")
         ));
     }
-    if let Some(what) = causes.iter().find_map(|c| if let LoadCause::Memory(w) = c { Some(*w) } else { None }) {
+    if let Some(what) =
+        causes.iter().find_map(|c| if let LoadCause::EvictedForMemory { detail } = c { Some(detail) } else { None })
+    {
         words.push(format!(
             "the models do not fit in memory together ({}; {what}): every parallel slot reserves its own context, so lower OLLAMA_NUM_PARALLEL or num_ctx, or give each model its own device",
-            plural(count(|c| matches!(c, LoadCause::Memory(_))), "eviction", "evictions")
+            plural(count(|c| matches!(c, LoadCause::EvictedForMemory { .. })), "eviction", "evictions")
         ));
     }
     if words.is_empty() {

@@ -10,43 +10,11 @@ const MS: u64 = 1_000;
 /// cost of `solo` ms.
 fn req(id: u64, agent: Option<&str>, from: u64, to: u64, solo: u64) -> RequestTrace {
     RequestTrace {
-        id,
-        instance: 0,
-        device: 0,
-        endpoint: "/api/generate".into(),
-        model: "m".into(),
         agent: agent.unwrap_or("127.0.0.1:5000").into(),
         agent_label: agent.map(str::to_string),
         client: format!("127.0.0.1:{}", 5000 + id),
-        stream: true,
-        options: serde_json::Value::Null,
-        received_us: from * MS,
-        handled_us: from * MS,
-        runner_us: Some(from * MS),
-        slot_us: Some(from * MS),
-        first_token_us: Some(from * MS),
-        end_us: Some(to * MS),
-        outcome: Outcome::Done,
-        status: 200,
-        error: None,
-        prompt_tokens: 10,
-        tokens: 10,
-        token_us: Vec::new(),
         solo_us: solo * MS,
-        conversation: None,
-        carries: Vec::new(),
-        loads: Vec::new(),
-        waits: Vec::new(),
-        min_speed: 1.0,
-        mean_speed: 1.0,
-        shared_device_with: Vec::new(),
-        max_batch: 1,
-        slots: 0,
-        one_slot_because: None,
-        fault: None,
-        cache: None,
-        thinking_tokens: 0,
-        explanation: String::new(),
+        ..RequestTrace::ran(id, from * MS, to * MS)
     }
 }
 
@@ -374,6 +342,8 @@ fn runners_reloaded_for_other_options_take_turns_and_the_client_that_overlapped_
         duration_us: 50 * MS,
         cold: false,
         reason: "reload for runner options: num_ctx 2048 -> 4096".into(),
+        // A trace from before the structured cause: the reason is read.
+        cause: None,
     });
     let r = judge(&on(&[IDEAL_DEVICE], 4, vec![a.clone(), b.clone()]), &JudgeOptions::new());
     assert_eq!(r.verdict, Verdict::Parallel, "{r}");
@@ -385,6 +355,13 @@ fn runners_reloaded_for_other_options_take_turns_and_the_client_that_overlapped_
         "{}",
         r.deployment.reason
     );
+    // The structured cause, when the trace has it, is what is read: the words are for people.
+    let mut c = b.clone();
+    c.loads[0].reason = "reloaded".into();
+    c.loads[0].cause = Some(crate::trace::LoadCause::Reload { changed: "num_ctx 2048 -> 4096".into() });
+    let r = judge(&on(&[IDEAL_DEVICE], 4, vec![a.clone(), c]), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert!(r.deployment.reason.contains("(num_ctx 2048 -> 4096)"), "{}", r.deployment.reason);
     // Without the reload in the trace nothing says the runners excluded each other: the same
     // times are a client that held b back.
     b.loads.clear();
@@ -439,7 +416,13 @@ fn unlabelled_agents_that_lost_time_are_inconclusive_and_the_server_is_not_blame
             let mut r = req(id, None, if round == 0 { 0 } else { from }, from + 100, 100);
             if round == 0 {
                 r.slot_us = Some(500 * MS);
-                r.loads.push(Load { start_us: 0, duration_us: 500 * MS, cold: true, reason: "not loaded".into() });
+                r.loads.push(Load {
+                    start_us: 0,
+                    duration_us: 500 * MS,
+                    cold: true,
+                    reason: "not loaded".into(),
+                    cause: None,
+                });
                 r.waits.push(Wait {
                     reason: WaitReason::ModelLoading,
                     from_us: 0,
@@ -468,7 +451,7 @@ fn loads_count_on_both_sides() {
     let mut b = req(2, Some("b"), 0, 150, 100);
     for r in [&mut a, &mut b] {
         r.slot_us = Some(50 * MS);
-        r.loads.push(Load { start_us: 0, duration_us: 50 * MS, cold: false, reason: "not loaded".into() });
+        r.loads.push(Load { start_us: 0, duration_us: 50 * MS, cold: false, reason: "not loaded".into(), cause: None });
     }
     let r = judge(&snap(vec![a, b]), &JudgeOptions::new());
     assert!(close(r.time.load_s, 0.050), "{r}");

@@ -1,0 +1,177 @@
+//! Telling agents apart, and each agent's chain of calls.
+
+use super::{AgentSource, Req};
+use crate::trace::RequestTrace;
+use std::collections::BTreeMap;
+
+/// How the requests were told apart into agents.
+pub(super) struct Grouping {
+    /// Each agent's name, by group index (`Req::group`).
+    pub(super) names: Vec<String>,
+    /// How they were told apart.
+    pub(super) source: AgentSource,
+    /// Requests that carried an `X-Agent` label.
+    pub(super) labelled: usize,
+}
+
+/// Groups the requests into agents, setting each one's `group`: by its `X-Agent` label; without
+/// one, by the conversation its resent history chains it to; failing both, each request alone
+/// (and the program is judged as a whole).
+pub(super) fn group(reqs: &mut [Req<'_>]) -> Grouping {
+    let labelled = reqs.iter().filter(|q| q.r.agent_label.is_some()).count();
+    let traces: Vec<&RequestTrace> = reqs.iter().map(|q| q.r).collect();
+    let conv = conversations(&traces);
+    let mut names: Vec<String> = Vec::new();
+    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    let mut conv_name: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut conv_count = 0;
+    for (i, q) in reqs.iter_mut().enumerate() {
+        let name_index = match &q.r.agent_label {
+            Some(l) => *index.entry(l.clone()).or_insert_with(|| {
+                names.push(l.clone());
+                names.len() - 1
+            }),
+            None => *conv_name.entry(conv[i]).or_insert_with(|| {
+                conv_count += 1;
+                let prefix = if q.r.conversation.is_some() { "conversation" } else { "request" };
+                names.push(format!("{prefix}-{conv_count}"));
+                names.len() - 1
+            }),
+        };
+        q.group = name_index;
+    }
+    let groups = names.len();
+    let chained = (0..groups).any(|g| reqs.iter().filter(|q| q.group == g).count() >= 2);
+    let every_chat = reqs.iter().all(|q| q.r.agent_label.is_some() || q.r.conversation.is_some());
+    let source = if reqs.is_empty() || labelled == reqs.len() {
+        AgentSource::Labels
+    } else if labelled > 0 {
+        AgentSource::Mixed
+    } else if every_chat && chained {
+        AgentSource::Conversations
+    } else {
+        AgentSource::Program
+    };
+    Grouping { names, source, labelled }
+}
+
+/// Each call's place in its chain: what it followed, the local work before it, whether it
+/// waited for a hand-off, and where its chain ended.
+pub(super) struct Chains {
+    /// Where each call's chain ends (solo costs and local work along it), microseconds.
+    pub(super) chain_end: Vec<u64>,
+    /// The local work before each call.
+    pub(super) local: Vec<u64>,
+    /// Whether each call arrived right after other agents' requests ran back to back.
+    pub(super) handoff: Vec<bool>,
+    /// The calls each call followed: its agent's previous one, and those whose answers it carries.
+    pub(super) after: Vec<Vec<usize>>,
+    /// Calls whose prompts carried other calls' answers.
+    pub(super) carried: usize,
+}
+
+/// Chains: each call follows the agent's latest call that ended before it began, and every
+/// earlier call whose answer its prompt carries (`RequestTrace::carries`: it could not have
+/// been sent before those answered, whichever agent sent them). Its local work is the gap
+/// after the last of them to end, unless it was a hand-off (`tolerance_us`).
+pub(super) fn chains(reqs: &[Req<'_>], tolerance_us: u64) -> Chains {
+    let mut by_end: Vec<usize> = (0..reqs.len()).collect();
+    by_end.sort_by_key(|&k| reqs[k].end);
+    let n = reqs.len();
+    let index_of: BTreeMap<u64, usize> = reqs.iter().enumerate().map(|(i, q)| (q.r.id, i)).collect();
+    let mut chain_end = vec![0u64; n];
+    let mut local = vec![0u64; n];
+    let mut handoff = vec![false; n];
+    let mut after: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut carried = 0usize;
+    for i in 0..n {
+        let g = reqs[i].group;
+        let start_i = reqs[i].start;
+        let pred = (0..i).filter(|&j| reqs[j].group == g && reqs[j].end <= start_i).max_by_key(|&j| reqs[j].end);
+        let needs: Vec<usize> = reqs[i]
+            .r
+            .carries
+            .iter()
+            .filter_map(|id| index_of.get(id).copied())
+            .filter(|&j| j != i && Some(j) != pred && reqs[j].end <= start_i)
+            .collect();
+        carried += usize::from(!needs.is_empty());
+        after[i] = pred.into_iter().chain(needs.iter().copied()).collect();
+        // The last to end; the agent's own call where it ties.
+        let last = after[i].iter().copied().max_by_key(|&j| (reqs[j].end, Some(j) == pred));
+        let base = match last {
+            None => 0,
+            Some(p) => {
+                let end_p = reqs[p].end;
+                let gap = start_i - end_p;
+                local[i] = if Some(p) != pred {
+                    // Waiting for an answer it carries is the data flow, not a hand-off.
+                    gap
+                } else {
+                    match handoff_chain(reqs, &by_end, g, end_p, start_i, tolerance_us) {
+                        Some(first_start) if gap > tolerance_us => {
+                            handoff[i] = true;
+                            first_start.saturating_sub(end_p).min(gap)
+                        }
+                        _ => gap,
+                    }
+                };
+                after[i].iter().map(|&j| chain_end[j]).max().unwrap_or(0) + local[i]
+            }
+        };
+        chain_end[i] = base + reqs[i].r.solo_us;
+    }
+    Chains { chain_end, local, handoff, after, carried }
+}
+
+/// Chains unlabelled chat turns into conversations: a request whose `parent` fingerprint is
+/// an earlier request's `key` (that ended before it arrived) continues it. Each earlier request
+/// continues into at most one later one. Returns a conversation index per request.
+fn conversations(reqs: &[&RequestTrace]) -> Vec<usize> {
+    let mut conv: Vec<usize> = (0..reqs.len()).collect();
+    let mut claimed = vec![false; reqs.len()];
+    for i in 0..reqs.len() {
+        let Some(parent) = reqs[i].conversation.as_ref().and_then(|c| c.parent.as_ref()) else { continue };
+        let start = reqs[i].received_us;
+        let best = (0..i)
+            .filter(|&j| !claimed[j])
+            .filter(|&j| reqs[j].conversation.as_ref().is_some_and(|c| &c.key == parent))
+            .filter(|&j| reqs[j].end_us.is_some_and(|e| e <= start))
+            .max_by_key(|&j| reqs[j].end_us);
+        if let Some(j) = best {
+            claimed[j] = true;
+            conv[i] = conv[j];
+        }
+    }
+    conv
+}
+
+/// Whether agent `g` waited, between its answer at `end_p` and its next call at `start_i`,
+/// for other agents' requests that ran back to back: the last one ended right before `start_i`,
+/// each began right after the one before it ended, and the first began right after `end_p` (a
+/// lock or a permit passed from agent to agent). Returns when the first of them began. Anything
+/// less (a gap with no request ending right before the call, or an idle moment in the chain)
+/// is the agent's own local work.
+fn handoff_chain(reqs: &[Req<'_>], by_end: &[usize], g: usize, end_p: u64, start_i: u64, tol: u64) -> Option<u64> {
+    let mut cursor = start_i;
+    for _ in 0..reqs.len() {
+        // Requests of other agents that ended just before the cursor, after `end_p`, and began
+        // no earlier than right around `end_p`; the earliest-starting one covers the most.
+        // `by_end` is sorted by end, so only the window [cursor - tol, cursor] is looked at.
+        let lo = by_end.partition_point(|&k| reqs[k].end < cursor.saturating_sub(tol).max(end_p + 1));
+        let hi = by_end.partition_point(|&k| reqs[k].end <= cursor);
+        let k = by_end[lo..hi.max(lo)]
+            .iter()
+            .map(|&k| &reqs[k])
+            .filter(|q| q.group != g && q.start + tol >= end_p)
+            .min_by_key(|q| q.start)?;
+        if k.start <= end_p + tol {
+            return Some(k.start);
+        }
+        if k.start >= cursor {
+            return None;
+        }
+        cursor = k.start;
+    }
+    None
+}

@@ -1,0 +1,256 @@
+//! The simulator's client verdict in words: the decision core's [`Decision`] for a trace,
+//! with the cause in the client named from what the trace and the client's observations show.
+
+use super::decision::{self, AgainstAllowed, Decision, Evidence, Order};
+use super::{AgentSource, Cause, ClientCall, JudgeOptions, Report, Req, Verdict, median, pct, plural, secs};
+use std::collections::BTreeMap;
+
+/// The client verdict, its cause and its reason: the trace's evidence gathered for the
+/// decision core ([`decision::decide`]), its decision put in words.
+pub(super) fn verdict(
+    rep: &Report,
+    reqs: &[Req<'_>],
+    client: &BTreeMap<u64, ClientCall>,
+    handoffs: usize,
+    opts: &JudgeOptions,
+    described: bool,
+    against: Option<AgainstAllowed>,
+) -> (Verdict, Cause, String) {
+    let c = &rep.concurrency;
+    let t = &rep.time;
+    let n = rep.requests;
+    let agents = rep.agents.len();
+    let who = match rep.agents_from {
+        AgentSource::Program => "the program".to_string(),
+        AgentSource::Conversations => plural(agents, "conversation", "conversations"),
+        _ => plural(agents, "agent", "agents"),
+    };
+    if n == 0 {
+        let reason = if rep.failed > 0 {
+            format!("every model request failed before it ran ({}): nothing to judge", rep.failed)
+        } else {
+            "no model request reached the simulator: nothing to judge (was the program pointed at OLLAMA_HOST?)"
+                .to_string()
+        };
+        return (Verdict::Inconclusive, Cause::NothingToJudge, reason);
+    }
+    if n == 1 {
+        return (
+            Verdict::Inconclusive,
+            Cause::NothingToJudge,
+            "one request: nothing could have run alongside it, nothing to judge".to_string(),
+        );
+    }
+    let expected_more = opts.expected_agents.is_some_and(|k| k >= 2);
+    let agents_known = rep.agents_from != AgentSource::Program || expected_more;
+    // The order, on the server's clock: what reached it together. With labels or
+    // conversations, one agent whose calls followed each other is one agent; with neither, the
+    // program's requests are taken to be able to run at once, so none overlapping is serialized.
+    let order = if c.max_in_flight > 1 {
+        Order::Overlapped
+    } else if agents == 1 && rep.agents_from != AgentSource::Program && !expected_more {
+        Order::OneAgent
+    } else if calls_made_together(reqs, client) {
+        Order::OneConnectionAtATime
+    } else {
+        Order::OneAfterAnother
+    };
+    let evidence = Evidence { order, against, allowance_known: described, agents_known, interval: None };
+    let possible = c.possible.map_or(String::new(), |p| format!(" of {p}"));
+    let overlapped = format!("up to {}{possible} requests in flight at once", c.max_in_flight);
+    // Where the deployment allows (almost) no saving there is no saving to quote: the time
+    // cannot show whether the client held calls back, only whether it lost time of its own.
+    let figures = |a: &AgainstAllowed| match a.saving {
+        Some(saving) => format!(
+            "took {:.2} s against {:.2} s allowed by the deployment ({:.2} s ideal) and {:.2} s one at a time: saved {} of what the deployment allows",
+            t.took_s,
+            t.allowed_s,
+            t.ideal_s,
+            t.sequential_s,
+            pct(saving.max(-9.99))
+        ),
+        None => format!(
+            "took {:.2} s; the deployment allows {:.2} s for a perfectly concurrent client, {:.2} s one call at a time",
+            t.took_s, t.allowed_s, t.sequential_s
+        ),
+    };
+    match decision::decide(&evidence) {
+        Decision::OneAgent => (
+            Verdict::Inconclusive,
+            Cause::NothingToJudge,
+            format!(
+                "one agent ({}) made {n} requests, one after another as one agent's calls are: nothing could have run alongside them; if the program has more agents, label each with X-Agent (or pass the number of agents)",
+                rep.agents[0].agent
+            ),
+        ),
+        Decision::ConnectionPool => (
+            Verdict::Serialized,
+            Cause::ConnectionPool,
+            format!(
+                "the agents made their calls together, but the {n} requests reached the server one at a time over {}: serialized by the HTTP client's connection pool",
+                plural(c.connections, "connection", "connections")
+            ),
+        ),
+        Decision::HeldBack => {
+            let unlabelled = if agents_known {
+                ""
+            } else {
+                " (no X-Agent labels: if these calls depend on each other by design this is expected; label the agents to judge them)"
+            };
+            (
+                Verdict::Serialized,
+                Cause::Client,
+                format!(
+                    "{who} made {n} requests, but no two were ever in flight at once: each reached the server only after the previous one had finished: serialized in the client{unlabelled}"
+                ),
+            )
+        }
+        Decision::LittleToSave => (
+            Verdict::Inconclusive,
+            Cause::NothingToJudge,
+            format!(
+                "requests overlapped ({overlapped}), but one chain of calls is nearly all the work ({:.2} s of {:.2} s one at a time): there was little to save, nothing to judge",
+                t.ideal_s, t.sequential_s
+            ),
+        ),
+        // The simulator's figures are modelled, not sampled: it gives no interval to cross.
+        Decision::TooNoisy { lo, hi } => (
+            Verdict::Inconclusive,
+            Cause::NothingToJudge,
+            format!(
+                "too noisy to tell: the saving lies between {} and {}, on both sides of the parallel line",
+                pct(lo),
+                pct(hi)
+            ),
+        ),
+        Decision::UnknownAllowance(a) => unknown_deployment(&figures(&a)),
+        Decision::UnknownAgents(a) => unknown_agents(&overlapped, &figures(&a)),
+        Decision::Timed(a) if a.verdict == Verdict::Parallel => {
+            let how = match a.saving {
+                Some(_) => format!("{who} overlapped: {overlapped}; {}", figures(&a)),
+                None => format!(
+                    "{who} overlapped ({overlapped}) as far as the deployment allows; it allows no real saving here ({})",
+                    figures(&a)
+                ),
+            };
+            (Verdict::Parallel, Cause::None, how)
+        }
+        Decision::Timed(a) => {
+            let (cause, why) = client_cause(rep, reqs, client, handoffs, a.verdict);
+            let reason = match a.saving {
+                Some(_) => format!("{why} ({})", figures(&a)),
+                None => {
+                    let bound = t.allowed_s.max(t.sequential_s);
+                    format!(
+                        "{why}; it took {:.1}x the time the deployment explains, {:.2} s lost against the {:.2} s an ideal server could save ({})",
+                        t.took_s / bound.max(1e-9),
+                        t.took_s - bound,
+                        t.sequential_s - t.ideal_s,
+                        figures(&a)
+                    )
+                }
+            };
+            (a.verdict, cause, reason)
+        }
+    }
+}
+
+/// A shortfall of a program whose agents the judge could not tell apart: inconclusive, since
+/// it assumed every request could run at once, and the time it calls lost may be one agent's
+/// calls following each other by design.
+fn unknown_agents(overlapped: &str, figures: &str) -> (Verdict, Cause, String) {
+    (
+        Verdict::Inconclusive,
+        Cause::UnknownAgents,
+        format!(
+            "requests overlapped ({overlapped}), but the judge could not tell the agents apart (no X-Agent labels, no conversations to chain), so it cannot say whether the time lost was held back by the client or is one agent's calls following each other: label each agent's requests with X-Agent or give the number of agents (--agents N) ({figures})"
+        ),
+    )
+}
+
+/// A shortfall in a trace that does not say what its deployment allows: inconclusive, since
+/// the time lost may be the deployment's (its slots, its devices) as well as the client's.
+fn unknown_deployment(figures: &str) -> (Verdict, Cause, String) {
+    (
+        Verdict::Inconclusive,
+        Cause::UnknownDeployment,
+        format!(
+            "requests overlapped but took longer than an ideal server would; the trace does not describe its deployment (a trace older than schema 4), so what its slots and devices allow, and so whether the client lost the time, cannot be told ({figures})"
+        ),
+    )
+}
+
+/// What in the client lost the time: answers read late (a blocked executor), a connection pool
+/// that let fewer calls through than were made, or calls held back before they were made.
+fn client_cause(
+    rep: &Report,
+    reqs: &[Req<'_>],
+    client: &BTreeMap<u64, ClientCall>,
+    handoffs: usize,
+    verdict: Verdict,
+) -> (Cause, String) {
+    let c = &rep.concurrency;
+    let t = &rep.time;
+    let request_s = median(reqs.iter().map(|q| secs(q.server_end - q.r.received_us)).collect()).unwrap_or(0.0);
+    let lag_matters = t.client_lag_s.is_some_and(|l| l > 0.25 * request_s.max(1e-9));
+    if lag_matters {
+        return (
+            Cause::ClientLag,
+            format!(
+                "the server streamed on schedule but answers reached the agents {:.0} ms late (median): the client did not keep up, its executor was blocked (a blocking call in async code?)",
+                t.client_lag_s.unwrap_or(0.0) * 1e3
+            ),
+        );
+    }
+    if calls_made_together(reqs, client) && c.max_in_flight < c.possible.unwrap_or(usize::MAX) {
+        return (
+            Cause::ConnectionPool,
+            format!(
+                "the agents made their calls together, but at most {} reached the server at once over {}: held back by the HTTP client's connection pool",
+                c.max_in_flight,
+                plural(c.connections, "connection", "connections")
+            ),
+        );
+    }
+    let limit = match c.possible {
+        Some(p) if c.max_in_flight < p => {
+            format!("at most {} of {p} agents' requests were in flight at once", c.max_in_flight)
+        }
+        _ => format!(
+            "up to {} requests were in flight at once, but not for long ({} of the busy time)",
+            c.max_in_flight,
+            pct(c.overlap)
+        ),
+    };
+    let waits = if handoffs > 0 {
+        format!(
+            "; {} arrived right after another agent's request ended, as if waiting for it (a lock or a semaphore?)",
+            plural(handoffs, "call", "calls")
+        )
+    } else {
+        String::new()
+    };
+    let words =
+        if verdict == Verdict::Serialized { "serialized in the client" } else { "partly serialized in the client" };
+    (Cause::Client, format!("{limit}{waits}: {words}"))
+}
+
+/// Whether the client made calls that were held back before reaching the server: a call made
+/// while another agent's request was in flight that reached the server only once that request
+/// had ended, for at least half the calls after the first. Client-side observations only.
+fn calls_made_together(reqs: &[Req<'_>], client: &BTreeMap<u64, ClientCall>) -> bool {
+    let obs: Vec<(u64, u64, u64, usize)> = reqs
+        .iter()
+        .filter_map(|q| client.get(&q.r.id).map(|c| (c.sent_us, q.r.received_us, q.server_end, q.group)))
+        .collect();
+    if obs.len() < 2 {
+        return false;
+    }
+    let held = obs
+        .iter()
+        .filter(|a| {
+            a.1.saturating_sub(a.0) > 1_000 && obs.iter().any(|b| b.3 != a.3 && a.0 < b.2 && a.1 >= b.2 && b.1 <= a.1)
+        })
+        .count();
+    held * 2 >= obs.len() - 1
+}

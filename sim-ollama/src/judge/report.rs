@@ -1,0 +1,500 @@
+//! The judge's report: the client verdict and its cause, the deployment verdict and its
+//! limit, the evidence (agents, concurrency, time figures), and the report in words.
+
+use super::decision::{PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING};
+use super::{pct, plural};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Version of the [`Report`]'s JSON schema (`harness exec --json`).
+pub const REPORT_SCHEMA_VERSION: u32 = 2;
+
+/// The verdict on a program's (or a run's) concurrency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The agents ran together and saved (nearly) all the time the deployment allows.
+    Parallel,
+    /// Running together helped, much less than the deployment allows: the client held some
+    /// calls back.
+    PartlySerialized,
+    /// The client held its agents' calls back: no real gain from running them together.
+    Serialized,
+    /// The evidence cannot tell: nothing ran, one request, one agent, or nothing to save.
+    Inconclusive,
+    /// The run's calls failed (set by the harness for runs with failed calls; the judge itself
+    /// says `inconclusive` when every request failed).
+    Failed,
+}
+
+impl Verdict {
+    /// The word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Parallel => "parallel",
+            Verdict::PartlySerialized => "partly_serialized",
+            Verdict::Serialized => "serialized",
+            Verdict::Inconclusive => "inconclusive",
+            Verdict::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Verdict {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "parallel" => Ok(Verdict::Parallel),
+            // "degraded": the name before the verdict was the client's alone (schema 1).
+            "partly_serialized" | "degraded" => Ok(Verdict::PartlySerialized),
+            "serialized" => Ok(Verdict::Serialized),
+            "inconclusive" => Ok(Verdict::Inconclusive),
+            "failed" => Ok(Verdict::Failed),
+            other => Err(format!(
+                "{other:?} is not a verdict: parallel, partly_serialized, serialized, inconclusive, failed"
+            )),
+        }
+    }
+}
+
+/// What the client verdict blames: always something in the client (what the deployment
+/// allows is the [`DeploymentReport`]'s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// Nothing: the run was parallel.
+    None,
+    /// Nothing to judge (no requests, one request, one agent, nothing to save).
+    NothingToJudge,
+    /// Requests were held back before they reached the server (awaited in turn, a lock, a
+    /// semaphore, a blocking call on the event loop).
+    Client,
+    /// The agents' calls were made together but reached the server one at a time (known only
+    /// from client-side observations).
+    ConnectionPool,
+    /// The server streamed on time but the client read late: its executor was blocked (known
+    /// only from client-side observations).
+    ClientLag,
+    /// The judge could not tell the agents apart (no labels, no conversations to chain, no
+    /// number of agents given), so it cannot say whether the time lost was the client's.
+    UnknownAgents,
+    /// The trace does not describe its deployment (traces older than schema 4), so time lost
+    /// cannot be told from what the deployment allows.
+    UnknownDeployment,
+}
+
+impl Cause {
+    /// The name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::None => "none",
+            Cause::NothingToJudge => "nothing_to_judge",
+            Cause::Client => "client",
+            Cause::ConnectionPool => "connection_pool",
+            Cause::ClientLag => "client_lag",
+            Cause::UnknownAgents => "unknown_agents",
+            Cause::UnknownDeployment => "unknown_deployment",
+        }
+    }
+}
+
+/// How much of the saving an ideal server would give this workload the deployment allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Allows {
+    /// At least 80 % of what an infinitely parallel server would save.
+    Full,
+    /// Some speedup, much less than an ideal server's.
+    Partial,
+    /// No real speedup (at most 15 % of the ideal saving, or slower than one call at a time).
+    NoSpeedup,
+    /// Cannot tell: nothing to judge, nothing to save, or a trace that does not describe its
+    /// deployment (live servers, traces older than schema 4).
+    Unknown,
+}
+
+impl Allows {
+    /// The name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Allows::Full => "full",
+            Allows::Partial => "partial",
+            Allows::NoSpeedup => "no_speedup",
+            Allows::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for Allows {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What limits the speedup a deployment allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limit {
+    /// Nothing: it allows (nearly) everything an ideal server would.
+    None,
+    /// Too few parallel slots (`OLLAMA_NUM_PARALLEL`, or one slot forced by the model).
+    Slots,
+    /// The server's queue refused requests (`OLLAMA_MAX_QUEUE`: HTTP 503).
+    Queue,
+    /// Server processes time-slicing one device.
+    SharedDevice,
+    /// Streams batched in one runner slow each other down.
+    Batch,
+    /// Model loads, reloads and evictions during the run.
+    Loads,
+    /// The machine's CPU, shared by the servers (live mode).
+    Cpu,
+    /// Cannot tell.
+    Unknown,
+}
+
+impl Limit {
+    /// The name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::None => "none",
+            Limit::Slots => "slots",
+            Limit::Queue => "queue",
+            Limit::SharedDevice => "shared_device",
+            Limit::Batch => "batch",
+            Limit::Loads => "loads",
+            Limit::Cpu => "cpu",
+            Limit::Unknown => "unknown",
+        }
+    }
+}
+
+/// What one limit of the deployment cost the workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LimitCost {
+    /// The limit.
+    pub limit: Limit,
+    /// Seconds of wall time it adds to what a perfectly concurrent client takes (loads: their
+    /// time; the others: what lifting that limit alone would save).
+    pub seconds: f64,
+}
+
+/// The deployment verdict: how much speedup the deployment allows this workload, and what
+/// limits it. Found by replaying the same calls, issued by a perfectly concurrent client, on
+/// the deployment's model (slots, devices, loads); see `judge/allowed.rs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeploymentReport {
+    /// How much of an ideal server's saving it allows.
+    pub verdict: Allows,
+    /// What limits it most.
+    pub limit: Limit,
+    /// Why, with the fix, in a sentence.
+    pub reason: String,
+    /// One call at a time over what a perfectly concurrent client takes on this deployment
+    /// (below 1.0: overlapping is slower than taking turns).
+    pub speedup: Option<f64>,
+    /// The same on an infinitely parallel server with the models loaded.
+    pub ideal_speedup: Option<f64>,
+    /// Share of the ideal saving the deployment allows.
+    pub share: Option<f64>,
+    /// What each limit costs, the largest first (limits that cost nothing left out).
+    pub costs: Vec<LimitCost>,
+}
+
+/// How the judge told agents apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentSource {
+    /// Every request carried an `X-Agent` header.
+    Labels,
+    /// No labels: chat turns chained into conversations by their resent history.
+    Conversations,
+    /// Some requests labelled, the rest chained by conversation.
+    Mixed,
+    /// No labels and no conversations to chain: the program is judged as a whole, every
+    /// request as if it could have run alongside every other (or `expected_agents` at once).
+    Program,
+}
+
+impl AgentSource {
+    pub(super) fn words(self) -> &'static str {
+        match self {
+            AgentSource::Labels => "X-Agent labels",
+            AgentSource::Conversations => "conversations, no labels",
+            AgentSource::Mixed => "X-Agent labels and conversations",
+            AgentSource::Program => "no labels: the program as a whole",
+        }
+    }
+}
+
+/// What one agent did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentActivity {
+    /// The `X-Agent` label, or `conversation-N` / `request-N` when unlabelled.
+    pub agent: String,
+    /// Requests it made that ran.
+    pub requests: usize,
+    /// Their trace ids, in arrival order.
+    pub ids: Vec<u64>,
+    /// Tokens it was sent.
+    pub tokens: u64,
+    /// Sum of its requests' modelled solo costs, seconds (at the run's time scale).
+    pub solo_s: f64,
+    /// Its local work between calls, measured, seconds.
+    pub local_s: f64,
+    /// Its chain: solo costs and local work along its longest sequence of calls, seconds.
+    pub chain_s: f64,
+    /// Calls that arrived right after another agent's request ended (it waited for it).
+    pub handoffs: usize,
+    /// From its first request to its last answer, seconds since the first request of the run.
+    pub span_s: (f64, f64),
+}
+
+/// How requests overlapped on the server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Concurrency {
+    /// Most requests the server held at once (arrived, not yet ended).
+    pub max_in_flight: usize,
+    /// Most requests decoding at once (between first token and end).
+    pub max_decoding: usize,
+    /// How many could have been in flight: the agents (or `expected_agents`); absent when the
+    /// judge cannot count them.
+    pub possible: Option<usize>,
+    /// Share of the busy time with two or more requests in flight.
+    pub overlap: f64,
+    /// Time with no request in flight between the first arrival and the last end, seconds.
+    pub idle_s: f64,
+    /// Longest such gap, seconds.
+    pub longest_gap_s: f64,
+    /// Time requests spent waiting for a parallel slot, summed over requests, seconds.
+    pub slot_wait_s: f64,
+    /// Time requests spent waiting for loads, reloads, evictions or the scheduler, seconds.
+    pub load_wait_s: f64,
+    /// Mean decode speed as a fraction of solo speed, token-weighted.
+    pub mean_speed: f64,
+    /// Devices on which streams of different instances decoded together.
+    pub shared_devices: Vec<usize>,
+    /// Distinct client connections the requests came over.
+    pub connections: usize,
+    /// Requests in flight over time: (seconds since the first arrival, count) at each change.
+    pub profile: Vec<(f64, usize)>,
+}
+
+/// The time figures. Solo costs and loads are modelled (at the run's time scale: the wall time
+/// they would take); `took_s`, local work and client lag are measured wall time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimeFigures {
+    /// The run's time scale: modelled seconds = these seconds / `time_scale`.
+    pub time_scale: f64,
+    /// Measured: from the first request to the last answer (on the client's clock when client
+    /// observations were given).
+    pub took_s: f64,
+    /// Modelled: every request's solo cost, summed.
+    pub solo_s: f64,
+    /// Measured: the agents' local work between calls, summed.
+    pub local_s: f64,
+    /// Modelled: model loads during the run (their union in time).
+    pub load_s: f64,
+    /// One request after another: `solo_s + local_s + load_s`.
+    pub sequential_s: f64,
+    /// The longest agent's chain (or the program's lower bound) plus loads: an infinitely
+    /// parallel server.
+    pub ideal_s: f64,
+    /// What a perfectly concurrent client takes on this deployment (its slots and devices
+    /// replayed, plus loads); can exceed `sequential_s` where overlapping is slower than
+    /// taking turns. Equal to `ideal_s` when the trace does not describe its deployment.
+    pub allowed_s: f64,
+    /// The client's share of the saving the deployment allows:
+    /// (sequential - took) / (sequential - allowed); absent when the deployment allows less
+    /// than 5 % of the sequential time to be saved (the overlap evidence then decides).
+    pub saving: Option<f64>,
+    /// Median delay between the server's last byte and the client's, seconds (only with
+    /// client observations).
+    pub client_lag_s: Option<f64>,
+}
+
+/// The judge's report: a verdict, its reason, and the evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// [`REPORT_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The client verdict: did the program overlap its agents as far as the deployment
+    /// allows?
+    pub verdict: Verdict,
+    /// What it blames in the client.
+    pub cause: Cause,
+    /// Why, in a sentence.
+    pub reason: String,
+    /// The deployment verdict: how much speedup the deployment allows, and what limits it.
+    pub deployment: DeploymentReport,
+    /// What the judge assumed or could not know.
+    pub notes: Vec<String>,
+    /// How agents were told apart.
+    pub agents_from: AgentSource,
+    /// Per agent.
+    pub agents: Vec<AgentActivity>,
+    /// Model requests judged (those that ran).
+    pub requests: usize,
+    /// Of those, or refused before running: requests that failed or were cancelled.
+    pub failed: usize,
+    /// How they overlapped.
+    pub concurrency: Concurrency,
+    /// The time figures.
+    pub time: TimeFigures,
+}
+
+impl Report {
+    /// Panics with the report in words unless the client verdict is `parallel` (an
+    /// inconclusive run never is). Returns the report, for more checks.
+    #[track_caller]
+    pub fn assert_parallel(&self) -> &Self {
+        self.assert_verdict(Verdict::Parallel)
+    }
+
+    /// Panics with the report in words unless the client verdict is `verdict`.
+    #[track_caller]
+    pub fn assert_verdict(&self, verdict: Verdict) -> &Self {
+        assert!(self.verdict == verdict, "the agents were not judged {}:\n{self}", verdict.as_str().replace('_', " "));
+        self
+    }
+
+    /// A summary that stays the same from run to run of the same program: verdict, cause,
+    /// agents, requests and bands, never raw timings. Made for snapshot tests (insta).
+    ///
+    /// The saving's band is shown only where the verdict rests on it: where no two requests
+    /// ever overlapped the verdict is decided without it, and the saving (the agents' local
+    /// work, measured by the client's clock, overlapping other agents' calls) moves with the
+    /// machine's load; a snapshot of it would fail on a busy machine with the verdict unchanged.
+    pub fn summary(&self) -> String {
+        let saving = match self.time.saving {
+            _ if self.concurrency.max_in_flight <= 1 => "n/a (no two requests overlapped)",
+            None => "n/a",
+            Some(s) if s >= PARALLEL_MIN_SAVING => ">= 80%",
+            Some(s) if s >= 0.5 => "50-80%",
+            Some(s) if s > SERIALIZED_MAX_SAVING => "15-50%",
+            Some(_) => "<= 15%",
+        };
+        let possible = self.concurrency.possible.map_or("?".to_string(), |p| p.to_string());
+        format!(
+            "verdict: {}\ncause: {}\ndeployment: {} (limit: {})\nagents: {} ({})\nrequests: {} ({} failed)\nmax in flight: {} of {}\nsaving: {}\n",
+            self.verdict,
+            self.cause.as_str(),
+            self.deployment.verdict,
+            self.deployment.limit.as_str(),
+            self.agents.len(),
+            self.agents_from.words(),
+            self.requests,
+            self.failed,
+            self.concurrency.max_in_flight,
+            possible,
+            saving
+        )
+    }
+
+    /// `Ok` when the verdict is `expected`, else the report in words as the error.
+    pub fn expect(&self, expected: Verdict) -> Result<(), String> {
+        if self.verdict == expected { Ok(()) } else { Err(format!("expected {expected}, got {self}")) }
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = &self.time;
+        let c = &self.concurrency;
+        writeln!(f, "{}: {}", self.verdict, self.reason)?;
+        writeln!(f, "  deployment: {}: {}", self.deployment.verdict, self.deployment.reason)?;
+        writeln!(
+            f,
+            "  requests: {} ran ({} failed); agents: {} ({})",
+            self.requests,
+            self.failed,
+            self.agents.len(),
+            self.agents_from.words()
+        )?;
+        for a in &self.agents {
+            writeln!(
+                f,
+                "    {:<24} {}, {} tokens, solo {:.3} s + local {:.3} s, active {:.3}-{:.3} s{}",
+                a.agent,
+                plural(a.requests, "request", "requests"),
+                a.tokens,
+                a.solo_s,
+                a.local_s,
+                a.span_s.0,
+                a.span_s.1,
+                if a.handoffs > 0 { format!(", {} right after another agent's", a.handoffs) } else { String::new() }
+            )?;
+        }
+        let possible = c.possible.map_or(String::new(), |p| format!(" of {p} possible"));
+        writeln!(
+            f,
+            "  concurrency: max {} in flight{possible} (max {} decoding); {} of the busy time with 2+ in flight; {} connection(s)",
+            c.max_in_flight,
+            c.max_decoding,
+            pct(c.overlap),
+            c.connections
+        )?;
+        writeln!(
+            f,
+            "  time (seconds of wall time at time scale {}; modelled seconds = these / {}):",
+            t.time_scale, t.time_scale
+        )?;
+        writeln!(f, "    took           {:>8.3} s  measured, first request to last answer", t.took_s)?;
+        writeln!(
+            f,
+            "    one at a time  {:>8.3} s  modelled solo costs {:.3} s + local work {:.3} s (measured) + loads {:.3} s (modelled)",
+            t.sequential_s, t.solo_s, t.local_s, t.load_s
+        )?;
+        let longest = self
+            .agents
+            .iter()
+            .max_by(|a, b| a.chain_s.total_cmp(&b.chain_s))
+            .map_or(String::new(), |a| format!(" (longest: {})", a.agent));
+        let ideal_words = if self.agents_from == AgentSource::Program {
+            "the program's lower bound: its longest request or conversation, or its work spread over the agents, + idle time + loads".to_string()
+        } else {
+            format!("the longest agent's chain + loads{longest}")
+        };
+        writeln!(f, "    ideal          {:>8.3} s  {ideal_words}", t.ideal_s)?;
+        writeln!(
+            f,
+            "    allowed        {:>8.3} s  a perfectly concurrent client on this deployment (its slots and devices replayed) + loads",
+            t.allowed_s
+        )?;
+        match t.saving {
+            Some(s) => writeln!(
+                f,
+                "    saved          {:>8}    of the {:.3} s the deployment allows to save ({:.3} s lost)",
+                pct(s.max(-9.99)),
+                (t.sequential_s - t.allowed_s).max(0.0),
+                (t.took_s - t.allowed_s).max(0.0)
+            )?,
+            None => writeln!(f, "    saved          n/a        the deployment allows nothing to save")?,
+        }
+        if let Some(l) = t.client_lag_s {
+            writeln!(f, "    client lag     {:>8.3} s  median, server's last byte to the client's (measured)", l)?;
+        }
+        writeln!(
+            f,
+            "  waits: {:.3} s for parallel slots, {:.3} s for loads; idle {:.3} s (longest gap {:.3} s); decode speed {} of solo",
+            c.slot_wait_s,
+            c.load_wait_s,
+            c.idle_s,
+            c.longest_gap_s,
+            pct(c.mean_speed)
+        )?;
+        let shown: Vec<String> = c.profile.iter().take(40).map(|(t, n)| format!("{t:.3}s:{n}")).collect();
+        let more = if c.profile.len() > 40 { format!(" ... ({} changes)", c.profile.len()) } else { String::new() };
+        writeln!(f, "  in flight over time: {}{more}", shown.join(" "))?;
+        for n in &self.notes {
+            writeln!(f, "  note: {n}")?;
+        }
+        Ok(())
+    }
+}
