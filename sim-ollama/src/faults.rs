@@ -3,14 +3,14 @@
 //! Rules come from the configuration's `[[faults]]` tables and can be replaced at run time
 //! over HTTP (`GET`/`PUT`/`POST`/`DELETE /sim/faults`).
 
+use crate::rules::{Filter, Rule, RuleSet};
 use crate::seed::SeedBuilder;
 use rand::RngExt;
 use serde::{Deserialize, Serialize};
-use std::sync::Mutex;
 use std::time::Duration;
 
-/// Most fault rules in force at once (a long-running simulator takes rules over HTTP).
-pub const MAX_RULES: usize = 256;
+/// Most fault rules in force at once: the one cap of the rule set ([`crate::rules::MAX_RULES`]).
+pub use crate::rules::MAX_RULES;
 
 /// What a fault does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,8 +107,7 @@ impl FaultRule {
 
     fn matches(&self, instance: usize, model_key: &str, endpoint: &str) -> bool {
         self.instance.is_none_or(|i| i == instance)
-            && self.endpoint.as_deref().is_none_or(|e| e == endpoint)
-            && self.model.as_deref().is_none_or(|m| crate::names::Name::parse(m).is_some_and(|n| n.key() == model_key))
+            && Filter { model: self.model.as_deref(), endpoint: self.endpoint.as_deref() }.matches(model_key, endpoint)
     }
 
     /// The error text of an error fault.
@@ -158,47 +157,30 @@ pub(crate) enum Trigger {
     AfterTime(Duration),
 }
 
-/// The rules in force, with a counter of matching requests per rule.
+impl Rule for FaultRule {
+    const WHAT: &'static str = "fault rules";
+    const KEY: &'static str = "faults";
+    fn validate(&self) -> Result<(), String> {
+        FaultRule::validate(self)
+    }
+}
+
+/// The fault rules in force, seeded.
 #[derive(Debug)]
 pub(crate) struct Faults {
     seed: u64,
-    rules: Mutex<Vec<(FaultRule, u64)>>,
+    /// The rules, with a counter of matching requests each.
+    pub(crate) rules: RuleSet<FaultRule>,
 }
 
 impl Faults {
     pub(crate) fn new(seed: u64, rules: Vec<FaultRule>) -> Self {
-        Faults { seed, rules: Mutex::new(rules.into_iter().map(|r| (r, 0)).collect()) }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(FaultRule, u64)>> {
-        self.rules.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The rules in force.
-    pub(crate) fn rules(&self) -> Vec<FaultRule> {
-        self.lock().iter().map(|(r, _)| r.clone()).collect()
-    }
-
-    /// Replaces the rules (counters restart), after checking each and their number.
-    pub(crate) fn set(&self, rules: Vec<FaultRule>) -> Result<(), String> {
-        if rules.len() > MAX_RULES {
-            return Err(format!("sim-ollama: {} fault rules; at most {MAX_RULES} may be in force", rules.len()));
-        }
-        for r in &rules {
-            r.validate()?;
-        }
-        *self.lock() = rules.into_iter().map(|r| (r, 0)).collect();
-        Ok(())
-    }
-
-    /// Adds a rule.
-    pub(crate) fn add(&self, rule: FaultRule) {
-        self.lock().push((rule, 0));
+        Faults { seed, rules: RuleSet::new(rules) }
     }
 
     /// The fault a request gets, if any: the first rule that matches and chooses it.
     pub(crate) fn pick(&self, instance: usize, model_key: &str, endpoint: &str) -> Option<FaultRule> {
-        let mut rules = self.lock();
+        let mut rules = self.rules.lock();
         for (i, (rule, count)) in rules.iter_mut().enumerate() {
             if !rule.matches(instance, model_key, endpoint) {
                 continue;

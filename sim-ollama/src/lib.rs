@@ -25,7 +25,9 @@
 //! - `device`: GPU sharing, by virtual clocks (processor sharing).
 //! - `pacer`, `timer`: emit steps at absolute deadlines, woken by a high-resolution timer.
 //! - `generation`: one request's life, from plan to final metrics.
-//! - `routes`: the HTTP surface (`native`, `openai`, `sim`), built by a pure `app()`.
+//! - `routes`: the HTTP surface, built by a pure `app()`: adapters per API (`native`, `openai`,
+//!   `anthropic`, `responses`, `embed`, `models`, `sim`) over one `pipeline` (chat requests:
+//!   `pipeline::chat`), every JSON body read by `json_body`.
 //! - `arrival`: when each request reached the server, so the simulator's own delay in getting
 //!   to it (a burst of connections) is not added to its schedule.
 //! - `http1`: each connection served by hyper, the response head written as Go writes it
@@ -34,9 +36,11 @@
 //!   error shapes, JSON encoded as Go encodes it.
 //! - `trace`, `metrics`: what the server saw, and how late it emitted tokens.
 //! - `carried`: answers recognised in later prompts, the data flow between agents.
-//! - `faults`: injected errors, stalls, disconnects, by rule and seeded.
+//! - `faults`, `script`: injected errors, stalls, disconnects, and scripted answers, by rule
+//!   (both kept in `rules`: one rule set, one filter, one cap).
 //! - [`judge`]: from a trace, how a program's requests overlapped, the time it could have
-//!   saved, and a verdict with its reason (`SimHandle::judge`).
+//!   saved, and a verdict with its reason (`SimHandle::judge`); its decision core
+//!   ([`judge::decision`]) is shared with the harness's live mode.
 //!
 //! # Example
 //! ```
@@ -75,6 +79,7 @@ mod noise;
 mod pacer;
 mod request;
 mod routes;
+mod rules;
 mod scheduler;
 mod schema;
 mod script;

@@ -28,11 +28,11 @@
 //! write it). Arguments keep their key order when given as JSON (`/sim/script`, the builder);
 //! from TOML they come sorted by key (the TOML reader's tables are ordered maps).
 
+use crate::rules::{Filter, Rule, RuleSet};
 use serde::{Deserialize, Serialize};
-use std::sync::Mutex;
 
-/// Most script rules in force at once.
-pub const MAX_RULES: usize = 1024;
+/// Most script rules in force at once: the one cap of the rule set ([`crate::rules::MAX_RULES`]).
+pub use crate::rules::MAX_RULES;
 
 /// A tool call a script makes the model answer with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -120,8 +120,7 @@ impl ScriptRule {
 
     fn matches(&self, agent: Option<&str>, model_key: &str, endpoint: &str) -> bool {
         self.agent.as_deref().is_none_or(|a| agent == Some(a))
-            && self.endpoint.as_deref().is_none_or(|e| e == endpoint)
-            && self.model.as_deref().is_none_or(|m| crate::names::Name::parse(m).is_some_and(|n| n.key() == model_key))
+            && Filter { model: self.model.as_deref(), endpoint: self.endpoint.as_deref() }.matches(model_key, endpoint)
     }
 
     fn reply(&self) -> Option<Reply> {
@@ -134,47 +133,29 @@ impl ScriptRule {
     }
 }
 
-/// The rules in force, with a counter of matching requests per rule.
-#[derive(Debug, Default)]
+impl Rule for ScriptRule {
+    const WHAT: &'static str = "script rules";
+    const KEY: &'static str = "script";
+    fn validate(&self) -> Result<(), String> {
+        ScriptRule::validate(self)
+    }
+}
+
+/// The script rules in force.
+#[derive(Debug)]
 pub(crate) struct Script {
-    rules: Mutex<Vec<(ScriptRule, u64)>>,
+    /// The rules, with a counter of matching requests each.
+    pub(crate) rules: RuleSet<ScriptRule>,
 }
 
 impl Script {
     pub(crate) fn new(rules: Vec<ScriptRule>) -> Self {
-        Script { rules: Mutex::new(rules.into_iter().map(|r| (r, 0)).collect()) }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(ScriptRule, u64)>> {
-        self.rules.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The rules in force.
-    pub(crate) fn rules(&self) -> Vec<ScriptRule> {
-        self.lock().iter().map(|(r, _)| r.clone()).collect()
-    }
-
-    /// Replaces the rules (counters restart), after checking each and their number.
-    pub(crate) fn set(&self, rules: Vec<ScriptRule>) -> Result<(), String> {
-        check(&rules)?;
-        *self.lock() = rules.into_iter().map(|r| (r, 0)).collect();
-        Ok(())
-    }
-
-    /// Adds rules after the ones in force (their counters start at 0).
-    pub(crate) fn add(&self, rules: Vec<ScriptRule>) -> Result<(), String> {
-        let mut g = self.lock();
-        check(&rules)?;
-        if g.len() + rules.len() > MAX_RULES {
-            return Err(format!("sim-ollama: at most {MAX_RULES} script rules may be in force"));
-        }
-        g.extend(rules.into_iter().map(|r| (r, 0)));
-        Ok(())
+        Script { rules: RuleSet::new(rules) }
     }
 
     /// The scripted answer of a request, if any; counts the request on every rule it matches.
     pub(crate) fn pick(&self, agent: Option<&str>, model_key: &str, endpoint: &str) -> Option<Reply> {
-        let mut g = self.lock();
+        let mut g = self.rules.lock();
         let mut chosen = None;
         for (rule, count) in g.iter_mut() {
             if !rule.matches(agent, model_key, endpoint) {
@@ -187,14 +168,6 @@ impl Script {
         }
         chosen
     }
-}
-
-/// Checks rules and their number.
-pub(crate) fn check(rules: &[ScriptRule]) -> Result<(), String> {
-    if rules.len() > MAX_RULES {
-        return Err(format!("sim-ollama: {} script rules; at most {MAX_RULES} may be in force", rules.len()));
-    }
-    rules.iter().try_for_each(ScriptRule::validate)
 }
 
 #[cfg(test)]

@@ -574,13 +574,13 @@ impl SimHandle {
     /// checked as `PUT /sim/faults` checks it (`every: 0`, a bad status, a probability outside
     /// 0-1 are refused), and at most [`MAX_RULES`](crate::faults::MAX_RULES) may be in force.
     pub fn set_faults(&self, rules: Vec<crate::faults::FaultRule>) -> Result<(), Error> {
-        self.shared.faults.set(rules).map_err(Error::Rules)
+        self.shared.faults.rules.set(rules).map_err(Error::Rules)
     }
 
     /// Replaces the scripted turns in force (counters restart; an empty list removes them),
     /// checked as `PUT /sim/script` checks them.
     pub fn set_script(&self, rules: Vec<crate::script::ScriptRule>) -> Result<(), Error> {
-        self.shared.script.set(rules).map_err(Error::Rules)
+        self.shared.script.rules.set(rules).map_err(Error::Rules)
     }
 
     /// Resets the lateness histogram.

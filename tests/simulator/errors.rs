@@ -485,11 +485,25 @@ fn a_long_running_server_refuses_unbounded_growth_with_clear_errors() -> Result 
     let r = raw_blocking(addr, "POST", "/v1/embeddings", Some(&body), &[]);
     assert_eq!(r.status, 400);
     assert!(r.json().pointer("/error/message").and_then(|e| e.as_str()).is_some_and(|e| e.contains("at most 2048")));
-    // Fault rules: at most 256 in force, over HTTP and through the library.
-    let many =
-        serde_json::json!({"faults": vec![serde_json::json!({"kind": "stall", "duration_ms": 1}); 257]}).to_string();
+    // Rules: at most MAX_RULES of a kind in force, over HTTP (replaced or added) and through
+    // the library; faults and scripts alike, one rule set.
+    let max = sim_ollama::advanced::faults::MAX_RULES;
+    let rule = serde_json::json!({"kind": "stall", "duration_ms": 1});
+    let many = serde_json::json!({"faults": vec![rule.clone(); max + 1]}).to_string();
     let r = raw_blocking(addr, "PUT", "/sim/faults", Some(&many), &[]);
     assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.json()["error"].as_str().is_some_and(|e| e.contains(&format!("at most {max}"))), "{}", r.text());
+    let full = serde_json::json!({"faults": vec![rule.clone(); max]}).to_string();
+    assert_eq!(raw_blocking(addr, "PUT", "/sim/faults", Some(&full), &[]).status, 200);
+    let r = raw_blocking(addr, "POST", "/sim/faults", Some(&rule.to_string()), &[]);
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.json()["error"].as_str().is_some_and(|e| e.contains("DELETE /sim/faults")), "{}", r.text());
+    assert_eq!(raw_blocking(addr, "DELETE", "/sim/faults", None, &[]).status, 200);
+    let scripted = serde_json::json!({"text": "x"});
+    let many = serde_json::json!({"script": vec![scripted; max + 1]}).to_string();
+    let r = raw_blocking(addr, "PUT", "/sim/script", Some(&many), &[]);
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.json()["error"].as_str().is_some_and(|e| e.contains("script rules")), "{}", r.text());
     let rule: sim_ollama::advanced::faults::FaultRule =
         serde_json::from_value(serde_json::json!({"kind": "stall", "every": 0}))?;
     let e = sim.set_faults(vec![rule]).expect_err("every = 0 is refused, as over HTTP");

@@ -4,12 +4,12 @@
 //! same pipeline as `/api/chat` (scheduling, slots, prompt cache, trace), and its answer is
 //! written as Anthropic events or one message object ([`crate::wire::anthropic`]).
 
-use super::history::{self, ChatMessage};
+use super::history::ChatMessage;
 use super::peer::Peer;
-use super::pipeline::{self, Generation, Started, begin_trace, traced};
-use super::{AppState, body_bytes, encoder_response};
+use super::pipeline::{self, ChatInput, Started, begin_trace, traced};
+use super::{AppState, BodyErrors, encoder_response, json_body};
 use crate::error::ApiError;
-use crate::request::{Effort, Fields, Options, Think, decode_body};
+use crate::request::{Effort, Fields, Options, Think};
 use crate::wire::Wire;
 use crate::wire::anthropic::{Stream, Usage, stop_reason};
 use axum::body::Bytes;
@@ -141,8 +141,7 @@ pub(crate) async fn messages(
     let arrival = peer.arrival();
     // The middleware's own checks (middleware/anthropic.go 736-760), answered by gin itself.
     let mw = ApiError::anthropic_middleware;
-    let body = body_bytes(body, s.shared.cfg.body_limit).map_err(mw)?;
-    let map = decode_body(&body, "MessagesRequest").map_err(mw)?;
+    let map = json_body(&s, body, "MessagesRequest", BodyErrors::AnthropicMiddleware)?;
     let f = Fields::new(&map, "MessagesRequest");
     let model_s = f.string("model").map_err(mw)?.unwrap_or_default();
     let stream = f.bool("stream").map_err(mw)?.unwrap_or(false);
@@ -208,20 +207,13 @@ pub(crate) async fn messages(
                 _ => None,
             },
         };
-        let t = begin_trace(&s, arrival, "/v1/messages", &model_s, peer, stream, Some(&o));
-        let c = history::conversation(&messages);
-        t.with(|r| r.conversation = Some(c));
-        trace = Some(t);
-        // No thinking check: see the relaxation below.
+        trace = Some(begin_trace(&s, arrival, "/v1/messages", &model_s, peer, stream, Some(&o)));
+        // No thinking check: the Anthropic route relaxes thinking on a model that cannot think,
+        // where the chat handler would refuse it (`relax_thinking`, server/routes.go 2622-2630).
         let model = pipeline::chat_model(&s, &model_s, None, offered)?;
-        // The Anthropic route relaxes thinking on a model that cannot think, where the chat
-        // handler would refuse it (`relax_thinking`, server/routes.go 2622-2630).
-        let can_think = model.spec.has("thinking");
-        let think = if can_think { Think::resolve(think, true) } else { Think::Off };
-        let (messages, rendered) =
-            history::fit_history(messages, &model, pipeline::num_ctx(&s, &model, &options, true));
-        let g = Generation { think, ..Generation::chat("/v1/messages", model, &messages, &rendered, &options, &tools, arrival) };
-        let Started { run, fault, seed } = pipeline::start(&s, g, &mut trace).await?;
+        let think = if model.spec.has("thinking") { think } else { Some(Think::Off) };
+        let input = ChatInput { think, ..ChatInput::new("/v1/messages", messages, options, tools, arrival) };
+        let Started { run, fault, seed } = pipeline::chat(&s, input, model, &mut trace).await?;
         // The real id is `msg_` and 24 random hex digits.
         let id = format!("msg_{seed:016x}{:08x}", crate::seed::mix(seed) >> 32);
         let wire = Wire::Anthropic(Stream {

@@ -2,12 +2,12 @@
 //! deterministic vectors, the embedding model's capability check, the runner's time.
 
 use super::peer::Peer;
-use super::pipeline::{begin_trace, job, load_only};
-use super::{AppState, body_bytes, json_response};
+use super::pipeline::{begin_trace, job, load_only, runner_options};
+use super::{AppState, BodyErrors, json_body, json_response};
 use crate::error::ApiError;
 use crate::generation::{Plan, PlanInput, Running};
 use crate::keepalive::KeepAlive;
-use crate::request::{Fields, Options, decode_body};
+use crate::request::{Fields, Options};
 use crate::store::Installed;
 use crate::tokens::OutputFormat;
 use crate::trace::{Outcome, TraceGuard};
@@ -83,7 +83,8 @@ pub(crate) async fn run_embedding(
         },
         ..plan
     };
-    let job = job(s, model, options, true, keep_alive, plan, arrival, Vec::new(), "");
+    let opts = runner_options(s, &model, options, true);
+    let job = job(s, model, opts, keep_alive, plan, arrival, Vec::new(), "");
     let mut run = Running::start(job, trace).await?;
     let m = run.metrics(Instant::now());
     run.finish(Outcome::Done, None);
@@ -150,8 +151,7 @@ pub(crate) async fn embed(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
-    let body = body_bytes(body, s.shared.cfg.body_limit)?;
-    let map = decode_body(&body, "EmbedRequest")?;
+    let map = json_body(&s, body, "EmbedRequest", BodyErrors::Native)?;
     let f = Fields::new(&map, "EmbedRequest");
     let model_s = f.string("model")?.unwrap_or_default();
     let keep_alive = f.keep_alive()?;
@@ -218,8 +218,7 @@ pub(crate) async fn embeddings(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
-    let body = body_bytes(body, s.shared.cfg.body_limit)?;
-    let map = decode_body(&body, "EmbeddingRequest")?;
+    let map = json_body(&s, body, "EmbeddingRequest", BodyErrors::Native)?;
     let f = Fields::new(&map, "EmbeddingRequest");
     let model_s = f.string("model")?.unwrap_or_default();
     let prompt = f.string("prompt")?.unwrap_or_default();

@@ -5,6 +5,7 @@
 use crate::store::Installed;
 
 /// A chat message as the simulator reads it.
+#[derive(Debug)]
 pub(crate) struct ChatMessage {
     pub(crate) role: String,
     pub(crate) content: String,

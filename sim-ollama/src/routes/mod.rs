@@ -21,7 +21,9 @@ pub(crate) mod responses;
 pub(crate) mod sim;
 
 use crate::error::ApiError;
+use crate::faults::FaultRule;
 use crate::scheduler::Instance;
+use crate::script::ScriptRule;
 use crate::shared::Shared;
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -31,6 +33,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
+use serde_json::{Map, Value};
 use std::sync::Arc;
 
 /// What every handler gets: the simulator and the instance the request reached.
@@ -69,11 +72,17 @@ pub(crate) fn app(state: AppState) -> Router {
         .route("/sim/judge", get(sim::judge))
         .route(
             "/sim/script",
-            get(sim::get_script).put(sim::put_script).post(sim::post_script).delete(sim::delete_script),
+            get(sim::get_rules::<ScriptRule>)
+                .put(sim::put_rules::<ScriptRule>)
+                .post(sim::post_rules::<ScriptRule>)
+                .delete(sim::delete_rules::<ScriptRule>),
         )
         .route(
             "/sim/faults",
-            get(sim::get_faults).put(sim::put_faults).post(sim::post_faults).delete(sim::delete_faults),
+            get(sim::get_rules::<FaultRule>)
+                .put(sim::put_rules::<FaultRule>)
+                .post(sim::post_rules::<FaultRule>)
+                .delete(sim::delete_rules::<FaultRule>),
         )
         .fallback(fallback)
         .layer(middleware::from_fn(edge))
@@ -258,6 +267,41 @@ pub(crate) fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> R
             ApiError::bad_request(rej.body_text())
         }
     })
+}
+
+/// Whose error shape a route's body-decoding errors take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyErrors {
+    /// Ollama's native `{"error": "..."}`.
+    Native,
+    /// The OpenAI-compatible middleware's, which keeps gin's charset on decoding errors.
+    OpenAi,
+    /// The Anthropic middleware's own checks, answered by gin (middleware/anthropic.go
+    /// v0.33.0-rc2 736-760).
+    AnthropicMiddleware,
+}
+
+impl BodyErrors {
+    fn shape(self, e: ApiError) -> ApiError {
+        match self {
+            BodyErrors::Native => e,
+            BodyErrors::OpenAi => e.openai().with_charset(),
+            BodyErrors::AnthropicMiddleware => e.anthropic_middleware(),
+        }
+    }
+}
+
+/// A request's JSON object body, read as the real handlers bind it: the size limit, a missing
+/// body, Go's decoding errors (`go_type` names the Go type in them), in the route's error shape.
+/// Every JSON endpoint reads its body through this.
+pub(crate) fn json_body(
+    s: &AppState,
+    body: Result<Bytes, BytesRejection>,
+    go_type: &str,
+    errors: BodyErrors,
+) -> Result<Map<String, Value>, ApiError> {
+    let bytes = body_bytes(body, s.shared.cfg.body_limit).map_err(|e| errors.shape(e))?;
+    crate::request::decode_body(&bytes, go_type).map_err(|e| errors.shape(e))
 }
 
 /// What the Responses and Anthropic middlewares set on a streamed request before the chat

@@ -2,12 +2,12 @@
 //! `/api/ps`, `/api/show`, `/api/pull`, `/api/copy`, `/api/delete`. Validation order, status
 //! codes and texts follow `server/routes.go`.
 
-use super::{AppState, body_bytes, bytes_response, json_response};
+use super::{AppState, BodyErrors, bytes_response, json_body, json_response};
 use crate::clock::rfc3339;
 use crate::config::ModelSpec;
 use crate::error::ApiError;
 use crate::names::Name;
-use crate::request::{Fields, decode_body};
+use crate::request::Fields;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
@@ -146,8 +146,7 @@ struct Show<'a> {
 /// `POST /api/show` (`GetModelInfo`, server/routes.go v0.33.0-rc2 1396-1598; what the model
 /// file says is in [`crate::gguf`]).
 pub(crate) async fn show(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
-    let body = body_bytes(body, s.shared.cfg.body_limit)?;
-    let map = decode_body(&body, "ShowRequest")?;
+    let map = json_body(&s, body, "ShowRequest", BodyErrors::Native)?;
     let f = Fields::new(&map, "ShowRequest");
     let model = f.string("model")?.filter(|m| !m.is_empty()).or(f.string("name")?.filter(|m| !m.is_empty()));
     let Some(model) = model else {
@@ -199,8 +198,7 @@ fn progress(status: impl Into<String>) -> Progress<'static> {
 
 /// `POST /api/pull`: a simulated progress stream that installs a catalogue model.
 pub(crate) async fn pull(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
-    let body = body_bytes(body, s.shared.cfg.body_limit)?;
-    let map = decode_body(&body, "PullRequest")?;
+    let map = json_body(&s, body, "PullRequest", BodyErrors::Native)?;
     let f = Fields::new(&map, "PullRequest");
     let model_s = f.string("model")?.filter(|m| !m.is_empty()).or(f.string("name")?.filter(|m| !m.is_empty()));
     let _insecure = f.bool("insecure")?;
@@ -285,8 +283,7 @@ fn async_stream(
 
 /// `POST /api/copy`: 200 with an empty body.
 pub(crate) async fn copy(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
-    let body = body_bytes(body, s.shared.cfg.body_limit)?;
-    let map = decode_body(&body, "CopyRequest")?;
+    let map = json_body(&s, body, "CopyRequest", BodyErrors::Native)?;
     let f = Fields::new(&map, "CopyRequest");
     let src_s = f.string("source")?.unwrap_or_default();
     let dst_s = f.string("destination")?.unwrap_or_default();
@@ -304,8 +301,7 @@ pub(crate) async fn delete(
     State(s): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body_bytes(body, s.shared.cfg.body_limit)?;
-    let map = decode_body(&body, "DeleteRequest")?;
+    let map = json_body(&s, body, "DeleteRequest", BodyErrors::Native)?;
     let f = Fields::new(&map, "DeleteRequest");
     let model_s = f.string("model")?.filter(|m| !m.is_empty()).or(f.string("name")?.filter(|m| !m.is_empty()));
     let Some(model_s) = model_s else {

@@ -1,14 +1,16 @@
 //! Ollama's native generation API: `/api/generate` and `/api/chat`, which share their fields
 //! and their loads. Validation order, status codes and texts follow `server/routes.go`.
 
-use super::history::{ChatMessage, conversation, fit_history, render_messages};
+use super::history::ChatMessage;
 use super::peer::Peer;
-use super::pipeline::{self, Generation, Started, begin_trace, load_only, output_format, resolve, traced};
-use super::{AppState, body_bytes, json_response};
+use super::pipeline::{
+    self, ChatInput, Generation, Started, begin_trace, chat_model, load_only, output_format, resolve, traced,
+};
+use super::{AppState, BodyErrors, json_body, json_response};
 use crate::clock::rfc3339;
 use crate::error::ApiError;
 use crate::keepalive::KeepAlive;
-use crate::request::{Fields, Options, Think, decode_body};
+use crate::request::{Fields, Options, Think};
 use crate::trace::{Outcome, TraceGuard};
 use crate::wire::{ChatFinal, GenerateFinal, Message, Wire};
 use axum::body::Bytes;
@@ -68,8 +70,7 @@ pub(crate) async fn generate(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
-    let body = body_bytes(body, s.shared.cfg.body_limit)?;
-    let map = decode_body(&body, "GenerateRequest")?;
+    let map = json_body(&s, body, "GenerateRequest", BodyErrors::Native)?;
     let f = Fields::new(&map, "GenerateRequest");
     let model_s = f.string("model")?.unwrap_or_default();
     let c = chat_generate_fields(&f)?;
@@ -133,6 +134,7 @@ async fn generate_inner(
     let prompt_tokens = crate::generation::prompt_tokens(&model, &rendered, !raw, images);
     let context_ids: Option<Vec<u32>> =
         (!raw).then(|| crate::tokens::token_ids(&rendered, prompt_tokens, 32_000).collect());
+    let runner = pipeline::runner_options(s, &model, &options, c.shift);
     let g = Generation {
         endpoint: "/api/generate",
         model,
@@ -140,7 +142,7 @@ async fn generate_inner(
         templated: !raw,
         images,
         options: &options,
-        shift: c.shift,
+        runner,
         keep_alive: c.keep_alive,
         default_temperature: 0.8,
         format,
@@ -222,8 +224,7 @@ pub(crate) async fn chat(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
-    let body = body_bytes(body, s.shared.cfg.body_limit)?;
-    let map = decode_body(&body, "ChatRequest")?;
+    let map = json_body(&s, body, "ChatRequest", BodyErrors::Native)?;
     let f = Fields::new(&map, "ChatRequest");
     let model_s = f.string("model")?.unwrap_or_default();
     let c = chat_generate_fields(&f)?;
@@ -247,18 +248,7 @@ async fn chat_inner(
     let offered_tools = f.array("tools", "[]api.Tool")?;
     let offered = offered_tools.map_or(0, Vec::len);
     let tools = crate::tools::parse(offered_tools)?;
-    let model = resolve(s, &model_s)?;
-    let spec = &model.spec;
-    if !spec.has("completion") {
-        return Err(ApiError::bad_request(format!("\"{model_s}\" does not support chat")));
-    }
-    if c.think.is_some_and(Think::is_on) && !spec.has("thinking") {
-        return Err(ApiError::bad_request(format!("\"{model_s}\" does not support thinking")));
-    }
-    let think = Think::resolve(c.think, spec.has("thinking"));
-    if offered > 0 && !spec.has("tools") {
-        return Err(ApiError::bad_request(format!("{} does not support tools", model.name.full())));
-    }
+    let model = chat_model(s, &model_s, c.think, offered)?;
     let empty = Message { role: "assistant", content: "", thinking: "", tool_calls: Vec::new() };
     if messages.is_empty() && c.keep_alive.is_some_and(|k| k.is_zero()) {
         s.instance.unload(&model.runner_key());
@@ -278,25 +268,15 @@ async fn chat_inner(
             ChatLoad { model: &model_s, created_at: now_stamp(s), message: empty, done: true, done_reason: "load" };
         return Ok(json_response(StatusCode::OK, &body));
     }
-    if let Some(t) = trace.as_ref() {
-        let c = conversation(&messages);
-        t.with(|r| r.conversation = Some(c));
-    }
-    let (messages, rendered) = if c.truncate {
-        fit_history(messages, &model, pipeline::num_ctx(s, &model, &options, c.shift))
-    } else {
-        let rendered = render_messages(&messages);
-        (messages, rendered)
-    };
-    let g = Generation {
-        shift: c.shift,
-        keep_alive: c.keep_alive,
+    let input = ChatInput {
+        think: c.think,
         format,
-        think,
+        shift: c.shift,
         truncate: c.truncate,
-        ..Generation::chat("/api/chat", model, &messages, &rendered, &options, &tools, arrival)
+        keep_alive: c.keep_alive,
+        ..ChatInput::new("/api/chat", messages, options, tools, arrival)
     };
-    let Started { run, fault, .. } = pipeline::start(s, g, trace).await?;
+    let Started { run, fault, .. } = pipeline::chat(s, input, model, trace).await?;
     let wire = Wire::Chat { model: model_s.clone() };
     Ok(pipeline::respond(run, wire, c.stream, fault, move |run, text, now| {
         let metrics = run.metrics(now);

@@ -4,15 +4,15 @@
 //! `num_predict`) and errors are wrapped in OpenAI's error object.
 
 use super::embed;
-use super::history::{self, ChatMessage};
+use super::history::ChatMessage;
 use super::peer::Peer;
-use super::pipeline::{self, Generation, Started, begin_trace, traced};
-use super::{AppState, body_bytes, bytes_response};
+use super::pipeline::{self, ChatInput, Generation, Started, begin_trace, traced};
+use super::{AppState, BodyErrors, bytes_response, json_body};
 use crate::clock::unix_seconds;
 use crate::error::ApiError;
 use crate::gojson::to_go_json;
 use crate::names::Name;
-use crate::request::{Effort, Fields, Options, Think, decode_body};
+use crate::request::{Effort, Fields, Options, Think};
 use crate::tokens::OutputFormat;
 use crate::wire::{Usage, Wire};
 use axum::body::Bytes;
@@ -21,7 +21,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::time::Instant;
 
 /// A `/v1` JSON body: no charset, and a trailing newline (captures 23, 24, 45).
@@ -29,12 +29,6 @@ fn v1_json<T: Serialize>(v: &T) -> Response {
     let mut b = to_go_json(v);
     b.push(b'\n');
     bytes_response(StatusCode::OK, "application/json", b)
-}
-
-/// Decodes a `/v1` body; decoding errors keep the charset content type.
-fn decode(body: Result<Bytes, BytesRejection>, limit: usize, go_type: &str) -> Result<Map<String, Value>, ApiError> {
-    let body = body_bytes(body, limit).map_err(|e| e.openai().with_charset())?;
-    decode_body(&body, go_type).map_err(|e| e.openai().with_charset())
 }
 
 /// Converts OpenAI sampling fields into native options.
@@ -187,7 +181,7 @@ pub(crate) async fn chat_completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
-    let map = decode(body, s.shared.cfg.body_limit, "ChatCompletionRequest")?;
+    let map = json_body(&s, body, "ChatCompletionRequest", BodyErrors::OpenAi)?;
     let f = Fields::new(&map, "ChatCompletionRequest");
     let model_s = f.string("model").map_err(ApiError::openai)?.unwrap_or_default();
     let stream = f.bool("stream").map_err(ApiError::openai)?.unwrap_or(false);
@@ -222,22 +216,16 @@ pub(crate) async fn chat_completions(
         if model_s.is_empty() {
             return Err(ApiError::bad_request("model is required"));
         }
-        let t = begin_trace(&s, arrival, "/v1/chat/completions", &model_s, peer, stream, None);
-        let c = history::conversation(&messages);
-        t.with(|r| r.conversation = Some(c));
-        trace = Some(t);
+        trace = Some(begin_trace(&s, arrival, "/v1/chat/completions", &model_s, peer, stream, None));
         let model = pipeline::chat_model(&s, &model_s, think, offered)?;
-        let can_think = model.spec.has("thinking");
         // The /v1 request has no `truncate`: the chat handler's default (true) applies.
-        let (messages, rendered) =
-            history::fit_history(messages, &model, pipeline::num_ctx(&s, &model, &options, true));
-        let g = Generation {
+        let input = ChatInput {
             default_temperature: 1.0,
             format,
-            think: Think::resolve(think, can_think),
-            ..Generation::chat("/v1/chat/completions", model, &messages, &rendered, &options, &tools, arrival)
+            think,
+            ..ChatInput::new("/v1/chat/completions", messages, options, tools, arrival)
         };
-        let Started { run, fault, seed } = pipeline::start(&s, g, &mut trace).await?;
+        let Started { run, fault, seed } = pipeline::chat(&s, input, model, &mut trace).await?;
         let id = format!("chatcmpl-{}", seed % 999);
         let created = unix_seconds(run.stamp(Instant::now()));
         let wire = Wire::OpenAiChat { id: id.clone(), model: model_s.clone(), created, include_usage: usage };
@@ -315,7 +303,7 @@ pub(crate) async fn completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
-    let map = decode(body, s.shared.cfg.body_limit, "CompletionRequest")?;
+    let map = json_body(&s, body, "CompletionRequest", BodyErrors::OpenAi)?;
     let f = Fields::new(&map, "CompletionRequest");
     let model_s = f.string("model").map_err(ApiError::openai)?.unwrap_or_default();
     let stream = f.bool("stream").map_err(ApiError::openai)?.unwrap_or(false);
@@ -344,6 +332,7 @@ pub(crate) async fn completions(
             return Ok(completion_load(&s, &model_s, stream, usage));
         }
         let rendered = format!("{prompt}{suffix}");
+        let runner = pipeline::runner_options(&s, &model, &options, true);
         let g = Generation {
             endpoint: "/v1/completions",
             model,
@@ -351,7 +340,7 @@ pub(crate) async fn completions(
             templated: true,
             images: 0,
             options: &options,
-            shift: true,
+            runner,
             keep_alive: None,
             default_temperature: 1.0,
             format: OutputFormat::Prose,
@@ -411,7 +400,7 @@ pub(crate) async fn embeddings(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
-    let map = decode(body, s.shared.cfg.body_limit, "EmbedRequest")?;
+    let map = json_body(&s, body, "EmbedRequest", BodyErrors::OpenAi)?;
     let f = Fields::new(&map, "EmbedRequest");
     let r = async {
         let model_s = f.string("model")?.unwrap_or_default();

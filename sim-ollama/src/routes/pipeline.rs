@@ -2,17 +2,20 @@
 //! `/v1/chat/completions`, `/v1/completions`): the trace, the scripted answer, the plan, the
 //! fault, the runner and slot ([`start`]), then streaming or collecting the answer in the
 //! endpoint's wire format ([`respond`]). An endpoint is an adapter: it parses its request into
-//! a [`Generation`] and renders its answer.
+//! a [`Generation`] and renders its answer. The chat routes share more: each decodes its
+//! request into a [`ChatInput`], checks its model with [`chat_model`], and hands both to
+//! [`chat`].
 
 use super::AppState;
 use super::body::{TokenBody, write_finish, write_token};
+use super::history::{self, ChatMessage};
 use super::peer::Peer;
 use crate::error::ApiError;
 use crate::faults::{FaultKind, FaultRule};
 use crate::generation::{Job, Plan, PlanInput, Running};
 use crate::keepalive::KeepAlive;
 use crate::names::Name;
-use crate::request::Options;
+use crate::request::{Options, Think};
 use crate::scheduler::{RunnerOptions, RunnerRequest};
 use crate::store::Installed;
 use crate::tokens::OutputFormat;
@@ -39,7 +42,8 @@ pub(crate) struct Generation<'a> {
     pub(crate) templated: bool,
     pub(crate) images: usize,
     pub(crate) options: &'a Options,
-    pub(crate) shift: bool,
+    /// The runner it needs, computed once per request ([`runner_options`]).
+    pub(crate) runner: RunnerOptions,
     pub(crate) keep_alive: Option<KeepAlive>,
     /// 0.8 native, 1.0 OpenAI.
     pub(crate) default_temperature: f64,
@@ -52,44 +56,98 @@ pub(crate) struct Generation<'a> {
     /// `"assistant: "`), so the slot's prompt cache holds what the next turn sends.
     pub(crate) reply_prefix: &'static str,
     /// Whether and how hard the model reasons first (resolved against the model).
-    pub(crate) think: crate::request::Think,
+    pub(crate) think: Think,
     /// The request's `truncate` (default true): a prompt longer than the context is cut.
     pub(crate) truncate: bool,
 }
 
-impl<'a> Generation<'a> {
-    /// A chat turn, what the chat endpoints (`/api/chat`, `/v1/chat/completions`,
-    /// `/v1/messages`) share: the messages rendered with the chat template, their images, the
-    /// last role, the reply prefix, the chat handler's defaults (temperature 0.8, prose,
-    /// `shift` and `truncate` on, no thinking). Callers set what differs.
-    pub(crate) fn chat(
+/// A chat request as its route decoded it, in one pass: everything the chat pipeline
+/// ([`chat`]) needs. `/api/chat`, `/v1/chat/completions`, `/v1/messages` and `/v1/responses`
+/// differ in their wire formats and defaults, not in what happens next.
+#[derive(Debug)]
+pub(crate) struct ChatInput {
+    pub(crate) endpoint: &'static str,
+    pub(crate) messages: Vec<ChatMessage>,
+    pub(crate) options: Options,
+    pub(crate) tools: Vec<ToolDef>,
+    /// Thinking asked for (`None`: the model's default).
+    pub(crate) think: Option<Think>,
+    pub(crate) format: OutputFormat,
+    /// 0.8 native, 1.0 OpenAI.
+    pub(crate) default_temperature: f64,
+    pub(crate) shift: bool,
+    /// A history longer than the context is cut to fit (the chat handler's default).
+    pub(crate) truncate: bool,
+    pub(crate) keep_alive: Option<KeepAlive>,
+    pub(crate) arrival: Instant,
+}
+
+impl ChatInput {
+    /// A chat request with the chat handler's defaults: the model's own thinking, prose,
+    /// temperature 0.8, `shift` and `truncate` on, the server's keep-alive.
+    pub(crate) fn new(
         endpoint: &'static str,
-        model: Installed,
-        messages: &'a [super::history::ChatMessage],
-        rendered: &'a str,
-        options: &'a Options,
-        tools: &'a [ToolDef],
+        messages: Vec<ChatMessage>,
+        options: Options,
+        tools: Vec<ToolDef>,
         arrival: Instant,
     ) -> Self {
-        Generation {
+        ChatInput {
             endpoint,
-            model,
-            rendered,
-            templated: true,
-            images: messages.iter().map(|m| m.images).sum(),
+            messages,
             options,
-            shift: true,
-            keep_alive: None,
-            default_temperature: 0.8,
-            format: OutputFormat::Prose,
             tools,
-            last_role: messages.last().map(|m| m.role.as_str()),
-            arrival,
-            reply_prefix: "assistant: ",
-            think: crate::request::Think::Off,
+            think: None,
+            format: OutputFormat::Prose,
+            default_temperature: 0.8,
+            shift: true,
             truncate: true,
+            keep_alive: None,
+            arrival,
         }
     }
+}
+
+/// The chat pipeline, for a request whose model passed [`chat_model`]'s checks: the
+/// conversation in the trace, thinking resolved against the model, the runner's options, the
+/// history fitted to its context (`truncate`), then [`start`].
+pub(crate) async fn chat(
+    s: &AppState,
+    input: ChatInput,
+    model: Installed,
+    trace: &mut Option<TraceGuard>,
+) -> Result<Started, ApiError> {
+    if let Some(t) = trace.as_ref() {
+        let c = history::conversation(&input.messages);
+        t.with(|r| r.conversation = Some(c));
+    }
+    let think = Think::resolve(input.think, model.spec.has("thinking"));
+    let runner = runner_options(s, &model, &input.options, input.shift);
+    let (messages, rendered) = if input.truncate {
+        history::fit_history(input.messages, &model, runner.num_ctx)
+    } else {
+        let rendered = history::render_messages(&input.messages);
+        (input.messages, rendered)
+    };
+    let g = Generation {
+        endpoint: input.endpoint,
+        model,
+        rendered: &rendered,
+        templated: true,
+        images: messages.iter().map(|m| m.images).sum(),
+        options: &input.options,
+        runner,
+        keep_alive: input.keep_alive,
+        default_temperature: input.default_temperature,
+        format: input.format,
+        tools: &input.tools,
+        last_role: messages.last().map(|m| m.role.as_str()),
+        arrival: input.arrival,
+        reply_prefix: "assistant: ",
+        think,
+        truncate: input.truncate,
+    };
+    start(s, g, trace).await
 }
 
 /// A generation that has its runner and slot.
@@ -114,7 +172,7 @@ pub(crate) async fn start(
     trace: &mut Option<TraceGuard>,
 ) -> Result<Started, ApiError> {
     let scripted = pick_script(s, &g.model, g.endpoint, trace.as_ref())?;
-    let num_ctx = num_ctx(s, &g.model, g.options, g.shift);
+    let num_ctx = g.runner.num_ctx;
     let mut plan = Plan::new(&PlanInput {
         sim_seed: s.shared.cfg.seed,
         time_scale: s.shared.cfg.time_scale,
@@ -151,7 +209,7 @@ pub(crate) async fn start(
         plan.timing.slow_down(noise.factor(s.shared.cfg.seed, id, others));
     }
     let prompt = crate::generation::prompt_hashes(&g.model, g.rendered, g.templated, g.images);
-    let mut job = job(s, g.model, g.options, g.shift, g.keep_alive, plan, g.arrival, prompt, g.reply_prefix);
+    let mut job = job(s, g.model, g.runner, g.keep_alive, plan, g.arrival, prompt, g.reply_prefix);
     job.truncate = g.truncate && g.images == 0;
     let fault =
         pick_fault(s, &job.model, g.endpoint, trace.as_ref().unwrap_or_else(|| unreachable!("the trace is begun")))?;
@@ -220,25 +278,26 @@ pub(crate) fn parse_model_name(model: &str) -> Result<Name, ApiError> {
     Name::parse(model).ok_or_else(ApiError::invalid_model_name)
 }
 
-/// The context per slot a runner for this request would have.
-pub(crate) fn num_ctx(s: &AppState, model: &Installed, options: &Options, shift: bool) -> u64 {
-    RunnerOptions::from_options(options, &model.spec, shift, s.instance.device.spec.default_num_ctx()).num_ctx
+/// The runner a request needs (its context per slot, batch, GPU layers...): computed once per
+/// request and carried.
+pub(crate) fn runner_options(s: &AppState, model: &Installed, options: &Options, shift: bool) -> RunnerOptions {
+    RunnerOptions::from_options(options, &model.spec, shift, s.instance.device.spec.default_num_ctx())
 }
 
-/// The model of a chat request through an OpenAI or Anthropic route, checked as the chat
-/// handler checks it: the completion capability, thinking when asked for (`None`: not checked),
-/// tools when offered.
+/// The model of a chat request, checked as the chat handler checks it (server/routes.go
+/// v0.33.0-rc2, `ChatHandler`): the completion capability, thinking when asked for (`None`: not
+/// checked), tools when offered.
 pub(crate) fn chat_model(
     s: &AppState,
     model_s: &str,
-    think: Option<crate::request::Think>,
+    think: Option<Think>,
     offered_tools: usize,
 ) -> Result<Installed, ApiError> {
     let model = resolve(s, model_s)?;
     if !model.spec.has("completion") {
         return Err(ApiError::bad_request(format!("\"{model_s}\" does not support chat")));
     }
-    if think.is_some_and(crate::request::Think::is_on) && !model.spec.has("thinking") {
+    if think.is_some_and(Think::is_on) && !model.spec.has("thinking") {
         return Err(ApiError::bad_request(format!("\"{model_s}\" does not support thinking")));
     }
     if offered_tools > 0 && !model.spec.has("tools") {
@@ -259,15 +318,13 @@ pub(crate) fn resolve(s: &AppState, model: &str) -> Result<Installed, ApiError> 
 pub(crate) fn job(
     s: &AppState,
     model: Installed,
-    options: &Options,
-    shift: bool,
+    opts: RunnerOptions,
     keep_alive: Option<KeepAlive>,
     plan: Plan,
     arrival: Instant,
     prompt: Vec<crate::cache::Tok>,
     reply_prefix: &'static str,
 ) -> Job {
-    let opts = RunnerOptions::from_options(options, &model.spec, shift, s.instance.device.spec.default_num_ctx());
     let per_token_s =
         model.spec.kv_bytes_per_token() as f64 / (s.instance.device.spec.cache_copy_gib_s * crate::config::GIB as f64);
     let copy_per_token = crate::latency::scaled_ms(per_token_s * 1000.0, s.shared.cfg.time_scale);
@@ -302,7 +359,7 @@ pub(crate) async fn load_only(
         name_key: model.name.key(),
         display: model.name.display(),
         model: Arc::clone(&model.spec),
-        opts: RunnerOptions::from_options(options, &model.spec, shift, s.instance.device.spec.default_num_ctx()),
+        opts: runner_options(s, model, options, shift),
         keep_alive,
         trace,
         arrival: Instant::now(),

@@ -4,12 +4,12 @@
 //! 416-621): the request becomes a chat turn through the same pipeline as `/api/chat`, and the
 //! answer is written as a response object or Responses events ([`crate::wire::responses`]).
 
-use super::history::{self, ChatMessage};
+use super::history::ChatMessage;
 use super::peer::Peer;
-use super::pipeline::{self, Generation, Started, begin_trace, traced};
-use super::{AppState, body_bytes, encoder_response};
+use super::pipeline::{self, ChatInput, Started, begin_trace, traced};
+use super::{AppState, BodyErrors, encoder_response, json_body};
 use crate::error::ApiError;
-use crate::request::{Fields, Options, Think, decode_body};
+use crate::request::{Fields, Options};
 use crate::tokens::OutputFormat;
 use crate::wire::Wire;
 use crate::wire::responses::{Echo, Ids, Stream, output, tool_echo, usage};
@@ -109,8 +109,7 @@ pub(crate) async fn responses(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
-    let body = body_bytes(body, s.shared.cfg.body_limit).map_err(|e| e.openai().with_charset())?;
-    let map = decode_body(&body, "ResponsesRequest").map_err(|e| e.openai().with_charset())?;
+    let map = json_body(&s, body, "ResponsesRequest", BodyErrors::OpenAi)?;
     let f = Fields::new(&map, "ResponsesRequest");
     let model_s = f.string("model").map_err(ApiError::openai)?.unwrap_or_default();
     let stream = f.bool("stream").map_err(ApiError::openai)?.unwrap_or(false);
@@ -171,21 +170,15 @@ pub(crate) async fn responses(
         if model_s.is_empty() {
             return Err(ApiError::bad_request("model is required"));
         }
-        let t = begin_trace(&s, arrival, "/v1/responses", &model_s, peer, stream, Some(&o));
-        let c = history::conversation(&messages);
-        t.with(|r| r.conversation = Some(c));
-        trace = Some(t);
+        trace = Some(begin_trace(&s, arrival, "/v1/responses", &model_s, peer, stream, Some(&o)));
         let model = pipeline::chat_model(&s, &model_s, think, offered)?;
-        let think = Think::resolve(think, model.spec.has("thinking"));
-        let (messages, rendered) =
-            history::fit_history(messages, &model, pipeline::num_ctx(&s, &model, &options, true));
-        let g = Generation {
+        let input = ChatInput {
             default_temperature: 1.0,
             format,
             think,
-            ..Generation::chat("/v1/responses", model, &messages, &rendered, &options, &tools, arrival)
+            ..ChatInput::new("/v1/responses", messages, options, tools, arrival)
         };
-        let Started { run, fault, seed } = pipeline::start(&s, g, &mut trace).await?;
+        let Started { run, fault, seed } = pipeline::chat(&s, input, model, &mut trace).await?;
         // The real ids are random numbers below 999999 (`rand.Intn`); here from the seed.
         let n = |salt: u64| crate::seed::mix(seed ^ salt) % 999_999;
         let ids = Ids {

@@ -5,12 +5,14 @@
 use super::{AppState, body_bytes, json_response};
 use crate::error::ApiError;
 use crate::faults::FaultRule;
+use crate::rules::{self, Rule, RuleSet};
+use crate::script::ScriptRule;
+use crate::shared::Shared;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
 
 /// `GET /sim/trace`: every request so far (schema in `docs/trace.md`).
 pub(crate) async fn get_trace(State(s): State<AppState>) -> Response {
@@ -128,116 +130,54 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> Response {
     json_response(StatusCode::OK, &s.shared.metrics())
 }
 
-#[derive(Serialize, serde::Deserialize)]
-struct FaultList {
-    faults: Vec<FaultRule>,
+/// A kind of rule the `/sim` endpoints serve (`/sim/faults`, `/sim/script`), and where the
+/// simulator keeps it.
+pub(crate) trait Served: Rule + Send + 'static {
+    fn set_of(shared: &Shared) -> &RuleSet<Self>;
 }
 
-/// Reads `{"faults":[...]}`, a bare array, or one rule.
-fn read_rules(body: &[u8]) -> Result<Vec<FaultRule>, ApiError> {
-    let v: serde_json::Value =
-        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid fault rules: {e}")))?;
-    let rules: Vec<FaultRule> = match v {
-        serde_json::Value::Array(_) => serde_json::from_value(v),
-        serde_json::Value::Object(ref o) if o.contains_key("faults") => {
-            serde_json::from_value::<FaultList>(v).map(|l| l.faults)
-        }
-        other => serde_json::from_value::<FaultRule>(other).map(|r| vec![r]),
+impl Served for FaultRule {
+    fn set_of(shared: &Shared) -> &RuleSet<Self> {
+        &shared.faults.rules
     }
-    .map_err(|e| ApiError::bad_request(format!("invalid fault rules: {e}")))?;
-    for r in &rules {
-        r.validate().map_err(ApiError::bad_request)?;
+}
+
+impl Served for ScriptRule {
+    fn set_of(shared: &Shared) -> &RuleSet<Self> {
+        &shared.script.rules
     }
-    Ok(rules)
 }
 
-/// `GET /sim/faults`: the rules in force.
-pub(crate) async fn get_faults(State(s): State<AppState>) -> Response {
-    json_response(StatusCode::OK, &FaultList { faults: s.shared.faults.rules() })
+/// `GET /sim/faults`, `GET /sim/script`: the rules in force.
+pub(crate) async fn get_rules<R: Served>(State(s): State<AppState>) -> Response {
+    json_response(StatusCode::OK, &rules::document(R::set_of(&s.shared).list()))
 }
 
-/// `PUT /sim/faults`: replaces the rules.
-pub(crate) async fn put_faults(
+/// `PUT /sim/faults`, `PUT /sim/script`: replaces the rules (counters restart). The body is
+/// `{"faults": [...]}` (`{"script": [...]}`), a bare array, or one rule.
+pub(crate) async fn put_rules<R: Served>(
     State(s): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let rules = read_rules(&body_bytes(body, s.shared.cfg.body_limit)?)?;
-    s.shared.faults.set(rules).map_err(ApiError::bad_request)?;
-    Ok(json_response(StatusCode::OK, &FaultList { faults: s.shared.faults.rules() }))
+    let rules = rules::read::<R>(&body_bytes(body, s.shared.cfg.body_limit)?).map_err(ApiError::bad_request)?;
+    let set = R::set_of(&s.shared);
+    set.set(rules).map_err(ApiError::bad_request)?;
+    Ok(json_response(StatusCode::OK, &rules::document(set.list())))
 }
 
-/// `POST /sim/faults`: adds rules.
-pub(crate) async fn post_faults(
+/// `POST /sim/faults`, `POST /sim/script`: adds rules after those in force.
+pub(crate) async fn post_rules<R: Served>(
     State(s): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let rules = read_rules(&body_bytes(body, s.shared.cfg.body_limit)?)?;
-    if s.shared.faults.rules().len() + rules.len() > crate::faults::MAX_RULES {
-        return Err(ApiError::bad_request(format!(
-            "sim-ollama: at most {} fault rules may be in force; DELETE /sim/faults or PUT a shorter list",
-            crate::faults::MAX_RULES
-        )));
-    }
-    for r in rules {
-        s.shared.faults.add(r);
-    }
-    Ok(json_response(StatusCode::OK, &FaultList { faults: s.shared.faults.rules() }))
+    let rules = rules::read::<R>(&body_bytes(body, s.shared.cfg.body_limit)?).map_err(ApiError::bad_request)?;
+    let set = R::set_of(&s.shared);
+    set.add(rules).map_err(ApiError::bad_request)?;
+    Ok(json_response(StatusCode::OK, &rules::document(set.list())))
 }
 
-/// `DELETE /sim/faults`: removes every rule.
-pub(crate) async fn delete_faults(State(s): State<AppState>) -> Response {
-    let _ = s.shared.faults.set(Vec::new());
-    json_response(StatusCode::OK, &FaultList { faults: Vec::new() })
-}
-
-#[derive(Serialize, serde::Deserialize)]
-struct ScriptList {
-    script: Vec<crate::script::ScriptRule>,
-}
-
-/// Reads `{"script":[...]}`, a bare array, or one rule.
-fn read_script(body: &[u8]) -> Result<Vec<crate::script::ScriptRule>, ApiError> {
-    let v: serde_json::Value =
-        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid script: {e}")))?;
-    let rules: Vec<crate::script::ScriptRule> = match v {
-        serde_json::Value::Array(_) => serde_json::from_value(v),
-        serde_json::Value::Object(ref o) if o.contains_key("script") => {
-            serde_json::from_value::<ScriptList>(v).map(|l| l.script)
-        }
-        other => serde_json::from_value(other).map(|r| vec![r]),
-    }
-    .map_err(|e| ApiError::bad_request(format!("invalid script: {e}")))?;
-    crate::script::check(&rules).map_err(ApiError::bad_request)?;
-    Ok(rules)
-}
-
-/// `GET /sim/script`: the scripted turns in force.
-pub(crate) async fn get_script(State(s): State<AppState>) -> Response {
-    json_response(StatusCode::OK, &ScriptList { script: s.shared.script.rules() })
-}
-
-/// `PUT /sim/script`: replaces the scripted turns (counters restart).
-pub(crate) async fn put_script(
-    State(s): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let rules = read_script(&body_bytes(body, s.shared.cfg.body_limit)?)?;
-    s.shared.script.set(rules).map_err(ApiError::bad_request)?;
-    Ok(json_response(StatusCode::OK, &ScriptList { script: s.shared.script.rules() }))
-}
-
-/// `POST /sim/script`: adds scripted turns after those in force.
-pub(crate) async fn post_script(
-    State(s): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let rules = read_script(&body_bytes(body, s.shared.cfg.body_limit)?)?;
-    s.shared.script.add(rules).map_err(ApiError::bad_request)?;
-    Ok(json_response(StatusCode::OK, &ScriptList { script: s.shared.script.rules() }))
-}
-
-/// `DELETE /sim/script`: removes every scripted turn.
-pub(crate) async fn delete_script(State(s): State<AppState>) -> Response {
-    let _ = s.shared.script.set(Vec::new());
-    json_response(StatusCode::OK, &ScriptList { script: Vec::new() })
+/// `DELETE /sim/faults`, `DELETE /sim/script`: removes every rule.
+pub(crate) async fn delete_rules<R: Served>(State(s): State<AppState>) -> Response {
+    R::set_of(&s.shared).clear();
+    json_response(StatusCode::OK, &rules::document(Vec::<R>::new()))
 }
