@@ -112,6 +112,38 @@ impl Rounds {
         self.cell_interval(std::slice::from_ref(run))
     }
 
+    /// Whether the servers demonstrably allow a saving worth quoting for a run of `agents`
+    /// ([`sim_ollama::judge::decision::room_to_save`]): in at least 90 % of bootstrap resamples
+    /// of the solo and reference rounds (the lower tail of the 80 % interval), not only in
+    /// their medians. Where the rounds' noise leaves it in doubt, a client's share of that room
+    /// would be the noise's (a reference round 0.3 s faster turns a client as fast as the others
+    /// into "serialized"), so none is quoted. With fewer than two rounds or no reference
+    /// round, the medians decide.
+    pub(crate) fn room_established(&self, agents: &[String]) -> bool {
+        let room = |solo: &BTreeMap<String, f64>, reference: f64| {
+            sequential_and_ideal(agents, solo)
+                .is_some_and(|(sum, max)| sim_ollama::judge::decision::room_to_save(reference, sum, max))
+        };
+        let (k, refs) = (self.rounds.len(), self.references.len());
+        let Some(reference) = self.reference() else { return false };
+        if k < 2 || refs < 2 {
+            return room(&self.medians(), reference);
+        }
+        let seed = agents.iter().fold(k as u64 ^ (refs as u64) << 32, |h, a| {
+            a.bytes().fold(h.rotate_left(5), |h, b| h.rotate_left(8) ^ u64::from(b))
+        });
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+        let held = (0..RESAMPLES)
+            .filter(|_| {
+                let picked: Vec<&BTreeMap<String, f64>> =
+                    (0..k).map(|_| &self.rounds[rng.random_range(0..k)]).collect();
+                let r: Vec<f64> = (0..refs).map(|_| self.references[rng.random_range(0..refs)]).collect();
+                room(&median_of(picked.into_iter()), lower_median(&r))
+            })
+            .count();
+        held as f64 >= RESAMPLES as f64 * (1.0 - (1.0 - INTERVAL_COVERAGE) / 2.0)
+    }
+
     /// The 80 % bootstrap interval of a cell's saving (the median of its runs' savings),
     /// resampling both the rounds and the runs; `None` with fewer than two rounds or no run.
     pub(crate) fn cell_interval(&self, runs: &[RunShape]) -> Option<(f64, f64)> {
@@ -181,6 +213,30 @@ mod tests {
         assert!((saving(&run(1.0), &round(1.0, 1.0)) - 1.0).abs() < 1e-12);
         assert!(saving(&run(2.0), &round(1.0, 1.0)).abs() < 1e-12);
         assert!(saving(&run(1.0), &round(1.0, f64::NAN)).is_nan());
+    }
+
+    #[test]
+    fn a_room_the_reference_rounds_leave_in_doubt_is_not_established() {
+        // One at a time 2 s, an ideal server 1 s. Reference rounds between 1.2 and 1.25 s: the
+        // servers allow a saving beyond doubt. Rounds of 1.6 s and 2 s: their lower median
+        // (1.62 s) allows one, but resampled rounds often show none.
+        let rounds = |refs: &[f64]| {
+            let mut r = Rounds::new();
+            for w in refs {
+                r.push(round(1.0, 1.0));
+                r.push_reference(*w);
+            }
+            r
+        };
+        let agents = vec!["a".to_string(), "b".to_string()];
+        assert!(rounds(&[1.2, 1.25, 1.22, 1.21]).room_established(&agents));
+        let noisy = rounds(&[1.6, 2.05, 1.95, 1.62]);
+        assert_eq!(noisy.reference(), Some(1.62));
+        assert!(!noisy.room_established(&agents));
+        // No room at all, whatever the noise.
+        assert!(!rounds(&[2.0, 2.0, 2.0]).room_established(&agents));
+        // One round: its figures decide.
+        assert!(rounds(&[1.6]).room_established(&agents));
     }
 
     #[test]

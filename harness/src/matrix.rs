@@ -347,7 +347,8 @@ fn live_measured(recs: &[AgentRecord], medians: &BTreeMap<String, f64>, rounds: 
     let reference_s = rounds.reference();
     let names: Vec<String> = recs.iter().map(|a| a.name.clone()).collect();
     let (sequential_s, ideal_s) = crate::baseline::sequential_and_ideal(&names, medians)?;
-    Some(verdict::Measured { reference_s, sequential_s, ideal_s })
+    let room_established = rounds.room_established(&names);
+    Some(verdict::Measured { reference_s, sequential_s, ideal_s, room_established })
 }
 
 /// The runtime the reference client runs on in live mode: the plainest correct variant.
@@ -401,8 +402,7 @@ fn judge_run(
         }
         _ => {
             let measured = live_measured(recs, &medians, rounds);
-            let (v, reason) = verdict::judge_live(&eff, recs, interval, measured);
-            let saving = crate::baseline::client_saving(&shape(recs, eff.wall_s), &medians, rounds.reference());
+            let verdict::Judged { verdict: v, reason, saving } = verdict::judge_live(&eff, recs, interval, measured);
             let deployment = measured.and_then(|m| {
                 Some(sim_ollama::judge::measured_deployment(
                     m.sequential_s,

@@ -117,6 +117,9 @@ pub struct Measured {
     pub sequential_s: f64,
     /// The run's longest agent alone.
     pub ideal_s: f64,
+    /// Whether the rounds show, beyond their noise, that the servers allow a saving worth
+    /// quoting a share of ([`crate::baseline::Rounds::room_established`]).
+    pub room_established: bool,
 }
 
 /// The words for the reference client in reasons.
@@ -135,15 +138,15 @@ pub(crate) fn judge_live(
     agents: &[AgentRecord],
     interval: Option<(f64, f64)>,
     measured: Option<Measured>,
-) -> (Verdict, String) {
+) -> Judged {
     if let Some(failed) = failed_reason(agents) {
-        return (Verdict::Failed, failed);
+        return Judged::without_saving(Verdict::Failed, failed);
     }
     if let Some(early) = ended_early(agents) {
-        return (Verdict::Inconclusive, early);
+        return Judged::without_saving(Verdict::Inconclusive, early);
     }
     let Some(m) = measured.filter(|_| !e.efficiency_true.is_nan()) else {
-        return (
+        return Judged::without_saving(
             Verdict::Failed,
             "no solo baseline to judge by: an agent's solo run failed or returned nothing".to_string(),
         );
@@ -161,7 +164,15 @@ pub(crate) fn judge_live(
     };
     // Against what the servers allow, as the reference client measured it; where every
     // reference round failed, against an ideal server (what the servers allow is unknown).
-    let against = decision::against_allowed(e.wall_s, m.reference_s.unwrap_or(m.ideal_s), m.sequential_s, m.ideal_s);
+    // Where the rounds' noise leaves in doubt whether the servers allow any saving worth
+    // quoting, none is quoted: the client is judged as wherever they allow none.
+    let allowed = m.reference_s.unwrap_or(m.ideal_s);
+    let room_in_doubt = m.reference_s.is_some() && !m.room_established;
+    let against = if room_in_doubt {
+        decision::against_allowed_without_room(e.wall_s, allowed, m.sequential_s, m.ideal_s)
+    } else {
+        decision::against_allowed(e.wall_s, allowed, m.sequential_s, m.ideal_s)
+    };
     let evidence = Evidence { order, against, allowance_known: m.reference_s.is_some(), agents_known: true, interval };
     let client_saving = against.and_then(|a| a.saving).unwrap_or(e.saving);
     let mut effs = match interval {
@@ -200,6 +211,9 @@ pub(crate) fn judge_live(
             "calls overlapped, but the agents took longer together than an ideal server would, and what the servers allow is unknown (every round of {REFERENCE_WORDS} failed): the time lost may be the servers' (their slots, a shared device or CPU) as well as the client's ({effs})"
         ),
         Decision::Timed(a) => match (a.verdict, a.saving) {
+            (Verdict::Parallel, None) if room_in_doubt => format!(
+                "{n} agents overlapped as far as the servers allow: whether they allow any real saving here is within the noise of {REFERENCE_WORDS}'s rounds, so no share of it is quoted, and the agents took no longer than the servers explain ({effs})"
+            ),
             (Verdict::Parallel, None) => format!(
                 "{n} agents overlapped as far as the servers allow: they allow no real saving here, as {REFERENCE_WORDS} shows ({effs})"
             ),
@@ -213,7 +227,23 @@ pub(crate) fn judge_live(
             ),
         },
     };
-    (decided.verdict(), reason)
+    Judged { verdict: decided.verdict(), reason, saving: against.and_then(|a| a.saving).unwrap_or(f64::NAN) }
+}
+
+/// A live run's verdict, its reason, and the client's share of the saving the servers allow
+/// as the verdict read it (NaN where none was quoted: nothing to save, a room in doubt, or a
+/// run not judged).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Judged {
+    pub(crate) verdict: Verdict,
+    pub(crate) reason: String,
+    pub(crate) saving: f64,
+}
+
+impl Judged {
+    fn without_saving(verdict: Verdict, reason: String) -> Self {
+        Judged { verdict, reason, saving: f64::NAN }
+    }
 }
 
 /// Whether calls of different agents were on the wire together: in flight from the moment
@@ -290,12 +320,13 @@ mod tests {
     }
 
     /// Servers on which the reference client took as long as an ideal server's.
-    const IDEAL: Option<Measured> = Some(Measured { reference_s: Some(1.0), sequential_s: 2.0, ideal_s: 1.0 });
+    const IDEAL: Option<Measured> =
+        Some(Measured { reference_s: Some(1.0), sequential_s: 2.0, ideal_s: 1.0, room_established: true });
 
     #[test]
     fn thresholds_split_the_three_verdicts() {
         let par = agents(&[("a", 0.0, 1.0), ("b", 0.1, 1.1)]);
-        let v = |x: f64| judge_live(&saving(x), &par, None, IDEAL).0;
+        let v = |x: f64| judge_live(&saving(x), &par, None, IDEAL).verdict;
         assert_eq!(v(0.99), Verdict::Parallel);
         assert_eq!(v(0.80), Verdict::Parallel);
         assert_eq!(v(0.50), Verdict::PartlySerialized);
@@ -303,10 +334,10 @@ mod tests {
         assert_eq!(v(-0.3), Verdict::Serialized);
         // No solo baseline: nothing to judge by.
         let none = Efficiency { efficiency_true: f64::NAN, ..saving(0.5) };
-        assert_eq!(judge_live(&none, &par, None, IDEAL).0, Verdict::Failed);
-        assert_eq!(judge_live(&saving(0.9), &par, None, None).0, Verdict::Failed);
+        assert_eq!(judge_live(&none, &par, None, IDEAL).verdict, Verdict::Failed);
+        assert_eq!(judge_live(&saving(0.9), &par, None, None).verdict, Verdict::Failed);
         // One agent alone: nothing could have run alongside it, as the simulator's judge says.
-        let (v, reason) = judge_live(&saving(0.9), &par[..1], None, IDEAL);
+        let Judged { verdict: v, reason, .. } = judge_live(&saving(0.9), &par[..1], None, IDEAL);
         assert_eq!(v, Verdict::Inconclusive, "{reason}");
         assert!(reason.contains("only one agent"), "{reason}");
     }
@@ -334,32 +365,32 @@ mod tests {
             a.calls[0].eval_count = Some(390);
             a.calls[0].done_reason = Some("length".into());
         }
-        assert_eq!(judge_live(&saving(0.95), &par, Some((0.9, 0.99)), IDEAL).0, Verdict::Parallel);
+        assert_eq!(judge_live(&saving(0.95), &par, Some((0.9, 0.99)), IDEAL).verdict, Verdict::Parallel);
         // A model that reached its end of text after 212 tokens: unequal work.
         par[1].calls[0].eval_count = Some(212);
         par[1].calls[0].done_reason = Some("stop".into());
-        let (v, reason) = judge_live(&saving(0.95), &par, Some((0.9, 0.99)), IDEAL);
+        let Judged { verdict: v, reason, .. } = judge_live(&saving(0.95), &par, Some((0.9, 0.99)), IDEAL);
         assert_eq!(v, Verdict::Inconclusive, "{reason}");
         assert!(reason.contains("agent b's call 1 ended early") && reason.contains("212 of the 390"), "{reason}");
         // Stopped at exactly the length asked for, or a call whose length the scenario does not
         // set (a round trip's tool-calling turn): judged as usual.
         par[1].calls[0].eval_count = Some(390);
-        assert_eq!(judge_live(&saving(0.95), &par, Some((0.9, 0.99)), IDEAL).0, Verdict::Parallel);
+        assert_eq!(judge_live(&saving(0.95), &par, Some((0.9, 0.99)), IDEAL).verdict, Verdict::Parallel);
         par[1].calls[0].eval_count = Some(20);
         par[1].calls[0].expected_tokens = None;
-        assert_eq!(judge_live(&saving(0.95), &par, Some((0.9, 0.99)), IDEAL).0, Verdict::Parallel);
+        assert_eq!(judge_live(&saving(0.95), &par, Some((0.9, 0.99)), IDEAL).verdict, Verdict::Parallel);
     }
 
     #[test]
     fn calls_that_never_overlapped_are_serialized_whatever_the_saving_says() {
         // Issue 14: one slow solo baseline made a sequential control read "parallel".
         let seq = agents(&[("a", 0.0, 1.0), ("b", 1.0, 2.0)]);
-        let (v, reason) = judge_live(&saving(0.95), &seq, Some((0.9, 0.99)), IDEAL);
+        let Judged { verdict: v, reason, .. } = judge_live(&saving(0.95), &seq, Some((0.9, 0.99)), IDEAL);
         assert_eq!(v, Verdict::Serialized, "{reason}");
         assert!(reason.contains("no two agents' calls were ever in flight together"), "{reason}");
         // The same timings with overlapping calls are judged by the saving.
         let par = agents(&[("a", 0.0, 1.0), ("b", 0.1, 1.1)]);
-        assert_eq!(judge_live(&saving(0.95), &par, Some((0.9, 0.99)), IDEAL).0, Verdict::Parallel);
+        assert_eq!(judge_live(&saving(0.95), &par, Some((0.9, 0.99)), IDEAL).verdict, Verdict::Parallel);
     }
 
     #[test]
@@ -374,7 +405,7 @@ mod tests {
             a.calls[0].conn = conn(40000);
         }
         assert!(calls_made_together(&one) && !calls_overlap(&one));
-        let (v, reason) = judge_live(&saving(0.95), &one, Some((0.9, 0.99)), IDEAL);
+        let Judged { verdict: v, reason, .. } = judge_live(&saving(0.95), &one, Some((0.9, 0.99)), IDEAL);
         assert_eq!(v, Verdict::Serialized, "{reason}");
         assert!(
             reason.contains("went over one connection one at a time") && reason.contains("connection pool"),
@@ -384,7 +415,7 @@ mod tests {
         let mut two = one.clone();
         two[1].calls[0].conn = conn(40001);
         assert!(calls_overlap(&two));
-        assert_eq!(judge_live(&saving(0.95), &two, Some((0.9, 0.99)), IDEAL).0, Verdict::Parallel);
+        assert_eq!(judge_live(&saving(0.95), &two, Some((0.9, 0.99)), IDEAL).verdict, Verdict::Parallel);
         // A stack that does not tell its connections: the client's timings, as before.
         let mut unknown = one.clone();
         unknown[0].calls[0].conn = None;
@@ -395,15 +426,15 @@ mod tests {
     fn a_saving_on_both_sides_of_the_parallel_line_is_inconclusive_and_says_why() {
         let par = agents(&[("a", 0.0, 1.0), ("b", 0.1, 1.1)]);
         for point in [0.85, 0.75] {
-            let (v, reason) = judge_live(&saving(point), &par, Some((0.7, 0.9)), IDEAL);
+            let Judged { verdict: v, reason, .. } = judge_live(&saving(point), &par, Some((0.7, 0.9)), IDEAL);
             assert_eq!(v, Verdict::Inconclusive, "{point}: {reason}");
             assert!(reason.contains("too noisy") && reason.contains("70%-90%"), "{reason}");
         }
         // Across the serialized line only: short of parallel either way; the median decides.
-        assert_eq!(judge_live(&saving(0.1), &par, Some((0.05, 0.3)), IDEAL).0, Verdict::Serialized);
-        assert_eq!(judge_live(&saving(0.2), &par, Some((0.05, 0.3)), IDEAL).0, Verdict::PartlySerialized);
+        assert_eq!(judge_live(&saving(0.1), &par, Some((0.05, 0.3)), IDEAL).verdict, Verdict::Serialized);
+        assert_eq!(judge_live(&saving(0.2), &par, Some((0.05, 0.3)), IDEAL).verdict, Verdict::PartlySerialized);
         // One round: no interval, the saving decides.
-        assert_eq!(judge_live(&saving(0.85), &par, None, IDEAL).0, Verdict::Parallel);
+        assert_eq!(judge_live(&saving(0.85), &par, None, IDEAL).verdict, Verdict::Parallel);
     }
 
     #[test]
@@ -414,24 +445,24 @@ mod tests {
         let par = agents(&[("a", 0.0, 2.1), ("b", 0.1, 2.1)]);
         let flat =
             Efficiency { wall_s: 2.1, efficiency_true: 0.48, efficiency_apparent: 0.95, speedup: 0.95, saving: -0.1 };
-        let none = Measured { reference_s: Some(2.0), sequential_s: 2.0, ideal_s: 1.0 };
-        let (v, reason) = judge_live(&flat, &par, None, Some(none));
+        let none = Measured { reference_s: Some(2.0), sequential_s: 2.0, ideal_s: 1.0, room_established: false };
+        let Judged { verdict: v, reason, .. } = judge_live(&flat, &par, None, Some(none));
         assert_eq!(v, Verdict::Parallel, "{reason}");
         assert!(reason.contains("as far as the servers allow") && reason.contains("reference client"), "{reason}");
         // Against servers that allow an ideal server's saving the same run is serialized: the
         // servers' limit would be blamed on the client. Where every reference round failed,
         // what they allow is unknown, and so is whose the time lost was: inconclusive.
-        assert_eq!(judge_live(&flat, &par, None, IDEAL).0, Verdict::Serialized);
+        assert_eq!(judge_live(&flat, &par, None, IDEAL).verdict, Verdict::Serialized);
         let unknown = Measured { reference_s: None, ..none };
-        let (v, reason) = judge_live(&flat, &par, None, Some(unknown));
+        let Judged { verdict: v, reason, .. } = judge_live(&flat, &par, None, Some(unknown));
         assert_eq!(v, Verdict::Inconclusive, "{reason}");
         assert!(reason.contains("what the servers allow is unknown"), "{reason}");
         // Parallel against an ideal server needs no reference.
-        assert_eq!(judge_live(&saving(0.9), &par, None, Some(unknown)).0, Verdict::Parallel);
+        assert_eq!(judge_live(&saving(0.9), &par, None, Some(unknown)).verdict, Verdict::Parallel);
         // Servers that allow 1.2 s: a run of 1.25 s saved (2 - 1.25) / (2 - 1.2) = 94 %:
         // parallel; a run of 1.8 s saved 25 %: partly serialized, and the reason says it
         // cannot tell the client from slower servers.
-        let some = Measured { reference_s: Some(1.2), sequential_s: 2.0, ideal_s: 1.0 };
+        let some = Measured { reference_s: Some(1.2), sequential_s: 2.0, ideal_s: 1.0, room_established: true };
         let e = |w: f64| Efficiency {
             wall_s: w,
             efficiency_true: 2.0 / (2.0 * w),
@@ -439,13 +470,25 @@ mod tests {
             speedup: 2.0 / w,
             saving: 2.0 - w,
         };
-        assert_eq!(judge_live(&e(1.25), &par, None, Some(some)).0, Verdict::Parallel);
-        let (v, reason) = judge_live(&e(1.8), &par, None, Some(some));
+        assert_eq!(judge_live(&e(1.25), &par, None, Some(some)).verdict, Verdict::Parallel);
+        let Judged { verdict: v, reason, .. } = judge_live(&e(1.8), &par, None, Some(some));
         assert_eq!(v, Verdict::PartlySerialized, "{reason}");
         assert!(reason.contains("partly serialized") && reason.contains("no server trace"), "{reason}");
+        // A room the rounds' noise leaves in doubt is not quoted: a run of 1.95 s against a
+        // reference of 1.6 s saved 12 % of it (serialized) if the room is real, and is
+        // client-parallel where the rounds cannot show the servers allow any saving.
+        let doubt = Measured { reference_s: Some(1.6), sequential_s: 2.0, ideal_s: 1.0, room_established: true };
+        let slow = e(1.95);
+        assert_eq!(judge_live(&slow, &par, None, Some(doubt)).verdict, Verdict::Serialized);
+        let doubt = Measured { room_established: false, ..doubt };
+        let j = judge_live(&slow, &par, None, Some(doubt));
+        assert_eq!(j.verdict, Verdict::Parallel, "{}", j.reason);
+        assert!(j.reason.contains("within the noise") && j.saving.is_nan(), "{j:?}");
+        // It is still judged by the time it lost: twice the servers' time is not parallel.
+        assert_ne!(judge_live(&e(4.0), &par, None, Some(doubt)).verdict, Verdict::Parallel);
         // Calls that never overlapped stay serialized whatever the servers allow.
         let seq = agents(&[("a", 0.0, 1.0), ("b", 1.0, 2.0)]);
-        assert_eq!(judge_live(&e(2.0), &seq, None, Some(none)).0, Verdict::Serialized);
+        assert_eq!(judge_live(&e(2.0), &seq, None, Some(none)).verdict, Verdict::Serialized);
     }
 
     #[test]

@@ -201,22 +201,30 @@ fn a_call_the_server_ends_early_makes_the_run_inconclusive() {
 /// second, runs 15 % slower): parallel or degraded, never serialized.
 const NOISE: &str = "jitter=0.15,slow=0.03,slow_factor=2.5,contention=0.15";
 
-/// Issue 14: the controls against noisy servers. One `sim-ollama` process with two instances on
-/// two devices (two servers to the harness), made noisy on purpose ([`NOISE`]). Live mode has
+/// The noise of two real Ollama servers sharing two cores, as measured (issue 23 item 8, two
+/// servers of `../shared/tools/real-ollama`, calls of 1,000-3,200 tokens): solo calls vary by
+/// a coefficient of variation of 0.02 (median over 140 agents' rounds; 0.065 at the 90th
+/// percentile), so jitter 0.04 with one call in a hundred 1.5 times slower is rather more;
+/// the contention of two servers on two cores is what caps what they allow.
+const REAL_NOISE: &str = "jitter=0.04,slow=0.01,slow_factor=1.5,contention=0.15";
+
+/// Issue 14: the controls against noisy servers. One `sim-ollama` process with two instances of
+/// `preset` (two servers to the harness), made noisy on purpose (`noise`). Live mode has
 /// no trace: verdicts come from the client's view, the solo rounds and the reference client's
 /// rounds (what these servers allow). Every control must be caught (serialized or partly
 /// serialized: not parallel, not inconclusive) and no correct variant may be called
 /// serialized; every cell carries the deployment verdict measured with the reference client. A
 /// client with one connection serializes agents that share a server only (one connection per
-/// server), so it runs on one server with four slots.
-fn noisy_servers_catch_every_control(seed: &str) {
+/// server), so it runs on one server with four slots. Returns the correct cells: what they read
+/// and why.
+fn noisy_servers_catch_every_control(seed: &str, noise: &str, preset: &str) -> Vec<(String, Verdict)> {
     let sim = SimProcess::start(&[
         "--port",
         "0",
         "--instances",
         "2",
         "--preset",
-        "dual-two-devices",
+        preset,
         "--num-parallel",
         "4",
         "--time-scale",
@@ -224,13 +232,13 @@ fn noisy_servers_catch_every_control(seed: &str) {
         "--seed",
         seed,
         "--noise",
-        NOISE,
+        noise,
     ]);
     let controls = ["ctl-mutex-semaphore", "ctl-blocking-sleep", "ctl-block-on", "ctl-one-permit", "ctl-sequential"];
     let correct = ["tokio-default", "async-std", "smol"];
     let all: Vec<&str> = correct.iter().chain(controls.iter()).copied().collect();
     let runs = 4;
-    let mut p = plan(&all, vec![two_agents("noisy", "dual-two-devices")], runs);
+    let mut p = plan(&all, vec![two_agents("noisy", preset)], runs);
     p.target = live(sim.urls.clone());
     // What the command line gives live mode by default: a round before every run, one after.
     p.solo_runs = runs + 1;
@@ -244,37 +252,60 @@ fn noisy_servers_catch_every_control(seed: &str) {
         let what =
             format!("seed {seed}, {} x {} ({:?}): {} - {}", c.runtime, c.scenario, c.verdicts, c.verdict, c.reason);
         // The tally the README quotes (`--no-capture` shows it).
-        eprintln!("cell: seed {seed}, {} x {}: {}", c.runtime, c.scenario, c.verdict);
+        let allows = c.deployment.as_ref().map_or("?".to_string(), |d| d.verdict.to_string());
+        eprintln!(
+            "cell: seed {seed}, noise {noise}, {} x {}: {} (deployment {allows})",
+            c.runtime, c.scenario, c.verdict
+        );
         assert_eq!(c.failed_runs, 0, "{what}");
         if c.control.is_some() {
             assert!(matches!(c.verdict, Verdict::Serialized | Verdict::PartlySerialized), "a control passed: {what}");
         } else {
-            // Measured against what these servers allow (the reference client's rounds). Issue
-            // 23 asks for 90 % of correct cells client-parallel; at this noise, with calls of
-            // 70-90 ms, it is not met (the README gives the tally of the `cell:` lines and the
-            // command). What holds: no correct variant is called serialized.
+            // Measured against what these servers allow (the reference client's rounds). At the
+            // harsh noise ([`NOISE`], 0.15 of jitter on calls of 70-90 ms) many correct cells
+            // are inconclusive (the noise, not the program, would decide; docs/harness.md gives
+            // the tally); at the real servers' noise the next test asks 90 % parallel. What
+            // holds at any noise: no correct variant is called serialized.
             assert_ne!(c.verdict, Verdict::Serialized, "a correct variant was called serialized: {what}");
         }
         let d =
             c.deployment.as_ref().unwrap_or_else(|| panic!("a live cell has a measured deployment verdict: {what}"));
         assert!(d.reason.contains("reference client"), "{what}: {}", d.reason);
-        let interval = c.saving_interval.unwrap_or_else(|| panic!("a live cell says how sure it is: {what}"));
-        assert!(interval[0] <= interval[1], "{what}");
+        // A live cell says how sure its saving is, unless it quotes none: the servers allow no
+        // saving (the overlap decides), in the reference client's rounds or within their noise.
+        match c.saving_interval {
+            Some(interval) => assert!(interval[0] <= interval[1], "{what}"),
+            None => assert!(
+                d.verdict == sim_ollama::judge::Allows::NoSpeedup || c.reason.contains("no share of it is quoted"),
+                "a live cell with a saving to quote says how sure it is: {what}"
+            ),
+        }
     }
     assert_eq!(r.summary.len(), 10);
     for run in &r.runs {
         assert_eq!(run.agents.iter().map(|a| a.solo_rounds).min(), Some(runs + 1), "every agent has its rounds");
     }
+    r.summary
+        .iter()
+        .filter(|c| c.control.is_none())
+        .map(|c| (format!("{} x {}: {}", c.runtime, c.scenario, c.reason), c.verdict))
+        .collect()
 }
 
 #[test]
 fn noisy_servers_seed_1_controls_caught_correct_not_serialized() {
-    noisy_servers_catch_every_control("1");
+    noisy_servers_catch_every_control("1", NOISE, "dual-two-devices");
 }
 
+/// Issue 23 item 8, in the suite: on `sim-ollama` processes as noisy as the real servers were
+/// ([`REAL_NOISE`]), with their contention capping what they allow, every control is caught, no
+/// correct variant is called serialized, and at least 90 % of the correct cells read
+/// client-parallel: of these four cells, all four (a fifth of a cell short of 90 % is none).
 #[test]
-fn noisy_servers_seed_2_controls_caught_correct_not_serialized() {
-    noisy_servers_catch_every_control("2");
+fn servers_as_noisy_as_real_ones_read_correct_clients_parallel() {
+    let correct = noisy_servers_catch_every_control("2", REAL_NOISE, "dual-one-device");
+    let parallel = correct.iter().filter(|(_, v)| *v == Verdict::Parallel).count();
+    assert!(parallel * 10 >= correct.len() * 9, "{parallel} of {} correct cells parallel: {correct:#?}", correct.len());
 }
 
 #[test]

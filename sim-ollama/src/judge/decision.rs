@@ -180,10 +180,29 @@ pub fn against_allowed(took: f64, allowed: f64, sequential: f64, ideal: f64) -> 
     if !(scale >= 0.05 * sequential) || !(sequential > 0.0) {
         return None;
     }
-    let room = sequential - allowed;
-    if room >= 0.05 * sequential && room > SERIALIZED_MAX_SAVING * scale {
-        let saving = (sequential - took) / room;
+    if room_to_save(allowed, sequential, ideal) {
+        let saving = (sequential - took) / (sequential - allowed);
         return Some(AgainstAllowed { verdict: band(saving), saving: Some(saving) });
+    }
+    Some(no_room(took, allowed, sequential, scale))
+}
+
+/// Whether the deployment allows a saving worth quoting a client's share of: at least 5 % of
+/// the one-at-a-time time, and more than the 15 % of an ideal server's saving under which the
+/// deployment verdict reads no_speedup ([`against_allowed`]).
+pub fn room_to_save(allowed: f64, sequential: f64, ideal: f64) -> bool {
+    let room = sequential - allowed;
+    room >= 0.05 * sequential && room > SERIALIZED_MAX_SAVING * (sequential - ideal)
+}
+
+/// [`against_allowed`] where the room the deployment allows could not be told from none (live
+/// mode: the reference client's and the solo rounds' noise leave it in doubt): no saving is
+/// quoted, and the client is judged as wherever the deployment allows none, by the overlap
+/// (the caller's [`Order`]) and the time it lost beyond what the deployment explains.
+pub fn against_allowed_without_room(took: f64, allowed: f64, sequential: f64, ideal: f64) -> Option<AgainstAllowed> {
+    let scale = sequential - ideal;
+    if !(scale >= 0.05 * sequential) || !(sequential > 0.0) {
+        return None;
     }
     Some(no_room(took, allowed, sequential, scale))
 }
@@ -319,5 +338,9 @@ mod tests {
         // far beyond it, the time lost against what an ideal server could save.
         assert_eq!(against_allowed(11.0, 10.0, 10.0, 5.0), timed(Verdict::Parallel, None));
         assert_eq!(against_allowed(15.0, 10.0, 10.0, 5.0), timed(Verdict::Serialized, None));
+        // A room in doubt is judged as none: the same 9.5 s that saved 10 % of a 5 s room.
+        assert_eq!(against_allowed_without_room(9.5, 5.0, 10.0, 5.0), timed(Verdict::Parallel, None));
+        assert_eq!(against_allowed_without_room(15.0, 5.0, 10.0, 5.0), timed(Verdict::Serialized, None));
+        assert!(room_to_save(5.0, 10.0, 5.0) && !room_to_save(9.5, 10.0, 5.0));
     }
 }
