@@ -11,6 +11,7 @@ use crate::clock::rfc3339;
 use crate::error::ApiError;
 use crate::keepalive::KeepAlive;
 use crate::request::{Fields, Options, Think};
+use crate::store::Installed;
 use crate::trace::{Outcome, TraceGuard};
 use crate::wire::{ChatFinal, GenerateFinal, Message, Wire};
 use axum::body::Bytes;
@@ -63,6 +64,50 @@ struct GenerateLoad<'a> {
     done_reason: &'a str,
 }
 
+/// Which endpoint a request with nothing to generate came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Empty {
+    Generate,
+    Chat,
+}
+
+/// A request with nothing to generate (no prompt, no messages) and `keep_alive` 0 unloads its
+/// model at once, before its options are read (server/routes.go v0.33.0-rc2 `GenerateHandler`
+/// and `ChatHandler`).
+fn unload(s: &AppState, model: &Installed, trace: &mut Option<TraceGuard>) {
+    s.instance.unload(&model.runner_key());
+    if let Some(mut t) = trace.take() {
+        t.finish(Outcome::Done, 200, None);
+    }
+}
+
+/// A request with nothing to generate loads its model, through the scheduler.
+async fn load(
+    s: &AppState,
+    model: &Installed,
+    options: &Options,
+    c: &ChatGenerateFields,
+    trace: &mut Option<TraceGuard>,
+) -> Result<(), ApiError> {
+    let mut t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
+    load_only(s, model, options, c.shift, c.keep_alive, &mut t).await
+}
+
+/// The answer of a request with nothing to generate, once its model is loaded or unloaded:
+/// `/api/generate`'s with an empty `response`, `/api/chat`'s with an empty assistant message.
+fn nothing_generated(s: &AppState, model: &str, endpoint: Empty, done_reason: &str) -> Response {
+    let created_at = now_stamp(s);
+    match endpoint {
+        Empty::Generate => {
+            json_response(StatusCode::OK, &GenerateLoad { model, created_at, response: "", done: true, done_reason })
+        }
+        Empty::Chat => {
+            let message = Message { role: "assistant", content: "", thinking: "", tool_calls: Vec::new() };
+            json_response(StatusCode::OK, &ChatLoad { model, created_at, message, done: true, done_reason })
+        }
+    }
+}
+
 /// `POST /api/generate`.
 pub(crate) async fn generate(
     State(s): State<AppState>,
@@ -110,22 +155,14 @@ async fn generate_inner(
         return Err(ApiError::bad_request(format!("{} does not support insert", model.name.full())));
     }
     if prompt.is_empty() && c.keep_alive.is_some_and(|k| k.is_zero()) {
-        s.instance.unload(&model.runner_key());
-        if let Some(mut t) = trace.take() {
-            t.finish(Outcome::Done, 200, None);
-        }
-        let body =
-            GenerateLoad { model: &model_s, created_at: now_stamp(s), response: "", done: true, done_reason: "unload" };
-        return Ok(json_response(StatusCode::OK, &body));
+        unload(s, &model, trace);
+        return Ok(nothing_generated(s, &model_s, Empty::Generate, "unload"));
     }
     let options = Options::from_map(c.options_map.as_ref())?;
     let format = output_format(c.format.as_ref())?;
     if prompt.is_empty() {
-        let mut t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
-        load_only(s, &model, &options, c.shift, c.keep_alive, &mut t).await?;
-        let body =
-            GenerateLoad { model: &model_s, created_at: now_stamp(s), response: "", done: true, done_reason: "load" };
-        return Ok(json_response(StatusCode::OK, &body));
+        load(s, &model, &options, &c, trace).await?;
+        return Ok(nothing_generated(s, &model_s, Empty::Generate, "load"));
     }
     let rendered = match (&system, raw) {
         (Some(sys), false) => format!("{sys}\n{prompt}{suffix}"),
@@ -249,24 +286,15 @@ async fn chat_inner(
     let offered = offered_tools.map_or(0, Vec::len);
     let tools = crate::tools::parse(offered_tools)?;
     let model = chat_model(s, &model_s, c.think, offered)?;
-    let empty = Message { role: "assistant", content: "", thinking: "", tool_calls: Vec::new() };
     if messages.is_empty() && c.keep_alive.is_some_and(|k| k.is_zero()) {
-        s.instance.unload(&model.runner_key());
-        if let Some(mut t) = trace.take() {
-            t.finish(Outcome::Done, 200, None);
-        }
-        let body =
-            ChatLoad { model: &model_s, created_at: now_stamp(s), message: empty, done: true, done_reason: "unload" };
-        return Ok(json_response(StatusCode::OK, &body));
+        unload(s, &model, trace);
+        return Ok(nothing_generated(s, &model_s, Empty::Chat, "unload"));
     }
     let options = Options::from_map(c.options_map.as_ref())?;
     let format = output_format(c.format.as_ref())?;
     if messages.is_empty() {
-        let mut t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
-        load_only(s, &model, &options, c.shift, c.keep_alive, &mut t).await?;
-        let body =
-            ChatLoad { model: &model_s, created_at: now_stamp(s), message: empty, done: true, done_reason: "load" };
-        return Ok(json_response(StatusCode::OK, &body));
+        load(s, &model, &options, &c, trace).await?;
+        return Ok(nothing_generated(s, &model_s, Empty::Chat, "load"));
     }
     let input = ChatInput {
         think: c.think,
