@@ -41,7 +41,6 @@
 //! let report = sim.judge(&JudgeOptions::new());
 //! assert_eq!(report.verdict, Verdict::Inconclusive, "{report}"); // nothing ran
 //! ```
-
 //!
 //! # Where things are
 //! - this file: what to judge ([`JudgeOptions`], [`ClientCall`]) and [`judge`], which gathers
