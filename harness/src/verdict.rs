@@ -174,12 +174,16 @@ pub(crate) fn judge_live(
         decision::against_allowed(e.wall_s, allowed, m.sequential_s, m.ideal_s)
     };
     let evidence = Evidence { order, against, allowance_known: m.reference_s.is_some(), agents_known: true, interval };
-    let client_saving = against.and_then(|a| a.saving).unwrap_or(e.saving);
-    let mut effs = match interval {
-        Some((lo, hi)) => {
-            format!("{}; saving {} ({}-{} over the solo rounds)", effs(e), pct(client_saving), pct(lo), pct(hi))
+    let mut effs = match (interval, against.and_then(|a| a.saving)) {
+        (Some((lo, hi)), Some(saving)) => {
+            format!("{}; saving {} ({}-{} over the solo rounds)", effs(e), pct(saving), pct(lo), pct(hi))
         }
-        None => effs(e),
+        // No share of the servers' room quoted (none, or one within their noise): the interval
+        // of the resamples that showed one, for the record.
+        (Some((lo, hi)), None) => {
+            format!("{}; no saving quoted ({}-{} in the solo rounds' resamples)", effs(e), pct(lo), pct(hi))
+        }
+        (None, _) => effs(e),
     };
     if let Some(reference) = m.reference_s {
         effs.push_str(&format!("; {REFERENCE_WORDS} took {reference:.2} s, one at a time {:.2} s", m.sequential_s));
