@@ -1,5 +1,6 @@
 //! Properties (proptest) of the simulator and the harness's stream parsing (issue 5), and the
-//! workspace build's one feature set (issue 25), and the docs' Rust snippets (issue 24).
+//! workspace build's one feature set (issue 25), the docs' Rust snippets (issue 24), and the
+//! crates' layering (issue 26).
 
 #[path = "../util.rs"]
 mod util;
@@ -12,3 +13,6 @@ mod workspace;
 
 // Every Rust snippet of the docs compiles and runs.
 mod docs;
+
+// The crates' modules form layers: no import circles (issue 26).
+mod layering;
