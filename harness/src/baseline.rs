@@ -120,28 +120,42 @@ impl Rounds {
     /// into "serialized"), so none is quoted. With fewer than two rounds or no reference
     /// round, the medians decide.
     pub(crate) fn room_established(&self, agents: &[String]) -> bool {
-        let room = |solo: &BTreeMap<String, f64>, reference: f64| {
-            sequential_and_ideal(agents, solo)
-                .is_some_and(|(sum, max)| sim_ollama::judge::decision::room_to_save(reference, sum, max))
+        let room = |solo: &BTreeMap<String, f64>, reference: Option<f64>| {
+            reference
+                .zip(sequential_and_ideal(agents, solo))
+                .is_some_and(|(reference, (sum, max))| sim_ollama::judge::decision::room_to_save(reference, sum, max))
         };
-        let (k, refs) = (self.rounds.len(), self.references.len());
-        let Some(reference) = self.reference() else { return false };
-        if k < 2 || refs < 2 {
-            return room(&self.medians(), reference);
+        if self.rounds.len() < 2 || self.references.len() < 2 {
+            return room(&self.medians(), self.reference());
         }
-        let seed = agents.iter().fold(k as u64 ^ (refs as u64) << 32, |h, a| {
-            a.bytes().fold(h.rotate_left(5), |h, b| h.rotate_left(8) ^ u64::from(b))
-        });
+        let seed = agents
+            .iter()
+            .flat_map(|a| a.bytes())
+            .fold(self.rounds.len() as u64, |h, b| h.rotate_left(8) ^ u64::from(b));
         let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
         let held = (0..RESAMPLES)
             .filter(|_| {
-                let picked: Vec<&BTreeMap<String, f64>> =
-                    (0..k).map(|_| &self.rounds[rng.random_range(0..k)]).collect();
-                let r: Vec<f64> = (0..refs).map(|_| self.references[rng.random_range(0..refs)]).collect();
-                room(&median_of(picked.into_iter()), lower_median(&r))
+                let (solo, reference) = self.resample(&mut rng);
+                room(&solo, reference)
             })
             .count();
         held as f64 >= RESAMPLES as f64 * (1.0 - (1.0 - INTERVAL_COVERAGE) / 2.0)
+    }
+
+    /// One bootstrap resample of the rounds: each agent's median over rounds drawn with
+    /// replacement, and the lower median of reference rounds drawn the same way (`None`
+    /// without reference rounds).
+    fn resample(&self, rng: &mut rand_pcg::Pcg64Mcg) -> (BTreeMap<String, f64>, Option<f64>) {
+        let (k, refs) = (self.rounds.len(), self.references.len());
+        let picked: Vec<&BTreeMap<String, f64>> = (0..k).map(|_| &self.rounds[rng.random_range(0..k)]).collect();
+        let solo = median_of(picked.into_iter());
+        // The reference client's rounds are resampled too: its wall time is as noisy as the
+        // solo runs.
+        let reference = (refs > 0).then(|| {
+            let r: Vec<f64> = (0..refs).map(|_| self.references[rng.random_range(0..refs)]).collect();
+            lower_median(&r)
+        });
+        (solo, reference)
     }
 
     /// The 80 % bootstrap interval of a cell's saving (the median of its runs' savings),
@@ -155,16 +169,8 @@ impl Rounds {
         let seed = runs.iter().fold(k as u64, |h, r| h.rotate_left(7) ^ r.wall_s.to_bits());
         let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
         let mut out = Vec::with_capacity(RESAMPLES);
-        let refs = self.references.len();
         for _ in 0..RESAMPLES {
-            let picked: Vec<&BTreeMap<String, f64>> = (0..k).map(|_| &self.rounds[rng.random_range(0..k)]).collect();
-            let solo = median_of(picked.into_iter());
-            // The reference client's rounds are resampled too: its wall time is as noisy as
-            // the solo runs.
-            let reference = (refs > 0).then(|| {
-                let r: Vec<f64> = (0..refs).map(|_| self.references[rng.random_range(0..refs)]).collect();
-                lower_median(&r)
-            });
+            let (solo, reference) = self.resample(&mut rng);
             let savings: Vec<f64> = (0..runs.len())
                 .map(|_| client_saving(&runs[rng.random_range(0..runs.len())], &solo, reference))
                 .collect();

@@ -100,21 +100,19 @@ pub(crate) fn check<R: Rule>(rules: &[R]) -> Result<(), String> {
     rules.iter().try_for_each(R::validate)
 }
 
-/// Reads the rules of a `/sim` request body: `{"<key>": [...]}`, a bare array, or one rule;
-/// each checked, and their number.
+/// Reads the rules of a `/sim` request body: `{"<key>": [...]}`, a bare array, or one rule
+/// (checked by [`RuleSet::set`] or [`RuleSet::add`], which take them).
 pub(crate) fn read<R: Rule>(body: &[u8]) -> Result<Vec<R>, String> {
     let bad = |e: serde_json::Error| format!("invalid {}: {e}", R::WHAT);
     let v: serde_json::Value = serde_json::from_slice(body).map_err(bad)?;
-    let rules: Vec<R> = match v {
+    match v {
         serde_json::Value::Array(_) => serde_json::from_value(v),
         serde_json::Value::Object(mut o) if o.contains_key(R::KEY) => {
             serde_json::from_value(o.remove(R::KEY).unwrap_or_default())
         }
         other => serde_json::from_value(other).map(|r| vec![r]),
     }
-    .map_err(bad)?;
-    check(&rules)?;
-    Ok(rules)
+    .map_err(bad)
 }
 
 /// The `/sim` endpoints' document of the rules: `{"<key>": [...]}`.

@@ -283,28 +283,51 @@ impl RequestTrace {
     pub fn ran(id: u64, received_us: u64, end_us: u64) -> RequestTrace {
         RequestTrace {
             id,
-            instance: 0,
-            device: 0,
             endpoint: "/api/generate".into(),
             model: "m".into(),
             agent: "127.0.0.1:5000".into(),
-            agent_label: None,
             client: "127.0.0.1:5000".into(),
             stream: true,
-            options: serde_json::Value::Null,
-            received_us,
-            handled_us: received_us,
             runner_us: Some(received_us),
             slot_us: Some(received_us),
             first_token_us: Some(received_us),
             end_us: Some(end_us),
             outcome: Outcome::Done,
-            status: 200,
-            error: None,
             prompt_tokens: 10,
             tokens: 10,
-            token_us: Vec::new(),
             solo_us: end_us.saturating_sub(received_us),
+            max_batch: 1,
+            ..RequestTrace::arrived(received_us)
+        }
+    }
+
+    /// A request just received at `received_us`: nothing named, nothing run, nothing
+    /// allocated (the trace begins every request with it, then fills in what it knows).
+    fn arrived(received_us: u64) -> RequestTrace {
+        RequestTrace {
+            id: 0,
+            instance: 0,
+            device: 0,
+            endpoint: String::new(),
+            model: String::new(),
+            agent: String::new(),
+            agent_label: None,
+            client: String::new(),
+            stream: false,
+            options: serde_json::Value::Null,
+            received_us,
+            handled_us: received_us,
+            runner_us: None,
+            slot_us: None,
+            first_token_us: None,
+            end_us: None,
+            outcome: Outcome::Active,
+            status: 200,
+            error: None,
+            prompt_tokens: 0,
+            tokens: 0,
+            token_us: Vec::new(),
+            solo_us: 0,
             conversation: None,
             carries: Vec::new(),
             loads: Vec::new(),
@@ -312,7 +335,7 @@ impl RequestTrace {
             min_speed: 1.0,
             mean_speed: 1.0,
             shared_device_with: Vec::new(),
-            max_batch: 1,
+            max_batch: 0,
             slots: 0,
             one_slot_because: None,
             fault: None,
@@ -432,16 +455,7 @@ impl Trace {
             stream,
             options,
             handled_us: self.us(Instant::now().max(received)),
-            runner_us: None,
-            slot_us: None,
-            first_token_us: None,
-            end_us: None,
-            outcome: Outcome::Active,
-            prompt_tokens: 0,
-            tokens: 0,
-            solo_us: 0,
-            max_batch: 0,
-            ..RequestTrace::ran(0, received_us, received_us)
+            ..RequestTrace::arrived(received_us)
         }));
         // The id is taken under the `active` lock, with the insertion: a snapshot never shows a
         // request without the ones that arrived before it.

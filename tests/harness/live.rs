@@ -202,9 +202,9 @@ fn a_call_the_server_ends_early_makes_the_run_inconclusive() {
 const NOISE: &str = "jitter=0.15,slow=0.03,slow_factor=2.5,contention=0.15";
 
 /// The noise of two real Ollama servers sharing two cores, as measured (issue 23 item 8, two
-/// servers of `../shared/tools/real-ollama`, calls of 1,000-3,200 tokens): solo calls vary by
-/// a coefficient of variation of 0.02 (median over 140 agents' rounds; 0.065 at the 90th
-/// percentile), so jitter 0.04 with one call in a hundred 1.5 times slower is rather more;
+/// servers of `../shared/tools/real-ollama`, calls of 1,000-3,200 tokens,
+/// `scripts/solo-noise.py` on the matrix's results.json): solo calls vary by a coefficient of
+/// variation of 0.02 (median over 140 agents' rounds; 0.065 at the 90th percentile), so jitter 0.04 with one call in a hundred 1.5 times slower is rather more;
 /// the contention of two servers on two cores is what caps what they allow.
 const REAL_NOISE: &str = "jitter=0.04,slow=0.01,slow_factor=1.5,contention=0.15";
 

@@ -176,15 +176,18 @@ pub fn agents_overlap<A: PartialEq>(mut calls: Vec<(u64, u64, A)>) -> bool {
 /// share of that ideal saving, places it in the same bands. The caller checks the order
 /// first ([`decide`]): calls that never overlapped are serialized whatever the times say.
 pub fn against_allowed(took: f64, allowed: f64, sequential: f64, ideal: f64) -> Option<AgainstAllowed> {
-    let scale = sequential - ideal;
-    if !(scale >= 0.05 * sequential) || !(sequential > 0.0) {
-        return None;
-    }
-    if room_to_save(allowed, sequential, ideal) {
+    if room_to_save(allowed, sequential, ideal) && something_to_save(sequential, ideal).is_some() {
         let saving = (sequential - took) / (sequential - allowed);
         return Some(AgainstAllowed { verdict: band(saving), saving: Some(saving) });
     }
-    Some(no_room(took, allowed, sequential, scale))
+    against_allowed_without_room(took, allowed, sequential, ideal)
+}
+
+/// What an ideal server could save, `sequential - ideal`, when it is at least 5 % of the
+/// one-at-a-time time (else there is nothing to judge).
+fn something_to_save(sequential: f64, ideal: f64) -> Option<f64> {
+    let scale = sequential - ideal;
+    (scale >= 0.05 * sequential && sequential > 0.0).then_some(scale)
 }
 
 /// Whether the deployment allows a saving worth quoting a client's share of: at least 5 % of
@@ -200,11 +203,7 @@ pub fn room_to_save(allowed: f64, sequential: f64, ideal: f64) -> bool {
 /// quoted, and the client is judged as wherever the deployment allows none, by the overlap
 /// (the caller's [`Order`]) and the time it lost beyond what the deployment explains.
 pub fn against_allowed_without_room(took: f64, allowed: f64, sequential: f64, ideal: f64) -> Option<AgainstAllowed> {
-    let scale = sequential - ideal;
-    if !(scale >= 0.05 * sequential) || !(sequential > 0.0) {
-        return None;
-    }
-    Some(no_room(took, allowed, sequential, scale))
+    something_to_save(sequential, ideal).map(|scale| no_room(took, allowed, sequential, scale))
 }
 
 /// The client verdict of a share of the saving.
