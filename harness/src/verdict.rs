@@ -173,7 +173,15 @@ pub(crate) fn judge_live(
     } else {
         decision::against_allowed(e.wall_s, allowed, m.sequential_s, m.ideal_s)
     };
-    let evidence = Evidence { order, against, allowance_known: m.reference_s.is_some(), agents_known: true, interval };
+    // Live mode sees the client's clock only: a stall in reading cannot be told from the rest.
+    let evidence = Evidence {
+        order,
+        against,
+        allowance_known: m.reference_s.is_some(),
+        agents_known: true,
+        interval,
+        read_stall: false,
+    };
     let mut effs = match (interval, against.and_then(|a| a.saving)) {
         (Some((lo, hi)), Some(saving)) => {
             format!("{}; saving {} ({}-{} over the solo rounds)", effs(e), pct(saving), pct(lo), pct(hi))
@@ -210,6 +218,10 @@ pub(crate) fn judge_live(
         Decision::TooNoisy { .. } => format!(
             "too noisy to tell: the saving lies on both sides of the {} parallel line depending on which solo runs are the baseline; measure more solo rounds or quieten the servers ({effs})",
             pct(PARALLEL_MIN_SAVING)
+        ),
+        // Live mode sees no server clock, so it never gives this evidence; worded all the same.
+        Decision::ReadStall(_) => format!(
+            "calls overlapped, and the time lost lies in reading the last answers after the servers wrote them: a stall of the client's executor or of a busy machine, which calls this short cannot tell apart ({effs})"
         ),
         Decision::UnknownAllowance(_) | Decision::UnknownAgents(_) => format!(
             "calls overlapped, but the agents took longer together than an ideal server would, and what the servers allow is unknown (every round of {REFERENCE_WORDS} failed): the time lost may be the servers' (their slots, a shared device or CPU) as well as the client's ({effs})"

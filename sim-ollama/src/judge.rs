@@ -386,6 +386,23 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         )
     });
     let saving = against.and_then(|a| a.saving);
+    // The same figures with the run ended where the server wrote its last answer, not where
+    // the client finished reading it (only where the client's reading was observed, and lagged).
+    let served_us = match (reqs.iter().map(|q| q.start).min(), reqs.iter().map(|q| q.server_end).max()) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => 0,
+    };
+    let served = (!client.is_empty() && served_us < took_us).then(|| {
+        against_allowed(secs(served_us), secs(allowed_us), secs(sequential_us), secs(ideal_us)).or_else(|| {
+            against_allowed_loads_aside(
+                secs(served_us),
+                secs(allowed_us),
+                secs(sequential_us),
+                secs(sequential_us - load_us),
+                secs(ideal_core.min(sequential_us - load_us)),
+            )
+        })
+    });
     let lags: Vec<f64> = reqs
         .iter()
         .filter(|q| client.contains_key(&q.r.id))
@@ -471,7 +488,8 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         concurrency,
         time,
     };
-    let (verdict, cause, reason) = client::verdict(&report, &reqs, &client, handoffs, opts, described, against);
+    let figures = client::Figures { against, served: served.flatten() };
+    let (verdict, cause, reason) = client::verdict(&report, &reqs, &client, handoffs, opts, described, figures);
     report.verdict = verdict;
     report.cause = cause;
     report.reason = reason;

@@ -22,8 +22,13 @@ fn fixture(name: &str) -> String {
 /// into a temporary directory and moves it into place).
 fn python() -> String {
     let py = root().join("target/pyclients/bin/python");
+    // Found, not imported: importing the SDKs costs 3 s of CPU (anthropic alone 2.3 s), paid
+    // again by every program that uses one; finding them costs 20 ms. setup-clients.sh imports
+    // them once after installing, so a broken install is caught there.
     let ok = |p: &Path| {
-        Command::new(p).args(["-c", "import ollama, httpx, openai, anthropic"]).status().is_ok_and(|s| s.success())
+        let find = "import importlib.util as u, sys\n\
+                    sys.exit(0 if all(u.find_spec(m) for m in ('ollama', 'httpx', 'openai', 'anthropic')) else 1)";
+        Command::new(p).args(["-c", find]).status().is_ok_and(|s| s.success())
     };
     if !ok(&py) {
         let lock = root().join("target/pyclients.lock");

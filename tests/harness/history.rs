@@ -102,9 +102,11 @@ fn agents_sharing_one_slot_lose_each_others_prefix_without_the_host_cache_and_ge
 }
 
 /// A thinking model (issue 12, item 3): the harness reads the time to the first token of
-/// reasoning apart from the time to the first token of the answer.
+/// reasoning apart from the time to the first token of the answer. A timing test (`timing_*`:
+/// it runs alone): the gap it bounds is the client's clock over about 18 ms of reasoning, which
+/// a crowded machine's stall can swallow (seen beside the suite under four busy loops).
 #[test]
-fn a_thinking_models_first_reasoning_and_first_answer_token_read_apart() {
+fn timing_a_thinking_models_first_reasoning_and_first_answer_token_read_apart() {
     let sim = SimBuilder::new().time_scale(0.02).start().unwrap();
     let call: workload::Call =
         toml::from_str("endpoint = \"/api/chat\"\nprompt = \"Is 1009 prime?\"\ntokens = 500").unwrap();

@@ -5,8 +5,12 @@ use crate::util::raw_blocking;
 use sim_ollama::{Error, SimBuilder};
 use std::net::SocketAddr;
 
+/// One call of 200 tokens: 0.33 s at the test's time scale of 0.1. The parallel verdict rests on
+/// the saving, and a thread's start or a read stalled on a crowded machine costs tens of
+/// milliseconds: 40-token calls at 0.02 (13 ms) read partly serialized once beside a loaded
+/// suite; here a stall would have to cost 0.13 s (a fifth of the 0.66 s saving).
 fn generate(addr: SocketAddr, agent: &str) {
-    let body = r#"{"model":"gemma3","prompt":"Summarise the run.","stream":false,"options":{"num_predict":40}}"#;
+    let body = r#"{"model":"gemma3","prompt":"Summarise the run.","stream":false,"options":{"num_predict":200}}"#;
     let r = raw_blocking(addr, "POST", "/api/generate", Some(body), &[("X-Agent", agent)]);
     assert_eq!(r.status, 200, "{}", r.text());
 }
@@ -19,7 +23,7 @@ fn judge(addr: SocketAddr, query: &str) -> serde_json::Value {
 
 #[test]
 fn a_preloaded_simulator_judges_from_the_mark_over_http_with_expectations() {
-    let sim = SimBuilder::new().preset("ideal").unwrap().time_scale(0.02).preload("gemma3").start().unwrap();
+    let sim = SimBuilder::new().preset("ideal").unwrap().time_scale(0.1).preload("gemma3").start().unwrap();
     let addr = sim.addrs()[0];
     // The preload left the model loaded and the trace empty: nothing to judge, said so.
     let doc = judge(addr, "");

@@ -5,6 +5,14 @@ use super::decision::{self, AgainstAllowed, Decision, Evidence, Order};
 use super::{AgentSource, Cause, ClientCall, JudgeOptions, Report, Req, Verdict, median, pct, plural, secs};
 use std::collections::BTreeMap;
 
+/// The time figures against what the deployment allows ([`decision::against_allowed`]).
+pub(super) struct Figures {
+    /// As the program took them: to the end of its reading of the last answer.
+    pub(super) against: Option<AgainstAllowed>,
+    /// To where the server wrote its last answer, where the client was seen reading later.
+    pub(super) served: Option<AgainstAllowed>,
+}
+
 /// The client verdict, its cause and its reason: the trace's evidence gathered for the
 /// decision core ([`decision::decide`]), its decision put in words.
 pub(super) fn verdict(
@@ -14,7 +22,7 @@ pub(super) fn verdict(
     handoffs: usize,
     opts: &JudgeOptions,
     described: bool,
-    against: Option<AgainstAllowed>,
+    Figures { against, served }: Figures,
 ) -> (Verdict, Cause, String) {
     let c = &rep.concurrency;
     let t = &rep.time;
@@ -55,7 +63,10 @@ pub(super) fn verdict(
     } else {
         Order::OneAfterAnother
     };
-    let evidence = Evidence { order, against, allowance_known: described, agents_known, interval: None };
+    // A stall, not an executor blocked throughout: parallel to where the server wrote its last
+    // answer, and the answers otherwise reached the agents on time.
+    let read_stall = served.is_some_and(|s| s.verdict == Verdict::Parallel) && !answers_read_late(rep, reqs);
+    let evidence = Evidence { order, against, allowance_known: described, agents_known, interval: None, read_stall };
     let possible = c.possible.map_or(String::new(), |p| format!(" of {p}"));
     let overlapped = format!("up to {}{possible} requests in flight at once", c.max_in_flight);
     // Where the deployment allows (almost) no saving there is no saving to quote: the time
@@ -125,6 +136,15 @@ pub(super) fn verdict(
         ),
         Decision::UnknownAllowance(a) => unknown_deployment(&figures(&a)),
         Decision::UnknownAgents(a) => unknown_agents(&overlapped, &figures(&a)),
+        Decision::ReadStall(a) => (
+            Verdict::Inconclusive,
+            Cause::ClientLag,
+            format!(
+                "{who} overlapped ({overlapped}) and the server wrote the last answer in the time the deployment allows, but the client read it {:.0} ms later: a stall of its executor or of a busy machine, which calls this short cannot tell apart (a longer time scale can) ({})",
+                secs(read_after(reqs)) * 1e3,
+                figures(&a)
+            ),
+        ),
         Decision::Timed(a) if a.verdict == Verdict::Parallel => {
             let how = match a.saving {
                 Some(_) => format!("{who} overlapped: {overlapped}; {}", figures(&a)),
@@ -191,9 +211,7 @@ fn client_cause(
 ) -> (Cause, String) {
     let c = &rep.concurrency;
     let t = &rep.time;
-    let request_s = median(reqs.iter().map(|q| secs(q.server_end - q.r.received_us)).collect()).unwrap_or(0.0);
-    let lag_matters = t.client_lag_s.is_some_and(|l| l > 0.25 * request_s.max(1e-9));
-    if lag_matters {
+    if answers_read_late(rep, reqs) {
         return (
             Cause::ClientLag,
             format!(
@@ -233,6 +251,19 @@ fn client_cause(
     let words =
         if verdict == Verdict::Serialized { "serialized in the client" } else { "partly serialized in the client" };
     (Cause::Client, format!("{limit}{waits}: {words}"))
+}
+
+/// How long after the server wrote the run's last answer the client finished reading, µs.
+fn read_after(reqs: &[Req<'_>]) -> u64 {
+    let end = reqs.iter().map(|q| q.end).max().unwrap_or(0);
+    end.saturating_sub(reqs.iter().map(|q| q.server_end).max().unwrap_or(end))
+}
+
+/// Whether the answers reached the agents late throughout: the median lag between the server
+/// writing an answer's end and the client reading it is over a quarter of the median request.
+fn answers_read_late(rep: &Report, reqs: &[Req<'_>]) -> bool {
+    let request_s = median(reqs.iter().map(|q| secs(q.server_end - q.r.received_us)).collect()).unwrap_or(0.0);
+    rep.time.client_lag_s.is_some_and(|l| l > 0.25 * request_s.max(1e-9))
 }
 
 /// Whether the client made calls that were held back before reaching the server: a call made

@@ -17,7 +17,10 @@
 //! 4. **Parallel** when the time figures, measured against what the deployment allows, say so.
 //! 5. Short of parallel, a cause is named only when the evidence can carry it: a shortfall
 //!    measured against a deployment whose allowance is unknown, or in a program whose agents
-//!    could not be told apart, is inconclusive, never blamed on the client.
+//!    could not be told apart, is inconclusive, never blamed on the client; so is one that
+//!    lies wholly in reading the last answers after the server wrote them on time, by a client
+//!    that otherwise kept up (a stall: its executor's, or a busy machine's, which the figures
+//!    cannot tell apart).
 
 use super::Verdict;
 
@@ -67,6 +70,11 @@ pub struct Evidence {
     /// The 80 % interval of the client's saving over the solo and reference rounds (live mode;
     /// `None` with one round or on the simulator, whose figures are modelled).
     pub interval: Option<(f64, f64)>,
+    /// Whether the shortfall lies wholly in reading the last answers: measured to where the
+    /// server wrote its last answer the client was parallel, and its answers otherwise reached
+    /// it on time (the simulator, with the client's observations; live mode sees only the
+    /// client's clock and says `false`).
+    pub read_stall: bool,
 }
 
 /// The decision, before it is put in words.
@@ -91,6 +99,8 @@ pub enum Decision {
     UnknownAllowance(AgainstAllowed),
     /// Short of parallel in a program whose agents could not be told apart.
     UnknownAgents(AgainstAllowed),
+    /// Short of parallel only by a stall in reading the last answers.
+    ReadStall(AgainstAllowed),
     /// The times decided: [`AgainstAllowed::verdict`].
     Timed(AgainstAllowed),
 }
@@ -105,7 +115,8 @@ impl Decision {
             | Decision::LittleToSave
             | Decision::TooNoisy { .. }
             | Decision::UnknownAllowance(_)
-            | Decision::UnknownAgents(_) => Verdict::Inconclusive,
+            | Decision::UnknownAgents(_)
+            | Decision::ReadStall(_) => Verdict::Inconclusive,
         }
     }
 }
@@ -130,6 +141,8 @@ pub fn decide(e: &Evidence) -> Decision {
         Decision::UnknownAllowance(a)
     } else if !e.agents_known {
         Decision::UnknownAgents(a)
+    } else if e.read_stall {
+        Decision::ReadStall(a)
     } else {
         Decision::Timed(a)
     }
@@ -266,7 +279,7 @@ mod tests {
     }
 
     fn evidence(order: Order, against: Option<AgainstAllowed>) -> Evidence {
-        Evidence { order, against, allowance_known: true, agents_known: true, interval: None }
+        Evidence { order, against, allowance_known: true, agents_known: true, interval: None, read_stall: false }
     }
 
     #[test]
@@ -306,6 +319,10 @@ mod tests {
         assert!(matches!(decide(&unknown_agents), Decision::UnknownAgents(_)));
         assert_eq!(decide(&unknown_agents).verdict(), Verdict::Inconclusive);
         assert_eq!(decide(&evidence(Order::Overlapped, short)).verdict(), Verdict::Serialized);
+        // A shortfall that is a stall in reading the last answers: inconclusive, not blamed.
+        let stalled = Evidence { read_stall: true, ..evidence(Order::Overlapped, short) };
+        assert!(matches!(decide(&stalled), Decision::ReadStall(_)));
+        assert_eq!(decide(&stalled).verdict(), Verdict::Inconclusive);
         // Parallel stands on its own: an unknown allowance can only be more than the ideal's.
         let fast = Evidence {
             allowance_known: false,

@@ -493,6 +493,32 @@ fn answers_read_late_blame_a_blocked_executor() {
 }
 
 #[test]
+fn a_stall_reading_the_last_answer_is_inconclusive_not_blamed() {
+    // The server ended both at 100 ms; the client read A at 100 and B at 140: a 40 ms stall of
+    // one read (median lag 20 ms, under a quarter of the 100 ms requests). Took 140 against 100
+    // allowed and 200 one at a time: 60 % saved, but all of the shortfall is in that read.
+    let calls = vec![
+        ClientCall { request: 1, sent_us: 0, end_us: 100 * MS },
+        ClientCall { request: 2, sent_us: 0, end_us: 140 * MS },
+    ];
+    let reqs = vec![req(1, Some("a"), 0, 100, 100), req(2, Some("b"), 0, 100, 100)];
+    let r = judge(&snap(reqs.clone()), &JudgeOptions::new().client_calls(calls));
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert_eq!(r.cause, Cause::ClientLag, "{r}");
+    assert!(r.reason.contains("read it 40 ms later") && r.reason.contains("busy machine"), "{}", r.reason);
+    // A call held back as well (B sent at 30 ms, so B's server side ends at 130): the shortfall
+    // is not all in reading, and the client is blamed.
+    let calls = vec![
+        ClientCall { request: 1, sent_us: 0, end_us: 100 * MS },
+        ClientCall { request: 2, sent_us: 30 * MS, end_us: 170 * MS },
+    ];
+    let reqs = vec![req(1, Some("a"), 0, 100, 100), req(2, Some("b"), 30, 130, 100)];
+    let r = judge(&snap(reqs), &JudgeOptions::new().client_calls(calls));
+    assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
+    assert_eq!(r.cause, Cause::Client, "{r}");
+}
+
+#[test]
 fn one_chain_that_is_all_the_work_is_inconclusive() {
     // A: 1000 ms; B: 10 ms alongside. One at a time 1010, ideal 1000: less than 5 % to save.
     let reqs = vec![req(1, Some("a"), 0, 1000, 1000), req(2, Some("b"), 0, 10, 10)];
