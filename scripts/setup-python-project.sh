@@ -12,6 +12,12 @@
 # 5.5 minutes more (.ci/run's build phase 606 s -> 940 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One setup at a time: the suite's two Python package tests call this at once, and a second
+# caller reinstalling the wheel while the first one's pytest runs removes the binaries under
+# it. The second waits, then finds the wheel current and leaves it alone.
+mkdir -p target
+exec 9>target/pyproject.lock
+flock 9
 profile=${1:-dev}
 case "$profile" in dev) dir=debug ;; *) dir=$profile ;; esac
 venv_only=false

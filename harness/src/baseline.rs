@@ -82,6 +82,11 @@ impl Rounds {
         }
     }
 
+    /// How many solo rounds are in.
+    pub(crate) fn len(&self) -> usize {
+        self.rounds.len()
+    }
+
     /// Adds the reference client's wall time of one round, seconds.
     pub(crate) fn push_reference(&mut self, wall_s: f64) {
         if wall_s.is_finite() && wall_s > 0.0 {

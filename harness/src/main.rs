@@ -481,6 +481,11 @@ struct RunOptions {
     /// least 3), spread among the runs.
     #[arg(long)]
     solo_runs: Option<usize>,
+    /// Live mode: while a cell's saving is too noisy to tell (its 80 % interval lies on both
+    /// sides of the parallel line), add one solo and reference round at a time, up to this
+    /// many rounds in all. Default: twice the solo rounds; equal to --solo-runs adds none.
+    #[arg(long)]
+    max_solo_runs: Option<usize>,
     /// Output directory for results.json, summary.md and CSV.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -628,18 +633,32 @@ fn plan(runtimes: Vec<String>, scenarios: Vec<String>, c: RunOptions) -> Result<
     if c.runs == 0 {
         return Err("--runs must be at least 1".into());
     }
+    let solo_runs = match (c.solo_runs, &target) {
+        (Some(0), _) => return Err("--solo-runs must be at least 1".into()),
+        (Some(n), _) => n,
+        (None, Target::Simulator) => 1,
+        (None, Target::Live { .. }) => (c.runs + 1).max(3),
+    };
+    let max_solo_runs = match (c.max_solo_runs, &target) {
+        (Some(n), Target::Live { .. }) if n < solo_runs => {
+            return Err(format!("--max-solo-runs {n} is fewer than the {solo_runs} solo rounds the cell runs anyway"));
+        }
+        (Some(_), Target::Simulator) => {
+            return Err(
+                "--max-solo-runs is for live mode (the simulator's figures are modelled): give --endpoints".into()
+            );
+        }
+        (Some(n), _) => n,
+        (None, _) => 2 * solo_runs,
+    };
     Ok(MatrixPlan {
         runtimes,
         scenarios,
         runs: c.runs,
         seed: c.seed,
         time_scale: c.time_scale,
-        solo_runs: match (c.solo_runs, &target) {
-            (Some(0), _) => return Err("--solo-runs must be at least 1".into()),
-            (Some(n), _) => n,
-            (None, Target::Simulator) => 1,
-            (None, Target::Live { .. }) => (c.runs + 1).max(3),
-        },
+        solo_runs,
+        max_solo_runs,
         target,
         out: c.out,
         timeout: Duration::try_from_secs_f64(c.timeout_s).unwrap_or(Duration::from_secs(120)),

@@ -42,6 +42,11 @@ pub struct MatrixPlan {
     pub time_scale: Option<f64>,
     /// Solo runs per distinct agent for the baseline (median taken).
     pub solo_runs: usize,
+    /// Live mode: while a cell's saving is too noisy to tell (its 80 % interval lies on both
+    /// sides of the parallel line), one more solo and reference round at a time, up to this
+    /// many rounds in all; at most `solo_runs` adds none. The simulator's figures are
+    /// modelled: it never adds any.
+    pub max_solo_runs: usize,
     /// Where requests go.
     pub target: Target,
     /// Output directory (nothing written when absent).
@@ -442,7 +447,8 @@ fn judge_run(
 }
 
 /// Adds runs of one cell to the results (replacing earlier judgements of the same runs),
-/// summarises the cell again and writes everything, once.
+/// summarises the cell again and writes everything, once. Returns whether the noise left the
+/// cell in doubt: inconclusive, with its saving's interval across the parallel line.
 fn record(
     results: &mut Results,
     runs: Vec<RunResult>,
@@ -450,8 +456,8 @@ fn record(
     control: Option<&str>,
     plan: &MatrixPlan,
     rounds: &Rounds,
-) -> Result<(), MatrixError> {
-    let Some(first) = runs.first() else { return Ok(()) };
+) -> Result<bool, MatrixError> {
+    let Some(first) = runs.first() else { return Ok(false) };
     let (rt, sc) = (first.runtime.clone(), first.scenario.clone());
     results.runs.retain(|x| !(x.runtime == rt && x.scenario == sc && runs.iter().any(|r| r.run == x.run)));
     results.runs.extend(runs);
@@ -464,12 +470,31 @@ fn record(
         .collect();
     let interval = if matches!(plan.target, Target::Live { .. }) { rounds.cell_interval(&shapes) } else { None };
     let mut summary = report::summarize_cell(&rt, &sc, control, &cell_runs, interval);
+    let in_doubt = summary.verdict == Verdict::Inconclusive
+        && interval.is_some_and(|(lo, hi)| sim_ollama::judge::decision::crosses_parallel_line(lo, hi));
     summary.cell = cell;
     results.summary.retain(|c| !(c.runtime == rt && c.scenario == sc));
     results.summary.push(summary);
     report::fill_effect_sizes(results);
     if let Some(dir) = &plan.out {
         report::write_all(dir, results).map_err(MatrixError::Output)?;
+    }
+    Ok(in_doubt)
+}
+
+/// Live mode: judges a cell (`judge` says whether the noise leaves it in doubt) and, while it
+/// is in doubt, adds one round at a time (`add`), up to `max` rounds in all. Bounded by the
+/// rounds tried, not those that succeeded: a round whose every solo run failed adds nothing.
+fn until_decided<E>(
+    rounds: &mut Rounds,
+    max: usize,
+    mut judge: impl FnMut(&Rounds) -> Result<bool, E>,
+    mut add: impl FnMut(&mut Rounds),
+) -> Result<(), E> {
+    let mut tried = rounds.len();
+    while judge(rounds)? && tried < max {
+        add(rounds);
+        tried += 1;
     }
     Ok(())
 }
@@ -556,11 +581,11 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
             let mut rounds = Rounds::new();
             let mut solo_itl: Vec<f64> = Vec::new();
             let mut to_judge_again: Vec<(usize, Vec<AgentRecord>)> = Vec::new();
-            for slot in 0..=plan.runs {
-                for _ in 0..slots[slot] {
+            let mut round =
+                |exec: &mut dyn Executor, rounds: &mut Rounds, itls: &mut Vec<f64>, progress: &mut dyn Progress| {
                     let (round, itl) = solo_round(exec, &d, &agents, plan.timeout);
                     rounds.push(round);
-                    solo_itl.extend(itl);
+                    itls.extend(itl);
                     progress.step("solo baseline");
                     // Live mode: what these servers allow a client that holds nothing back,
                     // measured in the same rounds (a server that drifts drifts in it too).
@@ -570,6 +595,10 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
                         }
                         progress.step("reference run");
                     }
+                };
+            for slot in 0..=plan.runs {
+                for _ in 0..slots[slot] {
+                    round(exec, &mut rounds, &mut solo_itl, progress);
                 }
                 if slot == plan.runs {
                     break;
@@ -607,17 +636,81 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
                 record(&mut results, vec![run], index, control, plan, &rounds)?;
             }
             if live {
-                // Every run of the cell against every solo round of the cell.
-                let judged: Vec<RunResult> = to_judge_again
-                    .iter()
-                    .map(|(r, recs)| judge_run(rt, &s.name, *r, &d, recs, &rounds, None, None))
-                    .collect();
-                for run in &judged {
+                // Every run of the cell against every solo round of the cell; while the noise
+                // leaves the cell in doubt, another round, up to --max-solo-runs in all.
+                let judge = |rounds: &Rounds| {
+                    let judged: Vec<RunResult> = to_judge_again
+                        .iter()
+                        .map(|(r, recs)| judge_run(rt, &s.name, *r, &d, recs, rounds, None, None))
+                        .collect();
+                    record(&mut results, judged, index, control, plan, rounds)
+                };
+                let add = |rounds: &mut Rounds| round(exec, rounds, &mut solo_itl, &mut *progress);
+                until_decided(&mut rounds, plan.max_solo_runs, judge, add)?;
+                for run in results.runs.iter().filter(|x| x.runtime == *rt && x.scenario == s.name) {
                     progress.run(run);
                 }
-                record(&mut results, judged, index, control, plan, &rounds)?;
             }
         }
     }
     Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::baseline::RunShape;
+    use sim_ollama::judge::decision::crosses_parallel_line;
+
+    /// Two agents of 1 s alone, a reference client at 1 s: a run of 1.15 s saved 85 % of the
+    /// 1 s the servers allow. `a`'s first rounds vary by 30 % either way.
+    fn noisy_start() -> (Rounds, Vec<RunShape>) {
+        let mut rounds = Rounds::new();
+        for a in [0.7, 1.3, 1.0] {
+            rounds.push(BTreeMap::from([("a".to_string(), a), ("b".to_string(), 1.0)]));
+            rounds.push_reference(1.0);
+        }
+        (rounds, vec![RunShape { wall_s: 1.15, agents: vec!["a".into(), "b".into()] }])
+    }
+
+    fn in_doubt(runs: &[RunShape]) -> impl Fn(&Rounds) -> Result<bool, ()> + '_ {
+        |r: &Rounds| Ok(r.cell_interval(runs).is_some_and(|(lo, hi)| crosses_parallel_line(lo, hi)))
+    }
+
+    fn round(a: f64) -> impl Fn(&mut Rounds) {
+        move |r: &mut Rounds| {
+            r.push(BTreeMap::from([("a".to_string(), a), ("b".to_string(), 1.0)]));
+            r.push_reference(1.0);
+        }
+    }
+
+    #[test]
+    fn rounds_are_added_while_the_cell_is_in_doubt_and_no_further() {
+        let (mut rounds, runs) = noisy_start();
+        assert!(in_doubt(&runs)(&rounds).unwrap(), "the start is in doubt: {:?}", rounds.cell_interval(&runs));
+        // Steady rounds settle the saving above the line: rounds stop being added then.
+        until_decided(&mut rounds, 12, in_doubt(&runs), round(1.0)).unwrap();
+        let n = rounds.len();
+        assert!(n > 3 && n < 12, "{n} rounds");
+        assert!(!in_doubt(&runs)(&rounds).unwrap());
+        // Rounds as noisy as the first: in doubt to the end, and stopped at the budget.
+        let (mut rounds, runs) = noisy_start();
+        let mut k = 0;
+        let noisy = |r: &mut Rounds| {
+            k += 1;
+            round(if k % 2 == 0 { 0.7 } else { 1.3 })(r)
+        };
+        until_decided(&mut rounds, 9, in_doubt(&runs), noisy).unwrap();
+        assert_eq!(rounds.len(), 9);
+        assert!(in_doubt(&runs)(&rounds).unwrap());
+        // Rounds whose every solo run failed add nothing: still bounded by the rounds tried.
+        let (mut rounds, runs) = noisy_start();
+        let mut tried = 0;
+        until_decided(&mut rounds, 9, in_doubt(&runs), |_| tried += 1).unwrap();
+        assert_eq!((rounds.len(), tried), (3, 6));
+        // A budget no larger than the rounds in: none added.
+        let (mut rounds, runs) = noisy_start();
+        until_decided(&mut rounds, 3, in_doubt(&runs), round(1.0)).unwrap();
+        assert_eq!(rounds.len(), 3);
+    }
 }

@@ -88,6 +88,19 @@ fn bad_arguments_exit_2_and_unreachable_servers_exit_1() {
     }
     let out = harness().args(["exec", "--time-scale", "inf", "--", "true"]).output().expect("runs");
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    // A round budget below the planned rounds, or on the simulator, is refused, saying why.
+    let run = ["run", "--runtime", "tokio-default", "--scenario", "scale_2"];
+    let live = ["--endpoints", "http://127.0.0.1:9", "--model", "gemma3"];
+    for (extra, says) in [
+        (vec!["--solo-runs", "4", "--max-solo-runs", "3"], "--max-solo-runs 3 is fewer than the 4 solo rounds"),
+        (vec!["--max-solo-runs", "6"], "--max-solo-runs is for live mode"),
+    ] {
+        let live: &[&str] = if says.contains("fewer") { &live } else { &[] };
+        let out = harness().args(run).args(live).args(&extra).output().expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(says), "{err}");
+    }
     let out = harness()
         .args([
             "run",

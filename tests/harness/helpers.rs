@@ -32,6 +32,7 @@ pub fn plan(runtimes: &[&str], scenarios: Vec<Scenario>, runs: usize) -> MatrixP
         seed: 7,
         time_scale: None,
         solo_runs: 1,
+        max_solo_runs: 1,
         target: Target::Simulator,
         out: None,
         timeout: Duration::from_secs(30),

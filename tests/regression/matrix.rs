@@ -26,6 +26,7 @@ fn plan(runtimes: Vec<String>, scenarios: &[workload::Scenario], runs: usize, co
         seed: 0,
         time_scale: None,
         solo_runs: 1,
+        max_solo_runs: 1,
         target: Target::Simulator,
         out: None,
         timeout: Duration::from_secs(30),
