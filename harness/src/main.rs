@@ -482,8 +482,9 @@ struct RunOptions {
     #[arg(long)]
     solo_runs: Option<usize>,
     /// Live mode: while a cell's saving is too noisy to tell (its 80 % interval lies on both
-    /// sides of the parallel line), add one solo and reference round at a time, up to this
-    /// many rounds in all. Default: twice the solo rounds; equal to --solo-runs adds none.
+    /// sides of the parallel line), add one more run and a solo and reference round after it,
+    /// up to this many rounds in all. Default: twice the solo rounds; equal to --solo-runs adds
+    /// none.
     #[arg(long)]
     max_solo_runs: Option<usize>,
     /// Output directory for results.json, summary.md and CSV.

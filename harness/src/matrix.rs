@@ -43,8 +43,8 @@ pub struct MatrixPlan {
     /// Solo runs per distinct agent for the baseline (median taken).
     pub solo_runs: usize,
     /// Live mode: while a cell's saving is too noisy to tell (its 80 % interval lies on both
-    /// sides of the parallel line), one more solo and reference round at a time, up to this
-    /// many rounds in all; at most `solo_runs` adds none. The simulator's figures are
+    /// sides of the parallel line), one more run and a solo and reference round after it, up to
+    /// this many rounds in all; at most `solo_runs` adds none. The simulator's figures are
     /// modelled: it never adds any.
     pub max_solo_runs: usize,
     /// Where requests go.
@@ -483,20 +483,28 @@ fn record(
 }
 
 /// Live mode: judges a cell (`judge` says whether the noise leaves it in doubt) and, while it
-/// is in doubt, adds one round at a time (`add`), up to `max` rounds in all. Bounded by the
-/// rounds tried, not those that succeeded: a round whose every solo run failed adds nothing.
-fn until_decided<E>(
-    rounds: &mut Rounds,
+/// is in doubt, adds one round at a time (`add`), from `tried` rounds up to `max` in all.
+/// Bounded by the rounds tried, not those that succeeded: a round whose every solo run failed
+/// adds nothing.
+fn until_decided<S, E>(
+    state: &mut S,
+    mut tried: usize,
     max: usize,
-    mut judge: impl FnMut(&Rounds) -> Result<bool, E>,
-    mut add: impl FnMut(&mut Rounds),
+    mut judge: impl FnMut(&S) -> Result<bool, E>,
+    mut add: impl FnMut(&mut S),
 ) -> Result<(), E> {
-    let mut tried = rounds.len();
-    while judge(rounds)? && tried < max {
-        add(rounds);
+    while judge(state)? && tried < max {
+        add(state);
         tried += 1;
     }
     Ok(())
+}
+
+/// The blocking control blocks for a multiple of one solo inter-token gap per token
+/// (runtime::BLOCKING_CONTROL_FACTOR; 0 when the baseline had no gaps: a single token), at most
+/// a second: the median of the solo calls' mean gaps.
+fn blocking_gap(solo_itl: &[f64]) -> Duration {
+    Duration::from_secs_f64(if solo_itl.is_empty() { 0.0 } else { percentile(solo_itl, 0.5).clamp(1e-6, 1.0) })
 }
 
 /// Runs the plan. It blocks the calling thread until the matrix is done. Each runtime variant
@@ -604,18 +612,10 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
                     break;
                 }
                 let r = slot + 1;
-                // The blocking control blocks for a multiple of one solo inter-token gap per
-                // token (runtime::BLOCKING_CONTROL_FACTOR; 0 when the baseline had no gaps: a
-                // single token), at most a second: the median of the solo calls' mean gaps.
-                let gap = Duration::from_secs_f64(if solo_itl.is_empty() {
-                    0.0
-                } else {
-                    percentile(&solo_itl, 0.5).clamp(1e-6, 1.0)
-                });
                 if let Some(sim) = &d.sim {
                     sim.clear_trace();
                 }
-                let recs = exec.run(&job(&d, agents.clone(), gap, plan.timeout));
+                let recs = exec.run(&job(&d, agents.clone(), blocking_gap(&solo_itl), plan.timeout));
                 let trace = d.sim.as_ref().map(|sim| {
                     // Answers the agents have read may still be finishing on the server.
                     let _ = sim.wait_idle(Duration::from_secs(2));
@@ -637,16 +637,21 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
             }
             if live {
                 // Every run of the cell against every solo round of the cell; while the noise
-                // leaves the cell in doubt, another round, up to --max-solo-runs in all.
-                let judge = |rounds: &Rounds| {
-                    let judged: Vec<RunResult> = to_judge_again
-                        .iter()
-                        .map(|(r, recs)| judge_run(rt, &s.name, *r, &d, recs, rounds, None, None))
-                        .collect();
+                // leaves the cell in doubt, one more run and one more round after it, up to
+                // --max-solo-runs rounds in all (the cell's interval resamples both).
+                let judge = |(rounds, runs): &(Rounds, Vec<(usize, Vec<AgentRecord>)>)| {
+                    let judged: Vec<RunResult> =
+                        runs.iter().map(|(r, recs)| judge_run(rt, &s.name, *r, &d, recs, rounds, None, None)).collect();
                     record(&mut results, judged, index, control, plan, rounds)
                 };
-                let add = |rounds: &mut Rounds| round(exec, rounds, &mut solo_itl, &mut *progress);
-                until_decided(&mut rounds, plan.max_solo_runs, judge, add)?;
+                let add = |(rounds, runs): &mut (Rounds, Vec<(usize, Vec<AgentRecord>)>)| {
+                    let recs = exec.run(&job(&d, agents.clone(), blocking_gap(&solo_itl), plan.timeout));
+                    progress.step("concurrent run");
+                    runs.push((runs.len() + 1, recs));
+                    round(exec, rounds, &mut solo_itl, &mut *progress);
+                };
+                let tried = rounds.len();
+                until_decided(&mut (rounds, to_judge_again), tried, plan.max_solo_runs, judge, add)?;
                 for run in results.runs.iter().filter(|x| x.runtime == *rt && x.scenario == s.name) {
                     progress.run(run);
                 }
@@ -689,7 +694,7 @@ mod tests {
         let (mut rounds, runs) = noisy_start();
         assert!(in_doubt(&runs)(&rounds).unwrap(), "the start is in doubt: {:?}", rounds.cell_interval(&runs));
         // Steady rounds settle the saving above the line: rounds stop being added then.
-        until_decided(&mut rounds, 12, in_doubt(&runs), round(1.0)).unwrap();
+        until_decided(&mut rounds, 3, 12, in_doubt(&runs), round(1.0)).unwrap();
         let n = rounds.len();
         assert!(n > 3 && n < 12, "{n} rounds");
         assert!(!in_doubt(&runs)(&rounds).unwrap());
@@ -700,17 +705,17 @@ mod tests {
             k += 1;
             round(if k % 2 == 0 { 0.7 } else { 1.3 })(r)
         };
-        until_decided(&mut rounds, 9, in_doubt(&runs), noisy).unwrap();
+        until_decided(&mut rounds, 3, 9, in_doubt(&runs), noisy).unwrap();
         assert_eq!(rounds.len(), 9);
         assert!(in_doubt(&runs)(&rounds).unwrap());
         // Rounds whose every solo run failed add nothing: still bounded by the rounds tried.
         let (mut rounds, runs) = noisy_start();
         let mut tried = 0;
-        until_decided(&mut rounds, 9, in_doubt(&runs), |_| tried += 1).unwrap();
+        until_decided(&mut rounds, 3, 9, in_doubt(&runs), |_| tried += 1).unwrap();
         assert_eq!((rounds.len(), tried), (3, 6));
         // A budget no larger than the rounds in: none added.
         let (mut rounds, runs) = noisy_start();
-        until_decided(&mut rounds, 3, in_doubt(&runs), round(1.0)).unwrap();
+        until_decided(&mut rounds, 3, 3, in_doubt(&runs), round(1.0)).unwrap();
         assert_eq!(rounds.len(), 3);
     }
 }

@@ -318,8 +318,8 @@ fn servers_as_noisy_as_real_ones_read_correct_clients_parallel() {
 /// Live mode adds rounds while the noise leaves a cell in doubt (`--max-solo-runs`; the rule
 /// itself, on constructed rounds, is `harness::matrix`'s unit test): on servers whose every
 /// call varies by half (jitter 0.5), every run of a cell is judged against the same rounds, no
-/// more than the budget, and a cell left with rounds to spare is not in doubt; with the budget
-/// at the planned rounds, none is added.
+/// more than the budget, each added round comes with a run, and a cell left with rounds to
+/// spare is not in doubt; with the budget at the planned rounds, none is added.
 #[test]
 fn a_cell_in_doubt_gets_more_rounds_up_to_the_budget() {
     let sim = SimProcess::start(&[
@@ -356,6 +356,9 @@ fn a_cell_in_doubt_gets_more_rounds_up_to_the_budget() {
         let n = rounds[0];
         assert!(rounds.iter().all(|&k| k == n), "every run judged against every round: {what}");
         assert!((3..=8).contains(&n), "{what}");
+        // A run before each added round: the cell's interval resamples its runs as well.
+        let runs = r.runs.iter().filter(|x| x.runtime == c.runtime).count();
+        assert_eq!(runs, 2 + (n - 3), "{what}");
         assert!(n == 8 || !c.reason.starts_with("too noisy to tell"), "rounds to spare, yet in doubt: {what}");
     }
     let r = judged(3);
