@@ -375,16 +375,20 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let allowed_core = if described { replay(allowed::Relax::default()) } else { ideal_core };
     let allowed_us = allowed_core + load_us;
     // The client's share of what the deployment allows to save (absent when it allows less
-    // than 5 % of the sequential time), by the rule the verdict uses.
-    let against = against_allowed(secs(took_us), secs(allowed_us), secs(sequential_us), secs(ideal_us)).or_else(|| {
-        against_allowed_loads_aside(
-            secs(took_us),
-            secs(allowed_us),
-            secs(sequential_us),
-            secs(sequential_us - load_us),
-            secs(ideal_core.min(sequential_us - load_us)),
-        )
-    });
+    // than 5 % of the sequential time), by the rule the verdict uses, for a run that took
+    // `took_us`.
+    let against_at = |took_us: u64| {
+        against_allowed(secs(took_us), secs(allowed_us), secs(sequential_us), secs(ideal_us)).or_else(|| {
+            against_allowed_loads_aside(
+                secs(took_us),
+                secs(allowed_us),
+                secs(sequential_us),
+                secs(sequential_us - load_us),
+                secs(ideal_core.min(sequential_us - load_us)),
+            )
+        })
+    };
+    let against = against_at(took_us);
     let saving = against.and_then(|a| a.saving);
     // The same figures with the run ended where the server wrote its last answer, not where
     // the client finished reading it (only where the client's reading was observed, and lagged).
@@ -392,17 +396,8 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         (Some(a), Some(b)) => b.saturating_sub(a),
         _ => 0,
     };
-    let served = (!client.is_empty() && served_us < took_us).then(|| {
-        against_allowed(secs(served_us), secs(allowed_us), secs(sequential_us), secs(ideal_us)).or_else(|| {
-            against_allowed_loads_aside(
-                secs(served_us),
-                secs(allowed_us),
-                secs(sequential_us),
-                secs(sequential_us - load_us),
-                secs(ideal_core.min(sequential_us - load_us)),
-            )
-        })
-    });
+    let read_after_us = took_us.saturating_sub(served_us);
+    let served = if !client.is_empty() && read_after_us > 0 { against_at(served_us) } else { None };
     let lags: Vec<f64> = reqs
         .iter()
         .filter(|q| client.contains_key(&q.r.id))
@@ -488,7 +483,7 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         concurrency,
         time,
     };
-    let figures = client::Figures { against, served: served.flatten() };
+    let figures = client::Figures { against, served, read_after_s: secs(read_after_us) };
     let (verdict, cause, reason) = client::verdict(&report, &reqs, &client, handoffs, opts, described, figures);
     report.verdict = verdict;
     report.cause = cause;

@@ -208,6 +208,27 @@ const NOISE: &str = "jitter=0.15,slow=0.03,slow_factor=2.5,contention=0.15";
 /// the contention of two servers on two cores is what caps what they allow.
 const REAL_NOISE: &str = "jitter=0.04,slow=0.01,slow_factor=1.5,contention=0.15";
 
+/// One `sim-ollama` process with two instances of `preset` (two servers to the harness) at time
+/// scale 0.04, seeded, made noisy on purpose (`--noise`), with `more` arguments.
+fn noisy_servers(preset: &str, seed: &str, noise: &str, more: &[&str]) -> SimProcess {
+    let mut args = vec![
+        "--port",
+        "0",
+        "--instances",
+        "2",
+        "--preset",
+        preset,
+        "--time-scale",
+        "0.04",
+        "--seed",
+        seed,
+        "--noise",
+        noise,
+    ];
+    args.extend_from_slice(more);
+    SimProcess::start(&args)
+}
+
 /// Issue 14: the controls against noisy servers. One `sim-ollama` process with two instances of
 /// `preset` (two servers to the harness), made noisy on purpose (`noise`). Live mode has
 /// no trace: verdicts come from the client's view, the solo rounds and the reference client's
@@ -218,22 +239,7 @@ const REAL_NOISE: &str = "jitter=0.04,slow=0.01,slow_factor=1.5,contention=0.15"
 /// server), so it runs on one server with four slots. Returns the correct cells: what they read
 /// and why.
 fn noisy_servers_catch_every_control(seed: &str, noise: &str, preset: &str) -> Vec<(String, Verdict)> {
-    let sim = SimProcess::start(&[
-        "--port",
-        "0",
-        "--instances",
-        "2",
-        "--preset",
-        preset,
-        "--num-parallel",
-        "4",
-        "--time-scale",
-        "0.04",
-        "--seed",
-        seed,
-        "--noise",
-        noise,
-    ]);
+    let sim = noisy_servers(preset, seed, noise, &["--num-parallel", "4"]);
     let controls = ["ctl-mutex-semaphore", "ctl-blocking-sleep", "ctl-block-on", "ctl-one-permit", "ctl-sequential"];
     let correct = ["tokio-default", "async-std", "smol"];
     let all: Vec<&str> = correct.iter().chain(controls.iter()).copied().collect();
@@ -322,20 +328,7 @@ fn servers_as_noisy_as_real_ones_read_correct_clients_parallel() {
 /// spare is not in doubt; with the budget at the planned rounds, none is added.
 #[test]
 fn a_cell_in_doubt_gets_more_rounds_up_to_the_budget() {
-    let sim = SimProcess::start(&[
-        "--port",
-        "0",
-        "--instances",
-        "2",
-        "--preset",
-        "dual-two-devices",
-        "--time-scale",
-        "0.04",
-        "--seed",
-        "3",
-        "--noise",
-        "jitter=0.5",
-    ]);
+    let sim = noisy_servers("dual-two-devices", "3", "jitter=0.5", &[]);
     let judged = |max: usize| {
         let scenarios = vec![two_agents_at("in-doubt", "dual-two-devices", 0.04)];
         let mut p = plan(&["tokio-default", "smol"], scenarios, 2);

@@ -11,6 +11,8 @@ pub(super) struct Figures {
     pub(super) against: Option<AgainstAllowed>,
     /// To where the server wrote its last answer, where the client was seen reading later.
     pub(super) served: Option<AgainstAllowed>,
+    /// How long after the server wrote the run's last answer the client finished reading, s.
+    pub(super) read_after_s: f64,
 }
 
 /// The client verdict, its cause and its reason: the trace's evidence gathered for the
@@ -22,7 +24,7 @@ pub(super) fn verdict(
     handoffs: usize,
     opts: &JudgeOptions,
     described: bool,
-    Figures { against, served }: Figures,
+    Figures { against, served, read_after_s }: Figures,
 ) -> (Verdict, Cause, String) {
     let c = &rep.concurrency;
     let t = &rep.time;
@@ -141,7 +143,7 @@ pub(super) fn verdict(
             Cause::ClientLag,
             format!(
                 "{who} overlapped ({overlapped}) and the server wrote the last answer in the time the deployment allows, but the client read it {:.0} ms later: a stall of its executor or of a busy machine, which calls this short cannot tell apart (a longer time scale can) ({})",
-                secs(read_after(reqs)) * 1e3,
+                read_after_s * 1e3,
                 figures(&a)
             ),
         ),
@@ -251,12 +253,6 @@ fn client_cause(
     let words =
         if verdict == Verdict::Serialized { "serialized in the client" } else { "partly serialized in the client" };
     (Cause::Client, format!("{limit}{waits}: {words}"))
-}
-
-/// How long after the server wrote the run's last answer the client finished reading, µs.
-fn read_after(reqs: &[Req<'_>]) -> u64 {
-    let end = reqs.iter().map(|q| q.end).max().unwrap_or(0);
-    end.saturating_sub(reqs.iter().map(|q| q.server_end).max().unwrap_or(end))
 }
 
 /// Whether the answers reached the agents late throughout: the median lag between the server

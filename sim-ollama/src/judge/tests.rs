@@ -18,6 +18,11 @@ fn req(id: u64, agent: Option<&str>, from: u64, to: u64, solo: u64) -> RequestTr
     }
 }
 
+/// What the client saw of each request: `(request, sent, read to the end)`, in ms.
+fn read_by_client(calls: &[(u64, u64, u64)]) -> Vec<ClientCall> {
+    calls.iter().map(|&(request, sent, end)| ClientCall { request, sent_us: sent * MS, end_us: end * MS }).collect()
+}
+
 /// A trace on an ideal deployment: one device that never slows a stream, and more slots than
 /// any test has requests (what an infinitely parallel server allows).
 fn snap(requests: Vec<RequestTrace>) -> TraceSnapshot {
@@ -463,10 +468,7 @@ fn calls_made_together_but_received_one_at_a_time_blame_the_connection_pool() {
     // Client view: both calls made at 0; the server got B only when A ended.
     let a = req(1, Some("a"), 0, 100, 100);
     let b = req(2, Some("b"), 100, 200, 100);
-    let calls = vec![
-        ClientCall { request: 1, sent_us: 0, end_us: 100 * MS },
-        ClientCall { request: 2, sent_us: 0, end_us: 200 * MS },
-    ];
+    let calls = read_by_client(&[(1, 0, 100), (2, 0, 200)]);
     let r = judge(&snap(vec![a.clone(), b.clone()]), &JudgeOptions::new().client_calls(calls));
     assert_eq!(r.verdict, Verdict::Serialized, "{r}");
     assert_eq!(r.cause, Cause::ConnectionPool, "{r}");
@@ -480,10 +482,7 @@ fn calls_made_together_but_received_one_at_a_time_blame_the_connection_pool() {
 fn answers_read_late_blame_a_blocked_executor() {
     // The server ended both at 100 ms; the client finished reading A at 100 and B at 200.
     // Took (client) 200 = one at a time: saving 0; median lag 50 ms > a quarter of 100 ms.
-    let calls = vec![
-        ClientCall { request: 1, sent_us: 0, end_us: 100 * MS },
-        ClientCall { request: 2, sent_us: 0, end_us: 200 * MS },
-    ];
+    let calls = read_by_client(&[(1, 0, 100), (2, 0, 200)]);
     let reqs = vec![req(1, Some("a"), 0, 100, 100), req(2, Some("b"), 0, 100, 100)];
     let r = judge(&snap(reqs), &JudgeOptions::new().client_calls(calls));
     assert_eq!(r.verdict, Verdict::Serialized, "{r}");
@@ -497,10 +496,7 @@ fn a_stall_reading_the_last_answer_is_inconclusive_not_blamed() {
     // The server ended both at 100 ms; the client read A at 100 and B at 140: a 40 ms stall of
     // one read (median lag 20 ms, under a quarter of the 100 ms requests). Took 140 against 100
     // allowed and 200 one at a time: 60 % saved, but all of the shortfall is in that read.
-    let calls = vec![
-        ClientCall { request: 1, sent_us: 0, end_us: 100 * MS },
-        ClientCall { request: 2, sent_us: 0, end_us: 140 * MS },
-    ];
+    let calls = read_by_client(&[(1, 0, 100), (2, 0, 140)]);
     let reqs = vec![req(1, Some("a"), 0, 100, 100), req(2, Some("b"), 0, 100, 100)];
     let r = judge(&snap(reqs.clone()), &JudgeOptions::new().client_calls(calls));
     assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
@@ -508,10 +504,7 @@ fn a_stall_reading_the_last_answer_is_inconclusive_not_blamed() {
     assert!(r.reason.contains("read it 40 ms later") && r.reason.contains("busy machine"), "{}", r.reason);
     // A call held back as well (B sent at 30 ms, so B's server side ends at 130): the shortfall
     // is not all in reading, and the client is blamed.
-    let calls = vec![
-        ClientCall { request: 1, sent_us: 0, end_us: 100 * MS },
-        ClientCall { request: 2, sent_us: 30 * MS, end_us: 170 * MS },
-    ];
+    let calls = read_by_client(&[(1, 0, 100), (2, 30, 170)]);
     let reqs = vec![req(1, Some("a"), 0, 100, 100), req(2, Some("b"), 30, 130, 100)];
     let r = judge(&snap(reqs), &JudgeOptions::new().client_calls(calls));
     assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
