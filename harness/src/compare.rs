@@ -91,8 +91,8 @@ pub fn compare(base: &Results, cur: &Results, thresholds: &Thresholds) -> Vec<Ce
     cells
         .into_iter()
         .map(|(rt, sc)| {
-            let a: Vec<f64> = runs(base, &rt, &sc).iter().map(|r| r.efficiency_true).collect();
-            let b: Vec<f64> = runs(cur, &rt, &sc).iter().map(|r| r.efficiency_true).collect();
+            let a: Vec<f64> = runs(base, &rt, &sc).iter().map(|r| r.efficiency.efficiency_true).collect();
+            let b: Vec<f64> = runs(cur, &rt, &sc).iter().map(|r| r.efficiency.efficiency_true).collect();
             let (sa, sb) = (summarize(&a), summarize(&b));
             let va = base.summary.iter().find(|c| c.runtime == rt && c.scenario == sc).map(|c| c.verdict);
             let vb = cur.summary.iter().find(|c| c.runtime == rt && c.scenario == sc).map(|c| c.verdict);
@@ -206,6 +206,7 @@ pub fn markdown(changes: &[CellChange]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::Efficiency;
     use crate::report::{Results, RunResult, VerdictBands, summarize_cell};
 
     fn results(effs: &[f64], verdict: Verdict) -> Results {
@@ -216,10 +217,7 @@ mod tests {
                 runtime: "smol".into(),
                 scenario: "scale_8".into(),
                 run: i + 1,
-                wall_s: 1.0,
-                efficiency_true: *e,
-                efficiency_apparent: *e,
-                speedup: 1.0,
+                efficiency: Efficiency { wall_s: 1.0, efficiency_true: *e, efficiency_apparent: *e, speedup: 1.0 },
                 saving: 0.9,
                 verdict,
                 reason: String::new(),

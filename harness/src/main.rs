@@ -706,8 +706,8 @@ impl Progress for Bar {
             None => eprintln!(
                 "  run {}: true efficiency {:.1}%, apparent {:.1}%: {}",
                 r.run,
-                r.efficiency_true * 100.0,
-                r.efficiency_apparent * 100.0,
+                r.efficiency.efficiency_true * 100.0,
+                r.efficiency.efficiency_apparent * 100.0,
                 r.verdict
             ),
         }

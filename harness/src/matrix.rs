@@ -427,10 +427,7 @@ fn judge_run(
         runtime: rt.to_string(),
         scenario: scenario.to_string(),
         run: r,
-        wall_s: eff.wall_s,
-        efficiency_true: eff.efficiency_true,
-        efficiency_apparent: eff.efficiency_apparent,
-        speedup: eff.speedup,
+        efficiency: eff,
         saving,
         saving_interval: interval.map(|(a, b)| [a, b]),
         calls_overlapped: d.sim.is_none().then(|| verdict::calls_overlap(recs)),
@@ -466,7 +463,7 @@ fn record(
     let shapes: Vec<RunShape> = cell_runs
         .iter()
         .filter(|x| x.judge.is_none() && x.verdict != Verdict::Failed)
-        .map(|x| RunShape { wall_s: x.wall_s, agents: x.agents.iter().map(|a| a.name.clone()).collect() })
+        .map(|x| RunShape { wall_s: x.efficiency.wall_s, agents: x.agents.iter().map(|a| a.name.clone()).collect() })
         .collect();
     let interval = if matches!(plan.target, Target::Live { .. }) { rounds.cell_interval(&shapes) } else { None };
     let mut summary = report::summarize_cell(&rt, &sc, control, &cell_runs, interval);

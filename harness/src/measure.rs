@@ -127,12 +127,6 @@ pub struct Efficiency {
     /// Sum of solo durations / wall.
     #[serde(deserialize_with = "crate::stats::nan_or")]
     pub speedup: f64,
-    /// Share of the possible saving achieved: (sum of solo - wall) / (sum of solo - longest
-    /// solo). 1.0 = as fast as the longest agent alone (ideal), 0.0 = no faster than one
-    /// after the other, negative = slower than that. Unlike the true efficiency it is 1.0 for a
-    /// perfect run of unequal agents, so verdicts use it.
-    #[serde(deserialize_with = "crate::stats::nan_or")]
-    pub saving: f64,
 }
 
 /// Computes the efficiencies. `solo` holds each agent's solo duration, by name.
@@ -163,19 +157,9 @@ pub(crate) fn efficiency(agents: &[AgentRecord], solo: &BTreeMap<String, f64>) -
             efficiency_true: solo_sum / (n * wall),
             efficiency_apparent: conc_sum / (n * wall),
             speedup: solo_sum / wall,
-            saving: crate::baseline::saving(
-                &crate::baseline::RunShape { wall_s: wall, agents: agents.iter().map(|a| a.name.clone()).collect() },
-                solo,
-            ),
         }
     } else {
-        Efficiency {
-            wall_s: wall,
-            efficiency_true: f64::NAN,
-            efficiency_apparent: f64::NAN,
-            speedup: f64::NAN,
-            saving: f64::NAN,
-        }
+        Efficiency { wall_s: wall, efficiency_true: f64::NAN, efficiency_apparent: f64::NAN, speedup: f64::NAN }
     };
     (e, times)
 }

@@ -80,9 +80,9 @@ pub fn markdown(r: &Results) -> String {
         let all: Vec<&RunResult> = r.runs.iter().filter(|x| &x.runtime == rt).collect();
         // A failed run's figures are no evidence (a killed server's run can read 100 %).
         let runs: Vec<&&RunResult> = all.iter().filter(|x| x.verdict != Verdict::Failed).collect();
-        let t = summarize(&runs.iter().map(|x| x.efficiency_true).collect::<Vec<_>>());
-        let a = summarize(&runs.iter().map(|x| x.efficiency_apparent).collect::<Vec<_>>());
-        let sp = summarize(&runs.iter().map(|x| x.speedup).collect::<Vec<_>>());
+        let t = summarize(&runs.iter().map(|x| x.efficiency.efficiency_true).collect::<Vec<_>>());
+        let a = summarize(&runs.iter().map(|x| x.efficiency.efficiency_apparent).collect::<Vec<_>>());
+        let sp = summarize(&runs.iter().map(|x| x.efficiency.speedup).collect::<Vec<_>>());
         let mut counts = std::collections::BTreeMap::new();
         for x in &all {
             *counts.entry(x.verdict.to_string()).or_insert(0) += 1;
@@ -219,10 +219,10 @@ pub(crate) fn runs_csv(r: &Results) -> String {
         runtime: &x.runtime,
         scenario: &x.scenario,
         run: x.run,
-        wall_s: x.wall_s,
-        efficiency_true: x.efficiency_true,
-        efficiency_apparent: x.efficiency_apparent,
-        speedup: x.speedup,
+        wall_s: x.efficiency.wall_s,
+        efficiency_true: x.efficiency.efficiency_true,
+        efficiency_apparent: x.efficiency.efficiency_apparent,
+        speedup: x.efficiency.speedup,
         saving: x.saving,
         verdict: x.verdict,
         reason: &x.reason,
@@ -303,6 +303,7 @@ pub fn write_all(dir: &Path, r: &Results) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::Efficiency;
 
     #[test]
     fn csv_fields_are_quoted_when_needed() {
@@ -377,10 +378,7 @@ mod tests {
             runtime: "r".into(),
             scenario: "s".into(),
             run: 1,
-            wall_s: 1.0,
-            efficiency_true: 0.5,
-            efficiency_apparent: 0.5,
-            speedup: 1.0,
+            efficiency: Efficiency { wall_s: 1.0, efficiency_true: 0.5, efficiency_apparent: 0.5, speedup: 1.0 },
             saving,
             verdict,
             reason: verdict.to_string(),
@@ -473,7 +471,7 @@ mod tests {
     fn failed_runs_are_left_out_of_a_cells_figures_and_told() {
         let good = run(0.95, Verdict::Parallel);
         let mut bad = run(-179.998, Verdict::Failed);
-        bad.efficiency_true = 0.0001;
+        bad.efficiency.efficiency_true = 0.0001;
         bad.reason = "1 of 2 agents failed (b: HTTP 500)".into();
         let c = summarize_cell("r", "s", None, &[&good, &bad, &good.clone()], None);
         assert_eq!(c.verdict, Verdict::Parallel, "{}", c.reason);

@@ -1,7 +1,7 @@
 //! The data model of a matrix's results: every run, a summary per cell, the shard a file
 //! holds, and how shards merge. `report` writes it as JSON, Markdown, CSV and HTML.
 
-use crate::measure::{AgentTimes, CallMetrics};
+use crate::measure::{AgentTimes, CallMetrics, Efficiency};
 use crate::stats::{Summary, percentile, summarize};
 use crate::verdict::{PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING, Verdict};
 use serde::{Deserialize, Serialize};
@@ -26,21 +26,16 @@ pub struct RunResult {
     pub scenario: String,
     /// Run number, from 1.
     pub run: usize,
-    /// Wall time of the concurrent run, seconds (time-scaled on the simulator).
-    #[serde(deserialize_with = "crate::stats::nan_or")]
-    pub wall_s: f64,
-    /// Sum of solo durations / (agents x wall).
-    #[serde(deserialize_with = "crate::stats::nan_or")]
-    pub efficiency_true: f64,
-    /// The study's formula: sum of concurrent durations / (agents x wall).
-    #[serde(deserialize_with = "crate::stats::nan_or")]
-    pub efficiency_apparent: f64,
-    /// Sum of solo durations / wall.
-    #[serde(deserialize_with = "crate::stats::nan_or")]
-    pub speedup: f64,
-    /// Share of the possible saving achieved, as the verdict read it: on the simulator the
-    /// judge's (modelled solo costs, `judge.time`), in live mode against the measured solo
-    /// baselines. NaN when there was nothing to save.
+    /// Wall time, true and apparent efficiency and speedup against the solo baselines
+    /// (time-scaled on the simulator), written as fields of the run.
+    #[serde(flatten)]
+    pub efficiency: Efficiency,
+    /// Share of the possible saving achieved, as the verdict read it: (one at a time - wall) /
+    /// (one at a time - allowed), 1.0 = as fast as the deployment allows, 0.0 = no faster than
+    /// one after the other. On the simulator the judge's (modelled solo costs, `judge.time`),
+    /// in live mode against the measured solo baselines and reference rounds. Unlike the true
+    /// efficiency it is 1.0 for a perfect run of unequal agents, so verdicts use it. NaN where
+    /// the deployment allows (next to) no saving: the overlap evidence decided.
     #[serde(deserialize_with = "crate::stats::nan_or")]
     pub saving: f64,
     /// Live mode with two or more solo rounds: the 80 % bootstrap interval of `saving` over
@@ -403,12 +398,12 @@ pub(crate) fn summarize_cell(
         scenario: scenario.to_string(),
         control: control.map(str::to_string),
         runs: all.len(),
-        efficiency_true: f(|r| r.efficiency_true),
-        efficiency_apparent: f(|r| r.efficiency_apparent),
-        speedup: f(|r| r.speedup),
+        efficiency_true: f(|r| r.efficiency.efficiency_true),
+        efficiency_apparent: f(|r| r.efficiency.efficiency_apparent),
+        speedup: f(|r| r.efficiency.speedup),
         saving: f(|r| r.saving),
         saving_interval: interval.map(|(a, b)| [a, b]),
-        wall_s: f(|r| r.wall_s),
+        wall_s: f(|r| r.efficiency.wall_s),
         time_scale: all.first().map_or(1.0, |r| r.time_scale),
         ttft_ms_p50: percentile(&col(|c| c.ttft_ms), 0.5),
         itl_ms_p50: percentile(&col(|c| c.itl_p50_ms), 0.5),
@@ -444,7 +439,7 @@ pub(crate) fn fill_effect_sizes(r: &mut Results) {
         r.runs
             .iter()
             .filter(|x| x.runtime == rt && x.scenario == sc && x.verdict != Verdict::Failed)
-            .map(|x| x.efficiency_true)
+            .map(|x| x.efficiency.efficiency_true)
             .collect()
     };
     let sizes: Vec<Option<f64>> = r

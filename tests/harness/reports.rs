@@ -38,7 +38,7 @@ fn results_are_written_after_every_run_with_the_schema() {
     // The interval computed by hand from the three runs: mean +- t(2) sd / sqrt(3), t(2) = 4.303.
     let s = &back.summary[1];
     let effs: Vec<f64> =
-        back.runs.iter().filter(|x| x.runtime == "ctl-one-permit").map(|x| x.efficiency_true).collect();
+        back.runs.iter().filter(|x| x.runtime == "ctl-one-permit").map(|x| x.efficiency.efficiency_true).collect();
     let mean = effs.iter().sum::<f64>() / 3.0;
     let sd = (effs.iter().map(|e| (e - mean).powi(2)).sum::<f64>() / 2.0).sqrt();
     let half = 4.303 * sd / 3f64.sqrt();
