@@ -43,10 +43,12 @@
 //! ```
 //!
 //! # Where things are
-//! - this file: what to judge ([`JudgeOptions`], [`ClientCall`]) and [`judge`], which gathers
-//!   the figures from the trace;
+//! - this file: [`judge`], which gathers the figures from the trace;
+//! - `input.rs`: what to judge ([`JudgeOptions`], [`ClientCall`]) and a request as the judge
+//!   sees it;
 //! - `agents.rs`: telling agents apart (labels, conversations) and each agent's chain of calls;
-//! - `figures.rs`: interval arithmetic (in flight at once, idle time, unions);
+//! - `figures.rs`: interval arithmetic (in flight at once, idle time, unions) and how figures
+//!   are written (seconds, percentages, plurals);
 //! - `allowed.rs`: what the deployment allows, by replaying the calls on its model;
 //! - [`decision`]: the decision core, shared with the harness's live mode;
 //! - `client.rs`: the client verdict of a trace in words, with its cause;
@@ -60,83 +62,26 @@ pub mod decision;
 mod deployment;
 mod figures;
 mod gate;
+mod input;
 mod report;
 
-pub use decision::{AgainstAllowed, NO_ROOM_SLACK, PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING, against_allowed};
+pub use decision::{
+    AgainstAllowed, NO_ROOM_SLACK, PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING, Verdict, against_allowed,
+};
 pub use deployment::measured as measured_deployment;
 pub use gate::{Expectations, JUDGEMENT_SCHEMA_VERSION, Judgement};
+pub use input::{ClientCall, JudgeOptions};
 pub use report::{
     AgentActivity, AgentSource, Allows, Cause, Concurrency, DeploymentReport, Limit, LimitCost, REPORT_SCHEMA_VERSION,
-    Report, TimeFigures, Verdict,
+    Report, TimeFigures,
 };
 
 use crate::trace::{Outcome, RequestTrace, TraceSnapshot, WaitReason};
 use allowed::Exclusions;
 use decision::against_allowed_loads_aside;
-use figures::{sweep, union_len};
-use serde::{Deserialize, Serialize};
+use figures::{median, plural, secs, sweep, union_len};
+use input::Req;
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
-
-/// What the client saw of one request (optional: the harness knows it, `harness exec` does
-/// not). Times in microseconds since the simulator started, like the trace's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClientCall {
-    /// The request's trace id.
-    pub request: u64,
-    /// When the client made the call.
-    pub sent_us: u64,
-    /// When the client had read the last byte of the answer.
-    pub end_us: u64,
-}
-
-/// What to judge and what is known besides the trace.
-#[derive(Debug, Clone, Default)]
-pub struct JudgeOptions {
-    expected_agents: Option<usize>,
-    handoff_tolerance: Option<Duration>,
-    client_calls: Vec<ClientCall>,
-    since: Option<u64>,
-}
-
-impl JudgeOptions {
-    /// Judge everything in the trace, agents from labels or conversations.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// How many agents the program runs that should be able to run at once. Without labels
-    /// the judge cannot count agents, so unlabelled programs whose agents make several
-    /// unrelated calls need it; with labels, a smaller number than the labelled agents says the
-    /// program limits itself to that many at once by design.
-    pub fn expected_agents(mut self, n: usize) -> Self {
-        self.expected_agents = Some(n.max(1));
-        self
-    }
-
-    /// Hand-offs: a call that arrives within this much wall time after another agent's request
-    /// ended, where such requests ran back to back since the agent's previous answer, waited
-    /// for them. Default: 20 ms, or a quarter of the median solo cost of a request when that is
-    /// shorter, and at least 1 ms.
-    pub fn handoff_tolerance(mut self, d: Duration) -> Self {
-        self.handoff_tolerance = Some(d);
-        self
-    }
-
-    /// Client-side observations of the requests (when the call was made, when the client had
-    /// read the whole answer): the judge then measures the program's time and local work on
-    /// the client's clock and can name a blocked executor or a connection pool.
-    pub fn client_calls(mut self, calls: Vec<ClientCall>) -> Self {
-        self.client_calls = calls;
-        self
-    }
-
-    /// Only requests with this trace id or a later one (a mark taken before the program ran).
-    pub fn since(mut self, first_id: u64) -> Self {
-        self.since = Some(first_id);
-        self
-    }
-}
 
 /// Endpoints whose requests are model work.
 const MODEL_ENDPOINTS: &[&str] = &[
@@ -150,39 +95,6 @@ const MODEL_ENDPOINTS: &[&str] = &[
     "/v1/responses",
     "/v1/messages",
 ];
-
-/// One request as the judge sees it.
-#[derive(Debug, Clone)]
-struct Req<'a> {
-    r: &'a RequestTrace,
-    /// Start and end on the program's clock (the client's when known).
-    start: u64,
-    end: u64,
-    /// Server-side end.
-    server_end: u64,
-    group: usize,
-}
-
-fn secs(us: u64) -> f64 {
-    us as f64 / 1e6
-}
-
-fn pct(x: f64) -> String {
-    format!("{:.0}%", x * 100.0)
-}
-
-fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
-}
 
 /// Judges a trace.
 pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {

@@ -202,6 +202,22 @@ pub(crate) enum Effort {
 }
 
 impl Think {
+    /// `thinkFromReasoningEffort` (openai/openai.go v0.33.0-rc2 523-546): the think value of
+    /// an OpenAI reasoning effort (empty: the model's default), for the /v1 adapters.
+    pub(crate) fn from_effort(effort: &str) -> Result<Option<Think>, ApiError> {
+        match effort {
+            "" => Ok(None),
+            "none" => Ok(Some(Think::Off)),
+            "minimal" | "low" => Ok(Some(Think::On(Effort::Low))),
+            "medium" => Ok(Some(Think::On(Effort::Medium))),
+            "high" | "max" | "xhigh" | "ultra" => Ok(Some(Think::On(Effort::High))),
+            other => Err(ApiError::bad_request(format!(
+                "invalid reasoning value: {} (must be \"minimal\", \"low\", \"medium\", \"high\", \"xhigh\", \"ultra\", \"max\", or \"none\")",
+                Value::String(other.to_string())
+            ))),
+        }
+    }
+
     pub(crate) fn is_on(self) -> bool {
         matches!(self, Think::On(_))
     }

@@ -1,7 +1,8 @@
 //! What a model does, from its spec: its capabilities, its runner's memory, its cost per
 //! token, the modelled time of a call alone.
 
-use super::*;
+use super::file::*;
+use crate::dist::{DistKind, DistSpec};
 
 impl ModelSpec {
     /// A completion model whose only time is its tokens: `decode_tokens_per_s` (`f64::INFINITY`:

@@ -1,7 +1,7 @@
 //! The resolution: defaults, then the configuration file, then the builder's or command
 //! line's overrides, into the [`SimConfig`] a simulator runs with, its invariants checked.
 
-use super::*;
+use super::file::*;
 use crate::keepalive::KeepAlive;
 
 /// The resolved configuration a simulator runs with. Defaults:

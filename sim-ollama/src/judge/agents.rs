@@ -1,6 +1,7 @@
 //! Telling agents apart, and each agent's chain of calls.
 
-use super::{AgentSource, Req};
+use super::input::Req;
+use super::report::AgentSource;
 use crate::trace::RequestTrace;
 use std::collections::BTreeMap;
 

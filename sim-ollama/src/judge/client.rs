@@ -1,8 +1,11 @@
 //! The simulator's client verdict in words: the decision core's [`Decision`] for a trace,
 //! with the cause in the client named from what the trace and the client's observations show.
 
+use super::decision::Verdict;
 use super::decision::{self, AgainstAllowed, Decision, Evidence, Order};
-use super::{AgentSource, Cause, ClientCall, JudgeOptions, Report, Req, Verdict, median, pct, plural, secs};
+use super::figures::{median, pct, plural, secs};
+use super::input::{ClientCall, JudgeOptions, Req};
+use super::report::{AgentSource, Cause, Report};
 use std::collections::BTreeMap;
 
 /// The time figures against what the deployment allows ([`decision::against_allowed`]).

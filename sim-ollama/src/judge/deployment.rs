@@ -7,7 +7,9 @@
 //! alone would save in the replay (slots, batching, time-slicing of a shared device), or the
 //! loads' time; the largest names the limit.
 
-use super::{Allows, DeploymentReport, Limit, LimitCost, PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING, pct, plural};
+use super::decision::{PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING};
+use super::figures::{pct, plural};
+use super::report::{Allows, DeploymentReport, Limit, LimitCost};
 use crate::trace::{DeviceSharing, Load, LoadCause};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,6 +1,5 @@
-//! Interval arithmetic over the requests: how many were in flight, idle time, unions.
-
-use super::secs;
+//! Interval arithmetic over the requests (how many were in flight, idle time, unions) and how
+//! the judge writes its figures (seconds, percentages, plurals).
 
 /// Sweeps intervals: (max overlap, share of busy time with 2+, idle, longest gap, profile).
 pub(super) fn sweep(iv: &[(u64, u64)]) -> (usize, f64, u64, u64, Vec<(f64, usize)>) {
@@ -50,4 +49,29 @@ pub(super) fn union_len(mut iv: Vec<(u64, u64)>) -> u64 {
         }
     }
     total + cur.map_or(0, |(s, e)| e - s)
+}
+
+/// Microseconds as seconds.
+pub(super) fn secs(us: u64) -> f64 {
+    us as f64 / 1e6
+}
+
+/// A share as a whole percentage.
+pub(super) fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+/// `n` and the word for one or many.
+pub(super) fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The median, the mean of the two middle values of an even count.
+pub(super) fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
 }

@@ -1,6 +1,7 @@
 //! What a gate expects of a report, and the judgement document that says whether it passed.
 
-use super::{Report, Verdict};
+use super::decision::Verdict;
+use super::report::Report;
 use serde::{Deserialize, Serialize};
 
 /// What a gate expects of a report: the client verdict, the client's share of the saving the

@@ -1,67 +1,13 @@
 //! The judge's report: the client verdict and its cause, the deployment verdict and its
 //! limit, the evidence (agents, concurrency, time figures), and the report in words.
 
-use super::decision::{PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING};
-use super::{pct, plural};
+use super::decision::{PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING, Verdict};
+use super::figures::{pct, plural};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Version of the [`Report`]'s JSON schema (`harness exec --json`).
 pub const REPORT_SCHEMA_VERSION: u32 = 2;
-
-/// The verdict on a program's (or a run's) concurrency.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// The agents ran together and saved (nearly) all the time the deployment allows.
-    Parallel,
-    /// Running together helped, much less than the deployment allows: the client held some
-    /// calls back.
-    PartlySerialized,
-    /// The client held its agents' calls back: no real gain from running them together.
-    Serialized,
-    /// The evidence cannot tell: nothing ran, one request, one agent, or nothing to save.
-    Inconclusive,
-    /// The run's calls failed (set by the harness for runs with failed calls; the judge itself
-    /// says `inconclusive` when every request failed).
-    Failed,
-}
-
-impl Verdict {
-    /// The word.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Parallel => "parallel",
-            Verdict::PartlySerialized => "partly_serialized",
-            Verdict::Serialized => "serialized",
-            Verdict::Inconclusive => "inconclusive",
-            Verdict::Failed => "failed",
-        }
-    }
-}
-
-impl fmt::Display for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Verdict {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "parallel" => Ok(Verdict::Parallel),
-            // "degraded": the name before the verdict was the client's alone (schema 1).
-            "partly_serialized" | "degraded" => Ok(Verdict::PartlySerialized),
-            "serialized" => Ok(Verdict::Serialized),
-            "inconclusive" => Ok(Verdict::Inconclusive),
-            "failed" => Ok(Verdict::Failed),
-            other => Err(format!(
-                "{other:?} is not a verdict: parallel, partly_serialized, serialized, inconclusive, failed"
-            )),
-        }
-    }
-}
 
 /// What the client verdict blames: always something in the client (what the deployment
 /// allows is the [`DeploymentReport`]'s).

@@ -5,9 +5,9 @@
 //! written as Anthropic events or one message object ([`crate::wire::anthropic`]).
 
 use super::history::ChatMessage;
+use super::http::{AppState, BodyErrors, encoder_response, json_body};
 use super::peer::Peer;
 use super::pipeline::{self, ChatInput, Started, begin_trace, traced};
-use super::{AppState, BodyErrors, encoder_response, json_body};
 use crate::error::ApiError;
 use crate::request::{Effort, Fields, Options, Think};
 use crate::wire::Wire;
@@ -250,5 +250,5 @@ pub(crate) async fn messages(
         .await)
     }
     .await;
-    traced(&mut trace, r).or_else(|e| super::streamed_error(e.anthropic(), stream))
+    traced(&mut trace, r).or_else(|e| super::http::streamed_error(e.anthropic(), stream))
 }

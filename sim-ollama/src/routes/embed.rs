@@ -1,9 +1,9 @@
 //! Embeddings: `/api/embed`, the legacy `/api/embeddings` (and what `/v1/embeddings` reuses):
 //! deterministic vectors, the embedding model's capability check, the runner's time.
 
+use super::http::{AppState, BodyErrors, json_body, json_response};
 use super::peer::Peer;
 use super::pipeline::{begin_trace, job, load_only, runner_options};
-use super::{AppState, BodyErrors, json_body, json_response};
 use crate::error::ApiError;
 use crate::generation::{Plan, PlanInput, Running};
 use crate::keepalive::KeepAlive;
@@ -95,11 +95,11 @@ pub(crate) async fn run_embedding(
 struct EmbedResponse<'a> {
     model: &'a str,
     embeddings: Vec<Vec<f32>>,
-    #[serde(skip_serializing_if = "super::is_zero")]
+    #[serde(skip_serializing_if = "super::http::is_zero")]
     total_duration: u64,
-    #[serde(skip_serializing_if = "super::is_zero")]
+    #[serde(skip_serializing_if = "super::http::is_zero")]
     load_duration: u64,
-    #[serde(skip_serializing_if = "super::is_zero")]
+    #[serde(skip_serializing_if = "super::http::is_zero")]
     prompt_eval_count: u64,
 }
 

@@ -7,11 +7,13 @@
 //! - [`openai`]: `/v1/*`, the OpenAI-compatible layer.
 //! - [`sim`]: `/sim/*`, the simulator's own trace and metrics.
 //! - [`body`]: the paced streaming body shared by every streaming endpoint.
+//! - [`http`]: what every handler shares (state, the JSON body reader, response builders).
 
 pub(crate) mod anthropic;
 pub(crate) mod body;
 pub(crate) mod embed;
 pub(crate) mod history;
+pub(crate) mod http;
 pub(crate) mod models;
 pub(crate) mod native;
 pub(crate) mod openai;
@@ -20,28 +22,18 @@ pub(crate) mod pipeline;
 pub(crate) mod responses;
 pub(crate) mod sim;
 
+pub(crate) use http::AppState;
+
 use crate::error::ApiError;
 use crate::faults::FaultRule;
-use crate::scheduler::Instance;
 use crate::script::ScriptRule;
-use crate::shared::Shared;
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Request};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use serde_json::{Map, Value};
-use std::sync::Arc;
-
-/// What every handler gets: the simulator and the instance the request reached.
-#[derive(Debug, Clone)]
-pub(crate) struct AppState {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) instance: Arc<Instance>,
-}
 
 /// Builds the router of one instance.
 pub(crate) fn app(state: AppState) -> Router {
@@ -255,101 +247,6 @@ fn with_cors(mut r: Response, origin: &str, preflight: bool) -> Response {
         );
         h.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("43200"));
     }
-    r
-}
-
-/// The body of a POST, or 413 past the limit, in Ollama's error shape.
-pub(crate) fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, ApiError> {
-    body.map_err(|rej| {
-        if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body too large: the limit is {limit} bytes"))
-        } else {
-            ApiError::bad_request(rej.body_text())
-        }
-    })
-}
-
-/// Whose error shape a route's body-decoding errors take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BodyErrors {
-    /// Ollama's native `{"error": "..."}`.
-    Native,
-    /// The OpenAI-compatible middleware's, which keeps gin's charset on decoding errors.
-    OpenAi,
-    /// The Anthropic middleware's own checks, answered by gin (middleware/anthropic.go
-    /// v0.33.0-rc2 736-760).
-    AnthropicMiddleware,
-}
-
-impl BodyErrors {
-    fn shape(self, e: ApiError) -> ApiError {
-        match self {
-            BodyErrors::Native => e,
-            BodyErrors::OpenAi => e.openai().with_charset(),
-            BodyErrors::AnthropicMiddleware => e.anthropic_middleware(),
-        }
-    }
-}
-
-/// A request's JSON object body, read as the real handlers bind it: the size limit, a missing
-/// body, Go's decoding errors (`go_type` names the Go type in them), in the route's error shape.
-/// Every JSON endpoint reads its body through this.
-pub(crate) fn json_body(
-    s: &AppState,
-    body: Result<Bytes, BytesRejection>,
-    go_type: &str,
-    errors: BodyErrors,
-) -> Result<Map<String, Value>, ApiError> {
-    let bytes = body_bytes(body, s.shared.cfg.body_limit).map_err(|e| errors.shape(e))?;
-    crate::request::decode_body(&bytes, go_type).map_err(|e| errors.shape(e))
-}
-
-/// What the Responses and Anthropic middlewares set on a streamed request before the chat
-/// handler runs (middleware/openai.go v0.33.0-rc2 1208-1212, middleware/anthropic.go 786-790),
-/// so its answer carries them, and so does an error the handler answers it with.
-pub(crate) fn streaming_middleware_headers(r: &mut Response) {
-    let h = r.headers_mut();
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
-}
-
-/// A streamed request's error past the middleware (Responses, Anthropic): its answer with the
-/// middleware's streaming headers; a middleware's own error (with a charset) as it is.
-pub(crate) fn streamed_error(e: ApiError, stream: bool) -> Result<Response, ApiError> {
-    if !stream || e.charset {
-        return Err(e);
-    }
-    let mut r = e.into_response();
-    streaming_middleware_headers(&mut r);
-    Ok(r)
-}
-
-/// The agent a request names in its `X-Agent` header, if any.
-pub(crate) fn agent_label(headers: &HeaderMap) -> Option<String> {
-    headers.get("x-agent").and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty()).map(str::to_string)
-}
-
-/// For `skip_serializing_if`: Go's `omitempty` on a number.
-pub(crate) fn is_zero(v: &u64) -> bool {
-    *v == 0
-}
-
-/// A JSON response with the native content type.
-pub(crate) fn json_response<T: serde::Serialize>(status: StatusCode, v: &T) -> Response {
-    bytes_response(status, "application/json; charset=utf-8", crate::gojson::to_go_json(v))
-}
-
-/// A 200 with a JSON body as Go's `json.Encoder` writes it (a newline after the object), typed
-/// `application/json`: how the Responses and Anthropic middlewares answer.
-pub(crate) fn encoder_response<T: serde::Serialize>(v: &T) -> Response {
-    let mut b = crate::gojson::to_go_json(v);
-    b.push(b'\n');
-    bytes_response(StatusCode::OK, "application/json", b)
-}
-
-pub(crate) fn bytes_response(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response {
-    let mut r = (status, body).into_response();
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
 }
 

@@ -2,7 +2,7 @@
 //! `/api/ps`, `/api/show`, `/api/pull`, `/api/copy`, `/api/delete`. Validation order, status
 //! codes and texts follow `server/routes.go`.
 
-use super::{AppState, BodyErrors, bytes_response, json_body, json_response};
+use super::http::{AppState, BodyErrors, bytes_response, json_body, json_response};
 use crate::clock::rfc3339;
 use crate::config::ModelSpec;
 use crate::error::ApiError;
@@ -184,9 +184,9 @@ struct Progress<'a> {
     status: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     digest: Option<String>,
-    #[serde(skip_serializing_if = "super::is_zero")]
+    #[serde(skip_serializing_if = "super::http::is_zero")]
     total: u64,
-    #[serde(skip_serializing_if = "super::is_zero")]
+    #[serde(skip_serializing_if = "super::http::is_zero")]
     completed: u64,
     #[serde(skip)]
     _p: std::marker::PhantomData<&'a ()>,

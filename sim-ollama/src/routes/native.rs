@@ -2,11 +2,11 @@
 //! and their loads. Validation order, status codes and texts follow `server/routes.go`.
 
 use super::history::ChatMessage;
+use super::http::{AppState, BodyErrors, json_body, json_response};
 use super::peer::Peer;
 use super::pipeline::{
     self, ChatInput, Generation, Started, begin_trace, chat_model, load_only, output_format, resolve, traced,
 };
-use super::{AppState, BodyErrors, json_body, json_response};
 use crate::clock::rfc3339;
 use crate::error::ApiError;
 use crate::keepalive::KeepAlive;

@@ -5,14 +5,14 @@
 
 use super::embed;
 use super::history::ChatMessage;
+use super::http::{AppState, BodyErrors, bytes_response, json_body};
 use super::peer::Peer;
 use super::pipeline::{self, ChatInput, Generation, Started, begin_trace, traced};
-use super::{AppState, BodyErrors, bytes_response, json_body};
 use crate::clock::unix_seconds;
 use crate::error::ApiError;
 use crate::gojson::to_go_json;
 use crate::names::Name;
-use crate::request::{Effort, Fields, Options, Think};
+use crate::request::{Fields, Options, Think};
 use crate::tokens::OutputFormat;
 use crate::wire::{Usage, Wire};
 use axum::body::Bytes;
@@ -128,22 +128,7 @@ fn think_from_effort(f: &Fields<'_>) -> Result<Option<Think>, ApiError> {
         Some(r) => r.get("effort").and_then(Value::as_str).unwrap_or("").to_string(),
         None => f.string("reasoning_effort")?.unwrap_or_default(),
     };
-    think_from_effort_value(&effort)
-}
-
-/// `thinkFromReasoningEffort` itself: the think value of an effort (empty: the model's default).
-pub(crate) fn think_from_effort_value(effort: &str) -> Result<Option<Think>, ApiError> {
-    match effort {
-        "" => Ok(None),
-        "none" => Ok(Some(Think::Off)),
-        "minimal" | "low" => Ok(Some(Think::On(Effort::Low))),
-        "medium" => Ok(Some(Think::On(Effort::Medium))),
-        "high" | "max" | "xhigh" | "ultra" => Ok(Some(Think::On(Effort::High))),
-        other => Err(ApiError::bad_request(format!(
-            "invalid reasoning value: {} (must be \"minimal\", \"low\", \"medium\", \"high\", \"xhigh\", \"ultra\", \"max\", or \"none\")",
-            Value::String(other.to_string())
-        ))),
-    }
+    Think::from_effort(&effort)
 }
 
 #[derive(Serialize)]

@@ -33,7 +33,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Peer {
         let conn = parts.extensions.get::<ConnectInfo<Conn>>();
         Ok(Peer {
             addr: conn.map(|c| c.addr),
-            agent: super::agent_label(&parts.headers),
+            agent: super::http::agent_label(&parts.headers),
             stamp: conn.map(|c| Arc::clone(&c.stamp)),
         })
     }

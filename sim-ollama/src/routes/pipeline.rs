@@ -6,9 +6,9 @@
 //! request into a [`ChatInput`], checks its model with [`chat_model`], and hands both to
 //! [`chat`].
 
-use super::AppState;
 use super::body::{TokenBody, write_finish, write_token};
 use super::history::{self, ChatMessage};
+use super::http::AppState;
 use super::peer::Peer;
 use crate::error::ApiError;
 use crate::faults::{FaultKind, FaultRule};
@@ -445,7 +445,7 @@ pub(crate) async fn respond(
         let mut r = (StatusCode::OK, body).into_response();
         r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
         if middleware_headers {
-            super::streaming_middleware_headers(&mut r);
+            super::http::streaming_middleware_headers(&mut r);
         }
         r
     } else {

@@ -5,11 +5,11 @@
 //! answer is written as a response object or Responses events ([`crate::wire::responses`]).
 
 use super::history::ChatMessage;
+use super::http::{AppState, BodyErrors, encoder_response, json_body};
 use super::peer::Peer;
 use super::pipeline::{self, ChatInput, Started, begin_trace, traced};
-use super::{AppState, BodyErrors, encoder_response, json_body};
 use crate::error::ApiError;
-use crate::request::{Fields, Options};
+use crate::request::{Fields, Options, Think};
 use crate::tokens::OutputFormat;
 use crate::wire::Wire;
 use crate::wire::responses::{Echo, Ids, Stream, output, tool_echo, usage};
@@ -141,7 +141,7 @@ pub(crate) async fn responses(
         let reasoning = f.object("reasoning", "openai.ResponsesReasoning")?;
         let effort = reasoning.and_then(|r| r.get("effort")).and_then(Value::as_str).filter(|e| !e.is_empty());
         let summary = reasoning.and_then(|r| r.get("summary")).and_then(Value::as_str).filter(|e| !e.is_empty());
-        let think = super::openai::think_from_effort_value(effort.unwrap_or(""))?;
+        let think = Think::from_effort(effort.unwrap_or(""))?;
         let request_tools: Vec<Map<String, Value>> = f
             .array("tools", "[]openai.ResponsesTool")?
             .into_iter()
@@ -220,5 +220,5 @@ pub(crate) async fn responses(
         .await)
     }
     .await;
-    traced(&mut trace, r).or_else(|e| super::streamed_error(e.openai(), stream))
+    traced(&mut trace, r).or_else(|e| super::http::streamed_error(e.openai(), stream))
 }

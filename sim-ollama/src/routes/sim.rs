@@ -2,7 +2,7 @@
 //! `POST /sim/mark`, `GET /sim/judge`, and the fault and script rules. They are served by every
 //! instance and cover the whole simulator.
 
-use super::{AppState, body_bytes, json_response};
+use super::http::{AppState, body_bytes, json_response};
 use crate::error::ApiError;
 use crate::faults::FaultRule;
 use crate::rules::{self, Rule, RuleSet};
