@@ -13,6 +13,7 @@
 //! their details; the HTTP stacks, the measurement and the baselines are private.
 //!
 //! # Map of the code
+//! By concept; `docs/architecture.md` draws the same modules by floor.
 //! - [`matrix`]: start here: runs runtimes x scenarios x runs, with solo baselines.
 //! - [`workload`]: scenarios and agents, from `harness/scenarios/*.toml`.
 //! - [`runtime`]: the variants (tokio, LocalSet, async-std, smol, 1 KB reads, the study's

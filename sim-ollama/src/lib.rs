@@ -17,6 +17,8 @@
 //! `sim-ollama` binary).
 //!
 //! # Map of the code
+//! By concept; `docs/architecture.md` draws the same modules by floor, with what each may
+//! import (checked by `tests/properties/layering.rs`).
 //! - `server`: start here. [`SimBuilder`] and [`SimHandle`]: instances on their own runtime.
 //! - `config`: the catalogue, profiles, devices, instances; TOML in `sim-ollama/fixtures/`.
 //! - `dist`, `latency`: seeded distributions and a request's intended schedule.
@@ -27,7 +29,7 @@
 //! - `generation`: one request's life, from plan to final metrics.
 //! - `routes`: the HTTP surface, built by a pure `app()`: adapters per API (`native`, `openai`,
 //!   `anthropic`, `responses`, `embed`, `models`, `sim`) over one `pipeline` (chat requests:
-//!   `pipeline::chat`), every JSON body read by `json_body`.
+//!   `pipeline::chat`), every JSON body read by `http::json_body`.
 //! - `arrival`: when each request reached the server, so the simulator's own delay in getting
 //!   to it (a burst of connections) is not added to its schedule.
 //! - `http1`: each connection served by hyper, the response head written as Go writes it
