@@ -27,6 +27,9 @@
 //!   `/proc/PID/stat`, in clock ticks of 10 ms) over the tokens delivered; context switches per
 //!   token (all its threads, `/proc/PID/task/*/status`); peak RSS (`VmHWM`); and this client's
 //!   own CPU, to show whether the client was the limit.
+//!
+//! One concept, the pacing benchmark, in about 660 lines: its load generator, the servers it
+//! measures in their own processes and the figures it prints belong together.
 
 use serde::Serialize;
 use std::io::BufRead;

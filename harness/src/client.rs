@@ -10,6 +10,9 @@
 //!   arrived, like the study's `BytesStream1KB`.
 //! - `OneConnection`: every call of every agent goes over one HTTP/1.1 connection per
 //!   instance (a control: a pool of one).
+//!
+//! About 660 lines, 140 of them its tests: one concept, a call streamed and timed, over
+//! each HTTP stack the variants need.
 
 use bytes::Bytes;
 use futures::StreamExt;

@@ -6,6 +6,10 @@
 //! (a call failed or timed out: those runs are reported and left out of every figure);
 //! `compare` exits 3 when a cell regressed, `conformance` when a difference is not accepted; `exec` passes the command's own non-zero exit code
 //! through, and exits 4 when `--expect` does not match the verdict.
+//!
+//! One concept, the command line, in about 800 lines: each of the eleven subcommands' arguments
+//! (clap) beside the function that runs it and maps its outcome to an exit code; the work
+//! itself is in the library.
 
 use clap::{Args, Parser, Subcommand};
 use harness::matrix::{self, MatrixPlan, Progress, Target};

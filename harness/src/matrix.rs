@@ -1,6 +1,10 @@
 //! Runs a matrix: runtime variants x scenarios x runs, with solo baselines, on the embedded
 //! simulator (one per scenario, with the scenario's deployment preset) or against live
 //! servers. Results are written after every run.
+//!
+//! About 720 lines, 60 of them its tests: one concept, running the matrix and keeping what it
+//! measured, whatever fails later; each step (solo rounds, a run, judging, recording, the
+//! rounds added while a cell is in doubt) is a function of its own.
 
 use crate::baseline::{Rounds, RunShape};
 use crate::measure::{self, CallMetrics};

@@ -27,6 +27,12 @@
 //!   again (`useLoadedRunner`, 475-493), and the runner then lives until that expires.
 //! - The victim (`findRunnerToUnload`, 1664-1693, `ByDurationAndName`, 1557-1578): the runners
 //!   sorted by keep-alive, then name; the first idle one, else the first (busy) one.
+//!
+//! One concept in one file of about 860 lines, on purpose: Ollama's scheduler is one file too
+//! (`server/sched.go`), and this one's state machine (runners, loads, reloads, evictions,
+//! slots, the queue) keeps its invariants under one lock, which files split by step would
+//! scatter. Its parts are in order: runner options, runners, the instance's state, the
+//! acquire loop, the lease that gives a slot back.
 
 use crate::cache::{Claim, PromptCache};
 use crate::clock::Clock;

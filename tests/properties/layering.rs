@@ -353,3 +353,23 @@ fn a_circle_and_a_way_back_up_are_found_and_named() {
     assert_eq!(circle(&c.graph(None)), None);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_file_over_600_lines_says_in_its_header_why() {
+    // Issue 26: one concept per file; a long one says why it is long (the word "lines" in its
+    // `//!` header, with the reason), so a newcomer knows it was kept whole on purpose.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut silent = Vec::new();
+    for krate in ["sim-ollama", "harness"] {
+        let mut files = Vec::new();
+        rust_files(&root.join(krate).join("src"), &mut files);
+        for f in files {
+            let text = std::fs::read_to_string(&f).expect("readable source");
+            let header: String = text.lines().take_while(|l| l.starts_with("//!")).collect();
+            if text.lines().count() > 600 && !header.contains(" lines") {
+                silent.push(f.strip_prefix(root).expect("under the root").display().to_string());
+            }
+        }
+    }
+    assert_eq!(silent, Vec::<String>::new(), "files over 600 lines whose header does not say why");
+}

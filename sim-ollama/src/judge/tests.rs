@@ -1,4 +1,7 @@
 //! The judge on constructed traces, with the figures computed by hand in each test's comment.
+//!
+//! About 700 lines: the judge's unit tests, each trace built by hand beside the figures it
+//! must give, kept out of the judge's own files so they read as the judge.
 
 use super::*;
 use crate::trace::{Conversation, DeviceSharing, Load, Wait};
