@@ -89,30 +89,46 @@ impl Wire {
     /// Appends the line of one token. `first` is true for the first token of the stream.
     pub(crate) fn token(&self, out: &mut BytesMut, piece: &str, created_at: &str, created_unix: u64, first: bool) {
         match self {
-            Wire::Generate { model, .. } => {
-                native_line_open(out, model, created_at);
-                out.put_slice(b"\"response\":");
-                write_json_str(out, piece);
-                out.put_slice(b",\"done\":false}\n");
-            }
-            Wire::Chat { model } => {
-                native_line_open(out, model, created_at);
-                out.put_slice(b"\"message\":{\"role\":\"assistant\",\"content\":");
-                write_json_str(out, piece);
-                out.put_slice(b"},\"done\":false}\n");
-            }
-            Wire::OpenAiChat { id, model, created, .. } => {
-                chat_delta_open(out, id, *created, model, first);
-                out.put_slice(b"\"content\":");
-                write_json_str(out, piece);
-                out.put_slice(b"},\"finish_reason\":null}]}\n\n");
-            }
             Wire::OpenAiCompletion { id, model, include_usage } => {
                 completion_chunk(out, id, model, created_unix, piece, None, *include_usage);
             }
             Wire::Anthropic(a) => a.text(out, piece),
             Wire::Responses(r) => r.text(out, piece, created_unix),
+            Wire::Generate { .. } | Wire::Chat { .. } | Wire::OpenAiChat { .. } => {
+                self.piece_line(out, piece, created_at, first, false)
+            }
         }
+    }
+
+    /// The native and `/v1` chat line of one piece of the answer or, with `thinking`, of the
+    /// reasoning: the same line, the piece under its own key (beside an empty answer when it is
+    /// reasoning). The other wires write events of their own: nothing here.
+    fn piece_line(&self, out: &mut BytesMut, piece: &str, created_at: &str, first: bool, thinking: bool) {
+        let (key, close): (&[u8], &[u8]) = match self {
+            Wire::Generate { model, .. } => {
+                native_line_open(out, model, created_at);
+                let key: &[u8] = if thinking { b"\"response\":\"\",\"thinking\":" } else { b"\"response\":" };
+                (key, b",\"done\":false}\n")
+            }
+            Wire::Chat { model } => {
+                native_line_open(out, model, created_at);
+                let key: &[u8] = if thinking {
+                    b"\"message\":{\"role\":\"assistant\",\"content\":\"\",\"thinking\":"
+                } else {
+                    b"\"message\":{\"role\":\"assistant\",\"content\":"
+                };
+                (key, b"},\"done\":false}\n")
+            }
+            Wire::OpenAiChat { id, model, created, .. } => {
+                chat_delta_open(out, id, *created, model, first);
+                let key: &[u8] = if thinking { b"\"content\":\"\",\"reasoning\":" } else { b"\"content\":" };
+                (key, b"},\"finish_reason\":null}]}\n\n")
+            }
+            Wire::OpenAiCompletion { .. } | Wire::Anthropic(_) | Wire::Responses(_) => return,
+        };
+        out.put_slice(key);
+        write_json_str(out, piece);
+        out.put_slice(close);
     }
 
     /// Appends the line of one token of reasoning: native `thinking` beside an empty answer
@@ -129,27 +145,12 @@ impl Wire {
         first: bool,
     ) -> bool {
         match self {
-            Wire::Generate { model, .. } => {
-                native_line_open(out, model, created_at);
-                out.put_slice(b"\"response\":\"\",\"thinking\":");
-                write_json_str(out, piece);
-                out.put_slice(b",\"done\":false}\n");
-            }
-            Wire::Chat { model } => {
-                native_line_open(out, model, created_at);
-                out.put_slice(b"\"message\":{\"role\":\"assistant\",\"content\":\"\",\"thinking\":");
-                write_json_str(out, piece);
-                out.put_slice(b"},\"done\":false}\n");
-            }
-            Wire::OpenAiChat { id, model, created, .. } => {
-                chat_delta_open(out, id, *created, model, first);
-                out.put_slice(b"\"content\":\"\",\"reasoning\":");
-                write_json_str(out, piece);
-                out.put_slice(b"},\"finish_reason\":null}]}\n\n");
-            }
             Wire::OpenAiCompletion { .. } => return false,
             Wire::Anthropic(a) => a.thinking(out, piece),
             Wire::Responses(r) => r.thinking(out, piece, created_unix),
+            Wire::Generate { .. } | Wire::Chat { .. } | Wire::OpenAiChat { .. } => {
+                self.piece_line(out, piece, created_at, first, true)
+            }
         }
         true
     }
