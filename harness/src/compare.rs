@@ -214,22 +214,10 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, e)| RunResult {
-                runtime: "smol".into(),
-                scenario: "scale_8".into(),
                 run: i + 1,
                 efficiency: Efficiency { wall_s: 1.0, efficiency_true: *e, efficiency_apparent: *e, speedup: 1.0 },
-                saving: 0.9,
-                verdict,
                 reason: String::new(),
-                agents: Vec::new(),
-                calls: Vec::new(),
-                judge: None,
-                deployment: None,
-                time_scale: 1.0,
-                local_work_scale: 1.0,
-                saving_interval: None,
-                calls_overlapped: None,
-                timeline: None,
+                ..RunResult::judged("smol", "scale_8", 0.9, verdict)
             })
             .collect();
         let refs: Vec<&RunResult> = runs.iter().collect();

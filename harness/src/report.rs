@@ -303,7 +303,6 @@ pub fn write_all(dir: &Path, r: &Results) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::Efficiency;
 
     #[test]
     fn csv_fields_are_quoted_when_needed() {
@@ -374,24 +373,7 @@ mod tests {
     }
 
     fn run(saving: f64, verdict: Verdict) -> RunResult {
-        RunResult {
-            runtime: "r".into(),
-            scenario: "s".into(),
-            run: 1,
-            efficiency: Efficiency { wall_s: 1.0, efficiency_true: 0.5, efficiency_apparent: 0.5, speedup: 1.0 },
-            saving,
-            verdict,
-            reason: verdict.to_string(),
-            agents: Vec::new(),
-            calls: Vec::new(),
-            judge: None,
-            deployment: None,
-            time_scale: 1.0,
-            local_work_scale: 1.0,
-            saving_interval: None,
-            calls_overlapped: None,
-            timeline: None,
-        }
+        RunResult::judged("r", "s", saving, verdict)
     }
 
     #[test]

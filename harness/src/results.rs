@@ -75,6 +75,32 @@ pub struct RunResult {
     pub timeline: Option<String>,
 }
 
+#[cfg(test)]
+impl RunResult {
+    /// A run for the crate's tests: one of `runtime` x `scenario`, judged `verdict` with
+    /// `saving`, of 1 s at a true efficiency of 50 %, with no agents, calls or trace.
+    pub(crate) fn judged(runtime: &str, scenario: &str, saving: f64, verdict: Verdict) -> RunResult {
+        RunResult {
+            runtime: runtime.into(),
+            scenario: scenario.into(),
+            run: 1,
+            efficiency: Efficiency { wall_s: 1.0, efficiency_true: 0.5, efficiency_apparent: 0.5, speedup: 1.0 },
+            saving,
+            saving_interval: None,
+            calls_overlapped: None,
+            verdict,
+            reason: verdict.to_string(),
+            agents: Vec::new(),
+            calls: Vec::new(),
+            judge: None,
+            deployment: None,
+            time_scale: 1.0,
+            local_work_scale: 1.0,
+            timeline: None,
+        }
+    }
+}
+
 /// Statistics and verdict of one cell (runtime x scenario).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CellSummary {
