@@ -447,6 +447,14 @@ fn judge_run(
     }
 }
 
+/// A cell's control, if its variant is one: its deliberate bug, and why the bug cannot act on
+/// the scenario's agents where it cannot ([`runtime::control_idle`]).
+#[derive(Debug, Clone, Copy)]
+struct Control {
+    bug: Option<&'static str>,
+    idle: Option<&'static str>,
+}
+
 /// Adds runs of one cell to the results (replacing earlier judgements of the same runs),
 /// summarises the cell again and writes everything, once. Returns whether the noise left the
 /// cell in doubt: inconclusive, with its saving's interval across the parallel line.
@@ -454,7 +462,7 @@ fn record(
     results: &mut Results,
     runs: Vec<RunResult>,
     cell: usize,
-    control: Option<&str>,
+    control: Control,
     plan: &MatrixPlan,
     rounds: &Rounds,
 ) -> Result<bool, MatrixError> {
@@ -470,7 +478,11 @@ fn record(
         .map(|x| RunShape { wall_s: x.efficiency.wall_s, agents: x.agents.iter().map(|a| a.name.clone()).collect() })
         .collect();
     let interval = if matches!(plan.target, Target::Live { .. }) { rounds.cell_interval(&shapes) } else { None };
-    let mut summary = report::summarize_cell(&rt, &sc, control, &cell_runs, interval);
+    let mut summary = report::summarize_cell(&rt, &sc, control.bug, &cell_runs, interval);
+    if let (Some(_), Some(why)) = (control.bug, control.idle) {
+        summary.reason = format!("{} (a control whose bug cannot act here: {why})", summary.reason);
+        summary.control_idle = Some(why.to_string());
+    }
     let in_doubt = summary.verdict == Verdict::Inconclusive
         && interval.is_some_and(|(lo, hi)| sim_ollama::judge::decision::crosses_parallel_line(lo, hi));
     summary.cell = cell;
@@ -581,7 +593,8 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
             if d.sim.is_none() && d.local_work_scale.is_none() {
                 d.local_work_scale = Some(calibrate_local_work(exec, &d, s, &agents, plan.timeout));
             }
-            let control = runtime::info(rt).and_then(|v| v.control);
+            let control =
+                Control { bug: runtime::info(rt).and_then(|v| v.control), idle: runtime::control_idle(rt, &agents) };
             let live = d.sim.is_none();
 
             // Solo baselines in rounds (each distinct agent alone, once per round): all before

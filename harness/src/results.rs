@@ -114,6 +114,11 @@ pub struct CellSummary {
     pub scenario: String,
     /// The control's deliberate bug, for control variants.
     pub control: Option<String>,
+    /// For a control whose bug cannot act on this scenario's agents, why (one connection per
+    /// server, one agent per server): its parallel verdict is then right, not a control that
+    /// escaped. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_idle: Option<String>,
     /// Runs.
     pub runs: usize,
     /// True efficiency over runs.
@@ -423,6 +428,7 @@ pub(crate) fn summarize_cell(
         runtime: runtime.to_string(),
         scenario: scenario.to_string(),
         control: control.map(str::to_string),
+        control_idle: None,
         runs: all.len(),
         efficiency_true: f(|r| r.efficiency.efficiency_true),
         efficiency_apparent: f(|r| r.efficiency.efficiency_apparent),

@@ -136,7 +136,7 @@ pub const VARIANTS: &[VariantInfo] = &[
         name: "ctl-one-connection",
         runtime: "tokio multi-thread",
         http: "one HTTP/1.1 connection per instance shared by all agents",
-        control: Some("a client with one connection"),
+        control: Some("one connection per server for all the agents it serves (a pool of one)"),
     },
     VariantInfo {
         name: "ctl-sequential",
@@ -145,6 +145,20 @@ pub const VARIANTS: &[VariantInfo] = &[
         control: Some("agents awaited one after the other"),
     },
 ];
+
+/// Why a control's deliberate bug cannot act on these agents, if it cannot: then a parallel
+/// verdict is the right one, not a control that escaped. One connection per server holds
+/// back only agents that share a server: with one agent per server it is a correct client.
+/// The other controls hold back any two agents.
+pub fn control_idle(variant: &str, agents: &[AgentPlan]) -> Option<&'static str> {
+    let mut per_instance = std::collections::BTreeMap::<usize, usize>::new();
+    for a in agents {
+        *per_instance.entry(a.instance).or_default() += 1;
+    }
+    let shared = per_instance.values().any(|n| *n >= 2);
+    (variant == "ctl-one-connection" && !shared)
+        .then_some("one agent per server, so one connection per server holds nothing back")
+}
 
 /// Looks a variant up.
 pub(crate) fn info(name: &str) -> Option<&'static VariantInfo> {
@@ -539,5 +553,28 @@ impl Executor for Smol {
                 .collect();
             futures::future::join_all(handles).await
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_connection_per_server_is_idle_only_where_no_server_has_two_agents() {
+        let scenario =
+            |name: &str| crate::workload::builtin().into_iter().find(|s| s.name == name).expect("a built-in scenario");
+        // Two agents on two instances: nothing for one connection per server to hold back.
+        let dual = scenario("deploy_dual_two_devices");
+        let agents = dual.plan(dual.instances());
+        assert!(control_idle("ctl-one-connection", &agents).is_some());
+        // The same two agents against one server: they share its one connection.
+        assert_eq!(control_idle("ctl-one-connection", &dual.plan(1)), None);
+        // Four agents on one instance; and the other controls hold back any two agents.
+        let four = scenario("scale_4");
+        assert_eq!(control_idle("ctl-one-connection", &four.plan(four.instances())), None);
+        for v in VARIANTS.iter().filter(|v| v.control.is_some() && v.name != "ctl-one-connection") {
+            assert_eq!(control_idle(v.name, &agents), None, "{}", v.name);
+        }
     }
 }
