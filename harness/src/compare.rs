@@ -4,7 +4,7 @@
 //! output, suitable for a CI comment.
 
 use crate::report::{Results, RunResult};
-use crate::stats::{cohens_d, summarize, t975};
+use crate::stats::{cohens_d, pct, summarize, t975};
 use crate::thresholds::Thresholds;
 use crate::verdict::Verdict;
 use std::fmt::Write as _;
@@ -159,10 +159,6 @@ pub fn compare(base: &Results, cur: &Results, thresholds: &Thresholds) -> Vec<Ce
             }
         })
         .collect()
-}
-
-fn pct(x: f64) -> String {
-    if x.is_nan() { "-".into() } else { format!("{:.1}", x * 100.0) }
 }
 
 /// The comparison as Markdown.

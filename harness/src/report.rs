@@ -3,7 +3,7 @@
 //! (charts and links to every run's timeline). Files are rewritten
 //! atomically after every run, so an interrupted matrix keeps what it finished.
 
-use crate::stats::summarize;
+use crate::stats::{pct, summarize};
 use crate::verdict::Verdict;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -13,10 +13,6 @@ use std::path::{Path, PathBuf};
 // readers of the reports have always found it.
 pub use crate::results::{CellSummary, Results, RunResult, SCHEMA_VERSION, Shard, VerdictBands, merge};
 pub(crate) use crate::results::{EFFECT_BASELINE, fill_effect_sizes, summarize_cell};
-
-fn pct(x: f64) -> String {
-    if x.is_nan() { "-".into() } else { format!("{:.1}", x * 100.0) }
-}
 
 /// The Markdown summary.
 pub fn markdown(r: &Results) -> String {

@@ -53,6 +53,12 @@ pub(crate) fn t975(df: f64) -> f64 {
 /// whatever its effect size: reports say "no practical difference" below it.
 pub(crate) const PRACTICAL_DIFFERENCE_PP: f64 = 2.0;
 
+/// A share as a table cell: percent with one decimal, no sign (`97.3`), `-` for NaN (nothing
+/// measured).
+pub(crate) fn pct(x: f64) -> String {
+    if x.is_nan() { "-".into() } else { format!("{:.1}", x * 100.0) }
+}
+
 /// Summarises a sample (NaNs are ignored). An empty sample gives NaNs and n = 0.
 pub fn summarize(values: &[f64]) -> Summary {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
