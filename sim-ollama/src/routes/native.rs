@@ -51,6 +51,39 @@ fn chat_generate_fields(f: &Fields<'_>) -> Result<ChatGenerateFields, ApiError> 
     Ok(ChatGenerateFields { stream, keep_alive, think, shift, truncate, options_map, format })
 }
 
+/// A generate or chat request as far as the two read it alike: its body, its model's name,
+/// the fields they share, when it arrived, and its trace, begun.
+struct Begun {
+    map: Map<String, Value>,
+    model: String,
+    c: ChatGenerateFields,
+    arrival: Instant,
+    trace: Option<TraceGuard>,
+}
+
+/// Reads a generate or chat request's body and shared fields and begins its trace. Chat
+/// refuses an empty model here, before the trace, as the real ChatHandler does right after
+/// binding (server/routes.go v0.33.0-rc2 2457-2461); generate's model is checked where it is
+/// resolved.
+fn begin(
+    s: &AppState,
+    peer: Peer,
+    body: Result<Bytes, BytesRejection>,
+    go_type: &'static str,
+    endpoint: &'static str,
+) -> Result<Begun, ApiError> {
+    let arrival = peer.arrival();
+    let map = json_body(s, body, go_type, BodyErrors::Native)?;
+    let f = Fields::new(&map, go_type);
+    let model = f.string("model")?.unwrap_or_default();
+    let c = chat_generate_fields(&f)?;
+    if endpoint == "/api/chat" && model.is_empty() {
+        return Err(ApiError::bad_request("model is required"));
+    }
+    let trace = Some(begin_trace(s, arrival, endpoint, &model, peer, c.stream, c.options_map.as_ref()));
+    Ok(Begun { map, model, c, arrival, trace })
+}
+
 fn now_stamp(s: &AppState) -> String {
     rfc3339(s.shared.clock.now())
 }
@@ -114,14 +147,10 @@ pub(crate) async fn generate(
     peer: Peer,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let arrival = peer.arrival();
-    let map = json_body(&s, body, "GenerateRequest", BodyErrors::Native)?;
-    let f = Fields::new(&map, "GenerateRequest");
-    let model_s = f.string("model")?.unwrap_or_default();
-    let c = chat_generate_fields(&f)?;
-    let mut trace = Some(begin_trace(&s, arrival, "/api/generate", &model_s, peer, c.stream, c.options_map.as_ref()));
-    let r = generate_inner(&s, &f, model_s, c, arrival, &mut trace).await;
-    traced(&mut trace, r)
+    let mut b = begin(&s, peer, body, "GenerateRequest", "/api/generate")?;
+    let f = Fields::new(&b.map, "GenerateRequest");
+    let r = generate_inner(&s, &f, b.model, b.c, b.arrival, &mut b.trace).await;
+    traced(&mut b.trace, r)
 }
 
 async fn generate_inner(
@@ -260,17 +289,10 @@ pub(crate) async fn chat(
     peer: Peer,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let arrival = peer.arrival();
-    let map = json_body(&s, body, "ChatRequest", BodyErrors::Native)?;
-    let f = Fields::new(&map, "ChatRequest");
-    let model_s = f.string("model")?.unwrap_or_default();
-    let c = chat_generate_fields(&f)?;
-    if model_s.is_empty() {
-        return Err(ApiError::bad_request("model is required"));
-    }
-    let mut trace = Some(begin_trace(&s, arrival, "/api/chat", &model_s, peer, c.stream, c.options_map.as_ref()));
-    let r = chat_inner(&s, &f, model_s, c, arrival, &mut trace).await;
-    traced(&mut trace, r)
+    let mut b = begin(&s, peer, body, "ChatRequest", "/api/chat")?;
+    let f = Fields::new(&b.map, "ChatRequest");
+    let r = chat_inner(&s, &f, b.model, b.c, b.arrival, &mut b.trace).await;
+    traced(&mut b.trace, r)
 }
 
 async fn chat_inner(
