@@ -50,7 +50,7 @@
 //! - `figures.rs`: interval arithmetic (in flight at once, idle time, unions) and how figures
 //!   are written (seconds, percentages, plurals);
 //! - `allowed.rs`: what the deployment allows, by replaying the calls on its model;
-//! - [`decision`]: the decision core, shared with the harness's live mode;
+//! - [`decision`]: the decision core and its [`Verdict`], shared with the harness's live mode;
 //! - `client.rs`: the client verdict of a trace in words, with its cause;
 //! - `deployment.rs`: the deployment verdict in words, with its limit and fix;
 //! - `report.rs`: the [`Report`] and its rendering; `gate.rs`: [`Expectations`], [`Judgement`].
