@@ -14,7 +14,7 @@
 //!   server on this machine can do at best, with the same runtime and worker count (2).
 //!
 //! The load: `streams` requests of `tokens` tokens each, all connecting at once (the
-//! [`stream`] task of each opens its connection and sends; nothing staggers them).
+//! `stream` task of each opens its connection and sends; nothing staggers them).
 //!
 //! The figures (median over rounds):
 //! - client lateness of token `k`: its arrival at the client minus (the moment the client

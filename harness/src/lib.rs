@@ -34,7 +34,7 @@
 //! - [`timeline`]: SVG timelines of runs and the HTML report of a matrix.
 //! - [`record`]: per-token timings of a live server, for the simulator to replay.
 //! - [`soak`]: the reliability benchmark of a long-running simulator (`harness soak`).
-//! - [`bench`]: the pacing benchmark, client and servers in separate processes (`harness bench`).
+//! - [`bench`](mod@bench): the pacing benchmark, client and servers in separate processes (`harness bench`).
 
 mod baseline;
 pub mod bench;

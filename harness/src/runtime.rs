@@ -35,7 +35,7 @@ pub struct Job {
     /// Time scale of local work (the simulator's, so local work shrinks with the calls).
     pub time_scale: f64,
     /// Expected gap between tokens of one stream alone (the blocking control blocks
-    /// [`BLOCKING_CONTROL_FACTOR`] times this long per token).
+    /// `BLOCKING_CONTROL_FACTOR` times this long per token).
     pub token_gap: Duration,
     /// A call that takes longer than this is abandoned with an error.
     pub timeout: Duration,

@@ -118,7 +118,7 @@ pub struct Measured {
     /// The run's longest agent alone.
     pub ideal_s: f64,
     /// Whether the rounds show, beyond their noise, that the servers allow a saving worth
-    /// quoting a share of ([`crate::baseline::Rounds::room_established`]).
+    /// quoting a share of (`baseline::Rounds::room_established`).
     pub room_established: bool,
 }
 

@@ -110,7 +110,7 @@ pub mod advanced {
     pub use crate::server::{listen, parse_ollama_host};
 
     /// The catalogue of models, their latency profiles, devices, instances, presets, and the
-    /// TOML configuration file ([`ConfigFile`]).
+    /// TOML configuration file ([`ConfigFile`](crate::advanced::config::ConfigFile)).
     pub mod config {
         pub use crate::config::*;
     }

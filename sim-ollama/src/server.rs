@@ -238,14 +238,14 @@ impl SimBuilder {
         self
     }
 
-    /// Adds a scripted turn (see [`crate::script`]).
+    /// Adds a scripted turn (see [`advanced::script`](crate::advanced::script)).
     pub fn script(mut self, rule: crate::script::ScriptRule) -> Self {
         self.raw.script.push(rule);
         self
     }
 
     /// Makes the server noisy on purpose: per-request jitter, hiccups and contention between
-    /// devices (see [`crate::noise`]), seeded by the master seed. Replaces the file's `[noise]`.
+    /// devices (see [`advanced::noise`](crate::advanced::noise)), seeded by the master seed. Replaces the file's `[noise]`.
     pub fn noise(mut self, noise: crate::noise::NoiseSpec) -> Self {
         self.raw.noise = Some(noise);
         self

@@ -432,10 +432,10 @@ pub struct ConfigFile {
     /// Injected faults.
     #[serde(default)]
     pub faults: Vec<crate::faults::FaultRule>,
-    /// Scripted turns (see [`crate::script`]).
+    /// Scripted turns (see [`advanced::script`](crate::advanced::script)).
     #[serde(default)]
     pub script: Vec<crate::script::ScriptRule>,
-    /// Noise on purpose (see [`crate::noise`]): off unless given.
+    /// Noise on purpose (see [`advanced::noise`](crate::advanced::noise)): off unless given.
     #[serde(default)]
     pub noise: Option<crate::noise::NoiseSpec>,
 }
