@@ -1,9 +1,8 @@
-//! Helpers shared by the workspace test binaries.
+//! Helpers shared by the workspace test binaries: the root package's library (`suite`),
+//! compiled once and linked into each binary that names it.
 //!
 //! Panic policy: helpers panic with a sentence saying what failed; tests use `?` with
 //! [`Result`].
-
-#![allow(dead_code)]
 
 use std::time::Duration;
 

@@ -2,8 +2,7 @@
 //! See: issue 4. These tests measure wall time, so the whole binary runs in the serial
 //! timing group (`.config/nextest.toml`).
 
-#[path = "../util.rs"]
-mod util;
+use suite as util;
 
 // Helpers: small scenarios and a matrix runner.
 mod helpers;

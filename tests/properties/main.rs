@@ -2,8 +2,7 @@
 //! workspace build's one feature set (issue 25), the docs' Rust snippets (issue 24), and the
 //! crates' layering (issue 26).
 
-#[path = "../util.rs"]
-mod util;
+use suite as util;
 
 // Chunking, token counts, parser robustness, cancellation.
 mod props;

@@ -4,8 +4,7 @@
 //! A change that serializes agents or costs efficiency fails here. See: issue 5.
 //! The whole binary runs in the serial timing group.
 
-#[path = "../util.rs"]
-mod util;
+use suite as util;
 
 // One test per CI scenario: all variants, thresholds, snapshot.
 mod matrix;

@@ -1,8 +1,7 @@
 //! How the simulator models deployments: slots, queueing, loads and reloads, keep-alive,
 //! device sharing, injected faults, and what it leaks (nothing). See: issue 3.
 
-#[path = "../util.rs"]
-mod util;
+use suite as util;
 
 // Shared request helpers for this binary.
 mod helpers;

@@ -1,8 +1,7 @@
 //! The simulator's conformance to Ollama's API, its determinism, pacing and embedding.
 //! See: issue 2.
 
-#[path = "../util.rs"]
-mod util;
+use suite as util;
 
 // Endpoint shapes, content types and field orders against the captures.
 mod conformance;
