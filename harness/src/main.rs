@@ -767,7 +767,7 @@ fn main() -> ExitCode {
         Command::List => {
             println!("runtime variants:");
             for v in VARIANTS {
-                let ctl = v.control.map_or(String::new(), |c| format!(" [control: {c}]"));
+                let ctl = v.control.map_or(String::new(), |c| format!(" [control: {}]", c.bug));
                 println!("  {:<20} {}; {}{ctl}", v.name, v.runtime, v.http);
             }
             println!("\nscenarios:");

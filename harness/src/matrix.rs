@@ -448,9 +448,9 @@ fn judge_run(
 }
 
 /// A cell's control, if its variant is one: its deliberate bug, and why the bug cannot act on
-/// the scenario's agents where it cannot ([`runtime::control_idle`]).
+/// the scenario's agents where it cannot ([`runtime::Control::idle`]).
 #[derive(Debug, Clone, Copy)]
-struct Control {
+struct CellControl {
     bug: Option<&'static str>,
     idle: Option<&'static str>,
 }
@@ -462,7 +462,7 @@ fn record(
     results: &mut Results,
     runs: Vec<RunResult>,
     cell: usize,
-    control: Control,
+    control: CellControl,
     plan: &MatrixPlan,
     rounds: &Rounds,
 ) -> Result<bool, MatrixError> {
@@ -479,7 +479,7 @@ fn record(
         .collect();
     let interval = if matches!(plan.target, Target::Live { .. }) { rounds.cell_interval(&shapes) } else { None };
     let mut summary = report::summarize_cell(&rt, &sc, control.bug, &cell_runs, interval);
-    if let (Some(_), Some(why)) = (control.bug, control.idle) {
+    if let Some(why) = control.idle {
         summary.reason = format!("{} (a control whose bug cannot act here: {why})", summary.reason);
         summary.control_idle = Some(why.to_string());
     }
@@ -593,8 +593,11 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
             if d.sim.is_none() && d.local_work_scale.is_none() {
                 d.local_work_scale = Some(calibrate_local_work(exec, &d, s, &agents, plan.timeout));
             }
-            let control =
-                Control { bug: runtime::info(rt).and_then(|v| v.control), idle: runtime::control_idle(rt, &agents) };
+            let variant_control = runtime::info(rt).and_then(|v| v.control);
+            let control = CellControl {
+                bug: variant_control.map(|c| c.bug),
+                idle: variant_control.and_then(|c| c.idle(&agents)),
+            };
             let live = d.sim.is_none();
 
             // Solo baselines in rounds (each distinct agent alone, once per round): all before

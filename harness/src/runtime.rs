@@ -56,8 +56,41 @@ pub struct VariantInfo {
     pub runtime: &'static str,
     /// The HTTP stack.
     pub http: &'static str,
-    /// The deliberate bug of a control, in words; `None` for correct variants.
-    pub control: Option<&'static str>,
+    /// The deliberate bug of a control; `None` for correct variants.
+    pub control: Option<Control>,
+}
+
+/// A control's deliberate bug: what it does, in words, and which agents it can hold back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Control {
+    /// The bug, in words.
+    pub bug: &'static str,
+    /// The agents it holds back.
+    pub reach: Reach,
+}
+
+/// Which agents a control's bug holds back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Any two agents (a lock, one permit, a blocked executor, agents awaited in turn).
+    AnyTwoAgents,
+    /// Only agents that share a server (one connection per server).
+    AgentsSharingAServer,
+}
+
+impl Control {
+    /// Why the bug cannot act on these agents, if it cannot: then a parallel verdict is the
+    /// right one, not a control that escaped (one connection per server, with one agent per
+    /// server, is a correct client).
+    pub fn idle(&self, agents: &[AgentPlan]) -> Option<&'static str> {
+        let mut per_instance = std::collections::BTreeMap::<usize, usize>::new();
+        for a in agents {
+            *per_instance.entry(a.instance).or_default() += 1;
+        }
+        let shared = per_instance.values().any(|n| *n >= 2);
+        (self.reach == Reach::AgentsSharingAServer && !shared)
+            .then_some("one agent per server, so one connection per server holds nothing back")
+    }
 }
 
 /// Every variant: the study's five runtimes (each non-tokio one with its ecosystem's HTTP
@@ -110,55 +143,48 @@ pub const VARIANTS: &[VariantInfo] = &[
         name: "ctl-mutex-semaphore",
         runtime: "async-std tasks",
         http: "the study's bridge",
-        control: Some("an async Mutex used as a semaphore around each agent (the study's async-std bug)"),
+        control: Some(Control {
+            bug: "an async Mutex used as a semaphore around each agent (the study's async-std bug)",
+            reach: Reach::AnyTwoAgents,
+        }),
     },
     VariantInfo {
         name: "ctl-blocking-sleep",
         runtime: "tokio current-thread, LocalSet",
         http: "reqwest",
-        control: Some(
-            "std::thread::sleep for each token (twice the token time) inside async code on a single-threaded executor",
-        ),
+        control: Some(Control {
+            bug: "std::thread::sleep for each token (twice the token time) inside async code on a single-threaded executor",
+            reach: Reach::AnyTwoAgents,
+        }),
     },
     VariantInfo {
         name: "ctl-block-on",
         runtime: "tokio current-thread, LocalSet",
         http: "the study's bridge",
-        control: Some("futures::executor::block_on inside a task"),
+        control: Some(Control { bug: "futures::executor::block_on inside a task", reach: Reach::AnyTwoAgents }),
     },
     VariantInfo {
         name: "ctl-one-permit",
         runtime: "tokio multi-thread",
         http: "reqwest",
-        control: Some("a semaphore with one permit around each call"),
+        control: Some(Control { bug: "a semaphore with one permit around each call", reach: Reach::AnyTwoAgents }),
     },
     VariantInfo {
         name: "ctl-one-connection",
         runtime: "tokio multi-thread",
         http: "one HTTP/1.1 connection per instance shared by all agents",
-        control: Some("one connection per server for all the agents it serves (a pool of one)"),
+        control: Some(Control {
+            bug: "one connection per server for all the agents it serves (a pool of one)",
+            reach: Reach::AgentsSharingAServer,
+        }),
     },
     VariantInfo {
         name: "ctl-sequential",
         runtime: "tokio multi-thread",
         http: "reqwest",
-        control: Some("agents awaited one after the other"),
+        control: Some(Control { bug: "agents awaited one after the other", reach: Reach::AnyTwoAgents }),
     },
 ];
-
-/// Why a control's deliberate bug cannot act on these agents, if it cannot: then a parallel
-/// verdict is the right one, not a control that escaped. One connection per server holds
-/// back only agents that share a server: with one agent per server it is a correct client.
-/// The other controls hold back any two agents.
-pub fn control_idle(variant: &str, agents: &[AgentPlan]) -> Option<&'static str> {
-    let mut per_instance = std::collections::BTreeMap::<usize, usize>::new();
-    for a in agents {
-        *per_instance.entry(a.instance).or_default() += 1;
-    }
-    let shared = per_instance.values().any(|n| *n >= 2);
-    (variant == "ctl-one-connection" && !shared)
-        .then_some("one agent per server, so one connection per server holds nothing back")
-}
 
 /// Looks a variant up.
 pub(crate) fn info(name: &str) -> Option<&'static VariantInfo> {
@@ -562,19 +588,20 @@ mod tests {
 
     #[test]
     fn one_connection_per_server_is_idle_only_where_no_server_has_two_agents() {
+        let idle = |name: &str, agents: &[AgentPlan]| info(name).and_then(|v| v.control).and_then(|c| c.idle(agents));
         let scenario =
             |name: &str| crate::workload::builtin().into_iter().find(|s| s.name == name).expect("a built-in scenario");
         // Two agents on two instances: nothing for one connection per server to hold back.
         let dual = scenario("deploy_dual_two_devices");
         let agents = dual.plan(dual.instances());
-        assert!(control_idle("ctl-one-connection", &agents).is_some());
+        assert!(idle("ctl-one-connection", &agents).is_some());
         // The same two agents against one server: they share its one connection.
-        assert_eq!(control_idle("ctl-one-connection", &dual.plan(1)), None);
-        // Four agents on one instance; and the other controls hold back any two agents.
+        assert_eq!(idle("ctl-one-connection", &dual.plan(1)), None);
+        // Four agents on one instance; and the controls that hold back any two agents.
         let four = scenario("scale_4");
-        assert_eq!(control_idle("ctl-one-connection", &four.plan(four.instances())), None);
-        for v in VARIANTS.iter().filter(|v| v.control.is_some() && v.name != "ctl-one-connection") {
-            assert_eq!(control_idle(v.name, &agents), None, "{}", v.name);
+        assert_eq!(idle("ctl-one-connection", &four.plan(four.instances())), None);
+        for v in VARIANTS.iter().filter(|v| v.control.is_some_and(|c| c.reach == Reach::AnyTwoAgents)) {
+            assert_eq!(idle(v.name, &agents), None, "{}", v.name);
         }
     }
 }
