@@ -69,6 +69,10 @@ pub struct CallRecord {
     /// What went wrong, if anything: an HTTP error, an `{"error"}` line, a broken or
     /// truncated stream, a malformed line, a timeout.
     pub error: Option<String>,
+    /// The local work the scenario put before this call (the agent's work after its previous
+    /// call, or the tool before a tool result), wall time: what the judge takes as the agent's
+    /// own work in the gap before it (`JudgeOptions::known_local_work`).
+    pub local_before: Duration,
 }
 
 impl CallRecord {
@@ -91,6 +95,7 @@ impl CallRecord {
             conn: None,
             status: None,
             error: None,
+            local_before: Duration::ZERO,
         }
     }
 

@@ -4,6 +4,11 @@
 //! ([`sim_ollama::judge`]) reads the trace: requests per agent, how they overlapped, the time
 //! the program took against the time it could have taken, and a verdict with its reason. This
 //! module runs the command and shapes the output; it does no judging of its own.
+//!
+//! Where the gaps between the agents' calls decide the verdict (their own work, or waiting for
+//! each other's: one run cannot tell), the command runs once more as a **probe run**, the
+//! simulator holding answers back so the agents do their local work one at a time, and the
+//! judge compares the two runs (docs/judge.md, "The gaps between calls"); `--probe` says when.
 
 use serde::Serialize;
 use sim_ollama::advanced::trace::TraceSnapshot;
@@ -15,6 +20,29 @@ use std::time::{Duration, Instant};
 /// Version of the `--json` document's schema (the judge's report inside it has its own,
 /// `report.schema_version`). Documented in `docs/judge.md`.
 pub const EXEC_SCHEMA_VERSION: u32 = 2;
+
+/// When `exec` runs the command a second time as a probe run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProbeMode {
+    /// When the verdict depends on the gaps between calls and one run cannot settle it.
+    #[default]
+    Auto,
+    /// Every time the first run succeeded.
+    Always,
+    /// Never: such a verdict stays inconclusive (`unprobed_gaps`).
+    Never,
+}
+
+/// The probe run, when one ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProbeRun {
+    /// Its exit code (absent when it was killed: by a signal, or for outlasting its limit).
+    pub exit_code: Option<i32>,
+    /// Its wall time, seconds.
+    pub wall_s: f64,
+    /// Why it cannot be compared with the first run, if it cannot.
+    pub void: Option<String>,
+}
 
 /// What to run, and against which deployment.
 #[derive(Debug, Clone)]
@@ -36,6 +64,8 @@ pub struct ExecPlan {
     pub preload: Vec<String>,
     /// The command and its arguments.
     pub command: Vec<String>,
+    /// When to run it again as a probe run.
+    pub probe: ProbeMode,
 }
 
 /// Errors that stop `exec` before there is anything to judge.
@@ -73,6 +103,8 @@ pub struct ExecOutcome {
     pub trace: TraceSnapshot,
     /// The judge's report.
     pub report: Report,
+    /// The probe run, if the command ran twice.
+    pub probe: Option<ProbeRun>,
 }
 
 /// The `--json` document.
@@ -92,6 +124,9 @@ pub struct ExecJson<'a> {
     pub deployment: String,
     /// The judge's report (its own `schema_version` inside).
     pub report: &'a Report,
+    /// The probe run, when the command ran a second time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<&'a ProbeRun>,
 }
 
 impl ExecPlan {
@@ -124,30 +159,92 @@ pub fn run(plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
         sim_ollama::Error::Preload { .. } => ExecError::Config(e.to_string()),
         _ => ExecError::Start(e.to_string()),
     })?;
-    let program = plan.command.first().cloned().unwrap_or_default();
+    let mut opts = JudgeOptions::new().since(sim.trace_mark());
+    if let Some(n) = plan.agents {
+        opts = opts.expected_agents(n);
+    }
     let started = Instant::now();
-    let status = std::process::Command::new(&program)
-        .args(plan.command.iter().skip(1))
-        .env("OLLAMA_HOST", sim.url())
-        .env("SIM_OLLAMA_URLS", sim.urls().join(","))
-        .status()
-        .map_err(|e| ExecError::Spawn(program, e))?;
+    let status = spawn(&sim, plan)?.wait().map_err(|e| ExecError::Spawn(program(plan), e))?;
     let process_wall_s = started.elapsed().as_secs_f64();
     // Answers the program stopped reading finish on the server shortly after it exits; the
     // judge notes any that are still running.
     let _ = sim.wait_idle(Duration::from_secs(2));
-    let trace = sim.trace();
-    let mut opts = JudgeOptions::new();
-    if let Some(n) = plan.agents {
-        opts = opts.expected_agents(n);
+    let mut report = sim_ollama::judge::judge(&sim.trace(), &opts);
+    let wanted = match plan.probe {
+        ProbeMode::Auto => report.needs_probe(),
+        ProbeMode::Always => true,
+        ProbeMode::Never => false,
+    };
+    let mut probe = None;
+    if wanted && status.success() {
+        let since = sim.begin_probe(&opts);
+        // The probe run holds answers back for at most the gaps of the first run, so it takes
+        // at most about twice as long; a program that takes far longer is stopped.
+        let limit = Duration::from_secs_f64((process_wall_s * 5.0 + 30.0).min(600.0));
+        let started = Instant::now();
+        let rerun = wait_at_most(spawn(&sim, plan)?, limit).map_err(|e| ExecError::Spawn(program(plan), e))?;
+        let wall_s = started.elapsed().as_secs_f64();
+        let _ = sim.wait_idle(Duration::from_secs(2));
+        sim.end_probe();
+        let void = match rerun {
+            Some(s) if s.success() => None,
+            Some(s) => Some(format!("the probe run (the command run again) failed: {s}")),
+            None => Some(format!(
+                "the probe run (the command run again) did not finish in {:.0} s and was stopped",
+                limit.as_secs_f64()
+            )),
+        };
+        opts = opts.probe_since(since);
+        if let Some(why) = &void {
+            opts = opts.probe_void(why.clone());
+        }
+        report = sim_ollama::judge::judge(&sim.trace(), &opts);
+        probe = Some(ProbeRun { exit_code: rerun.and_then(|s| s.code()), wall_s, void });
     }
-    let report = sim_ollama::judge::judge(&trace, &opts);
-    Ok(ExecOutcome { status, process_wall_s, trace, report })
+    Ok(ExecOutcome { status, process_wall_s, trace: sim.trace(), report, probe })
+}
+
+/// The command's program, for errors.
+fn program(plan: &ExecPlan) -> String {
+    plan.command.first().cloned().unwrap_or_default()
+}
+
+/// Starts the command against the simulator.
+fn spawn(sim: &sim_ollama::SimHandle, plan: &ExecPlan) -> Result<std::process::Child, ExecError> {
+    std::process::Command::new(program(plan))
+        .args(plan.command.iter().skip(1))
+        .env("OLLAMA_HOST", sim.url())
+        .env("SIM_OLLAMA_URLS", sim.urls().join(","))
+        .spawn()
+        .map_err(|e| ExecError::Spawn(program(plan), e))
+}
+
+/// Waits for a child at most `limit`; kills it and answers `None` past that.
+fn wait_at_most(mut child: std::process::Child, limit: Duration) -> std::io::Result<Option<ExitStatus>> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(s) = child.try_wait()? {
+            return Ok(Some(s));
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// The report in words, as `harness exec` prints it on stderr.
 pub fn render(o: &ExecOutcome) -> String {
     let mut s = format!("harness exec: {}", o.report);
     s.push_str(&format!("  the process ran {:.3} s (wall, startup included)\n", o.process_wall_s));
+    if let Some(p) = &o.probe {
+        s.push_str(&format!(
+            "  it ran again as a probe run: {:.3} s{}\n",
+            p.wall_s,
+            p.void.as_ref().map_or(String::new(), |v| format!(" (void: {v})"))
+        ));
+    }
     s
 }

@@ -225,6 +225,14 @@ fn record(a: RecordArgs) -> ExitCode {
     }
 }
 
+/// `harness exec --probe`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ProbeArg {
+    Auto,
+    Always,
+    Never,
+}
+
 #[derive(Debug, Args)]
 struct ExecArgs {
     /// Deployment preset (default: `ideal`, so any serialization is the program's).
@@ -271,6 +279,12 @@ struct ExecArgs {
     /// Also draw the run's timeline (SVG, one lane per agent) here.
     #[arg(long)]
     timeline: Option<PathBuf>,
+    /// When to run the command a second time as a probe run (the simulator holding answers
+    /// back so the agents do their local work one at a time): `auto` when the gaps between the
+    /// agents' calls decide the verdict and one run cannot tell their own work from waiting
+    /// for each other's; `always`; `never` (such a verdict then stays inconclusive).
+    #[arg(long, value_enum, default_value_t = ProbeArg::Auto)]
+    probe: ProbeArg,
     /// The command and its arguments (after `--`).
     #[arg(trailing_var_arg = true, required = true, num_args = 1..)]
     command: Vec<String>,
@@ -320,6 +334,11 @@ fn exec(a: ExecArgs) -> ExitCode {
         agents: a.agents.map(|n| n as usize),
         preload: a.preload,
         command: a.command,
+        probe: match a.probe {
+            ProbeArg::Auto => harness::exec::ProbeMode::Auto,
+            ProbeArg::Always => harness::exec::ProbeMode::Always,
+            ProbeArg::Never => harness::exec::ProbeMode::Never,
+        },
     };
     let outcome = match harness::exec::run(&plan) {
         Ok(o) => o,
@@ -353,6 +372,7 @@ fn exec(a: ExecArgs) -> ExitCode {
             seed: plan.seed,
             deployment: plan.deployment(),
             report,
+            probe: outcome.probe.as_ref(),
         };
         if !write_json("exec", p, &doc) {
             return ExitCode::from(1);

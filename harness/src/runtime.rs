@@ -322,11 +322,13 @@ async fn run_agent(
         let system = agent.system.as_deref().unwrap_or("You are a helpful agent.");
         history.push(serde_json::json!({"role": "system", "content": format!("Conversation {n}.\n{system}")}));
     }
+    let mut local_before = Duration::ZERO;
     for (i, c) in agent.calls.iter().enumerate() {
         let url = format!("{url_base}{}", c.endpoint);
         let model = c.model.as_deref().unwrap_or(&job.model);
         let b = if agent.history { history_body(c, model, &history) } else { body(c, model) };
         let mut rec = call_in_mode(stack, mode, &url, b, &opts).await;
+        rec.local_before = local_before;
         if c.tool_work_ms.is_none() {
             rec.expected_tokens = Some(u64::from(c.tokens));
         }
@@ -342,17 +344,20 @@ async fn run_agent(
         }
         // A tool round trip: run the tool, send its result, read the answer.
         if let (Some(work), Some(tc)) = (c.tool_work_ms, tool_calls) {
-            sleeper.sleep(Duration::from_secs_f64(work / 1000.0 * job.time_scale)).await;
+            let tool = Duration::from_secs_f64(work / 1000.0 * job.time_scale);
+            sleeper.sleep(tool).await;
             let mut rec = call_in_mode(stack, mode, &url, tool_result_body(c, model, &tc), &opts).await;
             rec.expected_tokens = Some(u64::from(c.tokens));
+            rec.local_before = tool;
             let failed = rec.error.is_some();
             calls.push(rec);
             if failed {
                 break;
             }
         }
+        local_before = Duration::from_secs_f64(c.local_work_ms / 1000.0 * job.time_scale);
         if i + 1 < agent.calls.len() {
-            sleeper.sleep(Duration::from_secs_f64(c.local_work_ms / 1000.0 * job.time_scale)).await;
+            sleeper.sleep(local_before).await;
         }
     }
     AgentRecord { name: agent.name.clone(), instance: agent.instance, start, end: Instant::now(), calls }

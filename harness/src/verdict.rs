@@ -87,15 +87,19 @@ pub(crate) fn judge_simulated(
     // The i-th call of agent A is A's i-th request in the trace (the harness labels every call
     // with its agent's name in X-Agent).
     let mut calls = Vec::new();
+    let mut known = Vec::new();
     for a in agents {
         let mut mine: Vec<&sim_ollama::advanced::trace::RequestTrace> =
             trace.requests.iter().filter(|r| r.agent_label.as_deref() == Some(a.name.as_str())).collect();
         mine.sort_by_key(|r| r.id);
         for (c, r) in a.calls.iter().zip(mine) {
             calls.push(ClientCall { request: r.id, sent_us: us(c.sent), end_us: us(c.end) });
+            known.push((r.id, c.local_before));
         }
     }
-    let report = sim_ollama::judge::judge(trace, &JudgeOptions::new().client_calls(calls));
+    // The scenario says how long each agent works between its calls: the judge needs no probe
+    // run to tell that work from waiting.
+    let report = sim_ollama::judge::judge(trace, &JudgeOptions::new().client_calls(calls).known_local_work(known));
     if let Some(failed) = failed_reason(agents) {
         return (Verdict::Failed, failed, report);
     }

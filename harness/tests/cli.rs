@@ -213,7 +213,7 @@ fn exec_passes_a_correct_python_asyncio_program_and_catches_a_blocking_one() {
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("--json written")).expect("JSON");
     assert_eq!(doc["schema_version"], 2);
     assert_eq!(doc["exit_code"], 0);
-    assert_eq!(doc["report"]["schema_version"], 2);
+    assert_eq!(doc["report"]["schema_version"], 3);
     assert_eq!(doc["report"]["verdict"], "parallel");
     assert!(doc["report"]["deployment"]["verdict"].is_string(), "both verdicts in the JSON: {doc}");
     assert!(doc["report"]["time"]["saving"].as_f64().is_some_and(|s| s >= 0.8), "{doc}");

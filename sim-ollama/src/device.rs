@@ -162,6 +162,7 @@ impl Device {
             peers: BTreeSet::new(),
             max_batch: 0,
             seen_version: 0,
+            left: false,
         }
     }
 }
@@ -182,6 +183,8 @@ pub(crate) struct Member {
     pub(crate) max_batch: usize,
     /// Bumped when `peers` or `max_batch` change.
     pub(crate) seen_version: u64,
+    /// Whether it has left its batch ([`Member::leave`]).
+    left: bool,
 }
 
 impl Member {
@@ -238,8 +241,13 @@ impl Member {
     }
 }
 
-impl Drop for Member {
-    fn drop(&mut self) {
+impl Member {
+    /// Leaves the batch before the membership is dropped (a stream whose tokens are all out,
+    /// its answer held by a probe run): the others speed up now. Once.
+    pub(crate) fn leave(&mut self) {
+        if std::mem::replace(&mut self.left, true) {
+            return;
+        }
         let (key, id) = (self.key, self.id);
         self.device.update(Instant::now(), |st| {
             if let Some(b) = st.batches.get_mut(&key) {
@@ -247,6 +255,12 @@ impl Drop for Member {
                 b.wakers.remove(&id);
             }
         });
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.leave();
     }
 }
 

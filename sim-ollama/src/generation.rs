@@ -167,6 +167,8 @@ pub(crate) struct Job {
     /// `truncate` (default true), and no images: a prompt longer than its slot is cut rather
     /// than refused ([`crate::context::fit_prompt`]).
     pub(crate) truncate: bool,
+    /// Its place in a probe run, if one is in progress ([`crate::probe`]).
+    pub(crate) probe: Option<crate::probe::Ticket>,
 }
 
 /// The trace's record of a cache claim.
@@ -241,6 +243,10 @@ pub(crate) struct Running {
     /// Whether a chunk of content or tool calls has been written (OpenAI puts the role on
     /// the first one only).
     pub(crate) wrote_chunk: bool,
+    /// Its place in a probe run: asked, once its tokens are out, whether its answer may end.
+    probe: Option<crate::probe::Ticket>,
+    /// Its answer's end, held by the probe run.
+    hold: Option<crate::probe::Hold>,
 }
 
 impl Running {
@@ -260,6 +266,7 @@ impl Running {
             reply_prefix,
             copy_per_token,
             truncate,
+            probe,
         } = job;
         let Plan { mut prompt_tokens, text, mut timing, .. } = plan;
         trace.with(|r| {
@@ -357,6 +364,8 @@ impl Running {
             emitted: 0,
             seen_version: 0,
             wrote_chunk: false,
+            probe,
+            hold: None,
         })
     }
 
@@ -380,9 +389,28 @@ impl Running {
                 }
                 Poll::Ready(Some(Emitted { index: index - 2, at }))
             }
-            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(None) => self.poll_release(cx),
             Poll::Pending => Poll::Pending,
         }
+    }
+
+    /// Every token is out: a probe run may hold the answer's end back ([`crate::probe`]).
+    fn poll_release(&mut self, cx: &mut Context<'_>) -> Poll<Option<Emitted>> {
+        if let Some(ticket) = self.probe.take() {
+            if let Some(release) = ticket.ready() {
+                self.pacer.retire();
+                self.hold = Some(crate::probe::Hold { since: Instant::now(), release });
+            }
+        }
+        if let Some(h) = self.hold.as_mut() {
+            if std::pin::Pin::new(&mut h.release).poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            let held_us = h.since.elapsed().as_micros() as u64;
+            self.hold = None;
+            self.trace.with(|r| r.held_us = held_us);
+        }
+        Poll::Ready(None)
     }
 
     /// Whether the schedule puts the next token at the same instant as the last one (a

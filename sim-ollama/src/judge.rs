@@ -61,24 +61,27 @@ mod client;
 pub mod decision;
 mod deployment;
 mod figures;
+mod gaps;
 mod gate;
 mod input;
+mod reading;
 mod report;
 
+pub use crate::probe::ProbePlan;
 pub use decision::{
     AgainstAllowed, NO_ROOM_SLACK, PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING, Verdict, against_allowed,
 };
 pub use deployment::measured as measured_deployment;
+pub use gaps::LOCAL_WORK_FLOOR_US;
 pub use gate::{Expectations, JUDGEMENT_SCHEMA_VERSION, Judgement};
 pub use input::{ClientCall, JudgeOptions};
 pub use report::{
-    AgentActivity, AgentSource, Allows, Cause, Concurrency, DeploymentReport, Limit, LimitCost, REPORT_SCHEMA_VERSION,
-    Report, TimeFigures,
+    AgentActivity, AgentSource, Allows, Cause, Concurrency, DeploymentReport, GapWait, GapsReport, GapsStatus, Limit,
+    LimitCost, REPORT_SCHEMA_VERSION, Report, TimeFigures, WaitKind,
 };
 
 use crate::trace::{Outcome, RequestTrace, TraceSnapshot, WaitReason};
 use allowed::Exclusions;
-use decision::against_allowed_loads_aside;
 use figures::{median, plural, secs, sweep, union_len};
 use input::Req;
 use std::collections::{BTreeMap, BTreeSet};
@@ -96,12 +99,70 @@ const MODEL_ENDPOINTS: &[&str] = &[
     "/v1/messages",
 ];
 
+/// The model requests of the window `[since, until)` of a trace.
+fn window(trace: &TraceSnapshot, since: Option<u64>, until: Option<u64>) -> Vec<&RequestTrace> {
+    trace
+        .requests
+        .iter()
+        .filter(|r| since.is_none_or(|s| r.id >= s) && until.is_none_or(|u| r.id < u))
+        .filter(|r| MODEL_ENDPOINTS.contains(&r.endpoint.as_str()))
+        .collect()
+}
+
+/// Work is what got a slot; loads and unloads (no slot, no tokens) are not requests of the
+/// program's agents, and requests refused before they ran are failures with no work.
+fn that_ran<'a>(model_reqs: &[&'a RequestTrace]) -> Vec<&'a RequestTrace> {
+    model_reqs.iter().copied().filter(|r| r.outcome != Outcome::Active && r.slot_us.is_some()).collect()
+}
+
+/// The requests that ran as the judge sees them, in start order, on the program's clock (the
+/// client's where observed, else the server's).
+fn as_seen<'a>(ran: &[&'a RequestTrace], client: &BTreeMap<u64, ClientCall>) -> Vec<Req<'a>> {
+    let mut reqs: Vec<Req<'a>> = ran
+        .iter()
+        .map(|r| {
+            let server_end = r.end_us.unwrap_or(r.received_us);
+            let (start, end) = match client.get(&r.id) {
+                Some(c) => (c.sent_us.min(r.received_us), c.end_us.max(server_end)),
+                None => (r.received_us, server_end),
+            };
+            Req { r, start, end, server_end, group: 0 }
+        })
+        .collect();
+    reqs.sort_by_key(|q| (q.start, q.r.id));
+    reqs
+}
+
+/// Hand-off tolerance: scaled to the requests' size, bounded.
+fn tolerance(reqs: &[Req<'_>], opts: &JudgeOptions) -> u64 {
+    opts.handoff_tolerance.map_or_else(
+        || {
+            let med = median(reqs.iter().map(|q| q.r.solo_us as f64).collect()).unwrap_or(0.0);
+            (med / 4.0).clamp(1_000.0, 20_000.0) as u64
+        },
+        |d| d.as_micros() as u64,
+    )
+}
+
+/// The plan of a probe run of the program whose requests are `opts`'s window (from its
+/// `since` on): each agent's gaps between calls, to hold answers against (see
+/// `SimHandle::begin_probe`). Agents that are neither labelled nor chat turns are left out:
+/// their answers are never held.
+pub fn probe_plan(trace: &TraceSnapshot, opts: &JudgeOptions) -> ProbePlan {
+    let ran = that_ran(&window(trace, opts.since, opts.probe_since));
+    let client: BTreeMap<u64, ClientCall> = opts.client_calls.iter().map(|c| (c.request, *c)).collect();
+    let mut reqs = as_seen(&ran, &client);
+    let names = agents::group(&mut reqs).names;
+    let tolerance_us = tolerance(&reqs, opts);
+    let links = agents::links(&reqs, tolerance_us);
+    let keys = agents::keys(&reqs, names.len());
+    gaps::plan(&gaps::Run { reqs: &reqs, links: &links, keys: &keys, names: &names }, tolerance_us)
+}
+
 /// Judges a trace.
 pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let mut notes = Vec::new();
-    let in_window = |r: &&RequestTrace| opts.since.is_none_or(|s| r.id >= s);
-    let model_reqs: Vec<&RequestTrace> =
-        trace.requests.iter().filter(in_window).filter(|r| MODEL_ENDPOINTS.contains(&r.endpoint.as_str())).collect();
+    let model_reqs = window(trace, opts.since, opts.probe_since);
     let still_active = model_reqs.iter().filter(|r| r.outcome == Outcome::Active).count();
     if still_active > 0 {
         notes.push(format!(
@@ -109,10 +170,7 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
             plural(still_active, "request", "requests")
         ));
     }
-    // Work is what got a slot; loads and unloads (no slot, no tokens) are not requests of the
-    // program's agents, and requests refused before they ran are failures with no work.
-    let ran: Vec<&RequestTrace> =
-        model_reqs.iter().copied().filter(|r| r.outcome != Outcome::Active && r.slot_us.is_some()).collect();
+    let ran = that_ran(&model_reqs);
     let refused: Vec<&RequestTrace> = model_reqs
         .iter()
         .copied()
@@ -134,20 +192,8 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         ));
     }
 
-    // The program's clock: the client's where observed, else the server's.
     let client: BTreeMap<u64, ClientCall> = opts.client_calls.iter().map(|c| (c.request, *c)).collect();
-    let mut reqs: Vec<Req<'_>> = ran
-        .iter()
-        .map(|r| {
-            let server_end = r.end_us.unwrap_or(r.received_us);
-            let (start, end) = match client.get(&r.id) {
-                Some(c) => (c.sent_us.min(r.received_us), c.end_us.max(server_end)),
-                None => (r.received_us, server_end),
-            };
-            Req { r, start, end, server_end, group: 0 }
-        })
-        .collect();
-    reqs.sort_by_key(|q| (q.start, q.r.id));
+    let mut reqs = as_seen(&ran, &client);
 
     // Agents.
     let agents::Grouping { names, source, labelled } = agents::group(&mut reqs);
@@ -189,16 +235,10 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         .collect();
     let connections = reqs.iter().map(|q| q.r.client.as_str()).collect::<BTreeSet<_>>().len();
 
-    // Hand-off tolerance: scaled to the requests' size, bounded.
-    let tolerance_us = opts.handoff_tolerance.map_or_else(
-        || {
-            let med = median(reqs.iter().map(|q| q.r.solo_us as f64).collect()).unwrap_or(0.0);
-            (med / 4.0).clamp(1_000.0, 20_000.0) as u64
-        },
-        |d| d.as_micros() as u64,
-    );
+    let tolerance_us = tolerance(&reqs, opts);
 
-    let agents::Chains { chain_end, local, handoff, after, carried } = agents::chains(&reqs, tolerance_us);
+    let links = agents::links(&reqs, tolerance_us);
+    let carried = links.carried;
     if carried > 0 {
         notes.push(if carried == 1 {
             "1 request's prompt carried earlier answers (the data flow between agents): it was taken to wait for them".to_string()
@@ -209,28 +249,8 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         });
     }
     let n = reqs.len();
-    let agents: Vec<AgentActivity> = (0..groups)
-        .map(|g| {
-            let mine: Vec<usize> = (0..n).filter(|&i| reqs[i].group == g).collect();
-            let t0 = reqs.first().map_or(0, |q| q.start);
-            AgentActivity {
-                agent: names[g].clone(),
-                requests: mine.len(),
-                ids: mine.iter().map(|&i| reqs[i].r.id).collect(),
-                tokens: mine.iter().map(|&i| reqs[i].r.tokens).sum(),
-                solo_s: secs(mine.iter().map(|&i| reqs[i].r.solo_us).sum()),
-                local_s: secs(mine.iter().map(|&i| local[i]).sum()),
-                chain_s: secs(mine.iter().map(|&i| chain_end[i]).max().unwrap_or(0)),
-                handoffs: mine.iter().filter(|&&i| handoff[i]).count(),
-                span_s: (
-                    secs(mine.iter().map(|&i| reqs[i].start).min().unwrap_or(t0) - t0),
-                    secs(mine.iter().map(|&i| reqs[i].end).max().unwrap_or(t0) - t0),
-                ),
-            }
-        })
-        .collect();
 
-    // The time figures.
+    // The time figures, read first with every gap between an agent's calls as its own work.
     let solo_us: u64 = reqs.iter().map(|q| q.r.solo_us).sum();
     let loads: Vec<(u64, u64)> = reqs
         .iter()
@@ -242,66 +262,6 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         (Some(a), Some(b)) => b - a,
         _ => 0,
     };
-    let longest_chain = chain_end.iter().copied().max().unwrap_or(0);
-    let (local_us, ideal_core, possible) = if source == AgentSource::Program {
-        // Unknown agents: every request could have run alongside every other (or
-        // `expected_agents` at a time); the idle time is the program's own work between calls.
-        let lower = opts.expected_agents.map_or(0, |k| solo_us / k as u64);
-        let longest_conv = (0..groups)
-            .map(|g| reqs.iter().filter(|q| q.group == g).map(|q| q.r.solo_us).sum::<u64>())
-            .max()
-            .unwrap_or(0);
-        (idle_us, longest_conv.max(lower) + idle_us, opts.expected_agents)
-    } else {
-        let local_us: u64 = local.iter().sum();
-        let lower = opts.expected_agents.filter(|k| *k < groups).map_or(0, |k| (solo_us + local_us) / k as u64);
-        (local_us, longest_chain.max(lower), Some(opts.expected_agents.map_or(groups, |k| k.min(groups))))
-    };
-    let sequential_us = solo_us + local_us + load_us;
-    let ideal_us = (ideal_core + load_us).min(sequential_us);
-
-    let exclusions = Exclusions::new(reqs.iter().map(|q| q.r));
-    // What the deployment allows: the same calls replayed by a perfectly concurrent client on
-    // the deployment's slots and devices (unlabelled programs: with no local work, the idle
-    // time added as in the ideal).
-    let program = source == AgentSource::Program;
-    let calls: Vec<allowed::Call> = reqs
-        .iter()
-        .enumerate()
-        .map(|(i, q)| allowed::Call {
-            work: q.r.solo_us as f64,
-            after: after[i].clone(),
-            local: if program { 0.0 } else { local[i] as f64 },
-            runner: (q.r.instance, q.r.model.clone()),
-            slots: q.r.slots,
-            device: q.r.device,
-            exclusive: exclusions.of(q.r),
-        })
-        .collect();
-    let permits = if program { opts.expected_agents } else { opts.expected_agents.filter(|k| *k < groups) };
-    let described = !trace.devices.is_empty() && reqs.iter().all(|q| q.r.slots > 0);
-    let replay = |relax: allowed::Relax| -> u64 {
-        let idle = if program { idle_us } else { 0 };
-        (allowed::makespan(&calls, &trace.devices, permits, relax).round() as u64 + idle).max(ideal_core)
-    };
-    let allowed_core = if described { replay(allowed::Relax::default()) } else { ideal_core };
-    let allowed_us = allowed_core + load_us;
-    // The client's share of what the deployment allows to save (absent when it allows less
-    // than 5 % of the sequential time), by the rule the verdict uses, for a run that took
-    // `took_us`.
-    let against_at = |took_us: u64| {
-        against_allowed(secs(took_us), secs(allowed_us), secs(sequential_us), secs(ideal_us)).or_else(|| {
-            against_allowed_loads_aside(
-                secs(took_us),
-                secs(allowed_us),
-                secs(sequential_us),
-                secs(sequential_us - load_us),
-                secs(ideal_core.min(sequential_us - load_us)),
-            )
-        })
-    };
-    let against = against_at(took_us);
-    let saving = against.and_then(|a| a.saving);
     // The same figures with the run ended where the server wrote its last answer, not where
     // the client finished reading it (only where the client's reading was observed, and lagged).
     let served_us = match (reqs.iter().map(|q| q.start).min(), reqs.iter().map(|q| q.server_end).max()) {
@@ -309,7 +269,79 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         _ => 0,
     };
     let read_after_us = took_us.saturating_sub(served_us);
-    let served = if !client.is_empty() && read_after_us > 0 { against_at(served_us) } else { None };
+    let program = source == AgentSource::Program;
+    let basis = reading::Basis {
+        reqs: &reqs,
+        after: &links.after,
+        devices: &trace.devices,
+        exclusions: Exclusions::new(reqs.iter().map(|q| q.r)),
+        program,
+        permits: if program { opts.expected_agents } else { opts.expected_agents.filter(|k| *k < groups) },
+        expected_agents: opts.expected_agents,
+        groups,
+        described: !trace.devices.is_empty() && reqs.iter().all(|q| q.r.slots > 0),
+        solo_us,
+        load_us,
+        idle_us,
+        took_us,
+        served_us: (!client.is_empty() && read_after_us > 0).then_some(served_us),
+    };
+    let described = basis.described;
+    // The other reading the run allows: the agents' local work done one at a time, each gap's
+    // own work beginning only after the last request another agent sent inside it.
+    let one_at_a_time = (!program).then(|| basis.read(gaps::one_at_a_time(&reqs, &links)));
+    // A probe run of the same program, when there is one: the gaps measured with the agents'
+    // local work done one at a time by the simulator's holding answers back.
+    let keys = agents::keys(&reqs, groups);
+    let first_run = gaps::Run { reqs: &reqs, links: &links, keys: &keys, names: &names };
+    let known = (!opts.known_local.is_empty() && !program)
+        .then(|| gaps::from_known(&first_run, &opts.known_local, tolerance_us));
+    let probed = if let Some(k) = known {
+        Some(Ok(k))
+    } else {
+        opts.probe_since.map(|since| {
+        if let Some(why) = &opts.probe_void {
+            return Err(why.clone());
+        }
+        if program {
+            return Err("the judge could not tell the agents apart (no labels, no conversations), so it cannot match them across runs".to_string());
+        }
+        let probe_ran = that_ran(&window(trace, Some(since), None));
+        let mut probe_reqs = as_seen(&probe_ran, &client);
+        let probe_names = agents::group(&mut probe_reqs).names;
+        let probe_links = agents::links(&probe_reqs, tolerance_us);
+        let probe_keys = agents::keys(&probe_reqs, probe_names.len());
+        let probe_run = gaps::Run { reqs: &probe_reqs, links: &probe_links, keys: &probe_keys, names: &probe_names };
+        gaps::compare(&first_run, &probe_run, &gaps::plan(&first_run, tolerance_us))
+    })
+    };
+    // The figures shown: the gaps as the probe measured them, or as measured.
+    let (measured, least) = match &probed {
+        Some(Ok(f)) => (basis.read(f.own_most.clone()), Some(basis.read(f.own_least.clone()))),
+        _ => (basis.read(links.local.clone()), None),
+    };
+
+    let agents: Vec<AgentActivity> = (0..groups)
+        .map(|g| {
+            let mine: Vec<usize> = (0..n).filter(|&i| reqs[i].group == g).collect();
+            let t0 = reqs.first().map_or(0, |q| q.start);
+            AgentActivity {
+                agent: names[g].clone(),
+                requests: mine.len(),
+                ids: mine.iter().map(|&i| reqs[i].r.id).collect(),
+                tokens: mine.iter().map(|&i| reqs[i].r.tokens).sum(),
+                solo_s: secs(mine.iter().map(|&i| reqs[i].r.solo_us).sum()),
+                local_s: secs(mine.iter().map(|&i| measured.local[i]).sum()),
+                chain_s: secs(mine.iter().map(|&i| measured.chain_end[i]).max().unwrap_or(0)),
+                handoffs: mine.iter().filter(|&&i| links.handoff[i]).count(),
+                span_s: (
+                    secs(mine.iter().map(|&i| reqs[i].start).min().unwrap_or(t0) - t0),
+                    secs(mine.iter().map(|&i| reqs[i].end).max().unwrap_or(t0) - t0),
+                ),
+            }
+        })
+        .collect();
+
     let lags: Vec<f64> = reqs
         .iter()
         .filter(|q| client.contains_key(&q.r.id))
@@ -320,18 +352,22 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         time_scale: trace.time_scale,
         took_s: secs(took_us),
         solo_s: secs(solo_us),
-        local_s: secs(local_us),
+        local_s: secs(measured.local_us),
         load_s: secs(load_us),
-        sequential_s: secs(sequential_us),
-        ideal_s: secs(ideal_us),
-        allowed_s: secs(allowed_us),
-        saving,
+        sequential_s: secs(measured.sequential_us),
+        ideal_s: secs(measured.ideal_us),
+        allowed_s: secs(measured.allowed_us),
+        saving: measured.against.and_then(|a| a.saving),
         client_lag_s,
     };
     let concurrency = Concurrency {
         max_in_flight,
         max_decoding,
-        possible,
+        possible: if program {
+            opts.expected_agents
+        } else {
+            Some(opts.expected_agents.map_or(groups, |k| k.min(groups)))
+        },
         overlap,
         idle_s: secs(idle_us),
         longest_gap_s: secs(longest_gap_us),
@@ -352,13 +388,13 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     }
     let handoffs: usize = agents.iter().map(|a| a.handoffs).sum();
 
-    let lift = |relax: allowed::Relax| if described { allowed_core.saturating_sub(replay(relax)) } else { 0 };
+    let lift = |relax: allowed::Relax| basis.lift(&measured, relax);
     let deployment = deployment::report(&deployment::Inputs {
         described,
         requests: reqs.len(),
-        sequential_us,
-        ideal_us: ideal_core.min(sequential_us),
-        allowed_us,
+        sequential_us: measured.sequential_us,
+        ideal_us: measured.ideal_core.min(measured.sequential_us),
+        allowed_us: measured.allowed_us,
         // The loads, and the turns that runners which displace each other impose.
         load_us: load_us + lift(allowed::Relax { exclusive: true, ..Default::default() }),
         replayed: [
@@ -378,7 +414,7 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
             })
             .collect(),
         devices: &trace.devices,
-        agents: possible,
+        agents: concurrency.possible,
         load_causes: reqs.iter().flat_map(|q| q.r.loads.iter()).map(deployment::load_cause).collect(),
     });
     let mut report = Report {
@@ -394,12 +430,64 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         failed,
         concurrency,
         time,
+        gaps: None,
     };
-    let figures = client::Figures { against, served, read_after_s: secs(read_after_us) };
+    let read_after_s = secs(read_after_us);
+    let figures = client::Figures { against: measured.against, served: measured.served, read_after_s };
     let (verdict, cause, reason) = client::verdict(&report, &reqs, &client, handoffs, opts, described, figures);
     report.verdict = verdict;
     report.cause = cause;
     report.reason = reason;
+    if let Some(low) = &one_at_a_time {
+        let decide = |r: &reading::Reading| {
+            let f = client::Figures { against: r.against, served: r.served, read_after_s };
+            decision::decide(&client::evidence(&report, &reqs, &client, opts, described, &f)).verdict()
+        };
+        let low_verdict = decide(low);
+        let mut gaps = GapsReport {
+            status: GapsStatus::Settled,
+            one_at_a_time_local_s: secs(low.local_us),
+            one_at_a_time_verdict: low_verdict,
+            one_at_a_time_saving: low.against.and_then(|a| a.saving),
+            reason: String::new(),
+            probe_took_s: None,
+            held_s: None,
+            waits: Vec::new(),
+        };
+        match probed {
+            Some(Ok(found)) => {
+                gaps.status = if found.probe.is_some() { GapsStatus::Probed } else { GapsStatus::Known };
+                gaps.probe_took_s = found.probe.map(|p| p.0);
+                gaps.held_s = found.probe.map(|p| p.1);
+                let least_verdict = least.as_ref().map_or(report.verdict, decide);
+                let verdict = gaps::probed(&mut report, &found, &reqs, &links, least_verdict);
+                gaps.reason = verdict;
+                gaps.waits = found.waits;
+            }
+            unprobed => {
+                if let Some(Err(why)) = unprobed {
+                    gaps.status = GapsStatus::Void;
+                    gaps.reason = format!("the probe run is void: {why}; ");
+                }
+                if report.verdict == Verdict::Parallel && low_verdict != Verdict::Parallel {
+                    // Read as local work done one agent at a time the gaps are not parallel:
+                    // one run cannot tell which reading is true.
+                    if gaps.status != GapsStatus::Void {
+                        gaps.status = GapsStatus::Unprobed;
+                    }
+                    let (cause, reason) = gaps::unprobed(&report, low, low_verdict);
+                    report.verdict = Verdict::Inconclusive;
+                    report.cause = cause;
+                    report.reason = format!("{}{reason}", gaps.reason);
+                    gaps.reason = report.reason.clone();
+                } else {
+                    let settled = gaps::settled(&report, low, low_verdict);
+                    gaps.reason.push_str(&settled);
+                }
+            }
+        }
+        report.gaps = Some(gaps);
+    }
     report
 }
 

@@ -38,6 +38,8 @@
 //!   error shapes, JSON encoded as Go encodes it.
 //! - `trace`, `metrics`: what the server saw, and how late it emitted tokens.
 //! - `carried`: answers recognised in later prompts, the data flow between agents.
+//! - `probe`: probe runs, in which the simulator holds answers back so that the agents do their
+//!   local work one at a time, and the judge tells their own work from waiting for each other.
 //! - `faults`, `script`: injected errors, stalls, disconnects, and scripted answers, by rule
 //!   (both kept in `rules`: one rule set, one filter, one cap).
 //! - [`judge`]: from a trace, how a program's requests overlapped, the time it could have
@@ -79,6 +81,7 @@ mod metrics;
 mod names;
 mod noise;
 mod pacer;
+mod probe;
 mod request;
 mod routes;
 mod rules;

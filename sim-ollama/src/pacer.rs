@@ -158,6 +158,11 @@ impl Pacer {
         &self.member
     }
 
+    /// Leaves the device's batch once every step is out (the answer held by a probe run).
+    pub(crate) fn retire(&mut self) {
+        self.member.leave();
+    }
+
     /// Shifts every later deadline by `d`.
     pub(crate) fn delay(&mut self, d: Duration) {
         // Bounded, so deadlines stay representable: a year is as good as forever here.

@@ -398,6 +398,8 @@ fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::ti
         instances,
         rt,
         mark: std::sync::atomic::AtomicU64::new(0),
+        probe: crate::probe::Probe::default(),
+        probe_mark: std::sync::atomic::AtomicU64::new(0),
     })
 }
 
@@ -551,6 +553,62 @@ impl SimHandle {
     /// ```
     pub fn judge(&self, opts: &crate::judge::JudgeOptions) -> crate::judge::Report {
         crate::judge::judge(&self.trace(), opts)
+    }
+
+    /// Starts a probe run of the program judged by `opts` (its window, from `opts`'s `since`;
+    /// the program must have finished): from the next request on, the simulator holds answers
+    /// back so that the agents do their local work one at a time (see docs/judge.md, "The gaps
+    /// between calls"). Run the same program again, then judge with
+    /// [`JudgeOptions::probe_since`](crate::judge::JudgeOptions::probe_since) set to the id
+    /// returned, and end the probe ([`SimHandle::end_probe`]). [`SimHandle::judge_program`]
+    /// does all of it.
+    pub fn begin_probe(&self, opts: &crate::judge::JudgeOptions) -> u64 {
+        let plan = crate::judge::probe_plan(&self.trace(), opts);
+        let mark = self.shared.trace.next_id();
+        self.shared.probe.begin(plan, self.shared.rt.clone());
+        mark
+    }
+
+    /// Ends a probe run: answers still held go out at once.
+    pub fn end_probe(&self) {
+        self.shared.probe.end();
+    }
+
+    /// Runs a program, judges it, and where the gaps between its agents' calls decide the
+    /// verdict (an agent's local work, or waiting for another agent's: one run cannot tell),
+    /// runs it once more as a probe run and judges both: the one call a test needs when its
+    /// agents do work between their calls. `program` is called once, or twice; it must make
+    /// the same calls each time (a seeded simulator answers them the same way).
+    ///
+    /// ```
+    /// # async fn run_my_agents(_: &str) {}
+    /// # async fn test() -> Result<(), sim_ollama::Error> {
+    /// let sim = sim_ollama::SimBuilder::judging("gemma3").start()?;
+    /// let url = sim.url().to_string();
+    /// let report = sim.judge_program(&sim_ollama::JudgeOptions::new(), || run_my_agents(&url)).await;
+    /// report.assert_parallel();
+    /// # Ok(()) }
+    /// ```
+    pub async fn judge_program<F, Fut>(&self, opts: &crate::judge::JudgeOptions, mut program: F) -> crate::judge::Report
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let opts = match opts.since_id() {
+            Some(_) => opts.clone(),
+            None => opts.clone().since(self.trace_mark()),
+        };
+        program().await;
+        let report = self.judged(&opts).await;
+        if !report.needs_probe() {
+            return report;
+        }
+        let probe = self.begin_probe(&opts);
+        program().await;
+        let probed = opts.probe_since(probe);
+        let report = self.judged(&probed).await;
+        self.end_probe();
+        report
     }
 
     /// The id the next request will get in the trace: a mark to judge only what comes after

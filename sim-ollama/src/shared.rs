@@ -23,6 +23,10 @@ pub(crate) struct Shared {
     pub(crate) rt: tokio::runtime::Handle,
     /// The first trace id `GET /sim/judge` judges by default (`POST /sim/mark`); 0: none.
     pub(crate) mark: std::sync::atomic::AtomicU64,
+    /// A probe run in progress, if any (`POST /sim/probe`, `SimHandle::begin_probe`).
+    pub(crate) probe: crate::probe::Probe,
+    /// The first trace id of the probe run since the mark; 0: none.
+    pub(crate) probe_mark: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {

@@ -72,6 +72,7 @@ fn judge(command: Vec<String>, agents: Option<usize>) -> (Verdict, String) {
         agents,
         preload: Vec::new(),
         command: command.clone(),
+        probe: harness::exec::ProbeMode::Auto,
     };
     let out = run(&plan).expect("exec runs");
     assert!(out.status.success(), "{command:?} failed: {:?}\n{}", out.status, out.report);

@@ -56,34 +56,50 @@ pub(super) fn group(reqs: &mut [Req<'_>]) -> Grouping {
     Grouping { names, source, labelled }
 }
 
-/// Each call's place in its chain: what it followed, the local work before it, whether it
-/// waited for a hand-off, and where its chain ended.
-pub(super) struct Chains {
-    /// Where each call's chain ends (solo costs and local work along it), microseconds.
-    pub(super) chain_end: Vec<u64>,
-    /// The local work before each call.
+/// The key each agent is known by across runs ([`crate::probe::agent_key`]): its `X-Agent`
+/// label, or its first turn's conversation fingerprint; `None` for a request that is neither
+/// (a program judged as a whole). Indexed by group.
+pub(super) fn keys(reqs: &[Req<'_>], groups: usize) -> Vec<Option<String>> {
+    (0..groups)
+        .map(|g| {
+            let first = reqs.iter().find(|q| q.group == g)?;
+            crate::probe::agent_key(
+                first.r.agent_label.as_deref(),
+                first.r.conversation.as_ref().map(|c| c.key.as_str()),
+            )
+        })
+        .collect()
+}
+
+/// Each call's place in its chain: what it followed, the local work before it, and whether it
+/// waited for a hand-off.
+pub(super) struct Links {
+    /// The local work before each call, measured: the gap after the last call it followed,
+    /// hand-offs aside.
     pub(super) local: Vec<u64>,
     /// Whether each call arrived right after other agents' requests ran back to back.
     pub(super) handoff: Vec<bool>,
     /// The calls each call followed: its agent's previous one, and those whose answers it carries.
     pub(super) after: Vec<Vec<usize>>,
+    /// The call among `after` whose end began the gap (the last to end), if any.
+    pub(super) from: Vec<Option<usize>>,
     /// Calls whose prompts carried other calls' answers.
     pub(super) carried: usize,
 }
 
-/// Chains: each call follows the agent's latest call that ended before it began, and every
+/// Links: each call follows the agent's latest call that ended before it began, and every
 /// earlier call whose answer its prompt carries (`RequestTrace::carries`: it could not have
 /// been sent before those answered, whichever agent sent them). Its local work is the gap
 /// after the last of them to end, unless it was a hand-off (`tolerance_us`).
-pub(super) fn chains(reqs: &[Req<'_>], tolerance_us: u64) -> Chains {
+pub(super) fn links(reqs: &[Req<'_>], tolerance_us: u64) -> Links {
     let mut by_end: Vec<usize> = (0..reqs.len()).collect();
     by_end.sort_by_key(|&k| reqs[k].end);
     let n = reqs.len();
     let index_of: BTreeMap<u64, usize> = reqs.iter().enumerate().map(|(i, q)| (q.r.id, i)).collect();
-    let mut chain_end = vec![0u64; n];
     let mut local = vec![0u64; n];
     let mut handoff = vec![false; n];
     let mut after: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut from: Vec<Option<usize>> = vec![None; n];
     let mut carried = 0usize;
     for i in 0..n {
         let g = reqs[i].group;
@@ -100,29 +116,38 @@ pub(super) fn chains(reqs: &[Req<'_>], tolerance_us: u64) -> Chains {
         after[i] = pred.into_iter().chain(needs.iter().copied()).collect();
         // The last to end; the agent's own call where it ties.
         let last = after[i].iter().copied().max_by_key(|&j| (reqs[j].end, Some(j) == pred));
-        let base = match last {
-            None => 0,
-            Some(p) => {
-                let end_p = reqs[p].end;
-                let gap = start_i - end_p;
-                local[i] = if Some(p) != pred {
-                    // Waiting for an answer it carries is the data flow, not a hand-off.
-                    gap
-                } else {
-                    match handoff_chain(reqs, &by_end, g, end_p, start_i, tolerance_us) {
-                        Some(first_start) if gap > tolerance_us => {
-                            handoff[i] = true;
-                            first_start.saturating_sub(end_p).min(gap)
-                        }
-                        _ => gap,
+        from[i] = last;
+        if let Some(p) = last {
+            let end_p = reqs[p].end;
+            let gap = start_i - end_p;
+            local[i] = if Some(p) != pred {
+                // Waiting for an answer it carries is the data flow, not a hand-off.
+                gap
+            } else {
+                match handoff_chain(reqs, &by_end, g, end_p, start_i, tolerance_us) {
+                    Some(first_start) if gap > tolerance_us => {
+                        handoff[i] = true;
+                        first_start.saturating_sub(end_p).min(gap)
                     }
-                };
-                after[i].iter().map(|&j| chain_end[j]).max().unwrap_or(0) + local[i]
-            }
-        };
+                    _ => gap,
+                }
+            };
+        }
+    }
+    Links { local, handoff, after, from, carried }
+}
+
+/// Where each call's chain ends (solo costs and local work along its longest sequence of
+/// calls), microseconds, for a reading of the local work before each call (`local`, indexed as
+/// `reqs`; calls are in start order, so every call a call follows comes before it).
+pub(super) fn chain_ends(reqs: &[Req<'_>], after: &[Vec<usize>], local: &[u64]) -> Vec<u64> {
+    let mut chain_end = vec![0u64; reqs.len()];
+    for i in 0..reqs.len() {
+        let base =
+            if after[i].is_empty() { 0 } else { after[i].iter().map(|&j| chain_end[j]).max().unwrap_or(0) + local[i] };
         chain_end[i] = base + reqs[i].r.solo_us;
     }
-    Chains { chain_end, local, handoff, after, carried }
+    chain_end
 }
 
 /// Chains unlabelled chat turns into conversations: a request whose `parent` fingerprint is

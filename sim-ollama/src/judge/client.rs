@@ -54,24 +54,8 @@ pub(super) fn verdict(
             "one request: nothing could have run alongside it, nothing to judge".to_string(),
         );
     }
-    let expected_more = opts.expected_agents.is_some_and(|k| k >= 2);
-    let agents_known = rep.agents_from != AgentSource::Program || expected_more;
-    // The order, on the server's clock: what reached it together. With labels or
-    // conversations, one agent whose calls followed each other is one agent; with neither, the
-    // program's requests are taken to be able to run at once, so none overlapping is serialized.
-    let order = if c.max_in_flight > 1 {
-        Order::Overlapped
-    } else if agents == 1 && rep.agents_from != AgentSource::Program && !expected_more {
-        Order::OneAgent
-    } else if calls_made_together(reqs, client) {
-        Order::OneConnectionAtATime
-    } else {
-        Order::OneAfterAnother
-    };
-    // A stall, not an executor blocked throughout: parallel to where the server wrote its last
-    // answer, and the answers otherwise reached the agents on time.
-    let read_stall = served.is_some_and(|s| s.verdict == Verdict::Parallel) && !answers_read_late(rep, reqs);
-    let evidence = Evidence { order, against, allowance_known: described, agents_known, interval: None, read_stall };
+    let evidence = evidence(rep, reqs, client, opts, described, &Figures { against, served, read_after_s });
+    let agents_known = evidence.agents_known;
     let possible = c.possible.map_or(String::new(), |p| format!(" of {p}"));
     let overlapped = format!("up to {}{possible} requests in flight at once", c.max_in_flight);
     // Where the deployment allows (almost) no saving there is no saving to quote: the time
@@ -178,6 +162,37 @@ pub(super) fn verdict(
             (a.verdict, cause, reason)
         }
     }
+}
+
+/// The evidence the decision core rests on, for one reading of the time figures.
+pub(super) fn evidence(
+    rep: &Report,
+    reqs: &[Req<'_>],
+    client: &BTreeMap<u64, ClientCall>,
+    opts: &JudgeOptions,
+    described: bool,
+    f: &Figures,
+) -> Evidence {
+    let c = &rep.concurrency;
+    let agents = rep.agents.len();
+    let expected_more = opts.expected_agents.is_some_and(|k| k >= 2);
+    let agents_known = rep.agents_from != AgentSource::Program || expected_more;
+    // The order, on the server's clock: what reached it together. With labels or
+    // conversations, one agent whose calls followed each other is one agent; with neither, the
+    // program's requests are taken to be able to run at once, so none overlapping is serialized.
+    let order = if c.max_in_flight > 1 {
+        Order::Overlapped
+    } else if agents == 1 && rep.agents_from != AgentSource::Program && !expected_more {
+        Order::OneAgent
+    } else if calls_made_together(reqs, client) {
+        Order::OneConnectionAtATime
+    } else {
+        Order::OneAfterAnother
+    };
+    // A stall, not an executor blocked throughout: parallel to where the server wrote its last
+    // answer, and the answers otherwise reached the agents on time.
+    let read_stall = f.served.is_some_and(|s| s.verdict == Verdict::Parallel) && !answers_read_late(rep, reqs);
+    Evidence { order, against: f.against, allowance_known: described, agents_known, interval: None, read_stall }
 }
 
 /// A shortfall of a program whose agents the judge could not tell apart: inconclusive, since

@@ -24,6 +24,9 @@ pub struct JudgeOptions {
     pub(super) handoff_tolerance: Option<Duration>,
     pub(super) client_calls: Vec<ClientCall>,
     pub(super) since: Option<u64>,
+    pub(super) probe_since: Option<u64>,
+    pub(super) probe_void: Option<String>,
+    pub(super) known_local: std::collections::BTreeMap<u64, u64>,
 }
 
 impl JudgeOptions {
@@ -62,6 +65,42 @@ impl JudgeOptions {
     pub fn since(mut self, first_id: u64) -> Self {
         self.since = Some(first_id);
         self
+    }
+
+    /// The requests from this trace id on are a probe run of the same program
+    /// (`SimHandle::begin_probe` returns the id): the run judged ends before it, and the judge
+    /// measures the gaps between each agent's calls from the probe (see docs/judge.md, "The
+    /// gaps between calls").
+    pub fn probe_since(mut self, first_id: u64) -> Self {
+        self.probe_since = Some(first_id);
+        self
+    }
+
+    /// The probe run from [`JudgeOptions::probe_since`] on cannot be compared with the run
+    /// judged, for this reason (it failed, or was stopped): the report says the probe is void
+    /// and why, and judges as if there were none.
+    pub fn probe_void(mut self, why: impl Into<String>) -> Self {
+        self.probe_void = Some(why.into());
+        self
+    }
+
+    /// The local work the program did before each of these calls, by the call's trace id
+    /// (a harness that ran the agents knows it: its scenarios say how long each agent works
+    /// between its calls). The judge takes it as the agent's own work and the rest of each
+    /// gap as waiting, with no probe run needed.
+    pub fn known_local_work(mut self, work: impl IntoIterator<Item = (u64, Duration)>) -> Self {
+        self.known_local = work.into_iter().map(|(id, d)| (id, d.as_micros() as u64)).collect();
+        self
+    }
+
+    /// The first trace id judged, if one was given.
+    pub fn since_id(&self) -> Option<u64> {
+        self.since
+    }
+
+    /// The first trace id of the probe run, if one was given.
+    pub fn probe_start(&self) -> Option<u64> {
+        self.probe_since
     }
 }
 

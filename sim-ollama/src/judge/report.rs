@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Version of the [`Report`]'s JSON schema (`harness exec --json`).
-pub const REPORT_SCHEMA_VERSION: u32 = 2;
+pub const REPORT_SCHEMA_VERSION: u32 = 3;
 
 /// What the client verdict blames: always something in the client (what the deployment
 /// allows is the [`DeploymentReport`]'s).
@@ -33,6 +33,14 @@ pub enum Cause {
     /// The trace does not describe its deployment (traces older than schema 4), so time lost
     /// cannot be told from what the deployment allows.
     UnknownDeployment,
+    /// The agents waited for each other outside their calls: between an answer and its next
+    /// call, an agent waited for other agents' local work (a blocking call or CPU work holding
+    /// the executor, a lock or a permit around the tools) or for their answers with no data
+    /// passed (a barrier). Found by a probe run.
+    BetweenCalls,
+    /// The gaps between the agents' calls could be their own work or waiting for each other,
+    /// and the verdict depends on which: inconclusive until a probe run settles it.
+    UnprobedGaps,
 }
 
 impl Cause {
@@ -46,6 +54,8 @@ impl Cause {
             Cause::ClientLag => "client_lag",
             Cause::UnknownAgents => "unknown_agents",
             Cause::UnknownDeployment => "unknown_deployment",
+            Cause::BetweenCalls => "between_calls",
+            Cause::UnprobedGaps => "unprobed_gaps",
         }
     }
 }
@@ -265,6 +275,86 @@ pub struct TimeFigures {
     pub client_lag_s: Option<f64>,
 }
 
+/// Whether the gaps between an agent's calls were its own work or waiting (issue 36).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GapsStatus {
+    /// Read as the agents' own work or as local work done one agent at a time, the gaps give
+    /// the same verdict: nothing to settle.
+    Settled,
+    /// The two readings give different verdicts and no probe run was made: the verdict is
+    /// inconclusive (`Cause::UnprobedGaps`).
+    Unprobed,
+    /// A probe run measured the gaps: the figures use what it found.
+    Probed,
+    /// The program's local work before each call was given (`JudgeOptions::known_local_work`:
+    /// the harness's scenarios): the figures use it, the rest of each gap was waiting.
+    Known,
+    /// A probe run was made but cannot be compared with the first (other calls, other agents,
+    /// a failure): the verdict is as if unprobed, and `reason` says why.
+    Void,
+}
+
+/// What the waiting in one gap was for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitKind {
+    /// Other agents' local work: the gap was shorter with the agents' local work done one at a
+    /// time (a blocking call or CPU work holding the executor, a lock or a permit around the
+    /// tools).
+    LocalWork,
+    /// Other agents, all together: the gap outlasted its first-run length while the probe held
+    /// other agents' answers, and the call went out with another agent's (a barrier: a gather
+    /// per round).
+    Barrier,
+    /// Another agent's answer: the gap outlasted its first-run length while the probe held
+    /// other agents' answers, and the call carries no answer of theirs (a hand-off of data the
+    /// judge does not recognise, or a wait with no data behind it).
+    Answer,
+}
+
+/// One gap in which an agent waited for other agents, found by a probe run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GapWait {
+    /// The agent.
+    pub agent: String,
+    /// The trace id of the call the gap came before (in the run judged).
+    pub request: u64,
+    /// The gap as the run judged measured it, s.
+    pub gap_s: f64,
+    /// The agent's own work in it, as the probe measured it, s (absent where the probe could
+    /// not measure it: the agent waited for something the probe held).
+    pub own_s: Option<f64>,
+    /// What it waited for.
+    pub kind: WaitKind,
+}
+
+/// The gaps between the agents' calls: the reading of them as local work done one agent at a
+/// time beside the reading as each agent's own work (the time figures), and what a probe run
+/// found. See docs/judge.md, "The gaps between calls".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GapsReport {
+    /// Settled, unprobed, probed or void.
+    pub status: GapsStatus,
+    /// Local work were it done one agent at a time: the least own work the gaps allow, s.
+    pub one_at_a_time_local_s: f64,
+    /// The client verdict under that reading.
+    pub one_at_a_time_verdict: Verdict,
+    /// The client's share of the saving under that reading (absent where none is quoted).
+    pub one_at_a_time_saving: Option<f64>,
+    /// What was found or what is missing, in words.
+    pub reason: String,
+    /// The probe run's time, first request to last answer, s (probed runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_took_s: Option<f64>,
+    /// How long the probe held answers back, summed over answers, s (probed runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_s: Option<f64>,
+    /// The gaps in which an agent waited for other agents, as the probe found them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waits: Vec<GapWait>,
+}
+
 /// The judge's report: a verdict, its reason, and the evidence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -293,6 +383,10 @@ pub struct Report {
     pub concurrency: Concurrency,
     /// The time figures.
     pub time: TimeFigures,
+    /// The gaps between the agents' calls: own work or waiting (absent for programs judged as
+    /// a whole, whose agents the judge cannot tell apart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gaps: Option<GapsReport>,
 }
 
 impl Report {
@@ -341,6 +435,13 @@ impl Report {
             possible,
             saving
         )
+    }
+
+    /// Whether the verdict waits on a probe run: the gaps between the agents' calls could be
+    /// their own work or waiting for each other, the verdict depends on which, and no probe
+    /// run settled it ([`Cause::UnprobedGaps`] with no probe made).
+    pub fn needs_probe(&self) -> bool {
+        self.gaps.as_ref().is_some_and(|g| g.status == GapsStatus::Unprobed)
     }
 
     /// `Ok` when the verdict is `expected`, else the report in words as the error.

@@ -543,7 +543,7 @@ fn the_report_round_trips_through_json_with_its_schema_version() {
     let reqs = vec![req(1, Some("a"), 0, 100, 100), req(2, Some("b"), 0, 100, 100)];
     let r = judge(&snap(reqs), &JudgeOptions::new());
     let j = serde_json::to_value(&r).unwrap();
-    assert_eq!(j["schema_version"], 2);
+    assert_eq!(j["schema_version"], 3);
     assert_eq!(j["deployment"]["verdict"], "full");
     assert_eq!(j["verdict"], "parallel");
     assert_eq!(j["cause"], "none");

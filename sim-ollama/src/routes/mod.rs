@@ -61,6 +61,7 @@ pub(crate) fn app(state: AppState) -> Router {
         .route("/sim/trace", get(sim::get_trace).delete(sim::delete_trace))
         .route("/sim/metrics", get(sim::metrics))
         .route("/sim/mark", post(sim::post_mark))
+        .route("/sim/probe", post(sim::post_probe))
         .route("/sim/judge", get(sim::judge))
         .route(
             "/sim/script",
@@ -104,6 +105,7 @@ const KNOWN_PATHS: &[&str] = &[
     "/sim/faults",
     "/sim/script",
     "/sim/mark",
+    "/sim/probe",
     "/sim/judge",
 ];
 

@@ -211,6 +211,14 @@ pub(crate) async fn start(
     let prompt = crate::generation::prompt_hashes(&g.model, g.rendered, g.templated, g.images);
     let mut job = job(s, g.model, g.runner, g.keep_alive, plan, g.arrival, prompt, g.reply_prefix);
     job.truncate = g.truncate && g.images == 0;
+    if s.shared.probe.active() {
+        // A probe run: the request closes its agent's gap, and its answer may be held.
+        job.probe = trace.as_ref().and_then(|t| {
+            let (label, conversation) = t.with(|r| (r.agent_label.clone(), r.conversation.clone()));
+            let fingerprints = conversation.as_ref().map(|c| (c.key.as_str(), c.parent.as_deref()));
+            s.shared.probe.arrive(label.as_deref(), fingerprints)
+        });
+    }
     let fault =
         pick_fault(s, &job.model, g.endpoint, trace.as_ref().unwrap_or_else(|| unreachable!("the trace is begun")))?;
     let t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
@@ -342,6 +350,7 @@ pub(crate) fn job(
         lateness: Arc::clone(&s.shared.lateness),
         timer: Arc::clone(&s.shared.timer),
         arrival,
+        probe: None,
     }
 }
 

@@ -1,5 +1,5 @@
 //! The simulator's own endpoints: `GET /sim/trace`, `DELETE /sim/trace`, `GET /sim/metrics`,
-//! `POST /sim/mark`, `GET /sim/judge`, and the fault and script rules. They are served by every
+//! `POST /sim/mark`, `POST /sim/probe`, `GET /sim/judge`, and the fault and script rules. They are served by every
 //! instance and cover the whole simulator.
 
 use super::http::{AppState, body_bytes, json_response};
@@ -23,7 +23,14 @@ pub(crate) async fn get_trace(State(s): State<AppState>) -> Response {
 pub(crate) async fn delete_trace(State(s): State<AppState>) -> Response {
     s.shared.trace.clear();
     s.shared.mark.store(0, std::sync::atomic::Ordering::Relaxed);
+    end_probe(&s.shared);
     StatusCode::OK.into_response()
+}
+
+/// Ends a probe run, if one is in progress, and forgets where it began.
+fn end_probe(shared: &Shared) {
+    shared.probe.end();
+    shared.probe_mark.store(0, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// `POST /sim/mark`: `GET /sim/judge` judges only requests that arrive after this, until the
@@ -31,7 +38,51 @@ pub(crate) async fn delete_trace(State(s): State<AppState>) -> Response {
 pub(crate) async fn post_mark(State(s): State<AppState>) -> Response {
     let id = s.shared.trace.next_id();
     s.shared.mark.store(id, std::sync::atomic::Ordering::Relaxed);
+    end_probe(&s.shared);
     json_response(StatusCode::OK, &serde_json::json!({ "mark": id }))
+}
+
+/// `POST /sim/probe`: the program judged since the mark is about to run again as a probe run
+/// (docs/judge.md, "The gaps between calls"): from the next request on, the simulator holds
+/// answers back so the agents do their local work one at a time, and `GET /sim/judge` then
+/// compares the two runs. Answers `{"probe": ID, "agents": N}`: the id the probe run's first
+/// request gets, and how many agents the plan knows. One probe run per mark: a second is a
+/// 400 until `POST /sim/mark` or `DELETE /sim/trace` starts over.
+pub(crate) async fn post_probe(State(s): State<AppState>) -> Result<Response, ApiError> {
+    use std::sync::atomic::Ordering::Relaxed;
+    if s.shared.probe_mark.load(Relaxed) != 0 {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "probe: a probe run has already begun since the mark; POST /sim/mark (or DELETE /sim/trace) to start over",
+        ));
+    }
+    wait_for_answers(&s.shared, JUDGE_WAIT_MS).await;
+    let mut opts = crate::judge::JudgeOptions::new();
+    if let Some(m) = marked(&s.shared) {
+        opts = opts.since(m);
+    }
+    let plan = crate::judge::probe_plan(&s.shared.trace.snapshot(), &opts);
+    let agents = plan.gaps.len();
+    let id = s.shared.trace.next_id();
+    s.shared.probe_mark.store(id, Relaxed);
+    s.shared.probe.begin(plan, tokio::runtime::Handle::current());
+    Ok(json_response(StatusCode::OK, &serde_json::json!({ "probe": id, "agents": agents })))
+}
+
+/// The mark `GET /sim/judge` judges from by default, if one was taken.
+fn marked(shared: &Shared) -> Option<u64> {
+    match shared.mark.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => None,
+        m => Some(m),
+    }
+}
+
+/// Waits, without blocking the runtime, until no request is in flight or `wait_ms` passed.
+async fn wait_for_answers(shared: &Shared, wait_ms: u64) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
+    while shared.trace.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
 }
 
 /// The options `GET /sim/judge` takes, as `harness exec` has them.
@@ -55,10 +106,7 @@ pub(crate) async fn judge(
     let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, m);
     let mut opts = JudgeOptions::new();
     let mut expect = Expectations::default();
-    let mut since = match s.shared.mark.load(std::sync::atomic::Ordering::Relaxed) {
-        0 => None,
-        m => Some(m),
-    };
+    let mut since = marked(&s.shared);
     let mut wait_ms = JUDGE_WAIT_MS;
     let query = query.unwrap_or_default();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -106,10 +154,13 @@ pub(crate) async fn judge(
         opts = opts.since(id);
     }
     // Answers the program has read may still be finishing on the server: wait for them, as
-    // harness exec does, without blocking the runtime.
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
-    while s.shared.trace.in_flight() > 0 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    // harness exec does, without blocking the runtime. A probe run is over once its program
+    // is: what it still holds goes out.
+    wait_for_answers(&s.shared, wait_ms).await;
+    s.shared.probe.end();
+    match s.shared.probe_mark.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => {}
+        p => opts = opts.probe_since(p),
     }
     let report = crate::judge::judge(&s.shared.trace.snapshot(), &opts);
     let failures = expect.check(&report);

@@ -201,6 +201,11 @@ pub struct RequestTrace {
     /// no `X-Agent` label.
     #[serde(default)]
     pub conversation: Option<Conversation>,
+    /// How long a probe run held this answer's end back, µs of wall time: its tokens were all
+    /// out, and its last line waited for another agent's gap between calls to close (see
+    /// `sim_ollama`'s `probe` module). 0 outside probe runs.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub held_us: u64,
     /// Earlier requests whose answers this request's prompt carries (a run of six of their
     /// generated words, see `sim_ollama`'s `carried` module): it could not have been sent
     /// before they answered. The judge chains it after them. Empty in traces older than
@@ -300,6 +305,7 @@ impl RequestTrace {
             solo_us: 0,
             conversation: None,
             carries: Vec::new(),
+            held_us: 0,
             loads: Vec::new(),
             waits: Vec::new(),
             min_speed: 1.0,
@@ -434,4 +440,8 @@ pub(crate) fn explain(r: &RequestTrace) -> String {
         _ => {}
     }
     if parts.is_empty() { "ran alone, without waiting".into() } else { parts.join("; ") }
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
