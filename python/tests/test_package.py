@@ -141,5 +141,70 @@ def test_a_bad_ini_time_scale_is_a_usage_error(pytester):
 def test_the_public_names():
     assert sorted(sim_ollama.__all__) == sorted(
         ["BinaryNotFound", "Deployment", "JUDGEMENT_SCHEMA_VERSION", "JudgeFailure", "Judgement",
-         "Report", "Simulator", "SimulatorError", "find_binary"]
+         "ProbeNeeded", "Report", "Simulator", "SimulatorError", "find_binary"]
     )
+
+
+# Three labelled agents: a call, a 0.3 s tool, a second call (issue 36). `blocking`: the tool is
+# time.sleep inside the coroutine, holding the event loop; else an awaited sleep. The calls run
+# on threads (asyncio.to_thread), so only the tools can hold the agents back.
+AGENTS_WITH_TOOLS = """
+import asyncio, json, time, urllib.request
+
+def chat(url, agent, turn):
+    body = json.dumps({"model": "gemma3", "stream": False, "options": {"num_predict": 20},
+                       "messages": [{"role": "user", "content": f"{agent}: turn {turn}"}]}).encode()
+    req = urllib.request.Request(url + "/api/chat", data=body, method="POST")
+    req.add_header("Content-Type", "application/json")
+    req.add_header("X-Agent", agent)
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+async def agent(url, name, blocking):
+    await asyncio.to_thread(chat, url, name, 1)
+    if blocking:
+        time.sleep(0.3)
+    else:
+        await asyncio.sleep(0.3)
+    await asyncio.to_thread(chat, url, name, 2)
+
+async def agents(url, blocking):
+    await asyncio.gather(*(agent(url, n, blocking) for n in ("a", "b", "c")))
+"""
+
+
+def test_judge_program_runs_a_program_twice_when_the_gaps_between_calls_decide():
+    namespace = {}
+    exec(AGENTS_WITH_TOOLS, namespace)
+    with Simulator() as sim:
+        j = sim.judge_program(lambda: namespace["agents"](sim.url, True))
+        assert j.report.gaps == "probed", j.explain()
+        assert j.verdict in ("partly_serialized", "serialized") and j.report.cause == "between_calls", j.explain()
+        j = sim.judge_program(lambda: namespace["agents"](sim.url, False))
+        assert j.verdict == "parallel", j.explain()
+
+
+def test_the_fixture_runs_the_test_again_as_a_probe_run_when_the_gaps_decide(pytester):
+    pytester.makepyfile(
+        AGENTS_WITH_TOOLS
+        + """
+RUNS = []
+
+def test_blocking_tools(sim):
+    RUNS.append("blocking")
+    asyncio.run(agents(sim.url, True))
+    sim.assert_parallel()
+
+def test_awaited_tools(sim):
+    RUNS.append("awaited")
+    asyncio.run(agents(sim.url, False))
+    sim.assert_parallel()
+    assert RUNS.count("awaited") in (1, 2)
+"""
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1, passed=1)
+    # The blocking test ran twice (its second run the probe) and fails on the judge's words,
+    # not on the request for a probe.
+    result.stdout.fnmatch_lines(["*serialized (cause: between_calls)*"])
+    result.stdout.no_fnmatch_line("*ProbeNeeded*")

@@ -63,6 +63,12 @@ fn node() -> String {
 
 /// Runs a program under exec with the ideal deployment, returns (verdict, report in words).
 fn judge(command: Vec<String>, agents: Option<usize>) -> (Verdict, String) {
+    let (v, _, words) = judged(command, agents);
+    (v, words)
+}
+
+/// The same with the cause.
+fn judged(command: Vec<String>, agents: Option<usize>) -> (Verdict, sim_ollama::judge::Cause, String) {
     let plan = ExecPlan {
         preset: None,
         config: None,
@@ -76,7 +82,27 @@ fn judge(command: Vec<String>, agents: Option<usize>) -> (Verdict, String) {
     };
     let out = run(&plan).expect("exec runs");
     assert!(out.status.success(), "{command:?} failed: {:?}\n{}", out.status, out.report);
-    (out.report.verdict, format!("{command:?}\n{}", out.report))
+    if let Some(p) = &out.probe {
+        assert!(p.void.is_none(), "{command:?}: the probe run is void: {p:?}");
+    }
+    (out.report.verdict, out.report.cause, format!("{command:?}\n{}", out.report))
+}
+
+/// Runs programs two at a time (each on a simulator of its own, with its probe run when the
+/// gaps between calls decide) and returns each one's verdict, cause and report in words.
+fn judged_in_pairs(programs: Vec<(String, Vec<String>)>) -> Vec<(String, Verdict, sim_ollama::judge::Cause, String)> {
+    let mut out = Vec::new();
+    for pair in programs.chunks(2) {
+        std::thread::scope(|s| {
+            let judged: Vec<_> =
+                pair.iter().map(|(what, command)| (what, s.spawn(|| judged(command.clone(), None)))).collect();
+            for (what, handle) in judged {
+                let (v, c, words) = handle.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                out.push((what.clone(), v, c, words));
+            }
+        });
+    }
+    out
 }
 
 /// Judges buggy programs two at a time, each on a simulator of its own, and checks each is
@@ -254,4 +280,38 @@ fn node_asks_the_judge_over_http_and_the_gate_tells_correct_from_awaited() {
     let (passed, text) = judged_over_http(&[&node, &script, "awaited"]);
     assert!(!passed, "{text}");
     assert!(text.contains("FAILED: expected parallel, got serialized"), "{text}");
+}
+
+/// Issue 36: three ollama-python agents, each a call, a tool, a second call
+/// (fixtures/clients/python_gaps.py). Tools that hold the event loop (time.sleep or a CPU loop
+/// inside async def) or take turns behind a lock made the agents wait for each other between
+/// their calls: never parallel, the cause the work between calls. One run cannot tell it;
+/// harness exec's probe run does.
+#[test]
+fn python_tools_that_hold_the_event_loop_are_caught_between_calls() {
+    let (py, script) = (python(), fixture("python_gaps.py"));
+    let programs = [("blocking", true), ("blocking", false), ("cpu", true), ("lock", false)]
+        .map(|(m, l)| (format!("{m}, labelled {l}"), cmd(&[&py, &script, m], l)));
+    for (what, v, cause, words) in judged_in_pairs(programs.to_vec()) {
+        assert!(matches!(v, Verdict::PartlySerialized | Verdict::Serialized), "{what}: {words}");
+        assert_eq!(cause, sim_ollama::judge::Cause::BetweenCalls, "{what}: {words}");
+        assert!(
+            words.contains("waited") && words.contains("for other agents' work between their calls"),
+            "{what}: {words}"
+        );
+    }
+}
+
+/// Their correct twins: awaited sleeps, asyncio.to_thread, tools of 0.1, 0.3 and 0.6 s, agents
+/// running 1, 2 and 3 tool rounds, and a pipeline whose reviewer starts from the writer's
+/// draft (a dependency by data): parallel.
+#[test]
+fn python_tools_that_run_together_are_parallel_whatever_their_lengths() {
+    let (py, script) = (python(), fixture("python_gaps.py"));
+    let programs =
+        [("sleep", true), ("thread", false), ("uneven", true), ("uneven", false), ("turns", true), ("pipeline", false)]
+            .map(|(m, l)| (format!("{m}, labelled {l}"), cmd(&[&py, &script, m], l)));
+    for (what, v, _, words) in judged_in_pairs(programs.to_vec()) {
+        assert_eq!(v, Verdict::Parallel, "{what}: {words}");
+    }
 }

@@ -31,3 +31,5 @@ mod responses;
 mod judge_http;
 // The shared helpers' own tests (tests/util.rs is in every binary; its tests run here only).
 mod util_tests;
+// Probe runs: answers held back so the agents work one at a time (issue 36).
+mod probe;

@@ -4,10 +4,14 @@ the OpenAI Agents SDK (Chat Completions and Responses models), pydantic-ai (a ty
 as a JSON schema the server enforces) and AutoGen AgentChat over its Ollama client.
 
 `review(framework, together=True)` runs the three reviewers at once (asyncio.gather);
-`together=False` awaits each before the next, the bug. Every client reads the simulator's
-address from the environment the `sim` fixture sets (OLLAMA_HOST, OPENAI_BASE_URL)."""
+`together=False` awaits each before the next, the bug. `tool="blocking"` gives the reviewers
+a lookup tool that takes 0.3 s with `time.sleep` inside `async def`, the bug that holds the
+event loop between two calls (issue 36); `tool="awaited"` the same tool with
+`await asyncio.sleep`, its correct twin. Every client reads the simulator's address from the
+environment the `sim` fixture sets (OLLAMA_HOST, OPENAI_BASE_URL)."""
 import asyncio
 import os
+import time
 
 REVIEWERS = ["security", "performance", "style"]
 TASK = "Review this change: the cache now expires entries lazily. Look the change up first."
@@ -20,12 +24,29 @@ def lookup_change(topic: str) -> str:
     return f"The change to {topic}: entries expire when read, not on a timer."
 
 
-def _langgraph(name):
+async def lookup_change_blocking(topic: str) -> str:
+    """Look up a change by topic: its diff summary."""
+    time.sleep(0.3)  # the bug: a blocking call inside async def holds the event loop
+    return lookup_change(topic)
+
+
+async def lookup_change_awaited(topic: str) -> str:
+    """Look up a change by topic: its diff summary."""
+    await asyncio.sleep(0.3)
+    return lookup_change(topic)
+
+
+# The same name for every variant: the model's call (and its length in tokens) is the same.
+lookup_change_blocking.__name__ = lookup_change_awaited.__name__ = "lookup_change"
+TOOLS = {"plain": lookup_change, "blocking": lookup_change_blocking, "awaited": lookup_change_awaited}
+
+
+def _langgraph(name, tool):
     from langchain_ollama import ChatOllama
     from langgraph.prebuilt import create_react_agent
 
     agent = create_react_agent(
-        ChatOllama(model=MODEL, num_predict=30), [lookup_change], prompt=f"You are the {name} reviewer."
+        ChatOllama(model=MODEL, num_predict=30), [TOOLS[tool]], prompt=f"You are the {name} reviewer."
     )
 
     async def run():
@@ -35,7 +56,7 @@ def _langgraph(name):
     return run
 
 
-def _openai_agents(name, responses):
+def _openai_agents(name, responses, tool):
     from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner, function_tool
     from agents import set_tracing_disabled
     from openai import AsyncOpenAI
@@ -47,7 +68,7 @@ def _openai_agents(name, responses):
         name=name,
         instructions=f"You are the {name} reviewer.",
         model=kind(model=MODEL, openai_client=client),
-        tools=[function_tool(lookup_change)],
+        tools=[function_tool(TOOLS[tool])],
     )
 
     async def run():
@@ -103,12 +124,13 @@ def _autogen(name):
     return run
 
 
-def reviewer(framework: str, name: str):
-    """One reviewer agent of `framework`: an async callable that runs it once."""
+def reviewer(framework: str, name: str, tool: str = "plain"):
+    """One reviewer agent of `framework`: an async callable that runs it once. `tool`: the
+    lookup tool, `plain`, `blocking` or `awaited` (LangGraph and the OpenAI Agents SDK)."""
     if framework == "langgraph":
-        return _langgraph(name)
+        return _langgraph(name, tool)
     if framework in ("openai-agents-chat", "openai-agents-responses"):
-        return _openai_agents(name, responses=framework.endswith("responses"))
+        return _openai_agents(name, responses=framework.endswith("responses"), tool=tool)
     if framework == "pydantic-ai":
         return _pydantic_ai(name)
     if framework == "autogen":
@@ -116,8 +138,8 @@ def reviewer(framework: str, name: str):
     raise ValueError(f"unknown framework {framework!r}: one of {', '.join(FRAMEWORKS)}")
 
 
-async def review(framework: str, together: bool = True) -> list:
-    runs = [reviewer(framework, n) for n in REVIEWERS]
+async def review(framework: str, together: bool = True, tool: str = "plain") -> list:
+    runs = [reviewer(framework, n, tool) for n in REVIEWERS]
     if together:
         return await asyncio.gather(*(run() for run in runs))
     return [await run() for run in runs]  # the bug: each agent awaited before the next

@@ -12,7 +12,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ._binary import find_binary
 
@@ -40,6 +40,15 @@ class JudgeFailure(AssertionError):
         super().__init__(f"{headline}\n{judgement.explain()}")
 
 
+class ProbeNeeded(JudgeFailure):
+    """The verdict waits on a probe run: the gaps between the agents' calls could be their
+    own work or waiting for each other's, and one run cannot tell (cause `unprobed_gaps`).
+    Under pytest the `sim` fixture answers it by running the test once more as a probe run
+    (docs/python.md); elsewhere, `Simulator.judge_program` runs the program twice."""
+
+    __module__ = "sim_ollama"
+
+
 @dataclass(frozen=True)
 class Deployment:
     """What the deployment allows: `full`, `partial`, `no_speedup` or `unknown`, what limits
@@ -61,8 +70,11 @@ class Deployment:
 class Report:
     """The judge's report on the client: `parallel`, `partly_serialized`, `serialized` or
     `inconclusive`, the cause it blames in the client (`none`, `client`, `connection_pool`,
-    `client_lag`, `unknown_agents`, `unknown_deployment`, `nothing_to_judge`), why, and the
-    figures. `raw` is the whole report as the simulator sent it."""
+    `client_lag`, `unknown_agents`, `unknown_deployment`, `between_calls`, `unprobed_gaps`,
+    `nothing_to_judge`), why, and the figures. `gaps` says whether the gaps between the
+    agents' calls were their own work (`settled`, `unprobed`, `probed`, `known`, `void`, or
+    None where the agents could not be told apart). `raw` is the whole report as the
+    simulator sent it."""
 
     verdict: str
     cause: str
@@ -79,6 +91,12 @@ class Report:
     ideal_s: float
     saving: Optional[float]
     raw: Dict[str, Any] = field(repr=False, compare=False)
+    gaps: Optional[str] = None
+
+    @property
+    def needs_probe(self) -> bool:
+        """Whether the verdict waits on a probe run (the gaps between calls decide it)."""
+        return self.gaps == "unprobed"
 
     @classmethod
     def _from(cls, d: Dict[str, Any]) -> "Report":
@@ -98,6 +116,7 @@ class Report:
             allowed_s=t["allowed_s"],
             ideal_s=t["ideal_s"],
             saving=t.get("saving"),
+            gaps=(d.get("gaps") or {}).get("status"),
             raw=d,
         )
 
@@ -323,7 +342,36 @@ class Simulator:
 
     def mark(self) -> int:
         """Start a new judged window: the judge reads only requests after the mark."""
+        self._probing = False
         return int(self._request("POST", "/sim/mark", 10)["mark"])
+
+    def probe(self) -> int:
+        """The program judged since the mark is about to run again as a probe run: the
+        simulator holds answers back so its agents do their local work one at a time, and the
+        next `judge` compares the two runs (docs/judge.md, "The gaps between calls"). One per
+        mark. Returns the id of the probe run's first request."""
+        doc = self._request("POST", "/sim/probe", 10)
+        self._probing = True
+        return int(doc["probe"])
+
+    @property
+    def probing(self) -> bool:
+        """Whether a probe run was asked for since the mark."""
+        return getattr(self, "_probing", False)
+
+    def judge_program(self, program: Callable[[], Any], **options: Any) -> Judgement:
+        """Run `program` (a function; a coroutine function runs under `asyncio.run`), judge
+        it, and where the gaps between its agents' calls decide the verdict run it once more
+        as a probe run and judge both. `options` are `judge`'s. `program` must make the same
+        calls each time."""
+        self.mark()
+        _call(program)
+        j = self.judge(**options)
+        if not j.report.needs_probe:
+            return j
+        self.probe()
+        _call(program)
+        return self.judge(**options)
 
     def judge(
         self,
@@ -359,6 +407,8 @@ class Simulator:
         __tracebackhide__ = True  # pytest shows the test's line, not this module's
         j = self.judge(expect=expect, **options)
         if not j.passed:
+            if j.report.needs_probe and not self.probing:
+                raise ProbeNeeded(j, f"the agents were not judged {expect.replace('_', ' ')} (a probe run would settle it)")
             raise JudgeFailure(j, f"the agents were not judged {expect.replace('_', ' ')}")
         return j
 
@@ -389,3 +439,10 @@ class Simulator:
         state = self.urls[0] if self.urls and self._proc else "stopped"
         return f"Simulator({state})"
 
+
+
+def _call(program: Callable[[], Any]) -> None:
+    """Runs a program: a function, or a coroutine function under its own event loop."""
+    result = program()
+    if asyncio.iscoroutine(result):
+        asyncio.run(result)

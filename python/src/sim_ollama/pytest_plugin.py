@@ -16,6 +16,12 @@ Configure per test with a marker, or for the project in pytest's ini options:
 The marker takes every `Simulator` argument (preset, config, models, time_scale, seed,
 instances, num_parallel, args). The fixture works in sync tests and in async ones
 (pytest-asyncio): use `await sim.aassert_parallel()` there to keep the loop free.
+
+Where the verdict waits on a probe run (the gaps between the agents' calls could be their own
+work or waiting for each other's, and one run cannot tell: `sim.assert_parallel()` raises
+`ProbeNeeded`), the plugin runs the test body once more as a probe run, the simulator holding
+answers back so the agents do their local work one at a time, and the second
+`assert_parallel()` judges both runs. The test body must make the same calls each time.
 """
 from __future__ import annotations
 
@@ -24,7 +30,7 @@ from typing import Any, Dict, Iterator
 
 import pytest
 
-from ._sim import Simulator
+from ._sim import ProbeNeeded, Simulator
 
 _MARKER = "sim_ollama"
 
@@ -85,3 +91,18 @@ def sim(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iter
                 monkeypatch.setenv(key, "sim-ollama")
         s.mark()
         yield s
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Runs the test body once more as a probe run when its judge asked for one."""
+    try:
+        return (yield)
+    except ProbeNeeded:
+        s = getattr(item, "funcargs", {}).get("sim")
+        if not isinstance(s, Simulator) or s.probing:
+            raise
+    # Outside the handler, so a failure of the second run is reported on its own.
+    s.probe()
+    item.runtest()  # the body again: its assert_parallel() now judges both runs
+    return None

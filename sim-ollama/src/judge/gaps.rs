@@ -33,12 +33,17 @@ use crate::probe::ProbePlan;
 /// once: see `compare`.
 pub const LOCAL_WORK_FLOOR_US: u64 = 150_000;
 
-/// The own work each gap holds if the program's local work was done one agent at a time:
-/// the gap after the last request another agent sent inside it after local work of its own
-/// (at least [`LOCAL_WORK_FLOOR_US`]), never more than the gap as measured, hand-offs aside.
+/// The own work each gap holds if the program's local work was done one agent at a time.
+/// Two things show where: another agent's request sent inside a gap after local work of its
+/// own (at least [`LOCAL_WORK_FLOOR_US`]) shows the executor busy with that agent until then,
+/// so the gap's own work began no earlier; and the agents' gaps that overlap in time can hold,
+/// all together, no more work than the time they span (a blocked executor can also hold every
+/// agent's next call until the last tool is done, so that they all go out together, as
+/// LangGraph's tool node on one event loop does). Never more than the gap as measured,
+/// hand-offs aside; gaps under the floor are left as they are.
 pub(super) fn one_at_a_time(reqs: &[Req<'_>], links: &Links) -> Vec<u64> {
     let starts: Vec<u64> = reqs.iter().map(|q| q.start).collect();
-    (0..reqs.len())
+    let mut own: Vec<u64> = (0..reqs.len())
         .map(|i| {
             let Some(p) = links.from[i] else { return links.local[i] };
             let (a, b) = (reqs[p].end, reqs[i].start);
@@ -51,7 +56,35 @@ pub(super) fn one_at_a_time(reqs: &[Req<'_>], links: &Links) -> Vec<u64> {
                 .map_or(a, |k| reqs[k].start);
             links.local[i].min(b - last_other.max(a))
         })
-        .collect()
+        .collect();
+    // Clusters of overlapping gaps (of the floor or more): their own work fits in their span.
+    let mut gaps: Vec<(u64, u64, usize)> = (0..reqs.len())
+        .filter(|&i| links.local[i] >= LOCAL_WORK_FLOOR_US)
+        .filter_map(|i| links.from[i].map(|p| (reqs[p].end, reqs[i].start, i)))
+        .collect();
+    gaps.sort_unstable();
+    let mut k = 0;
+    while k < gaps.len() {
+        let (start, mut end) = (gaps[k].0, gaps[k].1);
+        let mut members = vec![gaps[k].2];
+        k += 1;
+        while k < gaps.len() && gaps[k].0 < end {
+            end = end.max(gaps[k].1);
+            members.push(gaps[k].2);
+            k += 1;
+        }
+        // Spread over the gaps in proportion to their lengths: any agent could have been the
+        // one that worked while the others waited, and the reading that gives no agent more
+        // than its share is the one that could hide the most.
+        let total: u64 = members.iter().map(|&i| links.local[i]).sum();
+        let span = end - start;
+        if total > span {
+            for &i in &members {
+                own[i] = own[i].min((links.local[i] as u128 * span as u128 / total as u128) as u64);
+            }
+        }
+    }
+    own
 }
 
 /// The verdict where the two readings disagree and no probe ran: inconclusive, with both
@@ -221,8 +254,10 @@ pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan
                 _ => false,
             };
             // Sent together with another agent's call although the probe released their
-            // answers apart: the agents wait for each other (a barrier).
+            // answers apart: the agents wait for each other (a barrier releases its waiters in
+            // one turn of the executor, a few milliseconds at most).
             let s = probe.reqs[j].start;
+            let together_us = tol.min(5_000);
             found.push(Gap {
                 i,
                 g,
@@ -231,7 +266,10 @@ pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan
                 expired,
                 // Data it carries from another agent: the wait for it is the program's design.
                 carries: first.links.from[i].is_some_and(|p| first.reqs[p].group != first.reqs[i].group),
-                together: probe.reqs.iter().any(|q| q.group != probe.reqs[j].group && q.start.abs_diff(s) <= tol),
+                together: probe
+                    .reqs
+                    .iter()
+                    .any(|q| q.group != probe.reqs[j].group && q.start.abs_diff(s) <= together_us),
             });
         }
     }
@@ -457,3 +495,6 @@ pub(super) fn probed(rep: &mut Report, f: &Findings, reqs: &[Req<'_>], links: &L
         _ => format!("{words} ({probe})"),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,328 @@
+//! The gaps between calls (issue 36) on constructed traces: the two readings of one run, a
+//! probe run beside it, and local work given by the program. Figures by hand in each comment;
+//! times in ms, three labelled agents a, b, c whose calls take 100 ms (their solo cost).
+
+use crate::judge::*;
+use crate::trace::{RequestTrace, TraceSnapshot};
+
+const MS: u64 = 1_000;
+
+fn call(id: u64, agent: &str, from: u64, to: u64) -> RequestTrace {
+    RequestTrace {
+        agent: agent.into(),
+        agent_label: Some(agent.into()),
+        client: format!("127.0.0.1:{}", 5000 + id),
+        solo_us: (to - from).min(100) * MS,
+        ..RequestTrace::ran(id, from * MS, to * MS)
+    }
+}
+
+/// A held answer: the probe released it at `to`, after holding it `held` ms.
+fn held(mut r: RequestTrace, held: u64) -> RequestTrace {
+    r.held_us = held * MS;
+    r.solo_us = 100 * MS;
+    r
+}
+
+fn trace(requests: Vec<RequestTrace>) -> TraceSnapshot {
+    TraceSnapshot {
+        schema_version: crate::trace::TRACE_SCHEMA_VERSION,
+        time_scale: 1.0,
+        dropped: 0,
+        requests: requests.into_iter().map(|r| RequestTrace { slots: 64, ..r }).collect(),
+        devices: vec![crate::trace::DeviceSharing { batch_penalty: 0.0, cross_process_efficiency: 1.0 }],
+    }
+}
+
+/// Three agents whose first calls end together at 100 and whose tools (`work`, ms each) ran
+/// one after another on one executor: each next call went out when the tools before it and
+/// its own were done. Ids 1-6.
+fn one_executor(work: [u64; 3]) -> Vec<RequestTrace> {
+    let mut reqs = vec![call(1, "a", 0, 100), call(2, "b", 0, 100), call(3, "c", 0, 100)];
+    let mut t = 100;
+    for (k, (agent, w)) in ["a", "b", "c"].iter().zip(work).enumerate() {
+        t += w;
+        reqs.push(call(4 + k as u64, agent, t, t + 100));
+    }
+    reqs
+}
+
+/// The same agents with their tools running together: each next call `work` after 100.
+fn together(work: [u64; 3], first_id: u64, at: u64) -> Vec<RequestTrace> {
+    let mut reqs: Vec<RequestTrace> =
+        ["a", "b", "c"].iter().enumerate().map(|(k, a)| call(first_id + k as u64, a, at, at + 100)).collect();
+    for (k, (agent, w)) in ["a", "b", "c"].iter().zip(work).enumerate() {
+        let t = at + 100 + w;
+        reqs.push(call(first_id + 3 + k as u64, agent, t, t + 100));
+    }
+    reqs
+}
+
+/// A probe run of three agents, ids from `first_id`, starting at `at`: their first answers
+/// released one at a time, each when the agent before had sent its next call, each agent
+/// working `work` ms.
+fn probe_run(work: [u64; 3], first_id: u64, at: u64) -> Vec<RequestTrace> {
+    let mut reqs = Vec::new();
+    let mut release = at + 100;
+    let mut seconds = Vec::new();
+    for (k, (agent, w)) in ["a", "b", "c"].iter().zip(work).enumerate() {
+        reqs.push(held(call(first_id + k as u64, agent, at, release), release - (at + 100)));
+        let next = release + w;
+        seconds.push(call(first_id + 3 + k as u64, agent, next, next + 100));
+        release = next;
+    }
+    reqs.extend(seconds);
+    reqs
+}
+
+#[test]
+fn tools_that_took_turns_on_one_executor_are_inconclusive_in_one_run_and_caught_by_a_probe() {
+    // One run: gaps 300, 600, 900 (tools of 300 ms one after another). As the agents' own
+    // work: local 1800, ideal 100 + 900 + 100 = 1100 = took: parallel. As local work one agent
+    // at a time: b's own work began at a's call (400), c's at b's (700): at most 300 each; and
+    // the three gaps span 900 ms, their 1800 ms spread in proportion: at most 150, 300, 450.
+    // The least of both: 150 + 300 + 300 = 750, one at a time 600 + 750 = 1350, ideal 500,
+    // saving (1350 - 1100) / (1350 - 500) = 29 %: the readings disagree.
+    let first = one_executor([300, 300, 300]);
+    let r = judge(&trace(first.clone()), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert_eq!(r.cause, Cause::UnprobedGaps, "{r}");
+    assert!(r.needs_probe(), "{r}");
+    let g = r.gaps.as_ref().expect("gaps read");
+    assert_eq!(g.status, GapsStatus::Unprobed);
+    assert!(close(g.one_at_a_time_local_s, 0.75), "{g:?}");
+    assert_eq!(g.one_at_a_time_verdict, Verdict::PartlySerialized);
+    assert!(r.reason.contains("a probe run can"), "{}", r.reason);
+
+    // The probe run: each tool alone took 300 ms. b waited 300, c 600 for the others' tools:
+    // own work 900, the figures of the second reading: partly serialized, between calls.
+    let mut both = first;
+    both.extend(probe_run([300, 300, 300], 7, 2000));
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(7));
+    assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
+    assert_eq!(r.cause, Cause::BetweenCalls, "{r}");
+    assert!(!r.needs_probe());
+    assert!(close(r.time.local_s, 0.9), "{r}");
+    assert!(close(r.time.ideal_s, 0.5), "{r}");
+    assert!(close(r.time.saving.unwrap(), 0.4), "{r}");
+    let g = r.gaps.as_ref().expect("gaps read");
+    assert_eq!(g.status, GapsStatus::Probed);
+    let waited: Vec<(&str, u64)> = g.waits.iter().map(|w| (w.agent.as_str(), w.request)).collect();
+    assert_eq!(waited, [("b", 5), ("c", 6)], "{g:?}");
+    assert!(g.waits.iter().all(|w| w.kind == WaitKind::LocalWork && w.own_s.is_some_and(|o| close(o, 0.3))));
+    assert!(r.reason.contains("one agent at a time: a blocking call or CPU work holding the executor"), "{}", r.reason);
+    assert!(close(g.probe_took_s.unwrap(), 1.1), "the probe run: 2000 to 3100: {g:?}");
+    assert!(close(g.held_s.unwrap(), 0.9), "b held 300, c 600: {g:?}");
+}
+
+#[test]
+fn tools_of_very_different_lengths_that_ran_together_are_confirmed_by_the_probe() {
+    // Tools of 100, 300 and 600 ms together: next calls at 200, 400, 700, took 800. One at a
+    // time: a's 100 ms is under the floor (no executor turn worth waiting for), c's own work
+    // began at b's call (400): 300; one at a time 600 + 700, ideal 500, saving 62.5 %: a probe.
+    let first = together([100, 300, 600], 1, 0);
+    let r = judge(&trace(first.clone()), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    // The probe measures 100, 300 and 600 again: every gap the agent's own work.
+    let mut both = first;
+    both.extend(probe_run([100, 300, 600], 7, 2000));
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(7));
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert_eq!(r.cause, Cause::None);
+    let g = r.gaps.as_ref().expect("gaps read");
+    assert_eq!(g.status, GapsStatus::Probed);
+    assert!(g.waits.is_empty(), "{g:?}");
+    assert!(g.reason.contains("every gap between calls as the agent's own work"), "{}", g.reason);
+    assert!(close(r.time.local_s, 1.0), "{r}");
+}
+
+#[test]
+fn equal_tools_that_ran_together_ask_for_a_probe_and_it_confirms_them() {
+    // Tools of 300 ms each, together: the three gaps span 304 ms. One run cannot tell them
+    // from three 100 ms tools on one executor that held every call until the last was done:
+    // a probe. It measures 300 ms each: the agents' own work, parallel.
+    let first = together([300, 302, 304], 1, 0);
+    let r = judge(&trace(first.clone()), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert!(r.needs_probe());
+    let mut both = first;
+    both.extend(probe_run([300, 302, 304], 7, 2000));
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(7));
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert!(r.gaps.as_ref().is_some_and(|g| g.status == GapsStatus::Probed && g.waits.is_empty()), "{r}");
+}
+
+#[test]
+fn a_client_librarys_own_processing_between_calls_never_asks_for_a_probe() {
+    // 60 ms of processing per answer on one executor (gaps 60, 120, 180): read one agent at a
+    // time the program would save (780 - 380) / (780 - 260) = 77 %, but work under the floor
+    // (150 ms) is a library's turn on the executor, not something to wait for: one reading.
+    let r = judge(&trace(one_executor([60, 60, 60])), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    let g = r.gaps.as_ref().expect("gaps read");
+    assert_eq!(g.status, GapsStatus::Settled, "{g:?}");
+    assert!(close(g.one_at_a_time_local_s, r.time.local_s), "{g:?}");
+}
+
+#[test]
+fn tools_that_held_every_agents_next_call_until_the_last_was_done_ask_for_a_probe() {
+    // Tools of 300 ms one after another on one executor, and every next call held until the
+    // last tool was done (LangGraph's tool node on one event loop): the three calls go out
+    // together at 1000. No call inside the gaps shows the turns; their sum does: 2700 ms of
+    // gaps in 900 ms. Read one agent at a time: 300 each, saving 40 %: a probe is needed.
+    let mut reqs = vec![call(1, "a", 0, 100), call(2, "b", 0, 100), call(3, "c", 0, 100)];
+    for (k, agent) in ["a", "b", "c"].iter().enumerate() {
+        reqs.push(call(4 + k as u64, agent, 1000 + k as u64, 1100 + k as u64));
+    }
+    let r = judge(&trace(reqs), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    let g = r.gaps.as_ref().expect("gaps read");
+    // a's call went out first: at most 900 ms its own, at most its 300 ms share of the span;
+    // b's and c's own work began at a's call: a millisecond each.
+    assert!((g.one_at_a_time_local_s - 0.302).abs() < 0.001, "{g:?}");
+}
+
+#[test]
+fn one_agents_chunk_of_work_that_held_the_others_once_is_not_counted() {
+    // a worked 300 ms; b and c, 20 ms each, went out after it (gaps 320 and 340): one chunk,
+    // once, the way a client library's first use holds every agent on one executor. The probe
+    // finds b and c waited, but for one chunk only: not counted, the gaps stay as measured.
+    let first = one_executor([300, 20, 20]);
+    let mut both = first;
+    both.extend(probe_run([300, 20, 20], 7, 2000));
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(7));
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    let g = r.gaps.as_ref().expect("gaps read");
+    assert!(g.waits.is_empty(), "{g:?}");
+    assert!(g.reason.contains("one agent's local work of 0.30 s, once"), "{}", g.reason);
+    assert!(close(r.time.local_s, 0.96), "the gaps as measured, 300 + 320 + 340: {r}");
+}
+
+#[test]
+fn a_gap_that_outlasts_its_expiry_waited_for_an_answer_the_probe_held() {
+    // a, b, c step in rounds: after their first answers (100) they work 100, 300, 600 ms and
+    // wait for each other, all sending their next calls at 700. In the probe run a's answer
+    // goes out first; its gap expires (1.25 x 600 + 20 ms), b's and c's answers follow; all
+    // three next calls go out together at 2100 + 100 + 1520 = 3720.
+    let mut first = vec![call(1, "a", 0, 100), call(2, "b", 0, 100), call(3, "c", 0, 100)];
+    for (k, agent) in ["a", "b", "c"].iter().enumerate() {
+        first.push(call(4 + k as u64, agent, 700 + k as u64, 800 + k as u64));
+    }
+    // One run cannot tell it from a blocked executor that held the calls: a probe.
+    let r = judge(&trace(first.clone()), &JudgeOptions::new());
+    assert!(r.needs_probe(), "{r}");
+    let mut both = first;
+    both.extend([
+        held(call(7, "a", 2000, 2100), 0),
+        held(call(8, "b", 2000, 2870), 770),
+        held(call(9, "c", 2000, 3120), 1020),
+        call(10, "a", 3720, 3820),
+        call(11, "b", 3721, 3821),
+        call(12, "c", 3722, 3822),
+    ]);
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(7));
+    let g = r.gaps.as_ref().expect("gaps read");
+    assert_eq!(g.status, GapsStatus::Probed);
+    let kinds: Vec<(&str, WaitKind, bool)> =
+        g.waits.iter().map(|w| (w.agent.as_str(), w.kind, w.own_s.is_some())).collect();
+    assert_eq!(
+        kinds,
+        [("a", WaitKind::Barrier, false), ("b", WaitKind::Barrier, false)],
+        "a and b waited past their expiry and went out with c; c, the slowest, did not wait"
+    );
+    assert!(g.reason.contains("a barrier (a gather per round?)"), "{}", g.reason);
+    // Read as waiting, a's and b's gaps are no work of theirs; c's 600 ms still makes the
+    // run: in one round the barrier cost nothing, and the verdict says so.
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert!(g.reason.contains("too little to change the verdict"), "{}", g.reason);
+}
+
+#[test]
+fn a_barrier_that_costs_time_is_never_read_parallel() {
+    // Two rounds, each with another agent slowest: round 1 a 100, b 300, c 600 ms; round 2
+    // a 600, b 100, c 300. With the barrier each round costs its slowest: calls at 700 and
+    // 1400, took 1500. On their own the agents' chains would be 100 + 100 + 100 + 600 + 100 =
+    // 1000 (a), 700 (b) and 1200 (c): the barrier lost 300 ms.
+    let mut first = vec![call(1, "a", 0, 100), call(2, "b", 0, 100), call(3, "c", 0, 100)];
+    for (k, agent) in ["a", "b", "c"].iter().enumerate() {
+        first.push(call(4 + k as u64, agent, 700, 800));
+        first.push(call(7 + k as u64, agent, 1400, 1500));
+    }
+    // One run: the calls of each round went out together after gaps of 600 ms; read one agent
+    // at a time, the three gaps hold 600 ms of work between them, not 1800: a blocked executor
+    // and a barrier look the same from one run.
+    let r = judge(&trace(first.clone()), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert!(r.needs_probe(), "{r}");
+    // The probe run: in each round the answers go out one at a time, each after the gap
+    // before it expired, and the calls all go out together once the slowest is done.
+    let mut both = first;
+    both.extend([
+        held(call(10, "a", 2000, 2100), 0),
+        held(call(11, "b", 2000, 2870), 770),
+        held(call(12, "c", 2000, 3641), 1541),
+        call(13, "a", 4241, 4341),
+        call(14, "b", 4241, 4341),
+        call(15, "c", 4241, 4341),
+        call(16, "a", 5500, 5600),
+        call(17, "b", 5500, 5600),
+        call(18, "c", 5500, 5600),
+    ]);
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(10));
+    let g = r.gaps.as_ref().expect("gaps read");
+    assert!(g.waits.iter().any(|w| w.kind == WaitKind::Barrier), "{g:?}");
+    assert_ne!(r.verdict, Verdict::Parallel, "{r}");
+}
+
+#[test]
+fn a_probe_run_that_made_other_calls_is_void_and_the_verdict_stays_unprobed() {
+    let mut both = one_executor([300, 300, 300]);
+    // b makes one call only in the probe run.
+    let mut probe = probe_run([300, 300, 300], 7, 2000);
+    probe.retain(|r| r.id != 11);
+    both.extend(probe);
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(7));
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert_eq!(r.cause, Cause::UnprobedGaps);
+    let g = r.gaps.as_ref().expect("gaps read");
+    assert_eq!(g.status, GapsStatus::Void);
+    assert!(
+        r.reason.contains("the probe run is void: agent b made 2 calls in the run judged and 1 in the probe run"),
+        "{}",
+        r.reason
+    );
+    // A probe run the caller knows failed is void for its reason.
+    let r = judge(&trace(one_executor([300, 300, 300])), &JudgeOptions::new().probe_since(7).probe_void("it crashed"));
+    assert!(r.reason.contains("the probe run is void: it crashed"), "{}", r.reason);
+    assert!(!r.needs_probe(), "a void probe is not asked for again");
+}
+
+#[test]
+fn local_work_the_program_gives_settles_the_gaps_without_a_probe() {
+    // The harness knows each agent worked 300 ms before its second call.
+    let known = [(4, 300), (5, 300), (6, 300)].map(|(id, ms)| (id, std::time::Duration::from_millis(ms)));
+    let r = judge(&trace(one_executor([300, 300, 300])), &JudgeOptions::new().known_local_work(known));
+    assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
+    assert_eq!(r.cause, Cause::BetweenCalls, "{r}");
+    assert_eq!(r.gaps.as_ref().map(|g| g.status), Some(GapsStatus::Known));
+    assert!(r.reason.contains("as the program gave it"), "{}", r.reason);
+    // The same work done together: parallel, no waits.
+    let known = [(4, 300), (5, 300), (6, 300)].map(|(id, ms)| (id, std::time::Duration::from_millis(ms)));
+    let r = judge(&trace(together([300, 300, 300], 1, 0)), &JudgeOptions::new().known_local_work(known));
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert!(r.gaps.as_ref().is_some_and(|g| g.waits.is_empty()));
+}
+
+#[test]
+fn the_probe_plan_holds_each_agents_gaps_in_order() {
+    let t = trace(one_executor([300, 300, 300]));
+    let plan = probe_plan(&t, &JudgeOptions::new());
+    assert_eq!(plan.gaps.get("label:a"), Some(&vec![300 * MS]));
+    assert_eq!(plan.gaps.get("label:c"), Some(&vec![900 * MS]));
+    assert_eq!(plan.longest_gap_us, 900 * MS);
+    assert_eq!(plan.tolerance_us, 20 * MS, "a quarter of the 100 ms calls, at most 20 ms");
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-6
+}

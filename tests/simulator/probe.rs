@@ -1,0 +1,196 @@
+//! Probe runs (issue 36): the simulator holds answers back so that the agents do their local
+//! work one at a time, and the judge compares the two runs. Agents here are threads making
+//! blocking HTTP calls, their "tools" sleeps, free or behind a shared lock.
+
+use crate::util::raw_blocking;
+use sim_ollama::judge::{Cause, GapsStatus, JudgeOptions, Verdict, WaitKind};
+use sim_ollama::{SimBuilder, SimHandle};
+use std::net::SocketAddr;
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+/// A short call of one agent (20 tokens at time scale 0.1: a few tens of milliseconds).
+fn call(addr: SocketAddr, agent: Option<&str>, turn: u32) {
+    let body = format!(
+        r#"{{"model":"gemma3","prompt":"Turn {turn} of {}.","stream":false,"options":{{"num_predict":20}}}}"#,
+        agent.unwrap_or("someone")
+    );
+    let headers: Vec<(&str, &str)> = agent.map(|a| vec![("X-Agent", a)]).unwrap_or_default();
+    let r = raw_blocking(addr, "POST", "/api/generate", Some(&body), &headers);
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+/// How three agents do their 300 ms of work between their two calls.
+#[derive(Clone, Copy)]
+enum Tools {
+    /// Each on its own.
+    Together,
+    /// One at a time, behind one lock (as tools on one blocked executor take turns).
+    OneAtATime,
+}
+
+/// Three labelled agents: a call, 300 ms of work, a second call.
+fn agents(addr: SocketAddr, tools: Tools) {
+    let lock = Arc::new(Mutex::new(()));
+    std::thread::scope(|s| {
+        for agent in ["a", "b", "c"] {
+            let lock = Arc::clone(&lock);
+            s.spawn(move || {
+                call(addr, Some(agent), 1);
+                match tools {
+                    Tools::Together => std::thread::sleep(Duration::from_millis(300)),
+                    Tools::OneAtATime => {
+                        let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
+                        std::thread::sleep(Duration::from_millis(300));
+                    }
+                }
+                call(addr, Some(agent), 2);
+            });
+        }
+    });
+}
+
+fn sim() -> SimHandle {
+    SimBuilder::new().preset("ideal").unwrap().time_scale(0.1).preload("gemma3").start().unwrap()
+}
+
+/// Runs the agents, then again as a probe run; returns the judge's report on both.
+fn probed(sim: &SimHandle, tools: Tools) -> sim_ollama::Report {
+    let opts = JudgeOptions::new().since(sim.trace_mark());
+    agents(sim.addrs()[0], tools);
+    sim.wait_idle(Duration::from_secs(5)).unwrap();
+    let probe = sim.begin_probe(&opts);
+    agents(sim.addrs()[0], tools);
+    sim.wait_idle(Duration::from_secs(5)).unwrap();
+    sim.end_probe();
+    sim.judge(&opts.probe_since(probe))
+}
+
+#[test]
+fn a_probe_run_holds_answers_so_the_agents_work_one_at_a_time_and_tells_waiting_from_work() {
+    let sim = sim();
+    // Tools one at a time: the second agent to get the lock waited 300 ms, the third 600.
+    let r = probed(&sim, Tools::OneAtATime);
+    let g = r.gaps.clone().expect("gaps read");
+    assert_eq!(g.status, GapsStatus::Probed, "{r}");
+    assert_ne!(r.verdict, Verdict::Parallel, "{r}");
+    assert_eq!(r.cause, Cause::BetweenCalls, "{r}");
+    assert_eq!(g.waits.len(), 2, "two of the three agents waited: {g:?}");
+    assert!(g.waits.iter().all(|w| w.kind == WaitKind::LocalWork), "{g:?}");
+    // Each agent's own work, as the probe measured it: its 300 ms, not the lock's wait.
+    for w in &g.waits {
+        let own = w.own_s.expect("measured");
+        assert!((0.28..0.40).contains(&own), "300 ms of work, give or take the scheduling: {w:?}");
+    }
+    // The probe held the later answers while an agent worked: 300 ms and 600 ms or so.
+    let held: Vec<u64> = sim.trace().requests.iter().filter(|r| r.held_us > 0).map(|r| r.held_us).collect();
+    assert!(held.len() >= 2 && held.iter().sum::<u64>() >= 800_000, "{held:?}");
+
+    // Tools together: the probe measures the same 300 ms each, no one waited: parallel.
+    let r = probed(&sim, Tools::Together);
+    let g = r.gaps.clone().expect("gaps read");
+    assert!(matches!(g.status, GapsStatus::Probed | GapsStatus::Settled), "{r}");
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert!(g.waits.is_empty(), "{g:?}");
+}
+
+#[test]
+fn an_agent_waiting_for_an_answer_the_probe_holds_is_released_when_its_gap_expires() {
+    // Two agents meet at a barrier between their calls: in the probe run the first agent's
+    // gap stays open (it waits for the other), so the other's answer is held until that gap
+    // expires (1.25 x its first-run length, plus the tolerance). Nothing hangs.
+    let sim = sim();
+    let addr = sim.addrs()[0];
+    let run = || {
+        let barrier = Arc::new(Barrier::new(2));
+        std::thread::scope(|s| {
+            for (agent, work) in [("a", 100), ("b", 250)] {
+                let barrier = Arc::clone(&barrier);
+                s.spawn(move || {
+                    call(addr, Some(agent), 1);
+                    std::thread::sleep(Duration::from_millis(work));
+                    barrier.wait();
+                    call(addr, Some(agent), 2);
+                });
+            }
+        });
+    };
+    let opts = JudgeOptions::new().since(sim.trace_mark());
+    run();
+    sim.wait_idle(Duration::from_secs(5)).unwrap();
+    let probe = sim.begin_probe(&opts);
+    let started = Instant::now();
+    run();
+    // First answers at once; the first released opens a gap of about 250 ms in the first run
+    // (a waited for b), expiring after about 330 ms; then the other goes out, works 100-250
+    // ms, both send. Well under two seconds; a hold with no expiry would never end.
+    assert!(started.elapsed() < Duration::from_secs(3), "the probe run took {:?}", started.elapsed());
+    sim.wait_idle(Duration::from_secs(5)).unwrap();
+    sim.end_probe();
+    let held = sim.trace().requests.iter().filter(|r| r.id >= probe && r.held_us > 0).count();
+    assert_eq!(held, 1, "one answer was held, until the gap before it expired");
+    let r = sim.judge(&opts.probe_since(probe));
+    assert_eq!(r.gaps.as_ref().map(|g| g.status), Some(GapsStatus::Probed), "{r}");
+}
+
+#[test]
+fn requests_of_no_known_agent_are_never_held() {
+    // Unlabelled generate calls carry no conversation: the probe cannot tell whose they are,
+    // so it holds none of them back.
+    let sim = sim();
+    let addr = sim.addrs()[0];
+    let run = || {
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(move || {
+                    call(addr, None, 1);
+                    std::thread::sleep(Duration::from_millis(200));
+                    call(addr, None, 2);
+                });
+            }
+        });
+    };
+    let opts = JudgeOptions::new().since(sim.trace_mark());
+    run();
+    sim.wait_idle(Duration::from_secs(5)).unwrap();
+    let probe = sim.begin_probe(&opts);
+    run();
+    sim.wait_idle(Duration::from_secs(5)).unwrap();
+    sim.end_probe();
+    assert!(sim.trace().requests.iter().all(|r| r.held_us == 0), "nothing held");
+    // Their agents cannot be matched across runs: the probe is void, and says why.
+    let r = sim.judge(&opts.probe_since(probe));
+    assert!(r.gaps.is_none(), "a program judged as a whole has no agents' gaps: {r}");
+}
+
+#[test]
+fn over_http_a_probe_run_is_asked_for_between_the_mark_and_the_judge() {
+    let sim = sim();
+    let addr = sim.addrs()[0];
+    raw_blocking(addr, "POST", "/sim/mark", None, &[]);
+    agents(addr, Tools::OneAtATime);
+    let first = raw_blocking(addr, "GET", "/sim/judge", None, &[]).json();
+    assert_eq!(first["report"]["cause"], "unprobed_gaps", "{first}");
+    assert_eq!(first["report"]["gaps"]["status"], "unprobed", "{first}");
+    let r = raw_blocking(addr, "POST", "/sim/probe", None, &[]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let started = r.json();
+    assert_eq!(started["agents"], 3, "{started}");
+    // One probe run per mark.
+    let again = raw_blocking(addr, "POST", "/sim/probe", None, &[]);
+    assert_eq!(again.status, 400, "{}", again.text());
+    assert!(
+        again.json()["error"].as_str().is_some_and(|e| e.contains("a probe run has already begun")),
+        "{}",
+        again.text()
+    );
+    agents(addr, Tools::OneAtATime);
+    let doc = raw_blocking(addr, "GET", "/sim/judge?expect=parallel", None, &[]).json();
+    assert_eq!(doc["report"]["gaps"]["status"], "probed", "{doc}");
+    assert_eq!(doc["report"]["cause"], "between_calls", "{doc}");
+    assert_eq!(doc["passed"], false, "{doc}");
+    // A new mark starts over: a probe may be asked for again.
+    raw_blocking(addr, "POST", "/sim/mark", None, &[]);
+    let r = raw_blocking(addr, "POST", "/sim/probe", None, &[]);
+    assert_eq!(r.status, 200, "{}", r.text());
+}
