@@ -315,3 +315,22 @@ fn python_tools_that_run_together_are_parallel_whatever_their_lengths() {
         assert_eq!(v, Verdict::Parallel, "{what}: {words}");
     }
 }
+
+/// Issue 36 in Node (fixtures/clients/node_gaps.mjs): a tool that holds the event loop
+/// (execSync, a busy loop, Atomics.wait) makes the agents wait for each other between their
+/// calls; awaited timers (of very different lengths) and a worker thread do not.
+#[test]
+fn node_tools_that_hold_the_event_loop_are_caught_and_their_twins_are_parallel() {
+    let (node, script) = (node(), fixture("node_gaps.mjs"));
+    let programs =
+        [("execsync", true), ("busy", false), ("atomics", true), ("timer", false), ("worker", true), ("uneven", false)]
+            .map(|(m, l)| (format!("{m}, labelled {l}"), cmd(&[&node, &script, m], l)));
+    for (what, v, cause, words) in judged_in_pairs(programs.to_vec()) {
+        if ["execsync", "busy", "atomics"].iter().any(|m| what.starts_with(m)) {
+            assert!(matches!(v, Verdict::PartlySerialized | Verdict::Serialized), "{what}: {words}");
+            assert_eq!(cause, sim_ollama::judge::Cause::BetweenCalls, "{what}: {words}");
+        } else {
+            assert_eq!(v, Verdict::Parallel, "{what}: {words}");
+        }
+    }
+}

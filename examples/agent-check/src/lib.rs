@@ -13,6 +13,10 @@
 //! - [`Bug::OnePermit`]: a `Semaphore` with one permit around every call.
 //! - [`Bug::BlockingCall`]: a blocking HTTP call inside the async agent (a `std::net` request
 //!   on a current-thread runtime).
+//!
+//! [`run_with_tool`] runs the same agents with a tool between their two turns ([`Tool`]): awaited
+//! or on tokio's blocking pool, correct; `std::thread::sleep` inside the async agent, the bug
+//! that makes agents on a current-thread runtime wait for each other's tools (issue 36).
 
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -85,12 +89,36 @@ fn chat_blocking(p: &Program, name: &str, history: &[serde_json::Value]) -> Resu
     Ok(serde_json::from_str(json)?)
 }
 
+/// The work an agent does between its two turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    /// An awaited timer of this many milliseconds.
+    Awaited(u64),
+    /// `std::thread::sleep` on `tokio::task::spawn_blocking`, awaited.
+    BlockingPool(u64),
+    /// The bug: `std::thread::sleep` inside the async agent, holding its executor's thread.
+    Blocking(u64),
+}
+
+impl Tool {
+    async fn run(self) {
+        match self {
+            Tool::Awaited(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+            Tool::BlockingPool(ms) => {
+                let _ = tokio::task::spawn_blocking(move || std::thread::sleep(Duration::from_millis(ms))).await;
+            }
+            Tool::Blocking(ms) => std::thread::sleep(Duration::from_millis(ms)),
+        }
+    }
+}
+
 async fn agent(
     client: reqwest::Client,
     p: Arc<Program>,
     name: String,
     mutex: Arc<tokio::sync::Mutex<()>>,
     permit: Arc<tokio::sync::Semaphore>,
+    tool: Tool,
 ) -> Result<u64, Error> {
     let mut history = vec![serde_json::json!({"role": "system", "content": format!("You are {name}.")})];
     let mut tokens = 0;
@@ -110,7 +138,7 @@ async fn agent(
         };
         tokens += reply["eval_count"].as_u64().unwrap_or(0);
         history.push(serde_json::json!({"role": "assistant", "content": reply["message"]["content"]}));
-        tokio::time::sleep(Duration::from_millis(10)).await; // local work between turns
+        tool.run().await; // local work between turns
     }
     Ok(tokens)
 }
@@ -118,6 +146,11 @@ async fn agent(
 /// Runs the program's agents; returns the tokens each received. Call it on any tokio runtime
 /// (the blocking bug shows on a current-thread one, where `#[tokio::test]` runs).
 pub async fn run(p: Program) -> Result<Vec<u64>, Error> {
+    run_with_tool(p, Tool::Awaited(10)).await
+}
+
+/// [`run`] with `tool` as each agent's work between its turns.
+pub async fn run_with_tool(p: Program, tool: Tool) -> Result<Vec<u64>, Error> {
     let p = Arc::new(p);
     let client = reqwest::Client::new();
     let mutex = Arc::new(tokio::sync::Mutex::new(()));
@@ -126,12 +159,14 @@ pub async fn run(p: Program) -> Result<Vec<u64>, Error> {
     let mut counts = Vec::new();
     if p.bug == Bug::AwaitedInTurn {
         for n in names {
-            counts.push(agent(client.clone(), Arc::clone(&p), n, Arc::clone(&mutex), Arc::clone(&permit)).await?);
+            counts.push(agent(client.clone(), Arc::clone(&p), n, Arc::clone(&mutex), Arc::clone(&permit), tool).await?);
         }
     } else {
         let tasks: Vec<_> = names
             .into_iter()
-            .map(|n| tokio::spawn(agent(client.clone(), Arc::clone(&p), n, Arc::clone(&mutex), Arc::clone(&permit))))
+            .map(|n| {
+                tokio::spawn(agent(client.clone(), Arc::clone(&p), n, Arc::clone(&mutex), Arc::clone(&permit), tool))
+            })
             .collect();
         for t in tasks {
             counts.push(t.await??);

@@ -1,7 +1,7 @@
 //! The program's agents run against the simulator, and the judge says whether they ran
 //! together: the correct program passes, every bug fails, labelled or not.
 
-use agent_check::{Bug, Program, run};
+use agent_check::{Bug, Program, Tool, run, run_with_tool};
 use sim_ollama::{JudgeOptions, Report, SimBuilder, Verdict};
 
 /// Runs the program against a fresh simulator set up for judging (an ideal deployment, so any
@@ -110,5 +110,38 @@ async fn a_blocking_call_inside_async_code_is_serialized() {
     for labelled in [true, false] {
         let r = judged(Bug::BlockingCall, labelled).await;
         assert_eq!(r.verdict, Verdict::Serialized, "labelled {labelled}: {r}");
+    }
+}
+
+/// Issue 36: agents on a current-thread runtime (`#[tokio::test]`'s) whose tool between two
+/// turns is `std::thread::sleep` wait for each other's tools; one run cannot tell, so
+/// `judge_program` runs the program again as a probe run, and the cause is the work between
+/// calls. The same tool awaited, or on the blocking pool, is parallel.
+async fn judged_with_tool(tool: Tool, labelled: bool) -> Report {
+    let sim = SimBuilder::judging("gemma3").start().expect("simulator starts");
+    let base = sim.url().to_string();
+    sim.judge_program(&JudgeOptions::new(), || {
+        let program = Program { base: base.clone(), agents: 3, labelled, bug: Bug::None };
+        async move {
+            run_with_tool(program, tool).await.expect("agents ran");
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_tool_that_blocks_the_executor_between_calls_is_caught() {
+    for labelled in [true, false] {
+        let report = judged_with_tool(Tool::Blocking(300), labelled).await;
+        assert!(matches!(report.verdict, Verdict::PartlySerialized | Verdict::Serialized), "{report}");
+        assert_eq!(report.cause, sim_ollama::judge::Cause::BetweenCalls, "{report}");
+    }
+}
+
+#[tokio::test]
+async fn a_tool_awaited_or_on_the_blocking_pool_is_parallel() {
+    for tool in [Tool::Awaited(300), Tool::BlockingPool(300)] {
+        let report = judged_with_tool(tool, true).await;
+        assert_eq!(report.verdict, Verdict::Parallel, "{tool:?}: {report}");
     }
 }
