@@ -594,7 +594,7 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
                 d.local_work_scale = Some(calibrate_local_work(exec, &d, s, &agents, plan.timeout));
             }
             let variant_control = runtime::info(rt).and_then(|v| v.control);
-            let control = CellControl {
+            let mut control = CellControl {
                 bug: variant_control.map(|c| c.bug),
                 idle: variant_control.and_then(|c| c.idle(&agents)),
             };
@@ -624,6 +624,11 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
             for slot in 0..=plan.runs {
                 for _ in 0..slots[slot] {
                     round(exec, &mut rounds, &mut solo_itl, progress);
+                }
+                if control.idle.is_none() && rounds.len() > 0 {
+                    // Whether the bug can cost enough to judge: known once the agents ran alone.
+                    control.idle =
+                        variant_control.and_then(|c| c.idle_by_cost(&agents, &rounds.medians(), d.local_scale()));
                 }
                 if slot == plan.runs {
                     break;

@@ -79,6 +79,8 @@ pub enum Reach {
     AnyTwoAgents,
     /// Only agents that share a server (one connection per server).
     AgentsSharingAServer,
+    /// Only agents that do local work between their calls (a blocked executor in that work).
+    AgentsWithLocalWork,
 }
 
 impl Control {
@@ -91,8 +93,60 @@ impl Control {
             *per_instance.entry(a.instance).or_default() += 1;
         }
         let shared = per_instance.values().any(|n| *n >= 2);
-        (self.reach == Reach::AgentsSharingAServer && !shared)
-            .then_some("one agent per server, so one connection per server holds nothing back")
+        let calls = |a: &AgentPlan| a.calls.len();
+        let works = agents.iter().any(|a| {
+            a.calls
+                .iter()
+                .enumerate()
+                .any(|(i, c)| c.tool_work_ms.is_some_and(|w| w > 0.0) || (i + 1 < calls(a) && c.local_work_ms > 0.0))
+        });
+        match self.reach {
+            Reach::AnyTwoAgents => None,
+            Reach::AgentsSharingAServer => {
+                (!shared).then_some("one agent per server, so one connection per server holds nothing back")
+            }
+            Reach::AgentsWithLocalWork => (!works).then_some(
+                "the agents do no local work between their calls, so blocking the executor in it holds nothing back",
+            ),
+        }
+    }
+
+    /// Why the bug cannot cost enough to judge, given each agent's solo wall time (`solo`:
+    /// seconds, its calls and local work alone) and the wall seconds of a modelled ms of local
+    /// work (`local_scale` / 1000): a blocked executor in local work serializes the agents'
+    /// local work, at most every agent's but the longest; where that is under a fifth of what
+    /// running the agents together saves (every agent's solo time but the longest), the run
+    /// stays in the parallel band whatever the bug does.
+    pub fn idle_by_cost(
+        &self,
+        agents: &[AgentPlan],
+        solo: &std::collections::BTreeMap<String, f64>,
+        local_scale: f64,
+    ) -> Option<&'static str> {
+        if self.reach != Reach::AgentsWithLocalWork {
+            return None;
+        }
+        let local: Vec<f64> = agents
+            .iter()
+            .map(|a| {
+                let n = a.calls.len();
+                let ms: f64 = a
+                    .calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| c.tool_work_ms.unwrap_or(0.0) + if i + 1 < n { c.local_work_ms } else { 0.0 })
+                    .sum();
+                ms / 1000.0 * local_scale
+            })
+            .collect();
+        let walls: Vec<f64> = agents.iter().filter_map(|a| solo.get(&a.name).copied()).collect();
+        if walls.len() != agents.len() {
+            return None;
+        }
+        let beyond_longest = |v: &[f64]| v.iter().sum::<f64>() - v.iter().copied().fold(0.0, f64::max);
+        (beyond_longest(&local) < 0.2 * beyond_longest(&walls)).then_some(
+            "the agents' local work is short beside their calls: blocking the executor in it costs under a fifth of what running them together saves",
+        )
     }
 }
 
@@ -158,6 +212,15 @@ pub const VARIANTS: &[VariantInfo] = &[
         control: Some(Control {
             bug: "std::thread::sleep for each token (twice the token time) inside async code on a single-threaded executor",
             reach: Reach::AnyTwoAgents,
+        }),
+    },
+    VariantInfo {
+        name: "ctl-blocking-tool",
+        runtime: "tokio current-thread, LocalSet",
+        http: "reqwest",
+        control: Some(Control {
+            bug: "std::thread::sleep for each agent's local work between its calls, inside async code on a single-threaded executor (a blocking tool)",
+            reach: Reach::AgentsWithLocalWork,
         }),
     },
     VariantInfo {
@@ -256,6 +319,8 @@ enum Sleeper {
     Tokio,
     /// async-io's timer (smol and async-std without tokio).
     AsyncIo,
+    /// `std::thread::sleep`: the bug of `ctl-blocking-tool`, holding the executor.
+    Blocking,
 }
 
 impl Sleeper {
@@ -268,6 +333,7 @@ impl Sleeper {
             Sleeper::AsyncIo => {
                 async_io::Timer::after(d).await;
             }
+            Sleeper::Blocking => std::thread::sleep(d),
         }
     }
 }
@@ -423,6 +489,11 @@ pub fn build(name: &str) -> Result<Box<dyn Executor>, String> {
             stack: Stack::Reqwest(reqwest()?),
             mode: LocalMode::BlockingSleep,
         }),
+        "ctl-blocking-tool" => Box::new(TokioLocal {
+            rt: rt_current()?,
+            stack: Stack::Reqwest(reqwest()?),
+            mode: LocalMode::BlockingLocalWork,
+        }),
         "ctl-block-on" => Box::new(TokioLocal {
             rt: rt_current()?,
             stack: Stack::Bridge { client: reqwest()?, accumulate: None },
@@ -495,6 +566,7 @@ impl Executor for TokioMulti {
 enum LocalMode {
     Spawn,
     BlockingSleep,
+    BlockingLocalWork,
     BlockOn,
 }
 
@@ -510,17 +582,19 @@ impl Executor for TokioLocal {
         let stack = Rc::new(self.stack.clone());
         let job = Rc::new(job.clone());
         let (mode, block) = match self.mode {
-            LocalMode::Spawn => (CallMode::Await, false),
+            LocalMode::Spawn | LocalMode::BlockingLocalWork => (CallMode::Await, false),
             LocalMode::BlockingSleep => (CallMode::Await, true),
             LocalMode::BlockOn => (CallMode::BlockOn, false),
         };
+        let sleeper =
+            if matches!(self.mode, LocalMode::BlockingLocalWork) { Sleeper::Blocking } else { Sleeper::Tokio };
         let local = tokio::task::LocalSet::new();
         local.block_on(&self.rt, async move {
             let handles: Vec<_> = (0..job.agents.len())
                 .map(|i| {
                     let (stack, job, mode) = (Rc::clone(&stack), Rc::clone(&job), mode.clone());
                     tokio::task::spawn_local(async move {
-                        run_agent(&stack, Sleeper::Tokio, &mode, &job.agents[i], &job, block).await
+                        run_agent(&stack, sleeper, &mode, &job.agents[i], &job, block).await
                     })
                 })
                 .collect();

@@ -329,6 +329,7 @@ pub(crate) const BUILTIN: &[&str] = &[
     include_str!("../scenarios/scale_32.toml"),
     include_str!("../scenarios/hetero_short_long.toml"),
     include_str!("../scenarios/tool_loops.toml"),
+    include_str!("../scenarios/tools_between_calls.toml"),
     include_str!("../scenarios/history_1slot_shared.toml"),
     include_str!("../scenarios/history_1slot_shared_nocache.toml"),
     include_str!("../scenarios/history_slot_each.toml"),

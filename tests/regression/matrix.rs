@@ -72,7 +72,14 @@ fn gate(scenario: &str) {
             cause,
             dep,
             limit,
-            band(c.efficiency_true.median)
+            // A control whose bug cannot act here is a correct client (or one whose bug costs
+            // too little to judge): its efficiency is not what the gate holds it to, and one
+            // run of it may land either side of a band's edge.
+            if c.control_idle.is_some() {
+                "(bug cannot act)".to_string()
+            } else {
+                band(c.efficiency_true.median).to_string()
+            }
         );
     }
     snapshot_settings().bind(|| insta::assert_snapshot!(format!("verdicts_{scenario}"), table));
@@ -103,6 +110,14 @@ fn gate_eight_agents_on_one_instance() {
 #[test]
 fn gate_agents_running_tool_loops() {
     gate("tool_loops");
+}
+
+/// Agents whose tools between calls are as long as their calls (issue 36): the correct variants
+/// overlap them, every control is caught, the blocked executor in the tools
+/// (`ctl-blocking-tool`) among them.
+#[test]
+fn gate_agents_with_tools_between_their_calls() {
+    gate("tools_between_calls");
 }
 
 /// Ollama's concurrency pitfalls (issue 27, `tag:pitfalls`, docs/pitfalls.md): on each, a
