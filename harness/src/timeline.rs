@@ -21,6 +21,12 @@ pub enum Phase {
     Prompt,
     /// Emitting tokens.
     Decoding,
+    /// Between two calls: the agent's own work (as a probe run, or the program, measured it).
+    OwnWork,
+    /// Between two calls: waiting for other agents (their local work, or their answers).
+    Waited,
+    /// A probe run's answer held back while another agent worked.
+    Held,
 }
 
 impl Phase {
@@ -31,6 +37,9 @@ impl Phase {
             Phase::SlotWait => RGBColor(220, 80, 80),
             Phase::Prompt => RGBColor(150, 120, 200),
             Phase::Decoding => RGBColor(80, 150, 220),
+            Phase::OwnWork => RGBColor(120, 190, 120),
+            Phase::Waited => RGBColor(170, 30, 90),
+            Phase::Held => RGBColor(90, 90, 90),
         }
     }
     fn name(self) -> &'static str {
@@ -40,9 +49,21 @@ impl Phase {
             Phase::SlotWait => "waiting for a slot",
             Phase::Prompt => "prompt evaluation",
             Phase::Decoding => "decoding (ticks: tokens)",
+            Phase::OwnWork => "between calls: the agent's own work",
+            Phase::Waited => "between calls: waiting for other agents",
+            Phase::Held => "probe run: the answer held back while another agent worked",
         }
     }
-    const ALL: [Phase; 5] = [Phase::Waiting, Phase::Loading, Phase::SlotWait, Phase::Prompt, Phase::Decoding];
+    const ALL: [Phase; 8] = [
+        Phase::Waiting,
+        Phase::Loading,
+        Phase::SlotWait,
+        Phase::Prompt,
+        Phase::Decoding,
+        Phase::OwnWork,
+        Phase::Waited,
+        Phase::Held,
+    ];
 }
 
 /// One lane: a request.
@@ -86,8 +107,13 @@ fn lane(r: &RequestTrace, t0: u64) -> Lane {
     if first > slot {
         spans.push((s(slot), s(first), Phase::Prompt));
     }
-    if end > first && r.first_token_us.is_some() {
-        spans.push((s(first), s(end), Phase::Decoding));
+    // A probe run's hold: the tokens were all out, the last line waited.
+    let decoded = end.saturating_sub(r.held_us).max(first);
+    if decoded > first && r.first_token_us.is_some() {
+        spans.push((s(first), s(decoded), Phase::Decoding));
+    }
+    if end > decoded {
+        spans.push((s(decoded), s(end), Phase::Held));
     }
     let label = format!("{} #{} {}", r.agent, r.id, r.endpoint.trim_start_matches("/api/"));
     Lane { label, spans, tokens: r.token_us.iter().map(|t| s(*t)).collect() }
@@ -105,26 +131,49 @@ pub(crate) fn lanes(trace: &TraceSnapshot) -> Vec<Lane> {
 }
 
 /// One lane per agent of a judge's report: each agent's requests side by side on its lane, so
-/// agents that waited for each other show as lanes that take turns.
+/// agents that waited for each other show as lanes that take turns. Where the report found
+/// waiting between calls (a probe run, or local work the program gave), each such gap shows the
+/// agent's own work and the wait; a probe run's lanes follow, from its own start, with the
+/// answers it held back.
 pub fn agent_lanes(trace: &TraceSnapshot, report: &sim_ollama::Report) -> Vec<Lane> {
     let by_id: std::collections::BTreeMap<u64, &RequestTrace> = trace.requests.iter().map(|r| (r.id, r)).collect();
-    let t0 =
-        report.agents.iter().flat_map(|a| a.ids.iter()).filter_map(|id| by_id.get(id)).map(|r| r.received_us).min();
-    let Some(t0) = t0 else { return Vec::new() };
-    report
+    let merged = |label: String, ids: &[u64], t0: u64| {
+        let mut lane_of = Lane { label, spans: Vec::new(), tokens: Vec::new() };
+        for r in ids.iter().filter_map(|id| by_id.get(id)) {
+            let l = lane(r, t0);
+            lane_of.spans.extend(l.spans);
+            lane_of.tokens.extend(l.tokens);
+        }
+        lane_of
+    };
+    let t0_of = |ids: &mut dyn Iterator<Item = &u64>| ids.filter_map(|id| by_id.get(id)).map(|r| r.received_us).min();
+    let Some(t0) = t0_of(&mut report.agents.iter().flat_map(|a| a.ids.iter())) else { return Vec::new() };
+    let s = |us: u64| us.saturating_sub(t0) as f64 / 1e6;
+    let gaps = report.gaps.as_ref();
+    let mut lanes: Vec<Lane> = report
         .agents
         .iter()
         .map(|a| {
-            let mut merged =
-                Lane { label: format!("{} ({} requests)", a.agent, a.requests), spans: Vec::new(), tokens: Vec::new() };
-            for r in a.ids.iter().filter_map(|id| by_id.get(id)) {
-                let l = lane(r, t0);
-                merged.spans.extend(l.spans);
-                merged.tokens.extend(l.tokens);
+            let mut l = merged(format!("{} ({} requests)", a.agent, a.requests), &a.ids, t0);
+            for w in gaps.iter().flat_map(|g| g.waits.iter()).filter(|w| w.agent == a.agent) {
+                let Some(r) = by_id.get(&w.request) else { continue };
+                let to = s(r.received_us);
+                let from = (to - w.gap_s).max(0.0);
+                let own_from = (to - w.own_s.unwrap_or(0.0)).max(from);
+                l.spans.push((from, own_from, Phase::Waited));
+                if to > own_from {
+                    l.spans.push((own_from, to, Phase::OwnWork));
+                }
             }
-            merged
+            l
         })
-        .collect()
+        .collect();
+    if let Some(g) = gaps.filter(|g| !g.probe_agents.is_empty()) {
+        if let Some(p0) = t0_of(&mut g.probe_agents.iter().flat_map(|a| a.ids.iter())) {
+            lanes.extend(g.probe_agents.iter().map(|a| merged(format!("probe run: {}", a.agent), &a.ids, p0)));
+        }
+    }
+    lanes
 }
 
 /// Draws lanes as an SVG document.

@@ -77,7 +77,7 @@ pub use gate::{Expectations, JUDGEMENT_SCHEMA_VERSION, Judgement};
 pub use input::{ClientCall, JudgeOptions};
 pub use report::{
     AgentActivity, AgentSource, Allows, Cause, Concurrency, DeploymentReport, GapWait, GapsReport, GapsStatus, Limit,
-    LimitCost, REPORT_SCHEMA_VERSION, Report, TimeFigures, WaitKind,
+    LimitCost, ProbeAgent, REPORT_SCHEMA_VERSION, Report, TimeFigures, WaitKind,
 };
 
 use crate::trace::{Outcome, RequestTrace, TraceSnapshot, WaitReason};
@@ -453,6 +453,7 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
             probe_took_s: None,
             held_s: None,
             waits: Vec::new(),
+            probe_agents: Vec::new(),
         };
         match probed {
             Some(Ok(found)) => {
@@ -463,6 +464,7 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
                 let verdict = gaps::probed(&mut report, &found, &reqs, &links, least_verdict);
                 gaps.reason = verdict;
                 gaps.waits = found.waits;
+                gaps.probe_agents = found.probe_agents;
             }
             unprobed => {
                 if let Some(Err(why)) = unprobed {

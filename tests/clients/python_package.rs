@@ -139,8 +139,8 @@ fn the_sample_project_passes_correct_agents_and_fails_each_bug_with_the_report()
         assert_eq!(c.outcome, "failure", "a tool that holds the event loop must fail: {c:#?}");
         assert!(c.message.contains("serialized (cause: between_calls): "), "{c:#?}");
         assert!(!c.message.contains("ProbeNeeded"), "the probe run settled it: {c:#?}");
-        let c = outcome(&format!("test_reviewers_with_an_awaited_tool_are_parallel[{framework}]"));
-        assert_eq!(c.outcome, "passed", "{c:#?}");
     }
-    assert_eq!(cases.len(), 22, "every test of the sample project ran: {cases:#?}");
+    let c = outcome("test_reviewers_with_an_awaited_tool_are_parallel[langgraph]");
+    assert_eq!(c.outcome, "passed", "{c:#?}");
+    assert_eq!(cases.len(), 21, "every test of the sample project ran: {cases:#?}");
 }

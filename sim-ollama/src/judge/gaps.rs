@@ -19,7 +19,7 @@ use super::decision::Verdict;
 use super::figures::{pct, plural, secs};
 use super::input::Req;
 use super::reading::Reading;
-use super::report::{Cause, GapWait, Report, WaitKind};
+use super::report::{Cause, GapWait, ProbeAgent, Report, WaitKind};
 use crate::probe::ProbePlan;
 
 /// Waiting between two calls for less than this (wall time), or for other agents' local work
@@ -141,6 +141,8 @@ pub(super) struct Findings {
     /// The probe run's time, first request to last answer, and how long it held answers
     /// back in all, s (absent where the local work was given, not probed).
     pub(super) probe: Option<(f64, f64)>,
+    /// The probe run's requests, by the agent of the run judged they matched.
+    pub(super) probe_agents: Vec<ProbeAgent>,
 }
 
 /// One run's requests as the probe comparison needs them.
@@ -329,6 +331,14 @@ pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan
         waits,
         once,
         probe: Some((secs(took), secs(probe.reqs.iter().map(|q| q.r.held_us).sum()))),
+        probe_agents: first_by
+            .iter()
+            .enumerate()
+            .map(|(g, calls)| ProbeAgent {
+                agent: first.names[g].clone(),
+                ids: calls.iter().map(|&i| probe.reqs[matched[i]].r.id).collect(),
+            })
+            .collect(),
     })
 }
 
@@ -352,7 +362,7 @@ pub(super) fn from_known(first: &Run<'_, '_>, known: &std::collections::BTreeMap
             });
         }
     }
-    Findings { own_most: own.clone(), own_least: own, waits, once: None, probe: None }
+    Findings { own_most: own.clone(), own_least: own, waits, once: None, probe: None, probe_agents: Vec::new() }
 }
 
 /// How many agents' local work ran at once at most, where agents waited for it: over each

@@ -353,6 +353,18 @@ pub struct GapsReport {
     /// The gaps in which an agent waited for other agents, as the probe found them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waits: Vec<GapWait>,
+    /// The probe run's requests, matched to the agents of the run judged (probed runs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probe_agents: Vec<ProbeAgent>,
+}
+
+/// One agent's requests in the probe run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeAgent {
+    /// The agent, as the run judged names it.
+    pub agent: String,
+    /// Its requests' trace ids in the probe run, in order.
+    pub ids: Vec<u64>,
 }
 
 /// The judge's report: a verdict, its reason, and the evidence.

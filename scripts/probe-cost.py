@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""What a probe run costs (issue 36): runs programs under `harness exec` several times, side by
+side, and prints the medians of the whole exec's wall time, the program's first run and its
+probe run, with the verdict. Programs with no local work worth the name run once, as before;
+those whose gaps between calls decide the verdict run twice.
+
+    python3 scripts/probe-cost.py [--runs N] [--harness PATH]
+
+Needs the clients of scripts/setup-clients.sh (target/pyclients) and Node. Prints a Markdown
+table (docs/figures.md, "Probe runs").
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = os.path.join(ROOT, "target/pyclients/bin/python")
+FIX = os.path.join(ROOT, "fixtures/clients")
+
+PROGRAMS = [
+    ("ollama-python, no local work (python_ollama.py correct)", [PY, f"{FIX}/python_ollama.py", "correct", "--labelled"]),
+    ("ollama-python, awaited 0.3 s tools (python_gaps.py sleep)", [PY, f"{FIX}/python_gaps.py", "sleep", "--labelled"]),
+    ("ollama-python, tools of 0.1/0.3/0.6 s (python_gaps.py uneven)", [PY, f"{FIX}/python_gaps.py", "uneven", "--labelled"]),
+    ("ollama-python, time.sleep(0.3) in async def (python_gaps.py blocking)", [PY, f"{FIX}/python_gaps.py", "blocking", "--labelled"]),
+    ("Node fetch, execSync('sleep 0.3') (node_gaps.mjs execsync)", ["node", f"{FIX}/node_gaps.mjs", "execsync", "--labelled"]),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--harness", default=os.path.join(ROOT, "target/debug/harness"))
+    a = ap.parse_args()
+    print("| program | verdict | exec wall (median) | first run | probe run | runs |")
+    print("|---|---|---|---|---|---|")
+    for name, cmd in PROGRAMS:
+        walls, firsts, probes, verdicts = [], [], [], set()
+        for _ in range(a.runs):
+            with tempfile.NamedTemporaryFile(suffix=".json") as f:
+                t = time.monotonic()
+                subprocess.run([a.harness, "exec", "--preload", "gemma3", "--json", f.name, "--", *cmd],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+                walls.append(time.monotonic() - t)
+                doc = json.load(open(f.name))
+            firsts.append(doc["process_wall_s"])
+            if doc.get("probe"):
+                probes.append(doc["probe"]["wall_s"])
+            verdicts.add(doc["report"]["verdict"])
+        probe = f"{statistics.median(probes):.2f} s ({len(probes)} of {a.runs})" if probes else "none"
+        print(f"| {name} | {', '.join(sorted(verdicts))} | {statistics.median(walls):.2f} s | "
+              f"{statistics.median(firsts):.2f} s | {probe} | {a.runs} |")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
