@@ -50,6 +50,9 @@
 //! - `figures.rs`: interval arithmetic (in flight at once, idle time, unions) and how figures
 //!   are written (seconds, percentages, plurals);
 //! - `allowed.rs`: what the deployment allows, by replaying the calls on its model;
+//! - `reading.rs`: the time figures for one reading of the agents' local work;
+//! - `gaps.rs`: the gaps between calls read one agent at a time, and hand-offs (issue 36);
+//!   `probed.rs`: a probe run's plan and its comparison with the run judged;
 //! - [`decision`]: the decision core and its [`Verdict`], shared with the harness's live mode;
 //! - `client.rs`: the client verdict of a trace in words, with its cause;
 //! - `deployment.rs`: the deployment verdict in words, with its limit and fix;
@@ -62,6 +65,7 @@ pub mod decision;
 mod deployment;
 mod figures;
 mod gaps;
+mod probed;
 mod gate;
 mod input;
 mod reading;
@@ -156,7 +160,7 @@ pub fn probe_plan(trace: &TraceSnapshot, opts: &JudgeOptions) -> ProbePlan {
     let tolerance_us = tolerance(&reqs, opts);
     let links = agents::links(&reqs, tolerance_us);
     let keys = agents::keys(&reqs, names.len());
-    gaps::plan(&gaps::Run { reqs: &reqs, links: &links, keys: &keys, names: &names }, tolerance_us)
+    probed::plan(&probed::Run { reqs: &reqs, links: &links, keys: &keys, names: &names }, tolerance_us)
 }
 
 /// Judges a trace.
@@ -272,7 +276,6 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let program = source == AgentSource::Program;
     let basis = reading::Basis {
         reqs: &reqs,
-        after: &links.after,
         devices: &trace.devices,
         exclusions: Exclusions::new(reqs.iter().map(|q| q.r)),
         program,
@@ -289,14 +292,19 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let described = basis.described;
     // The other reading the run allows: the agents' local work done one at a time, each gap's
     // own work beginning only after the last request another agent sent inside it.
-    let one_at_a_time = (!program).then(|| basis.read(gaps::one_at_a_time(&reqs, &links)));
+    let as_linked = |local: Vec<u64>| reading::Chained { after: links.after.clone(), local };
+    let one_at_a_time = (!program).then(|| basis.read(as_linked(gaps::one_at_a_time(&reqs, &links))));
+    // And, where agents' first calls went out right after other agents' answers, the reading
+    // that takes each for a hand-off (its task came from that answer): the most generous one.
+    let handed_off = (!program && links.follows.iter().any(Option::is_some))
+        .then(|| basis.read(gaps::with_handoffs(&reqs, &links, links.local.clone(), |_| true)));
     // A probe run of the same program, when there is one: the gaps measured with the agents'
     // local work done one at a time by the simulator's holding answers back.
     let keys = agents::keys(&reqs, groups);
-    let first_run = gaps::Run { reqs: &reqs, links: &links, keys: &keys, names: &names };
+    let first_run = probed::Run { reqs: &reqs, links: &links, keys: &keys, names: &names };
     let known = (!opts.known_local.is_empty() && !program)
-        .then(|| gaps::from_known(&first_run, &opts.known_local, tolerance_us));
-    let probed = if let Some(k) = known {
+        .then(|| probed::from_known(&first_run, &opts.known_local, tolerance_us));
+    let findings = if let Some(k) = known {
         Some(Ok(k))
     } else {
         opts.probe_since.map(|since| {
@@ -311,14 +319,22 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         let probe_names = agents::group(&mut probe_reqs).names;
         let probe_links = agents::links(&probe_reqs, tolerance_us);
         let probe_keys = agents::keys(&probe_reqs, probe_names.len());
-        let probe_run = gaps::Run { reqs: &probe_reqs, links: &probe_links, keys: &probe_keys, names: &probe_names };
-        gaps::compare(&first_run, &probe_run, &gaps::plan(&first_run, tolerance_us))
+        let probe_run = probed::Run { reqs: &probe_reqs, links: &probe_links, keys: &probe_keys, names: &probe_names };
+        probed::compare(&first_run, &probe_run, &probed::plan(&first_run, tolerance_us))
     })
     };
-    // The figures shown: the gaps as the probe measured them, or as measured.
-    let (measured, least) = match &probed {
-        Some(Ok(f)) => (basis.read(f.own_most.clone()), Some(basis.read(f.own_least.clone()))),
-        _ => (basis.read(links.local.clone()), None),
+    // The figures shown: the gaps as the probe measured them (with the hand-offs it showed, and
+    // those it could not test read both ways), or as measured.
+    let (measured, least) = match &findings {
+        Some(Ok(f)) => {
+            let most = gaps::with_handoffs(&reqs, &links, f.own_most.clone(), |i| f.depended[i] != Some(false));
+            // A first call that depended on another agent's answer with no data behind it
+            // may have been handed its task, or held back by a permit that answer released:
+            // taken for the design at most, never at least.
+            let least = gaps::with_handoffs(&reqs, &links, f.own_least.clone(), |_| false);
+            (basis.read(most), Some(basis.read(least)))
+        }
+        _ => (basis.read(as_linked(links.local.clone())), None),
     };
 
     let agents: Vec<AgentActivity> = (0..groups)
@@ -454,14 +470,16 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
             held_s: None,
             waits: Vec::new(),
             probe_agents: Vec::new(),
+            handoffs: Vec::new(),
         };
-        match probed {
+        match findings {
             Some(Ok(found)) => {
+                gaps.handoffs = probed::handoffs(&first_run, &found.depended);
                 gaps.status = if found.probe.is_some() { GapsStatus::Probed } else { GapsStatus::Known };
                 gaps.probe_took_s = found.probe.map(|p| p.0);
                 gaps.held_s = found.probe.map(|p| p.1);
                 let least_verdict = least.as_ref().map_or(report.verdict, decide);
-                let verdict = gaps::probed(&mut report, &found, &reqs, &links, least_verdict);
+                let verdict = probed::probed(&mut report, &found, &reqs, &links, least_verdict);
                 gaps.reason = verdict;
                 gaps.waits = found.waits;
                 gaps.probe_agents = found.probe_agents;
@@ -471,13 +489,18 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
                     gaps.status = GapsStatus::Void;
                     gaps.reason = format!("the probe run is void: {why}; ");
                 }
-                if report.verdict == Verdict::Parallel && low_verdict != Verdict::Parallel {
-                    // Read as local work done one agent at a time the gaps are not parallel:
-                    // one run cannot tell which reading is true.
+                gaps.handoffs = probed::handoffs(&first_run, &[]);
+                // The most generous reading: hand-offs taken as the program's design.
+                let generous = handed_off.as_ref().map_or(report.verdict, decide);
+                if generous == Verdict::Parallel && low_verdict != Verdict::Parallel {
+                    // Read as local work done one agent at a time the gaps are not parallel, or
+                    // read with the first calls as hand-offs they are: one run cannot tell
+                    // which reading is true.
                     if gaps.status != GapsStatus::Void {
                         gaps.status = GapsStatus::Unprobed;
                     }
-                    let (cause, reason) = gaps::unprobed(&report, low, low_verdict);
+                    let handoffs = (report.verdict != Verdict::Parallel).then_some(gaps.handoffs.as_slice());
+                    let (cause, reason) = gaps::unprobed(&report, low, low_verdict, handoffs);
                     report.verdict = Verdict::Inconclusive;
                     report.cause = cause;
                     report.reason = format!("{}{reason}", gaps.reason);

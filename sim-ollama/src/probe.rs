@@ -17,6 +17,12 @@
 //!   time its gap took in the first run: its gap **expires** after that time (plus a
 //!   tolerance), the next held answer goes out, and the judge sees it moved with that answer.
 //!
+//! A hand-off is tested the same way: an agent's first call that went out right after another
+//! agent's answer may have been handed its task by it (a short tool argument the prompt does
+//! not quote) or not. The plan names such answers, and the probe holds each of them back a
+//! fixed delay ([`ProbePlan::delay_us`]) first: a call that depended on the answer goes out
+//! after it again, one that did not goes out before it.
+//!
 //! Expiry bounds every hold: no answer waits longer than the gaps in front of it took in the
 //! first run (a quarter more, plus the tolerance), so a program that waits for something the
 //! probe holds is slowed, never hung. Agents are known by their `X-Agent` label or, without
@@ -50,6 +56,13 @@ pub struct ProbePlan {
     pub longest_gap_us: u64,
     /// Added to every gap's expiry, µs (the judge's hand-off tolerance).
     pub tolerance_us: u64,
+    /// By agent key: which of its answers (0-based, in order) to hold back [`Self::delay_us`]
+    /// first, to test whether another agent's first call depended on it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub delays: BTreeMap<String, Vec<usize>>,
+    /// How long those answers are held back first, µs.
+    #[serde(default)]
+    pub delay_us: u64,
 }
 
 impl ProbePlan {
@@ -82,6 +95,8 @@ struct State {
     conversations: HashMap<String, String>,
     /// Answers released to each agent so far.
     released: HashMap<String, usize>,
+    /// Answers of each agent that were ready so far (its answers' places in its order).
+    ready: HashMap<String, usize>,
     /// The agent whose gap is open, if any.
     open: Option<Open>,
     /// Answers ready and held, oldest first.
@@ -118,6 +133,7 @@ impl Probe {
             plan,
             conversations: HashMap::new(),
             released: HashMap::new(),
+            ready: HashMap::new(),
             open: None,
             held: VecDeque::new(),
             serial: 0,
@@ -166,6 +182,27 @@ impl Probe {
             self.release_next(s);
         }
         Some(Ticket { probe: self.clone(), agent })
+    }
+
+    /// An answer's turn: when no other agent's gap is open and none is held before it, it goes
+    /// out now (its gap opens) and its sender is handed back; else it is held.
+    fn take_turn(
+        &self,
+        s: &mut State,
+        agent: Option<String>,
+        release: oneshot::Sender<()>,
+    ) -> Option<oneshot::Sender<()>> {
+        let free = match &s.open {
+            None => true,
+            // An agent's own answers are never held back from it.
+            Some(o) => agent.as_ref() == Some(&o.agent),
+        };
+        if free && s.held.is_empty() {
+            self.released(s, agent);
+            return Some(release);
+        }
+        s.held.push_back(Held { agent, release });
+        None
     }
 
     /// Releases held answers, oldest first, until one opens a gap (or none is left).
@@ -223,18 +260,44 @@ impl Ticket {
         let mut guard = self.probe.lock();
         // The probe ended: nothing is held any more.
         let s = guard.as_mut()?;
-        let free = match &s.open {
-            None => true,
-            // An agent's own answers are never held back from it.
-            Some(o) => self.agent.as_ref() == Some(&o.agent),
-        };
-        if free && s.held.is_empty() {
-            self.probe.released(s, self.agent.clone());
-            return None;
+        if let Some(agent) = &self.agent {
+            let n = s.ready.entry(agent.clone()).or_insert(0);
+            let index = *n;
+            *n += 1;
+            if s.plan.delays.get(agent).is_some_and(|d| d.contains(&index)) {
+                // A hand-off under test: the answer waits the delay first, then its turn.
+                let (tx, rx) = oneshot::channel();
+                let (probe, agent, delay) = (self.probe.clone(), self.agent.clone(), s.plan.delay_us);
+                s.rt.spawn(async move {
+                    tokio::time::sleep(Duration::from_micros(delay)).await;
+                    probe.offer(agent, tx);
+                });
+                return Some(rx);
+            }
         }
         let (tx, rx) = oneshot::channel();
-        s.held.push_back(Held { agent: self.agent.clone(), release: tx });
-        Some(rx)
+        // Out now (the sender is not needed), or held until its turn.
+        match self.probe.take_turn(s, self.agent.clone(), tx) {
+            Some(_) => None,
+            None => Some(rx),
+        }
+    }
+}
+
+impl Probe {
+    /// An answer whose delay is over: out now if no other agent's gap is open, else held.
+    fn offer(&self, agent: Option<String>, release: oneshot::Sender<()>) {
+        let mut guard = self.lock();
+        match guard.as_mut() {
+            Some(s) => {
+                if let Some(now) = self.take_turn(s, agent, release) {
+                    let _ = now.send(());
+                }
+            }
+            None => {
+                let _ = release.send(());
+            }
+        }
     }
 }
 

@@ -303,12 +303,13 @@ fn python_tools_that_hold_the_event_loop_are_caught_between_calls() {
 }
 
 /// Their correct twins: asyncio.to_thread, tools of 0.1, 0.3 and 0.6 s, agents running 1, 2
-/// and 3 tool rounds, and a pipeline whose reviewer starts from the writer's draft (a
-/// dependency by data): parallel. (Awaited sleeps of equal length: the probe's own test.)
+/// and 3 tool rounds, a pipeline whose reviewer starts from the writer's draft (a dependency
+/// by data), and a leader handing each member a few words of its answer as its task (a
+/// hand-off): parallel. (Awaited sleeps of equal length: the probe's own test.)
 #[test]
 fn python_tools_that_run_together_are_parallel_whatever_their_lengths() {
     let (py, script) = (python(), fixture("python_gaps.py"));
-    let programs = [("thread", false), ("uneven", true), ("turns", false), ("pipeline", true)]
+    let programs = [("thread", false), ("uneven", true), ("turns", false), ("pipeline", true), ("handoff", false)]
         .map(|(m, l)| (format!("{m}, labelled {l}"), cmd(&[&py, &script, m], l)));
     for (what, v, _, words) in judged_in_pairs(programs.to_vec()) {
         assert_eq!(v, Verdict::Parallel, "{what}: {words}");
@@ -331,4 +332,14 @@ fn node_tools_that_hold_the_event_loop_are_caught_and_their_twins_are_parallel()
             assert_eq!(v, Verdict::Parallel, "{what}: {words}");
         }
     }
+}
+
+/// A semaphore of two around each of three agents' whole runs: the third agent's first call
+/// waits for the first agent to finish. From one run that looks like a hand-off; the probe
+/// run holds the answer back and sees whether the call waited for it. Never parallel.
+#[test]
+fn python_agents_behind_a_permit_of_two_are_never_read_parallel() {
+    let (py, script) = (python(), fixture("python_gaps.py"));
+    let (v, _, words) = judged(cmd(&[&py, &script, "permit"], true), None);
+    assert!(matches!(v, Verdict::PartlySerialized | Verdict::Inconclusive), "{words}");
 }

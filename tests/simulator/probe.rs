@@ -194,3 +194,35 @@ fn over_http_a_probe_run_is_asked_for_between_the_mark_and_the_judge() {
     let r = raw_blocking(addr, "POST", "/sim/probe", None, &[]);
     assert_eq!(r.status, 200, "{}", r.text());
 }
+
+#[test]
+fn an_answer_a_first_call_went_out_right_after_is_held_back_its_delay_in_the_probe_run() {
+    // A lead's call, then two members whose first calls go out when it has answered: the probe
+    // holds the lead's answer back 300 ms, and the members, which wait for it, go out after it
+    // again (they depended on it).
+    let sim = sim();
+    let addr = sim.addrs()[0];
+    let run = || {
+        call(addr, Some("lead"), 1);
+        std::thread::scope(|s| {
+            for m in ["m1", "m2"] {
+                s.spawn(move || call(addr, Some(m), 1));
+            }
+        });
+    };
+    let opts = JudgeOptions::new().since(sim.trace_mark());
+    run();
+    sim.wait_idle(Duration::from_secs(5)).unwrap();
+    let probe = sim.begin_probe(&opts);
+    run();
+    sim.wait_idle(Duration::from_secs(5)).unwrap();
+    sim.end_probe();
+    let t = sim.trace();
+    let lead = t.requests.iter().find(|r| r.id >= probe && r.agent_label.as_deref() == Some("lead")).expect("lead");
+    assert!(lead.held_us >= 290_000, "the lead's answer held back its delay: {} us", lead.held_us);
+    let r = sim.judge(&opts.probe_since(probe));
+    let g = r.gaps.as_ref().expect("gaps read");
+    assert_eq!(g.handoffs.len(), 2, "{g:?}");
+    assert!(g.handoffs.iter().all(|h| h.depended == Some(true)), "{g:?}");
+    assert_ne!(r.verdict, Verdict::Parallel, "no data behind the wait: {r}");
+}

@@ -83,9 +83,18 @@ pub(super) struct Links {
     pub(super) after: Vec<Vec<usize>>,
     /// The call among `after` whose end began the gap (the last to end), if any.
     pub(super) from: Vec<Option<usize>>,
+    /// An agent's first call that went out right after another agent's answer (within
+    /// [`HANDOFF_WINDOW_US`], not with the run's first calls): that answer, which may have
+    /// handed it its task (a hand-off the prompt does not show) or not. A probe run tells.
+    pub(super) follows: Vec<Option<usize>>,
     /// Calls whose prompts carried other calls' answers.
     pub(super) carried: usize,
 }
+
+/// How soon after another agent's answer an agent's first call must go out to be taken for a
+/// possible hand-off (the answer parsed, a task built from it, a call made): 150 ms, the
+/// judge's floor for a client library's own processing between calls.
+pub(super) const HANDOFF_WINDOW_US: u64 = 150_000;
 
 /// Links: each call follows the agent's latest call that ended before it began, and every
 /// earlier call whose answer its prompt carries (`RequestTrace::carries`: it could not have
@@ -100,6 +109,8 @@ pub(super) fn links(reqs: &[Req<'_>], tolerance_us: u64) -> Links {
     let mut handoff = vec![false; n];
     let mut after: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut from: Vec<Option<usize>> = vec![None; n];
+    let mut follows: Vec<Option<usize>> = vec![None; n];
+    let t0 = reqs.first().map_or(0, |q| q.start);
     let mut carried = 0usize;
     for i in 0..n {
         let g = reqs[i].group;
@@ -117,6 +128,28 @@ pub(super) fn links(reqs: &[Req<'_>], tolerance_us: u64) -> Links {
         // The last to end; the agent's own call where it ties.
         let last = after[i].iter().copied().max_by_key(|&j| (reqs[j].end, Some(j) == pred));
         from[i] = last;
+        if after[i].is_empty() && start_i > t0 + tolerance_us {
+            // A first call made later than the run's first calls: right after another agent's
+            // answer, it may have been handed its task by it.
+            let ended = by_end.partition_point(|&k| reqs[k].end <= start_i);
+            let right_after = by_end[..ended]
+                .iter()
+                .rev()
+                .find(|&&k| reqs[k].group != g)
+                .copied()
+                .filter(|&k| start_i - reqs[k].end <= HANDOFF_WINDOW_US);
+            match right_after {
+                // Its prompt hints at that answer (a few of its words: a task handed on): the
+                // data flow, as a carried answer is.
+                Some(j) if reqs[i].r.hints.contains(&reqs[j].r.id) => {
+                    after[i] = vec![j];
+                    from[i] = Some(j);
+                    local[i] = start_i - reqs[j].end;
+                    carried += 1;
+                }
+                other => follows[i] = other,
+            }
+        }
         if let Some(p) = last {
             let end_p = reqs[p].end;
             let gap = start_i - end_p;
@@ -134,7 +167,7 @@ pub(super) fn links(reqs: &[Req<'_>], tolerance_us: u64) -> Links {
             };
         }
     }
-    Links { local, handoff, after, from, carried }
+    Links { local, handoff, after, from, follows, carried }
 }
 
 /// Where each call's chain ends (solo costs and local work along its longest sequence of

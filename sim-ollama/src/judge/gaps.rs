@@ -12,15 +12,14 @@
 //! at a time. Another agent's request sent inside a gap shows the executor free at that moment,
 //! so the gap's own work could have begun no earlier than the last such send. The judge reads
 //! the run both ways; where the two readings disagree on the verdict, only a probe run (the
-//! simulator changing when answers arrive, `crate::probe`) can settle it.
+//! simulator changing when answers arrive, `crate::probe`) can settle it (`probed.rs`).
 
 use super::agents::Links;
 use super::decision::Verdict;
 use super::figures::{pct, plural, secs};
 use super::input::Req;
-use super::reading::Reading;
-use super::report::{Cause, GapWait, ProbeAgent, Report, WaitKind};
-use crate::probe::ProbePlan;
+use super::reading::{Chained, Reading};
+use super::report::{Cause, HandOff, Report};
 
 /// Waiting between two calls for less than this (wall time), or for other agents' local work
 /// shorter than this, is a client library's own processing of answers and requests, not a
@@ -87,10 +86,47 @@ pub(super) fn one_at_a_time(reqs: &[Req<'_>], links: &Links) -> Vec<u64> {
     own
 }
 
+/// The calls' links with the hand-offs `take` picks: such a first call follows the answer it
+/// went out after, its local work the time between; `local` is each call's local work as the
+/// reading takes it.
+pub(super) fn with_handoffs(reqs: &[Req<'_>], links: &Links, local: Vec<u64>, take: impl Fn(usize) -> bool) -> Chained {
+    let mut after = links.after.clone();
+    let mut local = local;
+    for (i, f) in links.follows.iter().enumerate() {
+        if let Some(j) = *f {
+            if take(i) {
+                after[i] = vec![j];
+                local[i] = reqs[i].start.saturating_sub(reqs[j].end);
+            }
+        }
+    }
+    Chained { after, local }
+}
+
 /// The verdict where the two readings disagree and no probe ran: inconclusive, with both
 /// readings in words and what settles it.
-pub(super) fn unprobed(rep: &Report, low: &Reading, low_verdict: Verdict) -> (Cause, String) {
+pub(super) fn unprobed(
+    rep: &Report,
+    low: &Reading,
+    low_verdict: Verdict,
+    handoffs: Option<&[HandOff]>,
+) -> (Cause, String) {
     let t = &rep.time;
+    if let Some(h) = handoffs {
+        // The measured reading is short of parallel; taken as hand-offs, the first calls that
+        // went out right after other agents' answers make it parallel.
+        let mut who: Vec<String> = h.iter().map(|h| format!("{} after {}", h.agent, h.after_agent)).collect();
+        who.dedup();
+        return (
+            Cause::UnprobedGaps,
+            format!(
+                "the agents' calls overlapped, but {} went out right after another agent's answer: if their tasks came from it (a hand-off, the program's design) the program is parallel; if not, it held them back and is {} ({}). One run cannot tell these apart; a probe run can (harness exec probes by default; over HTTP, POST /sim/probe and run the program again)",
+                plural(h.len(), "first call", "first calls"),
+                rep.verdict.as_str().replace('_', " "),
+                who.join(", "),
+            ),
+        );
+    }
     let low_saving = match low.against.and_then(|a| a.saving) {
         Some(s) => format!("saved {} of what the deployment allows", pct(s.max(-9.99))),
         None => format!("took {:.1}x the time the deployment explains", t.took_s / secs(low.allowed_us).max(1e-9)),
@@ -124,386 +160,6 @@ pub(super) fn settled(rep: &Report, low: &Reading, low_verdict: Verdict) -> Stri
             format!("{}, or {} one at a time", rep.verdict, low_verdict)
         }
     )
-}
-
-/// What a probe run found of the gaps of the run judged.
-pub(super) struct Findings {
-    /// The own work before each call of the run judged (indexed as its requests), with every
-    /// gap the probe could not measure taken as the agent's own work...
-    pub(super) own_most: Vec<u64>,
-    /// ...and as waiting.
-    pub(super) own_least: Vec<u64>,
-    /// The gaps that held waiting.
-    pub(super) waits: Vec<GapWait>,
-    /// Where the only local work the others waited for was one agent's chunk, once (not
-    /// counted, see [`compare`]): its length, s.
-    pub(super) once: Option<f64>,
-    /// The probe run's time, first request to last answer, and how long it held answers
-    /// back in all, s (absent where the local work was given, not probed).
-    pub(super) probe: Option<(f64, f64)>,
-    /// The probe run's requests, by the agent of the run judged they matched.
-    pub(super) probe_agents: Vec<ProbeAgent>,
-}
-
-/// One run's requests as the probe comparison needs them.
-pub(super) struct Run<'a, 'r> {
-    pub(super) reqs: &'a [Req<'r>],
-    pub(super) links: &'a Links,
-    /// Each group's agent key ([`super::agents::keys`]).
-    pub(super) keys: &'a [Option<String>],
-    pub(super) names: &'a [String],
-}
-
-/// Whether call `i` went out right after another agent's call ended, inside its gap: it was
-/// held back behind that call (a lock or one permit around the calls), which is the calls'
-/// serialization, not waiting for local work.
-fn behind_a_call(reqs: &[Req<'_>], links: &Links, i: usize, tol: u64) -> bool {
-    let Some(p) = links.from[i] else { return false };
-    let (a, b) = (reqs[p].end, reqs[i].start);
-    reqs.iter().any(|q| q.group != reqs[i].group && q.end > a && q.end <= b && b - q.end <= tol)
-}
-
-/// Each group's calls, in start order.
-fn calls_by_group(reqs: &[Req<'_>], groups: usize) -> Vec<Vec<usize>> {
-    let mut by: Vec<Vec<usize>> = vec![Vec::new(); groups];
-    for (i, q) in reqs.iter().enumerate() {
-        by[q.group].push(i);
-    }
-    by
-}
-
-/// The raw gap before call `k` of a group's calls: from the previous call's end (the answer's
-/// release, in a probe run) to its start, as the probe's plan measures it.
-fn raw_gap(reqs: &[Req<'_>], calls: &[usize], k: usize) -> Option<u64> {
-    (k > 0).then(|| reqs[calls[k]].start.saturating_sub(reqs[calls[k - 1]].end))
-}
-
-/// The probe's plan from the run judged: each agent's raw gaps, in order ([`ProbePlan`]).
-pub(super) fn plan(run: &Run<'_, '_>, tolerance_us: u64) -> ProbePlan {
-    let by = calls_by_group(run.reqs, run.keys.len());
-    let mut plan = ProbePlan { tolerance_us, ..ProbePlan::default() };
-    for (g, calls) in by.iter().enumerate() {
-        let Some(key) = &run.keys[g] else { continue };
-        let gaps: Vec<u64> = (1..calls.len()).filter_map(|k| raw_gap(run.reqs, calls, k)).collect();
-        plan.longest_gap_us = plan.longest_gap_us.max(gaps.iter().copied().max().unwrap_or(0));
-        plan.gaps.insert(key.clone(), gaps);
-    }
-    plan
-}
-
-/// Compares the run judged with its probe run, call by call (agents matched by their keys,
-/// calls by their place in the agent's order). `Err` says why the probe is void.
-pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan) -> Result<Findings, String> {
-    if first.keys.iter().any(Option::is_none) {
-        return Err(
-            "some requests were neither labelled nor chat turns, so their agents cannot be matched across runs".into(),
-        );
-    }
-    if probe.reqs.is_empty() {
-        return Err("the probe run made no model request".into());
-    }
-    let first_by = calls_by_group(first.reqs, first.keys.len());
-    let probe_by = calls_by_group(probe.reqs, probe.keys.len());
-    let mut matched: Vec<usize> = vec![usize::MAX; first.reqs.len()];
-    for (g, calls) in first_by.iter().enumerate() {
-        let key = first.keys[g].as_ref();
-        let Some(pg) = probe.keys.iter().position(|k| k.as_ref() == key) else {
-            return Err(format!("agent {} made no call in the probe run", first.names[g]));
-        };
-        if probe_by[pg].len() != calls.len() {
-            return Err(format!(
-                "agent {} made {} in the run judged and {} in the probe run",
-                first.names[g],
-                plural(calls.len(), "call", "calls"),
-                probe_by[pg].len()
-            ));
-        }
-        for (k, &i) in calls.iter().enumerate() {
-            matched[i] = probe_by[pg][k];
-        }
-    }
-    if probe.keys.len() != first.keys.len() {
-        let extra = probe.keys.iter().position(|k| !first.keys.contains(k)).map_or(0, |g| g);
-        return Err(format!("the probe run had an agent the run judged did not ({})", probe.names[extra]));
-    }
-    let tol = plan.tolerance_us;
-    // Each gap of the run judged, beside its probe twin.
-    struct Gap {
-        i: usize,
-        g: usize,
-        gap_o: u64,
-        gap_p: u64,
-        expired: bool,
-        carries: bool,
-        together: bool,
-    }
-    let mut found: Vec<Gap> = Vec::new();
-    for (g, calls) in first_by.iter().enumerate() {
-        let pg = probe.keys.iter().position(|k| *k == first.keys[g]).unwrap_or(g);
-        for (k, &i) in calls.iter().enumerate() {
-            let j = matched[i];
-            let gap_o = first.links.local[i];
-            if first.links.from[i].is_none() || probe.links.from[j].is_none() || gap_o == 0 {
-                continue;
-            }
-            let gap_p = probe.links.local[j];
-            // Past its expiry, and by more than a client library's own processing: it waited
-            // for something the probe held (a gap of less than that could hide no more).
-            let expired = match (raw_gap(first.reqs, calls, k), raw_gap(probe.reqs, &probe_by[pg], k)) {
-                (Some(o), Some(p)) => {
-                    p > plan.expiry_us(o) && p >= o + LOCAL_WORK_FLOOR_US && gap_o >= LOCAL_WORK_FLOOR_US
-                }
-                _ => false,
-            };
-            // Sent together with another agent's call although the probe released their
-            // answers apart: the agents wait for each other (a barrier releases its waiters in
-            // one turn of the executor, a few milliseconds at most).
-            let s = probe.reqs[j].start;
-            let together_us = tol.min(5_000);
-            found.push(Gap {
-                i,
-                g,
-                gap_o,
-                gap_p,
-                expired,
-                // Data it carries from another agent: the wait for it is the program's design.
-                carries: first.links.from[i].is_some_and(|p| first.reqs[p].group != first.reqs[i].group),
-                together: probe
-                    .reqs
-                    .iter()
-                    .any(|q| q.group != probe.reqs[j].group && q.start.abs_diff(s) <= together_us),
-            });
-        }
-    }
-    let mut own_most = first.links.local.clone();
-    let mut own_least = first.links.local.clone();
-    let mut waits = Vec::new();
-    for f in &found {
-        let wait = |own: Option<u64>, kind| GapWait {
-            agent: first.names[f.g].clone(),
-            request: first.reqs[f.i].r.id,
-            gap_s: secs(f.gap_o),
-            own_s: own.map(secs),
-            kind,
-        };
-        if f.expired && !f.carries {
-            // It waited for something the probe held: an answer of another agent. Its own
-            // work cannot be told from the wait.
-            own_least[f.i] = 0;
-            waits.push(wait(None, if f.together { WaitKind::Barrier } else { WaitKind::Answer }));
-        } else if !f.expired
-            && f.gap_p + tol.max(f.gap_o / 10).max(LOCAL_WORK_FLOOR_US) <= f.gap_o
-            && !behind_a_call(first.reqs, first.links, f.i, tol)
-        {
-            // Shorter with the others' local work out of the way: it waited for it (at a
-            // barrier, when its call went out with others': it was the last to reach it).
-            own_most[f.i] = f.gap_p;
-            own_least[f.i] = f.gap_p;
-            waits.push(wait(Some(f.gap_p), if f.together { WaitKind::Barrier } else { WaitKind::LocalWork }));
-        }
-    }
-    // Local work one agent at a time shows itself as several agents' chunks of work taking
-    // turns. A single chunk that held the others once (a client library's first use: lazy
-    // imports, schemas built on the first answer; or one blocking call, once) moves from run
-    // to run with the machine's load and with whichever agent the executor resumed first, and
-    // is not told from noise: such waits are not counted, and the gaps stay as measured.
-    let chunks: Vec<u64> = found.iter().map(|f| own_most[f.i]).filter(|&o| o >= LOCAL_WORK_FLOOR_US).collect();
-    let beyond_one = chunks.iter().sum::<u64>() - chunks.iter().copied().max().unwrap_or(0);
-    let mut once = None;
-    if beyond_one < LOCAL_WORK_FLOOR_US && waits.iter().any(|w| w.kind == WaitKind::LocalWork) {
-        let lone: Vec<GapWait> = waits.iter().filter(|w| w.kind == WaitKind::LocalWork).cloned().collect();
-        waits.retain(|w| w.kind != WaitKind::LocalWork);
-        for f in &found {
-            if lone.iter().any(|w| w.request == first.reqs[f.i].r.id) {
-                own_most[f.i] = f.gap_o;
-                own_least[f.i] = f.gap_o;
-            }
-        }
-        once = Some(secs(chunks.iter().copied().max().unwrap_or(0)));
-    }
-    let took = match (probe.reqs.iter().map(|q| q.start).min(), probe.reqs.iter().map(|q| q.end).max()) {
-        (Some(a), Some(b)) => b - a,
-        _ => 0,
-    };
-    Ok(Findings {
-        own_most,
-        own_least,
-        waits,
-        once,
-        probe: Some((secs(took), secs(probe.reqs.iter().map(|q| q.r.held_us).sum()))),
-        probe_agents: first_by
-            .iter()
-            .enumerate()
-            .map(|(g, calls)| ProbeAgent {
-                agent: first.names[g].clone(),
-                ids: calls.iter().map(|&i| probe.reqs[matched[i]].r.id).collect(),
-            })
-            .collect(),
-    })
-}
-
-/// The gaps of the run judged against the local work the program is known to do before each
-/// call (`JudgeOptions::known_local_work`: the harness's scenarios): the rest of a gap was
-/// waiting. Calls with no known local work keep their gaps as measured.
-pub(super) fn from_known(first: &Run<'_, '_>, known: &std::collections::BTreeMap<u64, u64>, tol: u64) -> Findings {
-    let mut own = first.links.local.clone();
-    let mut waits = Vec::new();
-    for (i, q) in first.reqs.iter().enumerate() {
-        let (Some(_), Some(&work)) = (first.links.from[i], known.get(&q.r.id)) else { continue };
-        let gap = first.links.local[i];
-        own[i] = gap.min(work);
-        if gap >= own[i] + tol.max(gap / 10) && !behind_a_call(first.reqs, first.links, i, tol) {
-            waits.push(GapWait {
-                agent: first.names[q.group].clone(),
-                request: q.r.id,
-                gap_s: secs(gap),
-                own_s: Some(secs(own[i])),
-                kind: WaitKind::LocalWork,
-            });
-        }
-    }
-    Findings { own_most: own.clone(), own_least: own, waits, once: None, probe: None, probe_agents: Vec::new() }
-}
-
-/// How many agents' local work ran at once at most, where agents waited for it: over each
-/// cluster of gaps that overlap in time (the run judged), the agents' own work (as the probe
-/// measured it) over the time the cluster spans; one at a time fills it once, `k` at a time up
-/// to `k` times. `(k, agents in that cluster)` for the cluster whose gaps held the most waiting.
-fn at_once(reqs: &[Req<'_>], links: &Links, f: &Findings) -> (usize, usize) {
-    let mut gaps: Vec<(u64, u64, usize)> = (0..reqs.len())
-        .filter_map(|i| {
-            let p = links.from[i]?;
-            let (a, b) = (reqs[p].end, reqs[i].start);
-            (b > a).then_some((a, b, i))
-        })
-        .collect();
-    gaps.sort_unstable();
-    let mut best = (0u64, 1usize, 1usize);
-    let mut k = 0;
-    while k < gaps.len() {
-        let (start, mut end) = (gaps[k].0, gaps[k].1);
-        let mut members = vec![gaps[k].2];
-        k += 1;
-        while k < gaps.len() && gaps[k].0 < end {
-            end = end.max(gaps[k].1);
-            members.push(gaps[k].2);
-            k += 1;
-        }
-        let own: u64 = members.iter().map(|&i| f.own_most[i]).sum();
-        let waited: u64 = members.iter().map(|&i| links.local[i].saturating_sub(f.own_most[i])).sum();
-        let mut agents: Vec<usize> = members.iter().map(|&i| reqs[i].group).collect();
-        agents.sort_unstable();
-        agents.dedup();
-        let ratio = own as f64 / (end - start).max(1) as f64;
-        let at_once = ((ratio - 0.15).ceil() as usize).max(1);
-        if waited > best.0 {
-            best = (waited, at_once, agents.len());
-        }
-    }
-    (best.1, best.2)
-}
-
-/// The waits a probe found, in words: which agents waited for what, and how long in all.
-/// `(k, n)`: at most `k` of the `n` agents' local work ran at once where they waited.
-fn waits_in_words(f: &Findings, (k, n): (usize, usize)) -> (String, f64) {
-    let mut parts = Vec::new();
-    let mut total = 0.0;
-    let agents_of = |kind: WaitKind| {
-        let mut names: Vec<&str> = f.waits.iter().filter(|w| w.kind == kind).map(|w| w.agent.as_str()).collect();
-        names.sort_unstable();
-        names.dedup();
-        names.join(", ")
-    };
-    let local: f64 =
-        f.waits.iter().filter(|w| w.kind == WaitKind::LocalWork).map(|w| w.gap_s - w.own_s.unwrap_or(0.0)).sum();
-    if local > 0.0 {
-        total += local;
-        let how = if k <= 1 {
-            ": their local work ran one agent at a time: a blocking call or CPU work holding the executor (time.sleep, a sync client or a CPU-heavy step inside async code; execSync or a busy loop in Node; std::thread::sleep or blocking I/O on an async runtime), or a lock held around the tools".to_string()
-        } else if k < n {
-            format!(
-                ": at most {k} of {n} agents' local work ran at a time: a permit around the tools (a semaphore of {k}, or a pool of {k} workers)"
-            )
-        } else {
-            String::new()
-        };
-        parts.push(format!(
-            "{} waited {:.2} s in all for other agents' work between their calls{how}",
-            agents_of(WaitKind::LocalWork),
-            local
-        ));
-    }
-    let barrier: f64 =
-        f.waits.iter().filter(|w| w.kind == WaitKind::Barrier).map(|w| w.gap_s - w.own_s.unwrap_or(0.0)).sum();
-    if barrier > 0.0 {
-        total += barrier;
-        parts.push(format!(
-            "{} waited for each other between their calls and sent their next calls together, with no data passed between them: a barrier (a gather per round?), up to {:.2} s of waiting",
-            agents_of(WaitKind::Barrier),
-            barrier
-        ));
-    }
-    let answer: f64 = f.waits.iter().filter(|w| w.kind == WaitKind::Answer).map(|w| w.gap_s).sum();
-    if answer > 0.0 {
-        total += answer;
-        parts.push(format!(
-            "{} waited for other agents' answers without carrying them (data passed in a form the judge does not recognise, or a wait with no data behind it), up to {:.2} s",
-            agents_of(WaitKind::Answer),
-            answer
-        ));
-    }
-    (parts.join("; "), total)
-}
-
-/// Settles the client verdict with what a probe run found (the report's figures already read
-/// the gaps as the probe measured them; `least`: the verdict with every gap the probe could not
-/// measure taken as waiting). Returns the gaps' reason.
-pub(super) fn probed(rep: &mut Report, f: &Findings, reqs: &[Req<'_>], links: &Links, least: Verdict) -> String {
-    let probe = match f.probe {
-        Some((took, held)) => format!("the probe run took {took:.2} s, its answers held back {held:.2} s in all"),
-        None => "the local work before each call as the program gave it".to_string(),
-    };
-    if f.waits.is_empty() {
-        return match f.once {
-            Some(chunk) => format!(
-                "the agents waited for one agent's local work of {chunk:.2} s, once: a client library's first use (lazy imports, schemas built on the first answer) or one blocking call, which one run cannot tell apart; not counted, the gaps read as measured ({probe})"
-            ),
-            None => format!("the probe run measured every gap between calls as the agent's own work ({probe})"),
-        };
-    }
-    let (words, waited) = waits_in_words(f, at_once(reqs, links, f));
-    let t = &rep.time;
-    let lost = (t.took_s - t.allowed_s).max(0.0);
-    let figures = format!(
-        "took {:.2} s against {:.2} s allowed by the deployment ({:.2} s ideal, the agents' own work between calls as {}) and {:.2} s one at a time{}",
-        t.took_s,
-        t.allowed_s,
-        t.ideal_s,
-        if f.probe.is_some() { "the probe measured it" } else { "the program gave it" },
-        t.sequential_s,
-        t.saving.map_or(String::new(), |s| format!(": saved {} of what the deployment allows", pct(s.max(-9.99))))
-    );
-    match rep.verdict {
-        Verdict::Parallel if least != Verdict::Parallel => {
-            rep.verdict = Verdict::Inconclusive;
-            rep.cause = Cause::UnprobedGaps;
-            rep.reason = format!(
-                "the agents' calls overlapped, but {words}; where an agent waited for something the probe held, its own work cannot be told from the wait, and read as waiting the program is {} ({figures})",
-                least.as_str().replace('_', " ")
-            );
-            format!("{words} ({probe})")
-        }
-        Verdict::Parallel => format!("{words}: too little to change the verdict ({probe})"),
-        Verdict::PartlySerialized | Verdict::Serialized if waited >= 0.5 * lost => {
-            rep.cause = Cause::BetweenCalls;
-            let words_v = if rep.verdict == Verdict::Serialized { "serialized" } else { "partly serialized" };
-            rep.reason = format!(
-                "the agents' calls overlapped, but the agents waited for each other between their calls: {words}; {words_v} in the client, it cost {lost:.2} s ({figures})"
-            );
-            format!("{words} ({probe})")
-        }
-        _ => format!("{words} ({probe})"),
-    }
 }
 
 #[cfg(test)]

@@ -13,8 +13,6 @@ use crate::trace::DeviceSharing;
 /// What every reading shares: the calls, and the figures that do not depend on local work.
 pub(super) struct Basis<'a> {
     pub(super) reqs: &'a [Req<'a>],
-    /// The calls each call followed (`agents::Links::after`).
-    pub(super) after: &'a [Vec<usize>],
     pub(super) devices: &'a [DeviceSharing],
     pub(super) exclusions: Exclusions,
     /// The program judged as a whole (no labels, no conversations): its idle time is its
@@ -35,6 +33,15 @@ pub(super) struct Basis<'a> {
     /// To where the server wrote its last answer (`None` unless the client's reading of it was
     /// observed, and lagged).
     pub(super) served_us: Option<u64>,
+}
+
+/// How one reading links the calls and what local work comes before each.
+pub(super) struct Chained {
+    /// The calls each call followed (`agents::Links::after`, with hand-offs where this reading
+    /// takes them).
+    pub(super) after: Vec<Vec<usize>>,
+    /// The local work before each call.
+    pub(super) local: Vec<u64>,
 }
 
 /// The figures of one reading.
@@ -58,10 +65,11 @@ pub(super) struct Reading {
 }
 
 impl Basis<'_> {
-    /// The run's figures with `local` as the local work before each call.
-    pub(super) fn read(&self, local: Vec<u64>) -> Reading {
+    /// The run's figures with `links`: what each call followed and the local work before it.
+    pub(super) fn read(&self, links: Chained) -> Reading {
+        let Chained { after, local } = links;
         let reqs = self.reqs;
-        let chain_end = super::agents::chain_ends(reqs, self.after, &local);
+        let chain_end = super::agents::chain_ends(reqs, &after, &local);
         let longest_chain = chain_end.iter().copied().max().unwrap_or(0);
         let (local_us, ideal_core) = if self.program {
             // Unknown agents: every request could have run alongside every other (or
@@ -88,7 +96,7 @@ impl Basis<'_> {
             .enumerate()
             .map(|(i, q)| allowed::Call {
                 work: q.r.solo_us as f64,
-                after: self.after[i].clone(),
+                after: after[i].clone(),
                 local: if self.program { 0.0 } else { local[i] as f64 },
                 runner: (q.r.instance, q.r.model.clone()),
                 slots: q.r.slots,

@@ -356,6 +356,26 @@ pub struct GapsReport {
     /// The probe run's requests, matched to the agents of the run judged (probed runs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub probe_agents: Vec<ProbeAgent>,
+    /// Agents' first calls that went out right after another agent's answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub handoffs: Vec<HandOff>,
+}
+
+/// An agent's first call that went out right after another agent's answer: a hand-off (its
+/// task came from that answer, the program's design) or not; a probe run tells.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HandOff {
+    /// The agent whose first call it was.
+    pub agent: String,
+    /// That call's trace id.
+    pub request: u64,
+    /// The agent whose answer it went out after.
+    pub after_agent: String,
+    /// That answer's request.
+    pub after_request: u64,
+    /// Whether the probe run showed it depended on that answer (held back, the call still
+    /// went out right after it); absent where no probe tested it.
+    pub depended: Option<bool>,
 }
 
 /// One agent's requests in the probe run.

@@ -659,8 +659,9 @@ fn a_join_that_carries_the_agents_answers_waits_for_them_and_is_not_blamed() {
     // then an editor 205-355 (solo 150) whose prompt carries all three answers. It could not
     // start before 200: ideal = 200 + 5 + 150 = 355 = took; one at a time 600 + 5 = 605;
     // saving 1. Without the carried answers the editor would seem free to start at once:
-    // ideal 200, one at a time 600, saving (600 - 355) / (600 - 200) = 61 %: partly
-    // serialized, the correct program blamed.
+    // ideal 200, one at a time 600, saving (600 - 355) / (600 - 200) = 61 %, the correct
+    // program blamed; but its first call went out right after c's answer, so it may have been
+    // handed its task: inconclusive, until a probe run or its prompt tells.
     let mut reqs = vec![
         req(1, Some("a"), 0, 100, 100),
         req(2, Some("b"), 0, 150, 150),
@@ -668,7 +669,9 @@ fn a_join_that_carries_the_agents_answers_waits_for_them_and_is_not_blamed() {
         req(4, Some("editor"), 205, 355, 150),
     ];
     let blind = judge(&snap(reqs.clone()), &JudgeOptions::new());
-    assert_eq!(blind.verdict, Verdict::PartlySerialized, "{blind}");
+    assert_eq!(blind.verdict, Verdict::Inconclusive, "{blind}");
+    assert!(blind.needs_probe(), "{blind}");
+    assert!(blind.reason.contains("1 first call went out right after another agent's answer"), "{}", blind.reason);
     reqs[3].carries = vec![1, 2, 3];
     let r = judge(&snap(reqs.clone()), &JudgeOptions::new());
     assert_eq!(r.verdict, Verdict::Parallel, "{r}");

@@ -201,6 +201,12 @@ pub struct RequestTrace {
     /// no `X-Agent` label.
     #[serde(default)]
     pub conversation: Option<Conversation>,
+    /// Earlier requests whose answers this request's prompt only hints at (a run of three of
+    /// their generated words, not carried: see `sim_ollama`'s `carried` module). The judge
+    /// takes a hint for the data flow only where an agent's first call went out right after the
+    /// answer it hints at (a hand-off).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hints: Vec<u64>,
     /// How long a probe run held this answer's end back, µs of wall time: its tokens were all
     /// out, and its last line waited for another agent's gap between calls to close (see
     /// `sim_ollama`'s `probe` module). 0 outside probe runs.
@@ -305,6 +311,7 @@ impl RequestTrace {
             solo_us: 0,
             conversation: None,
             carries: Vec::new(),
+            hints: Vec::new(),
             held_us: 0,
             loads: Vec::new(),
             waits: Vec::new(),

@@ -227,9 +227,12 @@ impl TraceGuard {
     /// Records which earlier answers the request's `prompt` carries, and remembers its own
     /// `answer` and tool `call_ids` for the requests to come (see `crate::carried`).
     pub(crate) fn carry(&self, prompt: &str, answer: &str, call_ids: &[&str]) {
-        let carries = self.trace.answers.link(self.id, prompt, answer, call_ids);
-        if !carries.is_empty() {
-            self.with(|r| r.carries = carries);
+        let (carries, hints) = self.trace.answers.link(self.id, prompt, answer, call_ids);
+        if !carries.is_empty() || !hints.is_empty() {
+            self.with(|r| {
+                r.carries = carries;
+                r.hints = hints;
+            });
         }
     }
 

@@ -326,3 +326,64 @@ fn the_probe_plan_holds_each_agents_gaps_in_order() {
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-6
 }
+
+/// A leader (0-100) and two members whose first calls went out right after its answer
+/// (105-205, 106-206): ids 1-3. Told apart from members that were free to start at 0, the
+/// program lost the leader's call.
+fn leader_and_members() -> Vec<RequestTrace> {
+    vec![call(1, "lead", 0, 100), call(2, "m1", 105, 205), call(3, "m2", 106, 206)]
+}
+
+#[test]
+fn first_calls_right_after_another_agents_answer_are_a_hand_off_or_calls_held_back() {
+    // As measured the members could have started at 0: ideal 100, took 206, one at a time
+    // 300: saving (300 - 206) / (300 - 100) = 47 %. Taken as hand-offs (their tasks came from
+    // the lead's answer): ideal 205, parallel. One run cannot tell.
+    let r = judge(&trace(leader_and_members()), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert!(r.needs_probe());
+    let h = &r.gaps.as_ref().expect("gaps read").handoffs;
+    assert_eq!(h.len(), 2, "{h:?}");
+    assert!(h.iter().all(|h| h.after_agent == "lead" && h.depended.is_none()), "{h:?}");
+    // A few of the lead's words in a member's prompt (a hint): the task handed on, the data
+    // flow; with both hinted, parallel at once.
+    let mut hinted = leader_and_members();
+    hinted[1].hints = vec![1];
+    hinted[2].hints = vec![1];
+    let r = judge(&trace(hinted.clone()), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    // A hint at an answer the call did not go out right after is no link.
+    hinted[2] = call(3, "m2", 400, 500);
+    hinted[2].hints = vec![1];
+    let r = judge(&trace(hinted), &JudgeOptions::new());
+    assert_ne!(r.verdict, Verdict::Parallel, "{r}");
+}
+
+#[test]
+fn a_probe_run_tells_a_first_call_that_waited_for_an_answer_from_one_that_did_not() {
+    // The probe holds the lead's answer back 300 ms: members that still go out right after
+    // it depended on it, with nothing of it in their prompts (a task handed on, or a permit
+    // the lead's answer released): never parallel on that evidence.
+    let mut both = leader_and_members();
+    both.extend([held(call(4, "lead", 1000, 1400), 300), call(5, "m1", 1405, 1505), call(6, "m2", 1406, 1506)]);
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(4));
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    let g = r.gaps.as_ref().expect("gaps read");
+    assert!(g.handoffs.iter().all(|h| h.depended == Some(true)), "{g:?}");
+    assert!(r.reason.contains("cannot be told apart"), "{}", r.reason);
+    // Members that went out before the held answer did not wait for it: the time the run
+    // lost is the client's.
+    let mut both = leader_and_members();
+    both.extend([held(call(4, "lead", 1000, 1400), 300), call(5, "m1", 1105, 1205), call(6, "m2", 1106, 1206)]);
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(4));
+    assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
+    let g = r.gaps.as_ref().expect("gaps read");
+    assert!(g.handoffs.iter().all(|h| h.depended == Some(false)), "{g:?}");
+}
+
+#[test]
+fn the_probe_plan_delays_the_answers_first_calls_went_out_after() {
+    let plan = probe_plan(&trace(leader_and_members()), &JudgeOptions::new());
+    assert_eq!(plan.delays.get("label:lead"), Some(&vec![0]));
+    assert_eq!(plan.delay_us, 300 * MS);
+}
