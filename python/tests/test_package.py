@@ -160,16 +160,16 @@ def chat(url, agent, turn):
     with urllib.request.urlopen(req, timeout=30) as r:
         return json.loads(r.read())
 
-async def agent(url, name, blocking):
+async def agent(url, name, blocking, seconds=0.3):
     await asyncio.to_thread(chat, url, name, 1)
     if blocking:
-        time.sleep(0.3)
+        time.sleep(seconds)
     else:
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(seconds)
     await asyncio.to_thread(chat, url, name, 2)
 
-async def agents(url, blocking):
-    await asyncio.gather(*(agent(url, n, blocking) for n in ("a", "b", "c")))
+async def agents(url, blocking, seconds=0.3):
+    await asyncio.gather(*(agent(url, n, blocking, seconds) for n in ("a", "b", "c")))
 """
 
 
@@ -196,10 +196,11 @@ def test_blocking_tools(sim):
     sim.assert_parallel()
 
 def test_awaited_tools(sim):
+    # Tools too short to hide another agent's: judged from one run, never run again.
     RUNS.append("awaited")
-    asyncio.run(agents(sim.url, False))
+    asyncio.run(agents(sim.url, False, 0.1))
     sim.assert_parallel()
-    assert RUNS.count("awaited") in (1, 2)
+    assert RUNS.count("awaited") == 1
 """
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")

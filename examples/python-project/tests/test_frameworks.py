@@ -29,10 +29,7 @@ def test_reviewers_in_turn_are_caught(sim, framework):
     assert judgement.report.cause == "client", judgement.explain()
 
 
-TOOL_FRAMEWORKS = ["langgraph", "openai-agents-chat"]
-
-
-@pytest.mark.parametrize("framework", TOOL_FRAMEWORKS)
+@pytest.mark.parametrize("framework", ["langgraph"])
 def test_reviewers_with_a_blocking_tool_are_caught(sim, framework):
     asyncio.run(frameworks.review(framework, together=True, tool="blocking"))
     sim.assert_parallel()
