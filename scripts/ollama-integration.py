@@ -45,6 +45,8 @@ def suite_dir():
 
 def start_sim():
     binary = os.environ.get("SIM_OLLAMA_BIN") or os.path.join(ROOT, "target/debug/sim-ollama")
+    if not os.access(binary, os.X_OK) and "SIM_OLLAMA_BIN" not in os.environ:
+        subprocess.run(["cargo", "build", "--quiet", "-p", "sim-ollama", "--bin", "sim-ollama"], cwd=ROOT, check=False)
     if not os.access(binary, os.X_OK):
         sys.exit(f"ollama-integration: no simulator at {binary} (cargo build -p sim-ollama, or set SIM_OLLAMA_BIN)")
     proc = subprocess.Popen([binary, "--port", "0", "--preset", "ideal", "--time-scale", "0.05"],

@@ -169,6 +169,8 @@ pub(crate) struct Job {
     pub(crate) truncate: bool,
     /// Its place in a probe run, if one is in progress ([`crate::probe`]).
     pub(crate) probe: Option<crate::probe::Ticket>,
+    /// Log probabilities asked for, with this many alternatives per token ([`crate::logprob`]).
+    pub(crate) logprobs: Option<usize>,
 }
 
 /// The trace's record of a cache claim.
@@ -247,6 +249,10 @@ pub(crate) struct Running {
     probe: Option<crate::probe::Ticket>,
     /// Its answer's end, held by the probe run.
     hold: Option<crate::probe::Hold>,
+    /// Log probabilities asked for, with this many alternatives per token.
+    logprobs: Option<usize>,
+    /// The seed of their draws.
+    lp_seed: u64,
 }
 
 impl Running {
@@ -267,8 +273,9 @@ impl Running {
             copy_per_token,
             truncate,
             probe,
+            logprobs,
         } = job;
-        let Plan { mut prompt_tokens, text, mut timing, .. } = plan;
+        let Plan { mut prompt_tokens, text, mut timing, seed: lp_seed, .. } = plan;
         trace.with(|r| {
             r.prompt_tokens = u64::from(prompt_tokens);
             r.thinking_tokens = text.thinking as u64;
@@ -366,6 +373,8 @@ impl Running {
             wrote_chunk: false,
             probe,
             hold: None,
+            logprobs,
+            lp_seed,
         })
     }
 
@@ -428,6 +437,18 @@ impl Running {
     /// Waits for the next token.
     pub(crate) async fn next_token(&mut self) -> Option<Emitted> {
         std::future::poll_fn(|cx| self.poll_token(cx)).await
+    }
+
+    /// Token `i`'s log probability, when they were asked for.
+    pub(crate) fn logprob(&self, i: usize) -> Option<crate::logprob::Logprob> {
+        let top = self.logprobs?;
+        Some(crate::logprob::entry(self.lp_seed, i, self.piece(i), top))
+    }
+
+    /// Every emitted token's log probability, in order (none unless asked for): what a
+    /// response that is not streamed carries.
+    pub(crate) fn logprobs_so_far(&self) -> Vec<crate::logprob::Logprob> {
+        (0..self.emitted).filter_map(|i| self.logprob(i)).collect()
     }
 
     /// The text of token `i`.

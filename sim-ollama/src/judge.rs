@@ -65,9 +65,9 @@ pub mod decision;
 mod deployment;
 mod figures;
 mod gaps;
-mod probed;
 mod gate;
 mod input;
+mod probed;
 mod reading;
 mod report;
 

@@ -77,6 +77,7 @@ mod gojson;
 mod http1;
 mod keepalive;
 mod latency;
+mod logprob;
 mod metrics;
 mod names;
 mod noise;

@@ -31,6 +31,41 @@ pub(crate) fn count_tokens(text: &str) -> u32 {
     n
 }
 
+/// The start of `text` that holds its first `n` tokens (as [`count_tokens`] cuts them): what a
+/// runner keeps of an input it truncates, keeping the beginning and cutting the end.
+pub(crate) fn first_tokens(text: &str, n: u32) -> &str {
+    if n == 0 {
+        return "";
+    }
+    let mut count = 0u32;
+    let mut letters = 0usize;
+    for (at, c) in text.char_indices() {
+        let after = at + c.len_utf8();
+        if c.is_whitespace() {
+            letters = 0;
+            continue;
+        }
+        if c.is_alphanumeric() {
+            letters += 1;
+            // A run of letters is a token every six, and at its end.
+            let run_ends = text[after..].chars().next().is_none_or(|d| !d.is_alphanumeric());
+            if letters % 6 == 0 || run_ends {
+                count += 1;
+            }
+            if run_ends {
+                letters = 0;
+            }
+        } else {
+            letters = 0;
+            count += 1;
+        }
+        if count == n {
+            return &text[..after];
+        }
+    }
+    text
+}
+
 /// The tokens of [`count_tokens`] as hashes of their text, in order: a run of up to six
 /// letters or digits, or one other character (whitespace separates and is no token). Two texts
 /// share a prefix of these exactly where they share their words, which is what the prompt
@@ -368,6 +403,22 @@ fn cut_at_stop(pieces: &[Cow<'static, str>], stop: &[String]) -> Option<Vec<Cow<
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_first_tokens_of_a_text_are_a_prefix_that_counts_them() {
+        let t = "why is the sky blue? Why is the sky blue? hi there my";
+        assert_eq!(count_tokens(t), 15);
+        assert_eq!(first_tokens(t, 1), "why");
+        assert_eq!(first_tokens(t, 6), "why is the sky blue?");
+        assert_eq!(first_tokens(t, 14), "why is the sky blue? Why is the sky blue? hi there");
+        assert_eq!(first_tokens(t, 99), t);
+        // A long word is a token every six letters.
+        assert_eq!(first_tokens("abcdefghijkl mn", 1), "abcdef");
+        for n in 0..=15 {
+            assert_eq!(count_tokens(first_tokens(t, n)), n);
+        }
+    }
+
     use super::*;
     use rand::SeedableRng;
 

@@ -8,6 +8,7 @@ pub(crate) mod responses;
 pub(crate) use metrics::Metrics;
 
 use crate::gojson::{to_go_json, write_go_json, write_json_str};
+use crate::logprob::Logprob;
 use crate::tokens::DoneReason;
 use crate::tools::ToolCall;
 use bytes::BytesMut;
@@ -29,6 +30,9 @@ pub(crate) struct GenerateFinal<'a> {
     pub(crate) context: Option<&'a [u32]>,
     #[serde(flatten)]
     pub(crate) metrics: &'a Metrics,
+    /// Last, as `api.GenerateResponse` orders it (api/types.go v0.33.0-rc2 891-930).
+    #[serde(skip_serializing_if = "<[Logprob]>::is_empty")]
+    pub(crate) logprobs: &'a [Logprob],
 }
 
 /// An assistant message.
@@ -50,8 +54,17 @@ pub(crate) struct ChatFinal<'a> {
     pub(crate) message: Message<'a>,
     pub(crate) done: bool,
     pub(crate) done_reason: &'a str,
+    /// After `done_reason`, before the metrics (`api.ChatResponse`, api/types.go 520-549).
+    #[serde(skip_serializing_if = "<[Logprob]>::is_empty")]
+    pub(crate) logprobs: &'a [Logprob],
     #[serde(flatten)]
     pub(crate) metrics: &'a Metrics,
+}
+
+/// OpenAI `choices[].logprobs` (`openai.ChoiceLogprobs`): the native entries under `content`.
+#[derive(Debug, Serialize)]
+pub(crate) struct ChoiceLogprobs<'a> {
+    pub(crate) content: &'a [Logprob],
 }
 
 /// OpenAI `usage`.
@@ -86,8 +99,18 @@ pub(crate) enum Wire {
 }
 
 impl Wire {
-    /// Appends the line of one token. `first` is true for the first token of the stream.
-    pub(crate) fn token(&self, out: &mut BytesMut, piece: &str, created_at: &str, created_unix: u64, first: bool) {
+    /// Appends the line of one token, with its log probability when asked for (`lp`: native
+    /// and `/v1` chat; the other wires carry none). `first` is true for the first token of the
+    /// stream.
+    pub(crate) fn token(
+        &self,
+        out: &mut BytesMut,
+        piece: &str,
+        created_at: &str,
+        created_unix: u64,
+        first: bool,
+        lp: Option<&Logprob>,
+    ) {
         match self {
             Wire::OpenAiCompletion { id, model, include_usage } => {
                 completion_chunk(out, id, model, created_unix, piece, None, *include_usage);
@@ -95,20 +118,30 @@ impl Wire {
             Wire::Anthropic(a) => a.text(out, piece),
             Wire::Responses(r) => r.text(out, piece, created_unix),
             Wire::Generate { .. } | Wire::Chat { .. } | Wire::OpenAiChat { .. } => {
-                self.piece_line(out, piece, created_at, first, false)
+                self.piece_line(out, piece, created_at, first, false, lp)
             }
         }
     }
 
     /// The native and `/v1` chat line of one piece of the answer or, with `thinking`, of the
     /// reasoning: the same line, the piece under its own key (beside an empty answer when it is
-    /// reasoning). The other wires write events of their own: nothing here.
-    fn piece_line(&self, out: &mut BytesMut, piece: &str, created_at: &str, first: bool, thinking: bool) {
+    /// reasoning), its log probability where `api.GenerateResponse` and `api.ChatResponse` put
+    /// `logprobs` (after `done`) and `/v1` its choice's (after `finish_reason`). The other
+    /// wires write events of their own: nothing here.
+    fn piece_line(
+        &self,
+        out: &mut BytesMut,
+        piece: &str,
+        created_at: &str,
+        first: bool,
+        thinking: bool,
+        lp: Option<&Logprob>,
+    ) {
         let (key, close): (&[u8], &[u8]) = match self {
             Wire::Generate { model, .. } => {
                 native_line_open(out, model, created_at);
                 let key: &[u8] = if thinking { b"\"response\":\"\",\"thinking\":" } else { b"\"response\":" };
-                (key, b",\"done\":false}\n")
+                (key, b",\"done\":false")
             }
             Wire::Chat { model } => {
                 native_line_open(out, model, created_at);
@@ -117,18 +150,45 @@ impl Wire {
                 } else {
                     b"\"message\":{\"role\":\"assistant\",\"content\":"
                 };
-                (key, b"},\"done\":false}\n")
+                (key, b"},\"done\":false")
             }
             Wire::OpenAiChat { id, model, created, .. } => {
                 chat_delta_open(out, id, *created, model, first);
                 let key: &[u8] = if thinking { b"\"content\":\"\",\"reasoning\":" } else { b"\"content\":" };
-                (key, b"},\"finish_reason\":null}]}\n\n")
+                (key, b"},\"finish_reason\":null")
             }
             Wire::OpenAiCompletion { .. } | Wire::Anthropic(_) | Wire::Responses(_) => return,
         };
         out.put_slice(key);
         write_json_str(out, piece);
         out.put_slice(close);
+        self.line_end(out, lp);
+    }
+
+    /// The end of a native or `/v1` chat line: its log probabilities, if any, then the
+    /// closing brackets.
+    fn line_end(&self, out: &mut BytesMut, lp: Option<&Logprob>) {
+        let openai = matches!(self, Wire::OpenAiChat { .. });
+        if let Some(lp) = lp {
+            out.put_slice(if openai { b",\"logprobs\":{\"content\":[" } else { b",\"logprobs\":[" });
+            write_go_json(&mut out.writer(), lp);
+            out.put_slice(if openai { b"]}" } else { b"]" });
+        }
+        out.put_slice(if openai { b"}]}\n\n" } else { b"}\n" });
+    }
+
+    /// Appends the line of a token that writes nothing of its own (inside a tool call, which
+    /// the real server's parser holds back) where its log probability was asked for: an empty
+    /// piece with it, as the real handler still sends such chunks while its parser buffers
+    /// (server/routes.go v0.33.0-rc2 2873-2880). Returns whether anything was written.
+    pub(crate) fn logprob_only(&self, out: &mut BytesMut, created_at: &str, first: bool, lp: &Logprob) -> bool {
+        match self {
+            Wire::Chat { .. } | Wire::OpenAiChat { .. } | Wire::Generate { .. } => {
+                self.piece_line(out, "", created_at, first, false, Some(lp));
+                true
+            }
+            Wire::OpenAiCompletion { .. } | Wire::Anthropic(_) | Wire::Responses(_) => false,
+        }
     }
 
     /// Appends the line of one token of reasoning: native `thinking` beside an empty answer
@@ -143,13 +203,14 @@ impl Wire {
         created_at: &str,
         created_unix: u64,
         first: bool,
+        lp: Option<&Logprob>,
     ) -> bool {
         match self {
             Wire::OpenAiCompletion { .. } => return false,
             Wire::Anthropic(a) => a.thinking(out, piece),
             Wire::Responses(r) => r.thinking(out, piece, created_unix),
             Wire::Generate { .. } | Wire::Chat { .. } | Wire::OpenAiChat { .. } => {
-                self.piece_line(out, piece, created_at, first, true)
+                self.piece_line(out, piece, created_at, first, true, lp)
             }
         }
         true
@@ -166,19 +227,22 @@ impl Wire {
         created_at: &str,
         created_unix: u64,
         first: bool,
+        lp: Option<&Logprob>,
     ) {
         match self {
             Wire::Chat { model } => {
                 native_line_open(out, model, created_at);
                 out.put_slice(b"\"message\":{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":");
                 write_go_json(&mut out.writer(), &native_calls(calls));
-                out.put_slice(b"},\"done\":false}\n");
+                out.put_slice(b"},\"done\":false");
+                self.line_end(out, lp);
             }
             Wire::OpenAiChat { id, model, created, .. } => {
                 chat_delta_open(out, id, *created, model, first);
                 out.put_slice(b"\"content\":\"\",\"tool_calls\":");
                 write_go_json(&mut out.writer(), &openai_calls(calls));
-                out.put_slice(b"},\"finish_reason\":null}]}\n\n");
+                out.put_slice(b"},\"finish_reason\":null");
+                self.line_end(out, lp);
             }
             Wire::Anthropic(a) => a.tool_calls(out, calls),
             Wire::Responses(r) => r.tool_calls(out, calls, created_unix),
@@ -213,6 +277,7 @@ impl Wire {
                     done_reason: reason.as_str(),
                     context: ctx.as_deref(),
                     metrics,
+                    logprobs: &[],
                 };
                 write_go_json(&mut out.writer(), &f);
                 out.put_u8(b'\n');
@@ -224,6 +289,7 @@ impl Wire {
                     message: Message { role: "assistant", content: "", thinking: "", tool_calls: Vec::new() },
                     done: true,
                     done_reason: reason.as_str(),
+                    logprobs: &[],
                     metrics,
                 };
                 write_go_json(&mut out.writer(), &f);
@@ -453,7 +519,7 @@ mod tests {
     #[test]
     fn token_lines_are_valid_json_with_ollamas_field_order() {
         let mut b = BytesMut::new();
-        Wire::Chat { model: "tiny".into() }.token(&mut b, "Hi&", "2026-01-01T00:00:00Z", 0, true);
+        Wire::Chat { model: "tiny".into() }.token(&mut b, "Hi&", "2026-01-01T00:00:00Z", 0, true, None);
         assert_eq!(
             &b[..],
             &b"{\"model\":\"tiny\",\"created_at\":\"2026-01-01T00:00:00Z\",\"message\":{\"role\":\"assistant\",\"content\":\"Hi\\u0026\"},\"done\":false}\n"[..]

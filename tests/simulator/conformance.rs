@@ -267,10 +267,24 @@ async fn embed_vectors_are_normalised_and_legacy_embeddings_are_not() -> Result 
 async fn show_reports_details_model_info_and_capabilities() -> Result {
     let sim = SimBuilder::new().start()?;
     let v: Value = post(&format!("{}/api/show", sim.url()), json!({"model": "gemma3"})).await?.json().await?;
+    // The license first (api.ShowResponse, api/types.go v0.33.0-rc2 738), also in the Modelfile
+    // after the parameters (server/images.go 660-665).
     assert_eq!(
         keys(&v),
-        ["modelfile", "parameters", "template", "details", "model_info", "tensors", "capabilities", "modified_at"]
+        [
+            "license",
+            "modelfile",
+            "parameters",
+            "template",
+            "details",
+            "model_info",
+            "tensors",
+            "capabilities",
+            "modified_at"
+        ]
     );
+    assert!(v["license"].as_str().is_some_and(|l| l.starts_with("Gemma Terms of Use")), "{v}");
+    assert!(v["modelfile"].as_str().is_some_and(|m| m.contains("\nLICENSE \"Gemma Terms of Use\n")), "{v}");
     assert_eq!(v["model_info"]["gemma3.context_length"], 131072);
     // Without `verbose` the file's arrays are not loaded (capture 06); with it they are.
     assert_eq!(v["model_info"]["tokenizer.ggml.tokens"], Value::Null);

@@ -33,3 +33,5 @@ mod judge_http;
 mod util_tests;
 // Probe runs: answers held back so the agents work one at a time (issue 36).
 mod probe;
+// Log probabilities on generate, chat and /v1 chat (issue 38).
+mod logprobs;

@@ -255,6 +255,9 @@ pub struct ModelSpec {
     /// `/api/show` lists them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parameters: Vec<(String, String)>,
+    /// The model's license text (its license layer), as `/api/show` reports it; none when empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub license: String,
     /// The latency profile.
     pub profile: Profile,
 }

@@ -25,6 +25,7 @@ impl ModelSpec {
             template: String::new(),
             model_info: serde_json::Map::new(),
             parameters: Vec::new(),
+            license: String::new(),
             profile: Profile {
                 load_ms: DistSpec::constant(0.0),
                 cold_load_ms: None,

@@ -83,19 +83,24 @@ pub(crate) fn write_finish(run: &mut Running, wire: &Wire, out: &mut BytesMut) {
 /// parser holds them back). Returns whether anything was written.
 pub(crate) fn write_token(run: &mut Running, wire: &Wire, out: &mut BytesMut, i: usize, at: Instant) -> bool {
     let first = !run.wrote_chunk;
+    let lp = run.logprob(i);
     if let Some(call) = run.text.call_ending_at(i) {
         let (created_at, created_unix) = run.created(at);
-        wire.tool_calls(out, std::slice::from_ref(call), &created_at, created_unix, first);
+        wire.tool_calls(out, std::slice::from_ref(call), &created_at, created_unix, first, lp.as_ref());
     } else if run.text.hidden(i) {
-        return false;
+        // Nothing of its own; its log probability still goes out when it was asked for.
+        let Some(lp) = lp else { return false };
+        if !wire.logprob_only(out, &run.created(at).0, first, &lp) {
+            return false;
+        }
     } else if i < run.text.thinking {
         let (created_at, created_unix) = run.created(at);
-        if !wire.thinking(out, run.piece(i), &created_at, created_unix, first) {
+        if !wire.thinking(out, run.piece(i), &created_at, created_unix, first, lp.as_ref()) {
             return false;
         }
     } else {
         let (created_at, created_unix) = run.created(at);
-        wire.token(out, run.piece(i), &created_at, created_unix, first);
+        wire.token(out, run.piece(i), &created_at, created_unix, first, lp.as_ref());
     }
     run.wrote_chunk = true;
     true

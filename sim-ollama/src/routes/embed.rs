@@ -56,7 +56,9 @@ pub(crate) async fn run_embedding(
     trace: TraceGuard,
 ) -> Result<(u64, u64, u64), ApiError> {
     let rendered = inputs.join("\n");
-    let tokens: u32 = inputs.iter().map(|t| crate::tokens::count_tokens(t).max(1)).sum();
+    // Each input with the special tokens its runner adds (`prompt_eval_count` counts them).
+    let specials = special_tokens(&model);
+    let tokens: u32 = inputs.iter().map(|t| crate::tokens::count_tokens(t) + specials).sum();
     let plan = Plan::new(&PlanInput {
         sim_seed: s.shared.cfg.seed,
         time_scale: s.shared.cfg.time_scale,
@@ -89,6 +91,58 @@ pub(crate) async fn run_embedding(
     let m = run.metrics(Instant::now());
     run.finish(Outcome::Done, None);
     Ok((m.total_duration, m.load_duration, m.prompt_eval_count))
+}
+
+/// The special tokens an embedding runner adds to each input, which `prompt_eval_count`
+/// counts (llama-server's `usage.prompt_tokens`): a BERT-style model's [CLS] and [SEP] (the
+/// integration suite's all-minilm: "why is the sky blue?" is 6 tokens and 8 evaluated), one
+/// beginning-of-sequence token for the others.
+fn special_tokens(model: &Installed) -> u32 {
+    let family = model.spec.family.as_str();
+    if family.contains("bert") || family.contains("roberta") { 2 } else { 1 }
+}
+
+/// Fits each input into the context as the real `EmbedHandler` does (server/routes.go
+/// v0.33.0-rc2 875-973): the limit is the model's context length, or `num_ctx` where smaller,
+/// less the two tokens kept for the special ones; an input past it keeps its beginning
+/// (`truncate`, the default) or is refused. A runner started with an explicit `num_ctx` of
+/// less than 4 has 4 (server/sched.go 170-172): an input the handler let through that does not
+/// fit it is refused by the runner, and with `truncate` the retry cannot cut it further.
+fn fit_inputs(
+    inputs: Vec<String>,
+    context_length: u64,
+    options: &Options,
+    truncate: bool,
+) -> Result<Vec<String>, ApiError> {
+    let ctx = match options.num_ctx {
+        Some(n) if n > 0 => (n as u64).min(context_length),
+        _ => context_length,
+    } as i64;
+    let limit = ctx - 2;
+    let runner = options.num_ctx.map(|n| n.max(4));
+    inputs
+        .into_iter()
+        .map(|text| {
+            if limit <= 0 {
+                return Err(ApiError::bad_request("input after truncation exceeds maximum context length"));
+            }
+            let n = i64::from(crate::tokens::count_tokens(&text));
+            let text = match (n > limit, truncate) {
+                (false, _) => text,
+                (true, true) => crate::tokens::first_tokens(&text, limit as u32).to_string(),
+                (true, false) => return Err(ApiError::bad_request("the input length exceeds the context length")),
+            };
+            let kept = i64::from(crate::tokens::count_tokens(&text)) + 2;
+            if runner.is_some_and(|r| kept > r) {
+                return Err(ApiError::bad_request(if truncate {
+                    "input exceeds maximum context length and cannot be truncated further"
+                } else {
+                    "the input length exceeds the context length"
+                }));
+            }
+            Ok(text)
+        })
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -155,7 +209,7 @@ pub(crate) async fn embed(
     let f = Fields::new(&map, "EmbedRequest");
     let model_s = f.string("model")?.unwrap_or_default();
     let keep_alive = f.keep_alive()?;
-    let _truncate = f.bool("truncate")?;
+    let truncate = f.bool("truncate")?.unwrap_or(true);
     let dimensions = f.int("dimensions")?;
     let options_map = f.object("options", "map[string]interface {}")?;
     let inputs = embed_inputs(map.get("input"))?;
@@ -184,6 +238,13 @@ pub(crate) async fn embed(
     };
     let key = model.name.key();
     let full = model.spec.embedding_length as usize;
+    let inputs = match fit_inputs(inputs, model.spec.context_length, &options, truncate) {
+        Ok(i) => i,
+        Err(e) => {
+            trace.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
+            return Err(e);
+        }
+    };
     let (total, load, count) = run_embedding(&s, model, &options, keep_alive, &inputs, arrival, trace).await?;
     let embeddings = inputs
         .iter()

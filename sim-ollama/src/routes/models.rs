@@ -133,6 +133,9 @@ pub(crate) async fn ps(State(s): State<AppState>) -> Response {
 
 #[derive(Serialize)]
 struct Show<'a> {
+    /// First, and only when the model has one (`api.ShowResponse`, api/types.go v0.33.0-rc2 738).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    license: &'a str,
     modelfile: String,
     parameters: String,
     template: &'a str,
@@ -141,6 +144,17 @@ struct Show<'a> {
     tensors: Vec<crate::gguf::Tensor>,
     capabilities: &'a [String],
     modified_at: String,
+}
+
+/// A Modelfile command's argument as Ollama's parser writes it: in triple quotes when it holds
+/// a line break or edge space and a double quote, in double quotes when only the former, bare
+/// otherwise.
+fn go_quote(s: &str) -> String {
+    if s.contains('\n') || s.starts_with(' ') || s.ends_with(' ') {
+        if s.contains('"') { format!("\"\"\"{s}\"\"\"") } else { format!("\"{s}\"") }
+    } else {
+        s.to_string()
+    }
 }
 
 /// `POST /api/show` (`GetModelInfo`, server/routes.go v0.33.0-rc2 1396-1598; what the model
@@ -165,8 +179,14 @@ pub(crate) async fn show(State(s): State<AppState>, body: Result<Bytes, BytesRej
         modelfile.push_str(&format!("TEMPLATE {:?}\n", spec.template));
     }
     modelfile.push_str(&crate::gguf::modelfile_parameters(spec));
+    if !spec.license.is_empty() {
+        // After the parameters (server/images.go v0.33.0-rc2 660-665), quoted as the parser
+        // quotes a command's argument (parser/parser.go 413-414, 644-654).
+        modelfile.push_str(&format!("LICENSE {}\n", go_quote(&spec.license)));
+    }
     let model_info = crate::gguf::model_info(spec, verbose);
     let show = Show {
+        license: &spec.license,
         modelfile,
         parameters: crate::gguf::parameters(spec),
         template: &spec.template,

@@ -32,6 +32,8 @@ struct ChatGenerateFields {
     truncate: bool,
     options_map: Option<Map<String, Value>>,
     format: Option<Value>,
+    /// `logprobs` asked for, with `top_logprobs` alternatives per token.
+    logprobs: Option<usize>,
 }
 
 fn chat_generate_fields(f: &Fields<'_>) -> Result<ChatGenerateFields, ApiError> {
@@ -40,15 +42,17 @@ fn chat_generate_fields(f: &Fields<'_>) -> Result<ChatGenerateFields, ApiError> 
     let think = f.think()?;
     let shift = f.bool("shift")?.unwrap_or(true);
     let truncate = f.bool("truncate")?.unwrap_or(true);
-    let _logprobs = f.bool("logprobs")?;
-    if let Some(n) = f.int("top_logprobs")? {
-        if !(0..=20).contains(&n) {
-            return Err(ApiError::bad_request("top_logprobs must be between 0 and 20"));
-        }
+    let logprobs = f.bool("logprobs")?.unwrap_or(false);
+    // Checked whether or not logprobs are asked for, before the model is looked up
+    // (server/routes.go v0.33.0-rc2 256-259, 2452-2455).
+    let top = f.int("top_logprobs")?.unwrap_or(0);
+    if !(0..=20).contains(&top) {
+        return Err(ApiError::bad_request("top_logprobs must be between 0 and 20"));
     }
     let options_map = f.object("options", "map[string]interface {}")?.cloned();
     let format = f.map.get("format").filter(|v| !v.is_null()).cloned();
-    Ok(ChatGenerateFields { stream, keep_alive, think, shift, truncate, options_map, format })
+    let logprobs = logprobs.then_some(top as usize);
+    Ok(ChatGenerateFields { stream, keep_alive, think, shift, truncate, options_map, format, logprobs })
 }
 
 /// A generate or chat request as far as the two read it alike: its body, its model's name,
@@ -218,6 +222,7 @@ async fn generate_inner(
         think,
         truncate: c.truncate,
         arrival,
+        logprobs: c.logprobs,
     };
     let Started { run, fault, .. } = pipeline::start(s, g, trace).await?;
     let wire = Wire::Generate { model: model_s.clone(), context: context_ids.clone() };
@@ -229,6 +234,7 @@ async fn generate_inner(
         });
         let created_at = run.created_at(now);
         let thinking = run.thinking_text();
+        let logprobs = run.logprobs_so_far();
         let fin = GenerateFinal {
             model: &model_s,
             created_at: &created_at,
@@ -238,6 +244,7 @@ async fn generate_inner(
             done_reason: run.done_reason().as_str(),
             context: ctx.as_deref(),
             metrics: &metrics,
+            logprobs: &logprobs,
         };
         json_response(StatusCode::OK, &fin)
     })
@@ -324,6 +331,7 @@ async fn chat_inner(
         shift: c.shift,
         truncate: c.truncate,
         keep_alive: c.keep_alive,
+        logprobs: c.logprobs,
         ..ChatInput::new("/api/chat", messages, options, tools, arrival)
     };
     let Started { run, fault, .. } = pipeline::chat(s, input, model, trace).await?;
@@ -334,6 +342,7 @@ async fn chat_inner(
         // Calls are collected only when the request offered tools (writeChatResponse).
         let calls = run.tool_calls_so_far();
         let thinking = run.thinking_text();
+        let logprobs = run.logprobs_so_far();
         let fin = ChatFinal {
             model: &model_s,
             created_at: &created_at,
@@ -345,6 +354,7 @@ async fn chat_inner(
             },
             done: true,
             done_reason: run.done_reason().as_str(),
+            logprobs: &logprobs,
             metrics: &metrics,
         };
         json_response(StatusCode::OK, &fin)

@@ -136,6 +136,9 @@ struct Choice<'a> {
     index: u32,
     message: ChoiceMessage<'a>,
     finish_reason: &'a str,
+    /// Omitted when none (`openai.Choice`, openai/openai.go v0.33.0-rc2 50-66).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    logprobs: Option<crate::wire::ChoiceLogprobs<'a>>,
 }
 
 #[derive(Serialize)]
@@ -195,6 +198,13 @@ pub(crate) async fn chat_completions(
         let options = options(&f)?;
         let format = response_format(&f)?;
         let usage = include_usage(&f)?;
+        // `logprobs` and `top_logprobs` pass to the native handler, which checks the range
+        // (openai/openai.go v0.33.0-rc2 121-122, 716-720).
+        let logprobs = f.bool("logprobs")?.unwrap_or(false);
+        let top = f.int("top_logprobs")?.unwrap_or(0);
+        if !(0..=20).contains(&top) {
+            return Err(ApiError::bad_request("top_logprobs must be between 0 and 20"));
+        }
         let offered_tools = f.array("tools", "[]api.Tool")?;
         let offered = offered_tools.map_or(0, Vec::len);
         let tools = crate::tools::parse(offered_tools)?;
@@ -208,6 +218,7 @@ pub(crate) async fn chat_completions(
             default_temperature: 1.0,
             format,
             think,
+            logprobs: logprobs.then_some(top as usize),
             ..ChatInput::new("/v1/chat/completions", messages, options, tools, arrival)
         };
         let Started { run, fault, seed } = pipeline::chat(&s, input, model, &mut trace).await?;
@@ -218,6 +229,7 @@ pub(crate) async fn chat_completions(
             let m = run.metrics(now);
             let calls = run.tool_calls_so_far();
             let reasoning = run.thinking_text();
+            let logprobs = run.logprobs_so_far();
             v1_json(&ChatCompletion {
                 id,
                 object: "chat.completion",
@@ -233,6 +245,7 @@ pub(crate) async fn chat_completions(
                         tool_calls: crate::wire::openai_calls(&calls),
                     },
                     finish_reason: crate::wire::openai_finish(run.done_reason(), !calls.is_empty()),
+                    logprobs: (!logprobs.is_empty()).then_some(crate::wire::ChoiceLogprobs { content: &logprobs }),
                 }],
                 usage: Usage::new(m.prompt_eval_count, m.eval_count),
             })
@@ -298,6 +311,11 @@ pub(crate) async fn completions(
         let suffix = f.string("suffix")?.unwrap_or_default();
         let options = options(&f)?;
         let usage = include_usage(&f)?;
+        // `logprobs: N` asks for N alternatives: the native handler checks the range first
+        // (openai/openai.go v0.33.0-rc2 829-844; server/routes.go 256-259).
+        if f.int("logprobs")?.is_some_and(|n| n > 20) {
+            return Err(ApiError::bad_request("top_logprobs must be between 0 and 20"));
+        }
         if model_s.is_empty() {
             return Err(ApiError::model_not_found(""));
         }
@@ -335,6 +353,9 @@ pub(crate) async fn completions(
             truncate: true,
             think: Think::resolve(None, can_think),
             arrival,
+            // Asked for with `logprobs: N`, but `ToCompletion` and `ToCompleteChunk` never put
+            // them in the answer (openai/openai.go v0.33.0-rc2 407-447).
+            logprobs: None,
         };
         let Started { run, fault, seed } = pipeline::start(&s, g, &mut trace).await?;
         let id = format!("cmpl-{}", seed % 999);

@@ -59,6 +59,8 @@ pub(crate) struct Generation<'a> {
     pub(crate) think: Think,
     /// The request's `truncate` (default true): a prompt longer than the context is cut.
     pub(crate) truncate: bool,
+    /// `logprobs` asked for, with `top_logprobs` alternatives per token.
+    pub(crate) logprobs: Option<usize>,
 }
 
 /// A chat request as its route decoded it, in one pass: everything the chat pipeline
@@ -80,6 +82,8 @@ pub(crate) struct ChatInput {
     pub(crate) truncate: bool,
     pub(crate) keep_alive: Option<KeepAlive>,
     pub(crate) arrival: Instant,
+    /// `logprobs` asked for, with `top_logprobs` alternatives per token.
+    pub(crate) logprobs: Option<usize>,
 }
 
 impl ChatInput {
@@ -104,6 +108,7 @@ impl ChatInput {
             truncate: true,
             keep_alive: None,
             arrival,
+            logprobs: None,
         }
     }
 }
@@ -146,6 +151,7 @@ pub(crate) async fn chat(
         reply_prefix: "assistant: ",
         think,
         truncate: input.truncate,
+        logprobs: input.logprobs,
     };
     start(s, g, trace).await
 }
@@ -211,6 +217,7 @@ pub(crate) async fn start(
     let prompt = crate::generation::prompt_hashes(&g.model, g.rendered, g.templated, g.images);
     let mut job = job(s, g.model, g.runner, g.keep_alive, plan, g.arrival, prompt, g.reply_prefix);
     job.truncate = g.truncate && g.images == 0;
+    job.logprobs = g.logprobs;
     if s.shared.probe.active() {
         // A probe run: the request closes its agent's gap, and its answer may be held.
         job.probe = trace.as_ref().and_then(|t| {
@@ -351,6 +358,7 @@ pub(crate) fn job(
         timer: Arc::clone(&s.shared.timer),
         arrival,
         probe: None,
+        logprobs: None,
     }
 }
 
