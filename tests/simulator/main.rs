@@ -35,3 +35,5 @@ mod util_tests;
 mod probe;
 // Log probabilities on generate, chat and /v1 chat (issue 38).
 mod logprobs;
+// /api/embed's context: truncation and its errors (issue 38).
+mod embed_context;
