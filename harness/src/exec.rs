@@ -62,6 +62,9 @@ pub struct ExecPlan {
     /// Models loaded before the command starts (`--preload`), so their loads stay out of the
     /// judged window ([`SimBuilder::preload`]).
     pub preload: Vec<String>,
+    /// A catalogue model that answers for the model names the catalogue lacks
+    /// ([`SimBuilder::stand_in`]), so a program naming its own model runs unchanged.
+    pub stand_in: Option<String>,
     /// The command and its arguments.
     pub command: Vec<String>,
     /// When to run it again as a probe run.
@@ -153,10 +156,14 @@ pub fn run(plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
         Some(n) => builder.instances(n),
         None => builder,
     };
+    let builder = match &plan.stand_in {
+        Some(m) => builder.stand_in(m.clone()),
+        None => builder,
+    };
     let builder = plan.preload.iter().fold(builder, |b, m| b.preload(m.clone()));
     let sim = builder.start().map_err(|e| match e {
         // A model the simulator lacks is the caller's mistake, like a bad preset.
-        sim_ollama::Error::Preload { .. } => ExecError::Config(e.to_string()),
+        sim_ollama::Error::Preload { .. } | sim_ollama::Error::Config(_) => ExecError::Config(e.to_string()),
         _ => ExecError::Start(e.to_string()),
     })?;
     let mut opts = JudgeOptions::new().since(sim.trace_mark());

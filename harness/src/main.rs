@@ -259,6 +259,10 @@ struct ExecArgs {
     /// (repeat for several; a model the simulator lacks exits 2 naming the ones it has).
     #[arg(long, value_name = "NAME")]
     preload: Vec<String>,
+    /// Answer for the model names the simulator's catalogue lacks with a copy of this
+    /// catalogue model (e.g. `llama3.2:1b`), so a program naming its own model runs unchanged.
+    #[arg(long, value_name = "MODEL")]
+    stand_in: Option<String>,
     /// Exit 4 when the client verdict is not this one (parallel, partly_serialized,
     /// serialized, inconclusive): did the program overlap its agents as far as the deployment
     /// allows?
@@ -333,6 +337,7 @@ fn exec(a: ExecArgs) -> ExitCode {
         seed: a.seed,
         agents: a.agents.map(|n| n as usize),
         preload: a.preload,
+        stand_in: a.stand_in,
         command: a.command,
         probe: match a.probe {
             ProbeArg::Auto => harness::exec::ProbeMode::Auto,

@@ -296,7 +296,8 @@ fn a_matrix_with_failed_runs_runs_to_the_end_and_exits_5() {
 }
 
 /// `--preload` keeps the model's load out of the judged window (the deployment verdict then
-/// has no load to name), and a model the simulator lacks exits 2 naming the ones it has.
+/// has no load to name), and a model the simulator lacks exits 2 naming the ones it has,
+/// unless `--stand-in` answers for it.
 #[test]
 fn exec_preload_keeps_the_load_out_of_the_window_and_refuses_an_unknown_model() {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/clients/python_asyncio.py");
@@ -321,6 +322,17 @@ fn exec_preload_keeps_the_load_out_of_the_window_and_refuses_an_unknown_model() 
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("cannot preload \"llama9:700b\"") && err.contains("gemma3:latest"), "{err}");
+    // With a stand-in the same name loads (a copy of the stand-in); a stand-in the catalogue
+    // lacks is refused the same way.
+    let out = harness()
+        .args(["exec", "--stand-in", "llama3.2:1b", "--preload", "llama9:700b", "--", "true"])
+        .output()
+        .expect("harness exec runs");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = harness().args(["exec", "--stand-in", "llama9", "--", "true"]).output().expect("harness exec runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("stand_in \"llama9\" is not in the catalogue"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

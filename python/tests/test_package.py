@@ -105,6 +105,35 @@ def test_an_unknown_model_names_the_ones_there_are():
     assert "llama9" in str(e.value) and "gemma3:latest" in str(e.value), e.value
 
 
+def test_a_stand_in_serves_the_programs_own_model_names():
+    import ollama
+
+    with Simulator(models=["mistral:7b"], stand_in="llama3.2:1b") as sim:
+        client = ollama.Client(host=sim.url)
+        r = client.chat(model="mistral:7b", messages=[{"role": "user", "content": "hi"}], options={"num_predict": 4})
+        assert r.model == "mistral:7b" and r.message.content, r
+        e = client.embed(model="my-embedder", input="hi")
+        assert len(e.embeddings[0]) == 2048, len(e.embeddings[0])
+        assert {m.model for m in client.list().models} >= {"mistral:7b", "my-embedder:latest"}
+    with pytest.raises(SimulatorError) as e:
+        Simulator(stand_in="mistral:7b").start()
+    assert "not in the catalogue" in str(e.value), e.value
+
+
+def test_the_stand_in_ini_option_reaches_the_fixture(pytester):
+    pytester.makeini("[pytest]\nsim_ollama_stand_in = qwen3:0.6b\nsim_ollama_models = phi4\n")
+    pytester.makepyfile(
+        """
+        import ollama
+
+        def test_it(sim):
+            r = ollama.Client(host=sim.url).show("phi4")
+            assert "thinking" in r.capabilities, r.capabilities
+        """
+    )
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
 def test_an_unknown_preset_names_the_ones_there_are():
     with pytest.raises(SimulatorError) as e:
         Simulator(preset="fastest").start()

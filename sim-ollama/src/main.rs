@@ -56,6 +56,11 @@ struct Args {
     /// Memory the trace may hold for finished requests, MiB (default 256; 0 keeps none).
     #[arg(long)]
     trace_budget_mb: Option<u64>,
+    /// Answer for every model name the catalogue lacks with a copy of this catalogue model
+    /// (installed under the asked name on first use, as a pull would), instead of
+    /// `model "x" not found`. Replaces the configuration's `server.stand_in`.
+    #[arg(long, value_name = "MODEL")]
+    stand_in: Option<String>,
     /// Noise on purpose, seeded: `jitter=0.3,slow=0.05,slow_factor=3,contention=0.2`
     /// (per-request jitter cv, hiccup probability and factor, slowdown per stream on another
     /// device). Replaces the configuration's `[noise]`.
@@ -138,6 +143,9 @@ fn run(args: Args) -> Result<(), (u8, String)> {
     }
     if let Some(mb) = args.trace_budget_mb {
         b = b.trace_budget_mb(mb);
+    }
+    if let Some(m) = &args.stand_in {
+        b = b.stand_in(m);
     }
     if let Some(n) = args.instances {
         b = b.instances(n);

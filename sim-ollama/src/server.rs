@@ -218,6 +218,15 @@ impl SimBuilder {
         self
     }
 
+    /// A catalogue model that answers for every name the catalogue lacks: a program asking for
+    /// `mistral:7b` gets a copy of this model under that name (installed as a pull would,
+    /// its own runner, answering chat and embeddings alike) instead of `model not found`.
+    /// [`SimBuilder::start`] refuses a name the catalogue does not have.
+    pub fn stand_in(mut self, model: impl Into<String>) -> Self {
+        self.raw.stand_in = Some(model.into());
+        self
+    }
+
     /// Memory the trace may hold for finished requests, in MiB (default 256). The oldest
     /// finished requests are dropped past it (counted in the trace's `dropped`); 0 keeps none,
     /// for a simulator left running for days whose trace nobody reads.
@@ -363,6 +372,7 @@ fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::ti
         cfg.devices.iter().enumerate().map(|(i, d)| Arc::new(Device::new(i, d.clone()))).collect();
     let registry: Arc<Vec<Arc<ModelSpec>>> = Arc::new(cfg.models.iter().cloned().map(Arc::new).collect());
     let base_time = crate::clock::frozen_epoch();
+    let stand_in = cfg.stand_in.as_ref().and_then(|n| registry.iter().find(|m| &m.name == n).cloned());
     let instances = cfg
         .instances
         .iter()
@@ -372,7 +382,7 @@ fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::ti
                 i,
                 ri.clone(),
                 Arc::clone(&devices[ri.device]),
-                Store::new(Arc::clone(&registry), base_time),
+                Store::new(Arc::clone(&registry), base_time, stand_in.clone(), clock),
                 cfg.seed,
                 cfg.time_scale,
                 cfg.keep_alive,

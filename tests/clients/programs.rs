@@ -77,6 +77,7 @@ fn judged(command: Vec<String>, agents: Option<usize>) -> (Verdict, sim_ollama::
         seed: 0,
         agents,
         preload: Vec::new(),
+        stand_in: None,
         command: command.clone(),
         probe: harness::exec::ProbeMode::Auto,
     };

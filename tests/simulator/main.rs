@@ -37,3 +37,5 @@ mod probe;
 mod logprobs;
 // /api/embed's context: truncation and its errors (issue 38).
 mod embed_context;
+/// A name the catalogue lacks answered by a stand-in (issue 38).
+mod stand_in;

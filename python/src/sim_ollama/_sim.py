@@ -184,7 +184,10 @@ class Simulator:
     Defaults: the `ideal` preset (any serialization is the program's), time scale 0.1 (a
     10 s call takes 1 s), `gemma3` loaded before the program starts (a cold load never lands
     in the judged window), and a mark taken once it listens. Unknown presets or models are
-    refused by the simulator, and its message (naming the valid ones) is the error.
+    refused by the simulator, and its message (naming the valid ones) is the error;
+    `stand_in="llama3.2:1b"` answers for every model name the catalogue lacks with a copy of
+    that catalogue model, so a program naming its own model (`models=["mistral:7b"]`) runs
+    unchanged.
     """
 
     def __init__(
@@ -197,6 +200,7 @@ class Simulator:
         seed: Optional[int] = None,
         instances: Optional[int] = None,
         num_parallel: Optional[int] = None,
+        stand_in: Optional[str] = None,
         args: Sequence[str] = (),
         binary: Optional[str] = None,
     ):
@@ -218,6 +222,8 @@ class Simulator:
             self._argv += ["--instances", str(int(instances))]
         if num_parallel is not None:
             self._argv += ["--num-parallel", str(int(num_parallel))]
+        if stand_in is not None:
+            self._argv += ["--stand-in", str(stand_in)]
         self._argv += [str(a) for a in args]
         self._ready = False
         self._proc: Optional[subprocess.Popen] = None

@@ -12,9 +12,10 @@ Configure per test with a marker, or for the project in pytest's ini options:
     sim_ollama_preset = ideal
     sim_ollama_models = gemma3
     sim_ollama_time_scale = 0.1
+    sim_ollama_stand_in = llama3.2:1b      # answer for model names the catalogue lacks
 
 The marker takes every `Simulator` argument (preset, config, models, time_scale, seed,
-instances, num_parallel, args). The fixture works in sync tests and in async ones
+instances, num_parallel, stand_in, args). The fixture works in sync tests and in async ones
 (pytest-asyncio): use `await sim.aassert_parallel()` there to keep the loop free.
 
 Where the verdict waits on a probe run (the gaps between the agents' calls could be their own
@@ -39,6 +40,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("sim_ollama_preset", "sim-ollama deployment preset for the sim fixture", default="ideal")
     parser.addini("sim_ollama_models", "models the sim fixture loads before each test", type="args", default=["gemma3"])
     parser.addini("sim_ollama_time_scale", "time scale of the sim fixture's simulator", default="0.1")
+    parser.addini(
+        "sim_ollama_stand_in",
+        "catalogue model that answers for the model names the simulator's catalogue lacks (default: none)",
+        default="",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -46,7 +52,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{_MARKER}(**options): options of the sim fixture's simulator "
-        "(preset, config, models, time_scale, seed, instances, num_parallel, args)",
+        "(preset, config, models, time_scale, seed, instances, num_parallel, stand_in, args)",
     )
 
 
@@ -68,6 +74,8 @@ def _options(request: pytest.FixtureRequest) -> Dict[str, Any]:
         "models": list(ini("sim_ollama_models")),
         "time_scale": _ini_time_scale(request.config),
     }
+    if ini("sim_ollama_stand_in"):
+        options["stand_in"] = ini("sim_ollama_stand_in")
     # The closest marker wins (a test's over its class's over its module's).
     marker = request.node.get_closest_marker(_MARKER)
     if marker is not None:

@@ -411,6 +411,11 @@ pub struct ServerSection {
     /// Memory the trace may hold for finished requests, MiB (default 256; 0 keeps none:
     /// the trace then shows only requests in flight).
     pub trace_budget_mb: Option<u64>,
+    /// A catalogue model that answers for every name the catalogue lacks: the first request
+    /// naming such a model (chat, generate, embed, show, pull, copy, on either API) installs a
+    /// copy of this one under that name, as a pull would, instead of `model "x" not found`.
+    /// For programs whose model the catalogue does not know; off by default.
+    pub stand_in: Option<String>,
 }
 
 /// A configuration file: any subset of these tables.

@@ -26,6 +26,9 @@ pub(crate) struct SimConfig {
     pub(crate) script: Vec<crate::script::ScriptRule>,
     pub(crate) trace_budget: usize,
     pub(crate) noise: crate::noise::NoiseSpec,
+    /// The catalogue name (as the catalogue spells it) of the model that answers for names
+    /// the catalogue lacks.
+    pub(crate) stand_in: Option<String>,
 }
 
 /// An instance with its device index and limits resolved.
@@ -59,6 +62,7 @@ pub(crate) struct RawConfig {
     pub(crate) script: Vec<crate::script::ScriptRule>,
     pub(crate) trace_budget_mb: Option<u64>,
     pub(crate) noise: Option<crate::noise::NoiseSpec>,
+    pub(crate) stand_in: Option<String>,
 }
 
 impl RawConfig {
@@ -114,6 +118,24 @@ impl RawConfig {
         for m in &models {
             m.validate().map_err(invalid)?;
         }
+        let stand_in = match self.stand_in.as_ref().or(f.server.stand_in.as_ref()) {
+            None => None,
+            Some(asked) => {
+                let key = crate::names::Name::parse(asked).map(|n| n.key());
+                let found =
+                    models.iter().find(|m| crate::names::Name::parse(&m.name).map(|n| n.key()) == key && key.is_some());
+                match found {
+                    Some(m) => Some(m.name.clone()),
+                    None => {
+                        let names: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
+                        return Err(invalid(format!(
+                            "stand_in {asked:?} is not in the catalogue; it names the catalogue model that answers for the names the catalogue lacks, one of: {}",
+                            names.join(", ")
+                        )));
+                    }
+                }
+            }
+        };
 
         // Devices and instances.
         let mut devices = f.devices.clone();
@@ -193,6 +215,7 @@ impl RawConfig {
             faults,
             script,
             noise,
+            stand_in,
         })
     }
 }
@@ -231,6 +254,19 @@ mod tests {
         let file = ConfigFile::from_toml("[[instances]]\ndevice = \"gpu9\"\n").unwrap();
         let e = RawConfig { file, ..Default::default() }.resolve().unwrap_err().to_string();
         assert!(e.contains("gpu9"), "{e}");
+    }
+
+    #[test]
+    fn the_stand_in_is_a_catalogue_name_as_ollama_spells_names_and_the_option_wins_over_the_file() {
+        let file = ConfigFile::from_toml("[server]\nstand_in = \"Gemma3\"\n").unwrap();
+        let cfg = RawConfig { file: file.clone(), ..Default::default() }.resolve().unwrap();
+        assert_eq!(cfg.stand_in.as_deref(), Some("gemma3:latest"), "the tag defaults, case is ignored");
+        let raw = RawConfig { file, stand_in: Some("qwen3:0.6b".into()), ..Default::default() };
+        assert_eq!(raw.resolve().unwrap().stand_in.as_deref(), Some("qwen3:0.6b"));
+        let raw = RawConfig { stand_in: Some("qwen3:8b".into()), ..Default::default() };
+        let e = raw.resolve().unwrap_err().to_string();
+        assert!(e.contains("\"qwen3:8b\" is not in the catalogue") && e.contains("qwen3:0.6b"), "{e}");
+        assert_eq!(RawConfig::default().resolve().unwrap().stand_in, None);
     }
 
     #[test]

@@ -239,7 +239,7 @@ pub(crate) async fn pull(State(s): State<AppState>, body: Result<Bytes, BytesRej
         return Ok(bytes_response(StatusCode::OK, "application/x-ndjson", out));
     };
     let digest = spec.digest();
-    let cached = s.instance.store.get(&name).is_some();
+    let cached = s.instance.store.installed(&name).is_some();
     let mut lines: Vec<Progress<'static>> = vec![progress("pulling manifest")];
     let steps: u64 = if cached { 1 } else { 4 };
     for i in 1..=steps {
