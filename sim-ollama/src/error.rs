@@ -23,11 +23,34 @@ pub(crate) struct ApiError {
     /// The `/v1` layer answers request-decoding errors with a charset in the content type
     /// (the native handler's bind error passes through); see capture 44.
     pub(crate) charset: bool,
+    /// The runner's own refusal, which reaches the handler through its response channel once
+    /// the request has its runner: in a streamed answer it is written inside the stream
+    /// ([`ApiError::in_stream`]).
+    pub(crate) runner: bool,
+    /// Sent without a length, as Go sends what a handler writes inside `c.Stream`.
+    pub(crate) chunked: bool,
 }
 
 impl ApiError {
     pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        ApiError { status, message: message.into(), flavor: Flavor::Native, charset: true }
+        ApiError { status, message: message.into(), flavor: Flavor::Native, charset: true, runner: false, chunked: false }
+    }
+    /// Marks an error as the runner's ([`ApiError::runner`]).
+    pub(crate) fn from_runner(mut self) -> Self {
+        self.runner = true;
+        self
+    }
+    /// A runner's error in a streamed answer, as `streamResponse` writes an error that comes
+    /// before any content (server/routes.go v0.33.0-rc2 2097-2122): `Content-Type:
+    /// application/json` without a charset, inside `c.Stream`, so chunked; the `/v1`,
+    /// Responses and Anthropic writers pass it on the same way (captured from the real CPU
+    /// build). Other errors, and any error of an answer that does not stream, are unchanged.
+    pub(crate) fn in_stream(mut self, stream: bool) -> Self {
+        if stream && self.runner {
+            self.charset = false;
+            self.chunked = true;
+        }
+        self
     }
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, message)
@@ -171,7 +194,13 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         tracing::debug!(target: "sim_ollama", status = self.status.as_u16(), message = %self.message, "error response");
         let ct = if self.charset { "application/json; charset=utf-8" } else { "application/json" };
-        let mut r = (self.status, self.body()).into_response();
+        let mut r = if self.chunked {
+            let body = bytes::Bytes::from(self.body());
+            let once = futures::stream::once(async move { Ok::<_, std::convert::Infallible>(body) });
+            (self.status, axum::body::Body::from_stream(once)).into_response()
+        } else {
+            (self.status, self.body()).into_response()
+        };
         r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
         r
     }

@@ -171,6 +171,20 @@ pub(crate) struct Job {
     pub(crate) probe: Option<crate::probe::Ticket>,
     /// Log probabilities asked for, with this many alternatives per token ([`crate::logprob`]).
     pub(crate) logprobs: Option<usize>,
+    /// Images sent with the prompt: refused by the runner of a model without vision.
+    pub(crate) images: usize,
+}
+
+/// What llama-server answers, and Ollama passes on as its error text with status 400, when a
+/// request carries images for a model without a multimodal projector: Ollama does not check the
+/// vision capability itself (server/routes.go v0.33.0-rc2 448-467 and 2610-2635 ask only for
+/// completion, insert, tools and thinking), so the request loads the model, takes a slot and
+/// is refused by the runner (captured from the real CPU build: `/api/chat`, `/api/generate`
+/// and `/v1/chat/completions`, streamed or not).
+pub(crate) fn multimodal_refusal() -> ApiError {
+    ApiError::bad_request(
+        r#"{"error":{"code":400,"message":"Multimodal data provided, but model does not support multimodal requests.","type":"invalid_request_error"}}"#,
+    )
 }
 
 /// The trace's record of a cache claim.
@@ -274,6 +288,7 @@ impl Running {
             truncate,
             probe,
             logprobs,
+            images,
         } = job;
         let Plan { mut prompt_tokens, text, mut timing, seed: lp_seed, .. } = plan;
         trace.with(|r| {
@@ -307,6 +322,11 @@ impl Running {
             r.one_slot_because.clone_from(&lease.runner.forced_one_slot);
         });
         let (slot, slot_at) = lease.slot(&trace).await;
+        if images > 0 && !model.spec.has("vision") {
+            let e = multimodal_refusal().from_runner();
+            trace.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
+            return Err(e);
+        }
         // The slot's context: a longer prompt is cut or refused, as the real runner does it
         // once it has its slot.
         let planned = prompt.len();
@@ -316,6 +336,7 @@ impl Running {
             shift: lease.runner.opts.shift && lease.runner.model.family != "deepseek2",
         };
         if let Err(e) = crate::context::fit_prompt(&mut prompt, limits) {
+            let e = e.from_runner();
             trace.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
             return Err(e);
         }

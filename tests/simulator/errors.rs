@@ -529,3 +529,38 @@ fn an_unrepresentable_time_scale_is_refused_at_start() {
     let e = SimBuilder::new().time_scale(1e300).start().unwrap_err().to_string();
     assert!(e.contains("time_scale"), "{e}");
 }
+
+/// Images for a model without vision (issue 38): Ollama does not check the capability, so the
+/// model loads, the request takes a slot, and the runner refuses it with llama-server's text,
+/// which Ollama passes on with 400 (captured from the real CPU build; the conformance battery
+/// holds the cases). In a streamed answer the error is written inside the stream: no charset,
+/// chunked. A model with vision answers.
+#[test]
+fn images_for_a_model_without_vision_are_refused_by_its_runner_as_ollama_refuses_them() {
+    const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+    let refusal = r#"{"error":{"code":400,"message":"Multimodal data provided, but model does not support multimodal requests.","type":"invalid_request_error"}}"#;
+    let sim = SimBuilder::new().seed(1).time_scale(0.01).start().unwrap();
+    let addr = sim.addrs()[0];
+    let chat = |model: &str, stream: bool| {
+        let body = serde_json::json!({"model": model, "stream": stream, "options": {"num_predict": 4},
+            "messages": [{"role": "user", "content": "hi", "images": [PNG]}]});
+        raw_blocking(addr, "POST", "/api/chat", Some(&body.to_string()), &[])
+    };
+    let r = chat("llama3.2:1b", false);
+    assert_eq!((r.status, r.json()), (400, serde_json::json!({ "error": refusal })), "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/json; charset=utf-8"));
+    assert!(r.header("content-length").is_some());
+    let r = chat("llama3.2:1b", true);
+    assert_eq!((r.status, r.json()), (400, serde_json::json!({ "error": refusal })), "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!((r.header("transfer-encoding"), r.header("content-length")), (Some("chunked"), None));
+    // The runner refused it: the model was loaded first.
+    let ps = raw_blocking(addr, "GET", "/api/ps", None, &[]).json();
+    assert_eq!(ps["models"][0]["name"], "llama3.2:1b", "{ps}");
+    let body = serde_json::json!({"model": "llama3.2:1b", "max_tokens": 4, "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}}]}]});
+    let r = raw_blocking(addr, "POST", "/v1/chat/completions", Some(&body.to_string()), &[]);
+    assert_eq!((r.status, r.json()["error"]["message"].as_str()), (400, Some(refusal)), "{}", r.text());
+    let r = chat("gemma3", false);
+    assert_eq!(r.status, 200, "{}", r.text());
+}

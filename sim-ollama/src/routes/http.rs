@@ -77,6 +77,7 @@ pub(crate) fn streaming_middleware_headers(r: &mut Response) {
 /// A streamed request's error past the middleware (Responses, Anthropic): its answer with the
 /// middleware's streaming headers; a middleware's own error (with a charset) as it is.
 pub(crate) fn streamed_error(e: ApiError, stream: bool) -> Result<Response, ApiError> {
+    let e = e.in_stream(stream);
     if !stream || e.charset {
         return Err(e);
     }

@@ -224,7 +224,7 @@ async fn generate_inner(
         arrival,
         logprobs: c.logprobs,
     };
-    let Started { run, fault, .. } = pipeline::start(s, g, trace).await?;
+    let Started { run, fault, .. } = pipeline::start(s, g, trace).await.map_err(|e| e.in_stream(c.stream))?;
     let wire = Wire::Generate { model: model_s.clone(), context: context_ids.clone() };
     Ok(pipeline::respond(run, wire, c.stream, fault, move |run, text, now| {
         let metrics = run.metrics(now);
@@ -334,7 +334,7 @@ async fn chat_inner(
         logprobs: c.logprobs,
         ..ChatInput::new("/api/chat", messages, options, tools, arrival)
     };
-    let Started { run, fault, .. } = pipeline::chat(s, input, model, trace).await?;
+    let Started { run, fault, .. } = pipeline::chat(s, input, model, trace).await.map_err(|e| e.in_stream(c.stream))?;
     let wire = Wire::Chat { model: model_s.clone() };
     Ok(pipeline::respond(run, wire, c.stream, fault, move |run, text, now| {
         let metrics = run.metrics(now);

@@ -221,7 +221,8 @@ pub(crate) async fn chat_completions(
             logprobs: logprobs.then_some(top as usize),
             ..ChatInput::new("/v1/chat/completions", messages, options, tools, arrival)
         };
-        let Started { run, fault, seed } = pipeline::chat(&s, input, model, &mut trace).await?;
+        let Started { run, fault, seed } =
+            pipeline::chat(&s, input, model, &mut trace).await.map_err(|e| e.in_stream(stream))?;
         let id = format!("chatcmpl-{}", seed % 999);
         let created = unix_seconds(run.stamp(Instant::now()));
         let wire = Wire::OpenAiChat { id: id.clone(), model: model_s.clone(), created, include_usage: usage };
@@ -357,7 +358,7 @@ pub(crate) async fn completions(
             // them in the answer (openai/openai.go v0.33.0-rc2 407-447).
             logprobs: None,
         };
-        let Started { run, fault, seed } = pipeline::start(&s, g, &mut trace).await?;
+        let Started { run, fault, seed } = pipeline::start(&s, g, &mut trace).await.map_err(|e| e.in_stream(stream))?;
         let id = format!("cmpl-{}", seed % 999);
         let wire = Wire::OpenAiCompletion { id: id.clone(), model: model_s.clone(), include_usage: usage };
         Ok(pipeline::respond(run, wire, stream, fault, move |run, text, now| {

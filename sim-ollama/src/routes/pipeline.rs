@@ -217,6 +217,7 @@ pub(crate) async fn start(
     let prompt = crate::generation::prompt_hashes(&g.model, g.rendered, g.templated, g.images);
     let mut job = job(s, g.model, g.runner, g.keep_alive, plan, g.arrival, prompt, g.reply_prefix);
     job.truncate = g.truncate && g.images == 0;
+    job.images = g.images;
     job.logprobs = g.logprobs;
     if s.shared.probe.active() {
         // A probe run: the request closes its agent's gap, and its answer may be held.
@@ -359,6 +360,7 @@ pub(crate) fn job(
         arrival,
         probe: None,
         logprobs: None,
+        images: 0,
     }
 }
 
