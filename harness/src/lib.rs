@@ -33,11 +33,13 @@
 //! - [`exec`]: run any program against the simulator and print the judge's report.
 //! - [`timeline`]: SVG timelines of runs and the HTML report of a matrix.
 //! - [`record`]: per-token timings of a live server, for the simulator to replay.
+//! - [`calibrate`]: measures live servers and writes their twin, a simulator configuration.
 //! - [`soak`]: the reliability benchmark of a long-running simulator (`harness soak`).
 //! - [`bench`](mod@bench): the pacing benchmark, client and servers in separate processes (`harness bench`).
 
 mod baseline;
 pub mod bench;
+pub mod calibrate;
 mod client;
 pub mod compare;
 pub mod conformance;

@@ -50,6 +50,9 @@ enum Command {
     Exec(ExecArgs),
     /// Records per-token timings of a live server as NDJSON, for the simulator to replay.
     Record(RecordArgs),
+    /// Measures live servers and writes their twin, a simulator configuration that behaves as
+    /// they do (`--check TWIN`: measures again and says which figures moved; exits 3 if any).
+    Calibrate(CalibrateArgs),
     /// The reliability benchmark: bad requests, disconnects, the pending limit, a soak.
     Soak(SoakArgs),
     /// The pacing benchmark: the simulator and a bare tokio writer, each in its own process,
@@ -220,6 +223,160 @@ fn record(a: RecordArgs) -> ExitCode {
         },
         Err(e) => {
             eprintln!("harness record: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct CalibrateArgs {
+    /// Comma-separated base URLs of the servers (with --check: default, the twin's).
+    #[arg(long, value_delimiter = ',')]
+    endpoints: Vec<String>,
+    /// The model (with --check: default, the twin's).
+    #[arg(long)]
+    model: Option<String>,
+    /// Where to write the twin (TOML).
+    #[arg(long, required_unless_present = "check")]
+    out: Option<PathBuf>,
+    /// Measure again and compare with this twin instead of writing one.
+    #[arg(long, conflicts_with = "out")]
+    check: Option<PathBuf>,
+    /// Most calls sent to one server at once: slots beyond it are not found.
+    #[arg(long, default_value_t = 6)]
+    max_streams: usize,
+    /// Tokens of each decoding call (more: steadier figures, a longer run).
+    #[arg(long, default_value_t = 300)]
+    tokens: u32,
+    /// Repetitions of each solo measurement.
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Abandon a call after this many seconds.
+    #[arg(long, default_value_t = 300.0, value_parser = timeout_seconds)]
+    timeout_s: f64,
+}
+
+/// `harness calibrate`: 0 when the twin is written (or, with --check, nothing moved); 1 on an
+/// error (what was measured is still written: the twin with a note, or the figures); 3 when
+/// --check finds figures that moved.
+fn calibrate(a: CalibrateArgs) -> ExitCode {
+    let twin_file = match &a.check {
+        Some(path) => match sim_ollama::advanced::config::ConfigFile::from_path(path)
+            .map_err(|e| e.to_string())
+            .and_then(|f| harness::calibrate::calibration_of(&f).map_err(|e| format!("{}: {e}", path.display())))
+        {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("harness calibrate: {e}");
+                return ExitCode::from(1);
+            }
+        },
+        None => None,
+    };
+    let endpoints = if a.endpoints.is_empty() {
+        twin_file.as_ref().map(|c| c.endpoints.clone()).unwrap_or_default()
+    } else {
+        a.endpoints.clone()
+    };
+    let endpoints = match endpoints.iter().map(|e| harness::endpoint_url(e)).collect::<Result<Vec<_>, _>>() {
+        Ok(e) if !e.is_empty() => e,
+        Ok(_) => {
+            eprintln!("harness calibrate: give --endpoints URL[,URL]");
+            return ExitCode::from(1);
+        }
+        Err(e) => {
+            eprintln!("harness calibrate: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let Some(model) = a.model.clone().or_else(|| twin_file.as_ref().map(|c| c.model.clone())) else {
+        eprintln!("harness calibrate: give --model NAME");
+        return ExitCode::from(1);
+    };
+    let plan = harness::calibrate::CalibratePlan {
+        endpoints,
+        model,
+        max_streams: a.max_streams,
+        tokens: a.tokens,
+        reps: a.reps,
+        timeout: Duration::try_from_secs_f64(a.timeout_s).unwrap_or(Duration::from_secs(300)),
+    };
+    let interactive = std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
+    let bar = interactive.then(|| {
+        let b = indicatif::ProgressBar::new(1);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} steps, {elapsed} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
+    let mut progress = |done: usize, total: usize, what: &str| match &bar {
+        Some(b) => {
+            b.set_length(total as u64);
+            b.set_position(done as u64);
+            b.set_message(what.to_string());
+        }
+        None => eprintln!("harness calibrate: [{done}/{total}] {what}"),
+    };
+    let result = harness::calibrate::calibrate(&plan, &mut progress);
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let (cal, failed) = match result {
+        Ok(c) => (c, None),
+        Err((c, e)) => (*c, Some(e)),
+    };
+    if let Some(old) = &twin_file {
+        if let Some(e) = &failed {
+            eprintln!("harness calibrate --check: {e}");
+            return ExitCode::from(1);
+        }
+        let drifts = harness::calibrate::check(old, &cal);
+        println!("| figure | twin | now | |\n|---|---|---|---|");
+        for d in &drifts {
+            println!("| {} | {:.3} | {:.3} | {} |", d.figure, d.twin, d.now, if d.moved { "moved" } else { "held" });
+        }
+        let moved = drifts.iter().filter(|d| d.moved).count();
+        eprintln!("harness calibrate --check: {moved} of {} figures moved ({:.0} s)", drifts.len(), cal.elapsed_s);
+        return if moved > 0 { ExitCode::from(3) } else { ExitCode::SUCCESS };
+    }
+    let out = a.out.unwrap_or_default();
+    let mut cal = cal;
+    if let Some(e) = &failed {
+        cal.notes.push(format!(
+            "calibration stopped early ({e}): figures it did not reach are guesses, marked not measured"
+        ));
+    }
+    let written = harness::calibrate::twin(&cal)
+        .ok_or_else(|| "too little was measured for a twin (no solo call decoded)".to_string())
+        .and_then(|(file, why)| harness::calibrate::to_toml(&cal, &file, &why))
+        .and_then(|text| {
+            harness::report::write_atomic(&out, text.as_bytes())
+                .map_err(|e| format!("cannot write {}: {e}", out.display()))
+        });
+    match (written, failed) {
+        (Ok(()), None) => {
+            eprintln!(
+                "harness calibrate: the twin of {} is in {} ({:.0} s)",
+                plan.endpoints.join(", "),
+                out.display(),
+                cal.elapsed_s
+            );
+            ExitCode::SUCCESS
+        }
+        (Ok(()), Some(e)) => {
+            eprintln!("harness calibrate: {e}; what was measured is in {} (a partial twin)", out.display());
+            ExitCode::from(1)
+        }
+        (Err(w), failed) => {
+            // Keep the figures themselves.
+            let json = out.with_extension("measured.json");
+            let kept = serde_json::to_vec_pretty(&cal).ok().and_then(|b| harness::report::write_atomic(&json, &b).ok());
+            let e = failed.map_or(w.clone(), |f| format!("{f}; {w}"));
+            match kept {
+                Some(()) => eprintln!("harness calibrate: {e}; the figures measured are in {}", json.display()),
+                None => eprintln!("harness calibrate: {e}"),
+            }
             ExitCode::from(1)
         }
     }
@@ -522,9 +679,15 @@ struct RunOptions {
     /// Live mode: comma-separated base URLs of real Ollama servers.
     #[arg(long, value_delimiter = ',')]
     endpoints: Vec<String>,
-    /// Live mode: the model to use.
+    /// Live mode: the model to use (twin mode: default, the model the twin was measured with).
     #[arg(long)]
     model: Option<String>,
+    /// Twin mode: a configuration `harness calibrate` wrote (or any simulator configuration):
+    /// every scenario runs on its servers instead of the scenario's preset, as --endpoints runs
+    /// it on live ones (instance i on server i, every call on --model), at time scale 1 unless
+    /// --time-scale.
+    #[arg(long, conflicts_with = "endpoints")]
+    config: Option<PathBuf>,
     /// Extra scenario files (*.toml) to load.
     #[arg(long)]
     scenarios_dir: Option<PathBuf>,
@@ -652,6 +815,15 @@ fn plan(runtimes: Vec<String>, scenarios: Vec<String>, c: RunOptions) -> Result<
         s.scale_tokens(c.tokens_scale);
     }
     let target = match (c.endpoints.is_empty(), c.model) {
+        (true, model) if c.config.is_some() => {
+            let path = c.config.as_deref().unwrap_or(std::path::Path::new(""));
+            let file = sim_ollama::advanced::config::ConfigFile::from_path(path).map_err(|e| e.to_string())?;
+            let measured = harness::calibrate::calibration_of(&file).ok().map(|c| c.model);
+            let model = model
+                .or(measured)
+                .ok_or_else(|| format!("{}: not a twin written by harness calibrate: give --model", path.display()))?;
+            Target::Twin { config: std::sync::Arc::new(file), model }
+        }
         (true, None) => Target::Simulator,
         (false, Some(model)) => {
             let endpoints = c.endpoints.iter().map(|e| harness::endpoint_url(e)).collect::<Result<Vec<_>, _>>()?;
@@ -666,14 +838,14 @@ fn plan(runtimes: Vec<String>, scenarios: Vec<String>, c: RunOptions) -> Result<
     let solo_runs = match (c.solo_runs, &target) {
         (Some(0), _) => return Err("--solo-runs must be at least 1".into()),
         (Some(n), _) => n,
-        (None, Target::Simulator) => 1,
+        (None, Target::Simulator | Target::Twin { .. }) => 1,
         (None, Target::Live { .. }) => (c.runs + 1).max(3),
     };
     let max_solo_runs = match (c.max_solo_runs, &target) {
         (Some(n), Target::Live { .. }) if n < solo_runs => {
             return Err(format!("--max-solo-runs {n} is fewer than the {solo_runs} solo rounds the cell runs anyway"));
         }
-        (Some(_), Target::Simulator) => {
+        (Some(_), Target::Simulator | Target::Twin { .. }) => {
             return Err(
                 "--max-solo-runs is for live mode (the simulator's figures are modelled): give --endpoints".into()
             );
@@ -813,6 +985,7 @@ fn main() -> ExitCode {
         Command::Merge(m) => return merge(m),
         Command::Exec(e) => return exec(e),
         Command::Record(r) => return record(r),
+        Command::Calibrate(c) => return calibrate(c),
         Command::Soak(s) => return soak(s),
         Command::Bench(b) => return bench(b),
         Command::BenchWriter(w) => {

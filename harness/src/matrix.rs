@@ -22,6 +22,16 @@ use std::time::Duration;
 pub enum Target {
     /// A simulator started in this process for each scenario.
     Simulator,
+    /// A twin of live servers (`harness calibrate`): a simulator started for each scenario
+    /// with this configuration instead of the scenario's preset, its agents on the twin's
+    /// servers as `Live` puts them on the endpoints (instance i on server i), every call on
+    /// `model`, at time scale 1 unless the plan says otherwise.
+    Twin {
+        /// The twin's configuration.
+        config: std::sync::Arc<sim_ollama::advanced::config::ConfigFile>,
+        /// Model every call uses instead of the scenario's.
+        model: String,
+    },
     /// Real Ollama servers (or a separately started `sim-ollama`): no server trace.
     Live {
         /// Base URLs; agents on instance `i` use endpoint `i` (modulo their number).
@@ -118,18 +128,22 @@ struct Deployment {
     model: String,
     /// The simulator's time scale (1 in live mode): modelled time = wall time / this.
     time_scale: f64,
-    /// Live mode: what local work is multiplied by, measured once per scenario
-    /// ([`calibrate_local_work`]); `None` until measured. The simulator scales local work by
-    /// its time scale instead.
+    /// Live mode and twins: what local work is multiplied by, measured once per scenario
+    /// ([`calibrate_local_work`]); `None` until measured. The simulator with a scenario's own
+    /// preset scales local work by its time scale instead.
     local_work_scale: Option<f64>,
+    /// Local work sized as live mode sizes it (live servers, and twins of them, whose model is
+    /// not the scenario's): measured, not the time scale.
+    sized_as_live: bool,
 }
 
 impl Deployment {
     /// What the scenario's local work (modelled milliseconds) is multiplied by.
     fn local_scale(&self) -> f64 {
-        match &self.sim {
-            Some(_) => self.time_scale,
-            None => self.local_work_scale.unwrap_or(1.0),
+        match (self.local_work_scale, &self.sim) {
+            (Some(f), _) => f,
+            (None, Some(_)) => self.time_scale,
+            (None, None) => 1.0,
         }
     }
 }
@@ -147,13 +161,46 @@ fn deploy(plan: &MatrixPlan, s: &Scenario) -> Result<Deployment, MatrixError> {
                 .start()
                 .map_err(|e| MatrixError::Simulator(e.to_string()))?;
             let urls = sim.urls().to_vec();
-            Ok(Deployment { sim: Some(sim), urls, model: s.model.clone(), time_scale, local_work_scale: None })
+            Ok(Deployment {
+                sim: Some(sim),
+                urls,
+                model: s.model.clone(),
+                time_scale,
+                local_work_scale: None,
+                sized_as_live: false,
+            })
+        }
+        Target::Twin { config, model } => {
+            let time_scale = plan.time_scale.unwrap_or(1.0);
+            let sim = sim_ollama::SimBuilder::new()
+                .config((**config).clone())
+                .seed(plan.seed)
+                .time_scale(time_scale)
+                .start()
+                .map_err(|e| MatrixError::Simulator(e.to_string()))?;
+            // As live mode: a scenario of one server runs on the twin's first server only.
+            let urls = sim.urls().iter().take(s.instances()).cloned().collect();
+            Ok(Deployment {
+                sim: Some(sim),
+                urls,
+                model: model.clone(),
+                time_scale,
+                local_work_scale: None,
+                sized_as_live: true,
+            })
         }
         Target::Live { endpoints, model } => {
             // Instance i is endpoint i: a scenario of one server uses the first endpoint only,
             // so it measures one server (with the slots that server has), not two.
             let urls = endpoints.iter().take(s.instances()).cloned().collect();
-            Ok(Deployment { sim: None, urls, model: model.clone(), time_scale: 1.0, local_work_scale: None })
+            Ok(Deployment {
+                sim: None,
+                urls,
+                model: model.clone(),
+                time_scale: 1.0,
+                local_work_scale: None,
+                sized_as_live: true,
+            })
         }
     }
 }
@@ -161,19 +208,22 @@ fn deploy(plan: &MatrixPlan, s: &Scenario) -> Result<Deployment, MatrixError> {
 /// Live mode: every scenario must find a server for each of its instances (issue 14: a
 /// scenario spread over the wrong number of servers measures another deployment).
 fn check_servers(plan: &MatrixPlan) -> Result<(), MatrixError> {
-    let Target::Live { endpoints, .. } = &plan.target else { return Ok(()) };
+    let (servers, what) = match &plan.target {
+        Target::Live { endpoints, .. } => (endpoints.len(), "endpoint(s) given"),
+        Target::Twin { config, .. } => (config.instances.len().max(1), "server(s) in the twin"),
+        Target::Simulator => return Ok(()),
+    };
     let short: Vec<String> = plan
         .scenarios
         .iter()
-        .filter(|s| s.instances() > endpoints.len())
+        .filter(|s| s.instances() > servers)
         .map(|s| format!("{} needs {} (preset {})", s.name, s.instances(), s.preset))
         .collect();
     if short.is_empty() {
         return Ok(());
     }
     Err(MatrixError::Live(format!(
-        "{} endpoint(s) given, but instance i of a scenario runs on endpoint i and {}: give as many --endpoints, or choose scenarios with fewer instances",
-        endpoints.len(),
+        "{servers} {what}, but instance i of a scenario runs on server i and {}: give as many servers, or choose scenarios with fewer instances",
         short.join("; ")
     )))
 }
@@ -540,8 +590,8 @@ pub fn run(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, Ma
 }
 
 fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, MatrixError> {
+    check_servers(plan)?;
     if let Target::Live { endpoints, model } = &plan.target {
-        check_servers(plan)?;
         check_live(endpoints, model)?;
     }
     // The cells to run: every one, or this shard's (by index in the whole matrix).
@@ -553,9 +603,10 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
         schema_version: report::SCHEMA_VERSION,
         mode: match plan.target {
             Target::Simulator => "simulator".into(),
+            Target::Twin { .. } => "twin".into(),
             Target::Live { .. } => "live".into(),
         },
-        server_trace: matches!(plan.target, Target::Simulator),
+        server_trace: !matches!(plan.target, Target::Live { .. }),
         seed: plan.seed,
         command: plan.command.clone(),
         thresholds: VerdictBands::default(),
@@ -567,7 +618,7 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
     // Live mode: the reference client, built once, outside every timed region.
     let mut reference: Option<Box<dyn Executor>> = match plan.target {
         Target::Live { .. } => Some(runtime::build(REFERENCE_RUNTIME).map_err(MatrixError::Runtime)?),
-        Target::Simulator => None,
+        Target::Simulator | Target::Twin { .. } => None,
     };
     let mut cell = 0;
     for (si, s) in plan.scenarios.iter().enumerate() {
@@ -590,7 +641,7 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
             }
             let exec = executors.get_mut(rt).map(|b| b.as_mut()).ok_or_else(|| MatrixError::Runtime(rt.clone()))?;
             warm_up(exec, &d, &agents, plan.timeout);
-            if d.sim.is_none() && d.local_work_scale.is_none() {
+            if d.sized_as_live && d.local_work_scale.is_none() {
                 d.local_work_scale = Some(calibrate_local_work(exec, &d, s, &agents, plan.timeout));
             }
             let variant_control = runtime::info(rt).and_then(|v| v.control);

@@ -58,6 +58,10 @@ pub(crate) struct Timing {
     first_free: bool,
     /// Multiplies every gap (noise, [`Timing::slow_down`]).
     factor: f64,
+    /// Tokens of context before the next token (the prompt, then each token generated).
+    context: f64,
+    /// [`Profile::decode_slowdown_per_1k`] per token.
+    slowdown: f64,
 }
 
 impl Timing {
@@ -67,7 +71,16 @@ impl Timing {
             // together: the first token leaves when it ends.
             let overhead = scaled_ms(Sampler::empirical(&r.ttft_ms, 1.0).sample(&mut rng), time_scale);
             let gap = Sampler::empirical(&r.gaps_ms, 1e6 * time_scale);
-            return Timing { overhead, prompt: Duration::ZERO, gap, rng, first_free: true, factor: 1.0 };
+            return Timing {
+                overhead,
+                prompt: Duration::ZERO,
+                gap,
+                rng,
+                first_free: true,
+                factor: 1.0,
+                context: 0.0,
+                slowdown: 0.0,
+            };
         }
         let prompt = scaled_ms(f64::from(prompt_tokens) / profile.prompt_tokens_per_s * 1000.0, time_scale);
         let overhead = scaled_ms(profile.first_token_ms.sampler().sample(&mut rng), time_scale);
@@ -79,7 +92,16 @@ impl Timing {
             min: None,
             max: None,
         };
-        Timing { overhead, prompt, gap: gap_spec.sampler(), rng, first_free: false, factor: 1.0 }
+        Timing {
+            overhead,
+            prompt,
+            gap: gap_spec.sampler(),
+            rng,
+            first_free: false,
+            factor: 1.0,
+            context: f64::from(prompt_tokens),
+            slowdown: profile.decode_slowdown_per_1k / 1000.0,
+        }
     }
 
     /// Multiplies all of the stream's work by `factor` (noise on purpose, [`crate::noise`]).
@@ -93,10 +115,12 @@ impl Timing {
 
     /// Solo work from the previous token (or the end of prompt evaluation) to the next token.
     pub(crate) fn next_gap(&mut self) -> Duration {
+        let context = self.context;
+        self.context += 1.0;
         if std::mem::take(&mut self.first_free) {
             return Duration::ZERO;
         }
-        let g = self.gap.sample(&mut self.rng) * self.factor;
+        let g = self.gap.sample(&mut self.rng) * self.factor * (1.0 + self.slowdown * context);
         if g.is_finite() && g > 0.0 { Duration::from_nanos(g as u64) } else { Duration::ZERO }
     }
 }
@@ -118,6 +142,22 @@ mod tests {
         let total: Duration = (0..n).map(|_| t.next_gap()).sum();
         let rate = n as f64 / total.as_secs_f64();
         assert!((rate - 114.5).abs() < 1.5, "rate {rate}");
+    }
+
+    #[test]
+    fn a_speed_that_falls_with_context_slows_later_tokens() {
+        let mut p = gemma();
+        p.inter_token.cv = 0.0;
+        p.decode_slowdown_per_1k = 2.0;
+        let mut t = Timing::new(&p, 500, 1.0, SimRng::seed_from_u64(3));
+        let first = t.next_gap();
+        let later: Vec<Duration> = (0..1000).map(|_| t.next_gap()).collect();
+        let solo = Duration::from_secs_f64(1.0 / 114.5);
+        // 500 tokens of prompt at 2x per 1,000: twice the solo gap; 1,000 tokens on, four times.
+        assert_eq!(first.as_micros(), solo.mul_f64(2.0).as_micros());
+        assert_eq!(later[999].as_micros(), solo.mul_f64(4.0).as_micros());
+        p.decode_slowdown_per_1k = 0.0;
+        assert_eq!(Timing::new(&p, 500, 1.0, SimRng::seed_from_u64(3)).next_gap().as_micros(), solo.as_micros());
     }
 
     #[test]

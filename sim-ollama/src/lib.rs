@@ -142,4 +142,11 @@ pub mod advanced {
     pub mod metrics {
         pub use crate::metrics::*;
     }
+
+    /// How many prompt tokens the simulator counts in a text: what its prompt evaluation is
+    /// charged for (`harness calibrate` fits a server's prompt speed in these tokens, so a twin
+    /// given the same text takes the time the server took).
+    pub fn prompt_tokens(text: &str) -> u32 {
+        crate::tokens::count_tokens(text)
+    }
 }

@@ -22,3 +22,5 @@ mod tools;
 mod history;
 // The pacing benchmark: the simulator and a bare writer in processes of their own (issue 15).
 mod bench;
+// A twin of live servers: calibrate against a simulator of known configuration (issue 37).
+mod calibrate;

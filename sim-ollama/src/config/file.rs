@@ -123,6 +123,14 @@ pub struct Profile {
     pub decode_tokens_per_s: f64,
     /// Spread of the inter-token gaps around `1 / decode_tokens_per_s`.
     pub inter_token: Jitter,
+    /// How much slower each token decodes per 1,000 tokens of context before it (the prompt
+    /// and the tokens already generated): a token at context `c` takes
+    /// `(1 + decode_slowdown_per_1k * c / 1000) / decode_tokens_per_s`, so
+    /// `decode_tokens_per_s` is the speed at an empty context. Attention reads the whole
+    /// context for every token: on the CPU build of ../shared/tools/real-ollama a token at
+    /// position 1,400 took three times one at position 100. 0 (the default): a constant speed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub decode_slowdown_per_1k: f64,
     /// Number of generated tokens when the request sets no `num_predict`.
     pub output_tokens: DistSpec,
     /// Tokens of reasoning a thinking model generates before its answer when `think` is on
@@ -184,6 +192,10 @@ impl Replay {
     }
 }
 
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
 fn zero_dist() -> DistSpec {
     DistSpec::constant(0.0)
 }
@@ -204,6 +216,9 @@ impl Profile {
         }
         if self.decode_tokens_per_s.is_nan() || self.decode_tokens_per_s <= 0.0 {
             return Err(format!("{} must be > 0", f("decode_tokens_per_s")));
+        }
+        if !(self.decode_slowdown_per_1k.is_finite() && self.decode_slowdown_per_1k >= 0.0) {
+            return Err(format!("{} must be a number >= 0", f("decode_slowdown_per_1k")));
         }
         if !self.inter_token.cv.is_finite() || self.inter_token.cv < 0.0 {
             return Err(format!("{} must be >= 0", f("inter_token.cv")));
@@ -271,7 +286,10 @@ pub struct DeviceSpec {
     pub name: String,
     /// Fraction of the device's capacity left when several server processes time-slice it
     /// (1.0 = no switching cost). The shared data (two Ollama processes on one GPU, 41-50
-    /// tok/s each while both decode, against 114.5 alone) gives about 0.78.
+    /// tok/s each while both decode, against 114.5 alone) gives about 0.78. Up to 2: above 1
+    /// when one process alone leaves part of the device idle, as a CPU runner on a few cores
+    /// can (`harness calibrate` measured 1.2 for two real servers sharing this machine's 2
+    /// cores: each kept 62 % of its solo speed).
     #[serde(default = "default_cross_process_efficiency")]
     pub cross_process_efficiency: f64,
     /// Cost of each extra stream batched inside one process: with `n` streams in one batch each
@@ -446,6 +464,11 @@ pub struct ConfigFile {
     /// Noise on purpose (see [`advanced::noise`](crate::advanced::noise)): off unless given.
     #[serde(default)]
     pub noise: Option<crate::noise::NoiseSpec>,
+    /// What measured this configuration, when `harness calibrate` wrote it (the servers, the
+    /// date, every figure with its spread): read by `harness calibrate --check`, ignored by
+    /// the simulator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<toml::Table>,
 }
 
 impl ConfigFile {

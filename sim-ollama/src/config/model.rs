@@ -34,6 +34,7 @@ impl ModelSpec {
                 first_token_ms: DistSpec::constant(0.0),
                 decode_tokens_per_s,
                 inter_token: Jitter { dist: DistKind::Constant, cv: 0.0 },
+                decode_slowdown_per_1k: 0.0,
                 output_tokens: DistSpec::constant(f64::from(output_tokens)),
                 thinking_tokens: None,
                 template_tokens: 0,
@@ -61,10 +62,12 @@ impl ModelSpec {
         }
         let prompt_tokens = crate::tokens::count_tokens(prompt) + p.template_tokens;
         let decode = if p.decode_tokens_per_s > 0.0 { 1000.0 / p.decode_tokens_per_s } else { 0.0 };
+        // The mean context of the call's tokens, for a speed that falls with it.
+        let context = f64::from(prompt_tokens) + f64::from(tokens.saturating_sub(1)) / 2.0;
         p.call_overhead_ms.mean
             + p.first_token_ms.mean
             + f64::from(prompt_tokens) / p.prompt_tokens_per_s * 1000.0
-            + decode * f64::from(tokens)
+            + decode * f64::from(tokens) * (1.0 + p.decode_slowdown_per_1k * context / 1000.0)
     }
 
     /// The memory the real scheduler predicts for a runner of this model before it starts it

@@ -140,8 +140,8 @@ impl RawConfig {
         // Devices and instances.
         let mut devices = f.devices.clone();
         for d in &devices {
-            if !(d.cross_process_efficiency > 0.0 && d.cross_process_efficiency <= 1.0) {
-                return Err(invalid(format!("device {:?}: cross_process_efficiency must be in (0, 1]", d.name)));
+            if !(d.cross_process_efficiency > 0.0 && d.cross_process_efficiency <= 2.0) {
+                return Err(invalid(format!("device {:?}: cross_process_efficiency must be in (0, 2]", d.name)));
             }
             if !(d.batch_penalty >= 0.0 && d.batch_penalty.is_finite()) {
                 return Err(invalid(format!("device {:?}: batch_penalty must be >= 0", d.name)));

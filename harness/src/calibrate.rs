@@ -1,0 +1,36 @@
+//! `harness calibrate`: measures a live deployment (one or more Ollama servers and a model)
+//! and writes its *twin*: a simulator configuration whose servers behave as the measured ones
+//! did, so `sim-ollama --config TWIN` and `harness matrix --config TWIN` answer "what does my
+//! deployment allow?" for that hardware, with no server.
+//!
+//! What is measured, in this order (every call streams, timed by the client as an agent times
+//! it; every prompt starts with a word of its own, so no server reuses a cached prompt):
+//! 1. the model's metadata (`/api/show`, `/api/tags`) and whether it runs on a CPU (`/api/ps`);
+//! 2. solo calls: decode speed, the spread of the gaps between tokens, the per-call overhead
+//!    the server reports in `load_duration`;
+//! 3. time to first token against prompt length (one token answers at three lengths): the
+//!    fixed part and the prompt speed, in the simulator's own token counts of the same texts;
+//! 4. 2..N calls at once on one server: the slots (how many decode before one finishes) and
+//!    each stream's speed beside k-1 others (the batching slowdown);
+//! 5. one call on every server at once: whether servers slow each other (a shared device);
+//! 6. loads: an unload then a call, and a reload for changed runner options.
+//!
+//! [`twin`] turns the figures into a [`ConfigFile`] with the figures kept in its
+//! `[calibration]` table; [`to_toml`] writes it with a comment above each value saying what
+//! measured it; [`check`] compares a new calibration with a twin's (`--check`: has the server
+//! drifted?). What the model cannot express is said in the file's notes, not fitted.
+//!
+//! `calibrate/figures.rs` holds the figures and the fits; `calibrate/measure.rs` the session
+//! of calls to the servers; `calibrate/twin.rs` the twin file and the drift check. This file
+//! only names them.
+
+mod figures;
+mod measure;
+mod twin;
+
+pub use figures::{
+    CalibratePlan, Calibration, Figure, ModelMeta, PromptFit, Slots, decoded_at_once, fit_batch_penalty, fit_prompt,
+    fit_sharing, rising_line,
+};
+pub use measure::{ProgressFn, calibrate};
+pub use twin::{Drift, calibration_of, check, to_toml, twin};

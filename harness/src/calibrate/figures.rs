@@ -1,0 +1,276 @@
+//! What `harness calibrate` measures and how it fits the simulator's parameters to it: the
+//! figures (a median with its range), the calibration that holds them all, and the fits (the
+//! prompt line, the batching slowdown, a shared device, the slots seen in a round).
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct CalibratePlan {
+    /// Base URLs of the servers (one or more).
+    pub endpoints: Vec<String>,
+    /// The model, as the agents name it.
+    pub model: String,
+    /// Most calls sent to one server at once: slots beyond it are not found.
+    pub max_streams: usize,
+    /// Tokens of each decoding call.
+    pub tokens: u32,
+    /// Repetitions of each solo measurement (at least 2).
+    pub reps: usize,
+    /// A call slower than this is an error.
+    pub timeout: Duration,
+}
+
+/// One measured figure: the median of its samples and their range.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Figure {
+    /// Median.
+    pub median: f64,
+    /// Smallest sample.
+    pub min: f64,
+    /// Largest sample.
+    pub max: f64,
+    /// How many samples.
+    pub samples: usize,
+}
+
+impl Figure {
+    /// The figure of some samples (non-finite ones dropped); `None` when none is left.
+    pub fn of(values: &[f64]) -> Option<Figure> {
+        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let mid = v.len() / 2;
+        Some(Figure {
+            median: if v.len() % 2 == 1 { v[mid] } else { (v[mid - 1] + v[mid]) / 2.0 },
+            min: v.iter().copied().fold(f64::INFINITY, f64::min),
+            max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            samples: v.len(),
+        })
+    }
+
+    pub(crate) fn words(&self, unit: &str) -> String {
+        format!("median {} {unit} of {} [{} .. {}]", num(self.median), self.samples, num(self.min), num(self.max))
+    }
+}
+
+/// Slots found on one server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Slots {
+    /// The server.
+    pub endpoint: String,
+    /// Most calls that decoded at once, before any finished.
+    pub slots: usize,
+    /// Every call sent at once decoded at once: the server may have more slots than were
+    /// tried (`--max-streams`).
+    pub at_least: bool,
+}
+
+/// What `/api/show`, `/api/tags` and `/api/ps` say about the model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelMeta {
+    /// Full name with tag, as `/api/tags` lists it.
+    pub name: String,
+    /// `details.family`.
+    pub family: String,
+    /// `details.parameter_size`.
+    pub parameter_size: String,
+    /// `details.quantization_level`.
+    pub quantization_level: String,
+    /// Size on disk.
+    pub size: u64,
+    /// Size loaded (`/api/ps`), when seen.
+    pub size_loaded: Option<u64>,
+    /// Digest, 64 hex digits.
+    pub digest: Option<String>,
+    /// `<arch>.context_length`.
+    pub context_length: u64,
+    /// `<arch>.embedding_length`.
+    pub embedding_length: u64,
+    /// Capabilities.
+    pub capabilities: Vec<String>,
+    /// Chat template.
+    pub template: String,
+    /// Modelfile parameters.
+    pub parameters: Vec<(String, String)>,
+    /// License text.
+    pub license: String,
+    /// `/api/ps` reported no memory in VRAM: the server runs on a CPU.
+    pub cpu: bool,
+}
+
+/// The fitted line of time to first token against prompt length.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PromptFit {
+    /// Time to first token of an empty prompt, ms (the line's intercept).
+    pub intercept_ms: f64,
+    /// Prompt tokens (the simulator's count of the same text) per second; infinite when the
+    /// longest prompt took no longer than the shortest.
+    pub tokens_per_s: f64,
+    /// Spread of the points around the line, ms (standard deviation of the residuals).
+    pub residual_ms: f64,
+    /// The points: (prompt tokens, time to first token in ms).
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Everything measured, kept whatever failed later.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Calibration {
+    /// The servers.
+    pub endpoints: Vec<String>,
+    /// The model as asked for.
+    pub model: String,
+    /// When it began, RFC 3339 UTC.
+    pub started: String,
+    /// How long it took, s.
+    pub elapsed_s: f64,
+    /// The model's metadata.
+    pub meta: Option<ModelMeta>,
+    /// Tokens per second of one call alone (after its first token), every server's solo calls.
+    pub decode_tokens_per_s: Option<Figure>,
+    /// Each server's solo decode speed, in `endpoints` order.
+    pub decode_per_server: Vec<Figure>,
+    /// Coefficient of variation of the gaps between tokens of solo calls.
+    pub inter_token_cv: Option<f64>,
+    /// The gap before a token of solo calls against the context before it (the simulator's
+    /// count of the prompt, plus the tokens already generated): (ms at an empty context, ms
+    /// more per token of context).
+    pub decode_line: Option<(f64, f64)>,
+    /// `load_duration` of warm calls, ms: the real scheduler's per-call health check.
+    pub call_overhead_ms: Option<Figure>,
+    /// Time to first token of a short prompt's one-token call, ms.
+    pub warm_ttft_ms: Option<Figure>,
+    /// Time to first token against prompt length.
+    pub prompt: Option<PromptFit>,
+    /// Slots found, per server.
+    pub slots: Vec<Slots>,
+    /// Each stream's speed with k calls decoding at once on one server, relative to one alone:
+    /// (k, figure over the k streams).
+    pub batch: Vec<(usize, Figure)>,
+    /// Each stream's speed with one call on every server at once, relative to each server's
+    /// solo speed (several servers only).
+    pub together: Option<Figure>,
+    /// Added time to first token of a call after an unload, ms.
+    pub load_ms: Option<Figure>,
+    /// Added time to first token of a call with changed runner options (`num_ctx`), ms.
+    pub reload_ms: Option<Figure>,
+    /// What the simulator's model cannot follow, and figures not measured.
+    pub notes: Vec<String>,
+}
+
+/// How many calls sent together decoded at once: those whose first token came before any of
+/// them had finished.
+pub fn decoded_at_once(starts: &[f64], ends: &[f64]) -> usize {
+    let first_end = ends.iter().copied().fold(f64::INFINITY, f64::min);
+    starts.iter().filter(|&&s| s < first_end).count()
+}
+
+/// The line `y = a + x / rate` through the points by least squares: (intercept, rate,
+/// residual standard deviation). A slope at or below zero is an infinite rate.
+pub fn fit_prompt(points: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
+    let (a, slope, resid) = rising_line(points)?;
+    let rate = if slope > 0.0 { 1000.0 / slope } else { f64::INFINITY };
+    Some((a, rate, resid))
+}
+
+/// The least-squares line `y = a + b x` through at least three points with some spread in x,
+/// never falling (a falling fit is the flat line through the mean): (a, b, residual standard
+/// deviation).
+pub fn rising_line(points: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
+    let n = points.len() as f64;
+    if points.len() < 3 {
+        return None;
+    }
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if sxx <= 0.0 {
+        return None;
+    }
+    let slope = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx;
+    let (slope, a) = if slope > 0.0 { (slope, my - slope * mx) } else { (0.0, my) };
+    let resid = (points.iter().map(|p| (p.1 - a - slope * p.0).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    Some((a, slope, resid))
+}
+
+/// The simulator's batching slowdown that best explains the measured relative speeds: a stream
+/// beside k-1 others runs at `1 / (1 + p (k - 1))` of its solo speed; least squares on
+/// `1 / speed - 1 = p (k - 1)`, never below zero.
+pub fn fit_batch_penalty(rel: &[(usize, f64)]) -> Option<f64> {
+    let pts: Vec<(f64, f64)> =
+        rel.iter().filter(|(k, s)| *k >= 2 && *s > 0.0).map(|&(k, s)| ((k - 1) as f64, 1.0 / s - 1.0)).collect();
+    let sxx: f64 = pts.iter().map(|p| p.0 * p.0).sum();
+    (sxx > 0.0).then(|| (pts.iter().map(|p| p.0 * p.1).sum::<f64>() / sxx).max(0.0))
+}
+
+/// Whether servers that slowed each other to `together` of their solo speed share a device,
+/// and with what efficiency (`m` servers time-slicing one device each get `efficiency / m`).
+/// Above 0.9 of solo speed, each server is on a device of its own.
+pub fn fit_sharing(together: f64, servers: usize) -> Option<f64> {
+    (together < 0.9).then(|| (together * servers as f64).clamp(0.05, 2.0))
+}
+
+/// A number as the twin file writes it: three significant digits or so.
+pub(crate) fn num(x: f64) -> String {
+    if !x.is_finite() {
+        return format!("{x}");
+    }
+    let a = x.abs();
+    if a >= 100.0 {
+        format!("{x:.0}")
+    } else if a >= 10.0 {
+        format!("{x:.1}")
+    } else if a >= 0.1 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+pub(crate) fn round3(x: f64) -> f64 {
+    num(x).parse().unwrap_or(x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prompt_line_recovers_its_slope_and_intercept() {
+        let pts: Vec<(f64, f64)> =
+            [10.0, 100.0, 400.0].iter().flat_map(|&x| [(x, 20.0 + x / 2.0), (x, 20.0 + x / 2.0)]).collect();
+        let (a, rate, resid) = fit_prompt(&pts).unwrap();
+        assert!((a - 20.0).abs() < 1e-9 && (rate - 2000.0).abs() < 1e-6 && resid < 1e-9, "{a} {rate} {resid}");
+        // No slope: an infinite prompt speed, the mean as the intercept.
+        let (a, rate, _) = fit_prompt(&[(10.0, 5.0), (100.0, 5.0), (400.0, 5.0)]).unwrap();
+        assert_eq!((a, rate), (5.0, f64::INFINITY));
+        assert!(fit_prompt(&[(10.0, 5.0), (10.0, 6.0), (10.0, 7.0)]).is_none());
+    }
+
+    #[test]
+    fn the_batch_penalty_explains_the_relative_speeds() {
+        let p = 0.3;
+        let rel: Vec<(usize, f64)> = (2..=4).map(|k| (k, 1.0 / (1.0 + p * (k - 1) as f64))).collect();
+        assert!((fit_batch_penalty(&rel).unwrap() - p).abs() < 1e-9);
+        assert_eq!(fit_batch_penalty(&[(2, 1.1)]), Some(0.0), "faster together is no penalty, not a negative one");
+        assert_eq!(fit_batch_penalty(&[]), None);
+    }
+
+    #[test]
+    fn servers_that_slow_each_other_share_a_device() {
+        assert_eq!(fit_sharing(0.98, 2), None);
+        assert!((fit_sharing(0.62, 2).unwrap() - 1.24).abs() < 1e-9);
+        assert!((fit_sharing(0.39, 2).unwrap() - 0.78).abs() < 1e-9);
+    }
+
+    #[test]
+    fn slots_are_the_calls_that_started_before_any_finished() {
+        // Four slots, six calls: two start when the first two finish.
+        assert_eq!(decoded_at_once(&[0.1, 0.1, 0.11, 0.12, 1.01, 1.02], &[1.0, 1.0, 1.05, 1.1, 2.0, 2.0]), 4);
+        assert_eq!(decoded_at_once(&[0.1, 0.2], &[1.0, 1.1]), 2);
+    }
+}

@@ -1,0 +1,417 @@
+//! The measurement against live servers: a session of streamed calls (every prompt starting
+//! with a word of its own, so no prompt cache helps), in the order the module above lists.
+
+use super::figures::{
+    CalibratePlan, Calibration, Figure, ModelMeta, PromptFit, Slots, decoded_at_once, fit_prompt, num, rising_line,
+};
+use crate::client::{CallOpts, CallRecord, Stack};
+use std::time::{Duration, Instant};
+
+/// Progress: (step done, steps in all, what was just done).
+pub type ProgressFn<'a> = &'a mut dyn FnMut(usize, usize, &str);
+
+/// Measures the deployment. On an error, what was measured so far comes back with it.
+pub fn calibrate(plan: &CalibratePlan, progress: ProgressFn<'_>) -> Result<Calibration, (Box<Calibration>, String)> {
+    let mut cal = Calibration {
+        endpoints: plan.endpoints.clone(),
+        model: plan.model.clone(),
+        started: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        ..Calibration::default()
+    };
+    if plan.endpoints.is_empty() {
+        return Err((Box::new(cal), "no server to calibrate: give --endpoints".into()));
+    }
+    if plan.reps < 2 || plan.max_streams < 2 || plan.tokens < 8 {
+        return Err((Box::new(cal), "--reps and --max-streams must be at least 2, --tokens at least 8".into()));
+    }
+    if let Err(e) = crate::matrix::check_live(&plan.endpoints, &plan.model) {
+        return Err((Box::new(cal), e.to_string()));
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return Err((Box::new(cal), format!("tokio runtime: {e}"))),
+    };
+    let begun = Instant::now();
+    let r = rt.block_on(measure(plan, &mut cal, progress));
+    cal.elapsed_s = begun.elapsed().as_secs_f64();
+    match r {
+        Ok(()) => Ok(cal),
+        Err(e) => Err((Box::new(cal), e)),
+    }
+}
+
+/// Calls to one set of servers.
+struct Session<'a> {
+    plan: &'a CalibratePlan,
+    http: reqwest::Client,
+    stack: Stack,
+    nonce: std::sync::atomic::AtomicU64,
+}
+
+/// Words the calibration prompts are made of.
+const FILLER: &str = "The agents read the report, compare the figures with last week, and write a short note on what changed and why it matters to the team. ";
+
+impl Session<'_> {
+    fn url(&self, server: usize, path: &str) -> String {
+        format!("{}{path}", self.plan.endpoints[server].trim_end_matches('/'))
+    }
+
+    /// A prompt of about `chars` characters that no earlier prompt starts like.
+    fn prompt(&self, chars: usize) -> String {
+        let n = self.nonce.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let mut p = format!("Calibration{n}x{stamp:x}: ");
+        while p.len() < chars {
+            p.push_str(FILLER);
+        }
+        p
+    }
+
+    /// One streamed `/api/generate` call.
+    async fn call(
+        &self,
+        server: usize,
+        prompt: String,
+        tokens: u32,
+        options: serde_json::Value,
+    ) -> Result<CallRecord, String> {
+        let mut opts = serde_json::json!({"num_predict": tokens});
+        if let (Some(o), Some(extra)) = (opts.as_object_mut(), options.as_object()) {
+            o.extend(extra.clone());
+        }
+        let body = serde_json::json!({"model": self.plan.model, "prompt": prompt, "stream": true, "options": opts});
+        let call_opts =
+            CallOpts { per_token_block: None, agent: "harness-calibrate".into(), timeout: self.plan.timeout };
+        let rec = self
+            .stack
+            .call(&self.url(server, "/api/generate"), serde_json::to_vec(&body).unwrap_or_default(), &call_opts)
+            .await;
+        match &rec.error {
+            Some(e) => Err(format!("{}: {e}", self.plan.endpoints[server])),
+            None if rec.tokens.is_empty() => Err(format!("{}: an answer without tokens", self.plan.endpoints[server])),
+            None => Ok(rec),
+        }
+    }
+
+    /// Calls started together, one per entry of `servers`.
+    async fn together(&self, servers: &[usize], tokens: u32) -> Result<Vec<CallRecord>, String> {
+        let calls = servers.iter().map(|&s| self.call(s, self.prompt(80), tokens, serde_json::json!({})));
+        futures::future::join_all(calls).await.into_iter().collect()
+    }
+
+    async fn get(&self, server: usize, path: &str) -> Result<serde_json::Value, String> {
+        let url = self.url(server, path);
+        let r =
+            self.http.get(&url).send().await.map_err(|e| format!("{url}: {}", crate::client::describe_error(&e)))?;
+        r.json().await.map_err(|e| format!("{url}: {e}"))
+    }
+
+    async fn post(&self, server: usize, path: &str, body: serde_json::Value) -> Result<serde_json::Value, String> {
+        let url = self.url(server, path);
+        let r = self
+            .http
+            .post(&url)
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| format!("{url}: {}", crate::client::describe_error(&e)))?;
+        let status = r.status();
+        let v: serde_json::Value = r.json().await.map_err(|e| format!("{url}: {e}"))?;
+        if !status.is_success() {
+            return Err(format!("{url} answered HTTP {}: {}", status.as_u16(), v["error"].as_str().unwrap_or("")));
+        }
+        Ok(v)
+    }
+
+    /// Unloads the model from a server and waits until `/api/ps` no longer lists it.
+    async fn unload(&self, server: usize) -> Result<(), String> {
+        self.post(
+            server,
+            "/api/generate",
+            serde_json::json!({"model": self.plan.model, "keep_alive": 0, "stream": false}),
+        )
+        .await?;
+        let until = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < until {
+            let ps = self.get(server, "/api/ps").await?;
+            let loaded = ps["models"].as_array().is_some_and(|m| !m.is_empty());
+            if !loaded {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Err(format!("{}: the model was still loaded 30 s after an unload", self.plan.endpoints[server]))
+    }
+}
+
+fn ttft_ms(r: &CallRecord) -> f64 {
+    r.tokens.first().map_or(f64::NAN, |t| t.saturating_duration_since(r.sent).as_secs_f64() * 1e3)
+}
+
+/// Tokens per second after the first token: the tokens the server counted (the chunks when it
+/// sent no count) over the time from the first chunk to the last.
+fn decode_rate(r: &CallRecord) -> f64 {
+    let (Some(first), Some(last)) = (r.tokens.first(), r.tokens.last()) else { return f64::NAN };
+    let n = r.eval_count.map_or(r.tokens.len() as f64, |c| c as f64);
+    let span = last.saturating_duration_since(*first).as_secs_f64();
+    if n < 3.0 || span <= 0.0 { f64::NAN } else { (n - 1.0) / span }
+}
+
+async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: ProgressFn<'_>) -> Result<(), String> {
+    let http = reqwest::Client::builder().timeout(plan.timeout).build().map_err(|e| e.to_string())?;
+    let s = Session { plan, stack: Stack::Reqwest(http.clone()), http, nonce: Default::default() };
+    let n = plan.endpoints.len();
+    let ks: Vec<usize> = (2..=plan.max_streams).collect();
+    let total = 1 + n + plan.reps + (n - 1) + 3 + ks.len() + (n - 1) + usize::from(n > 1) + 2;
+    let mut done = 0;
+    // `advance` false: a line of news, not a step.
+    let mut step = |what: &str, advance: bool| {
+        done += usize::from(advance);
+        progress(done, total, what);
+    };
+
+    // 1. Metadata, and a warm-up call on every server (it may load the model).
+    cal.meta = Some(metadata(&s).await?);
+    step("model metadata", true);
+    for i in 0..n {
+        s.call(i, s.prompt(40), 8, serde_json::json!({})).await?;
+        step(&format!("warm-up of {}", plan.endpoints[i]), true);
+    }
+    if let Some(meta) = &mut cal.meta {
+        if let Ok(ps) = s.get(0, "/api/ps").await {
+            if let Some(m) = ps["models"].as_array().and_then(|m| m.first()) {
+                meta.size_loaded = m["size"].as_u64();
+                meta.cpu = m["size_vram"].as_u64() == Some(0);
+            }
+        }
+    }
+
+    // 2. Solo calls: reps on the first server, one on each other.
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let (mut gaps, mut overheads, mut by_context) = (Vec::new(), Vec::new(), Vec::new());
+    for i in (0..plan.reps).map(|_| 0).chain(1..n) {
+        let prompt = s.prompt(80);
+        let context = f64::from(sim_ollama::advanced::prompt_tokens(&prompt));
+        let r = s.call(i, prompt, plan.tokens, serde_json::json!({})).await?;
+        rates[i].push(decode_rate(&r));
+        gaps.extend(r.tokens.windows(2).map(|w| (w[1] - w[0]).as_secs_f64()));
+        // Chunks that carry several tokens: each gap spread over the tokens it carried.
+        let per_chunk = r.eval_count.map_or(1.0, |c| c as f64 / r.tokens.len().max(1) as f64).max(1.0);
+        by_context.extend(
+            r.tokens
+                .windows(2)
+                .enumerate()
+                .map(|(j, w)| (context + (j + 1) as f64 * per_chunk, (w[1] - w[0]).as_secs_f64() * 1e3 / per_chunk)),
+        );
+        overheads.extend(r.load_duration_ns.map(|ns| ns as f64 / 1e6));
+        if rates[0].len() == 1 && i == 0 {
+            // At most: every call of the sweeps waiting for the one before (one slot).
+            let per_call = r.end.saturating_duration_since(r.sent).as_secs_f64();
+            let calls = plan.reps
+                + 2 * (n - 1)
+                + plan.reps * ks.iter().sum::<usize>()
+                + (n - 1) * plan.max_streams
+                + n * plan.reps;
+            step(
+                &format!(
+                    "one {}-token call takes {per_call:.2} s: the decoding calls take at most {:.0} s, then {} one-token calls and {} loads",
+                    plan.tokens,
+                    per_call * calls as f64,
+                    3 * plan.reps,
+                    2 * plan.reps
+                ),
+                false,
+            );
+        }
+        step(&format!("solo call on {}", plan.endpoints[i]), true);
+    }
+    cal.decode_per_server = rates.iter().filter_map(|r| Figure::of(r)).collect();
+    cal.decode_tokens_per_s = Figure::of(&rates.concat());
+    let solo = cal.decode_tokens_per_s.map(|f| f.median).ok_or("no solo call decoded enough tokens to time")?;
+    cal.inter_token_cv = cv(&gaps);
+    cal.decode_line = rising_line(&by_context).map(|(a, b, _)| (a, b)).filter(|(a, _)| *a > 0.0);
+    cal.call_overhead_ms = Figure::of(&overheads);
+    if cal.decode_per_server.iter().any(|f| (f.median / solo - 1.0).abs() > 0.15) {
+        cal.notes.push(format!(
+            "the servers decode at different speeds alone ({}): the twin gives every server the median",
+            cal.decode_per_server.iter().map(|f| num(f.median)).collect::<Vec<_>>().join(", ")
+        ));
+    }
+
+    // 3. Time to first token against prompt length: one-token calls at three lengths.
+    let mut points = Vec::new();
+    let mut short = Vec::new();
+    for (li, chars) in [60usize, 600, 1500].into_iter().enumerate() {
+        for _ in 0..plan.reps {
+            let p = s.prompt(chars);
+            let tokens = f64::from(sim_ollama::advanced::prompt_tokens(&p));
+            let r = s.call(0, p, 1, serde_json::json!({})).await?;
+            points.push((tokens, ttft_ms(&r)));
+            if li == 0 {
+                short.push(ttft_ms(&r));
+            }
+        }
+        step(&format!("one-token calls of {chars} characters"), true);
+    }
+    cal.warm_ttft_ms = Figure::of(&short);
+    cal.prompt = fit_prompt(&points).map(|(a, rate, resid)| PromptFit {
+        intercept_ms: a,
+        tokens_per_s: rate,
+        residual_ms: resid,
+        points: points.clone(),
+    });
+
+    // 4. k calls at once on the first server; then the slots of every other server.
+    let mut found = 0usize;
+    let mut batch_rates: Vec<(usize, Vec<f64>)> = Vec::new();
+    for &k in &ks {
+        // Rounds of k, `reps` of them: contention on a shared CPU varies from round to round.
+        let mut rel = Vec::new();
+        let mut seen = Vec::new();
+        for _ in 0..plan.reps {
+            let recs = s.together(&vec![0; k], plan.tokens).await?;
+            let (starts, ends) = spans(&recs);
+            let at_once = decoded_at_once(&starts, &ends);
+            seen.push(at_once);
+            if at_once == k {
+                rel.extend(recs.iter().map(|r| decode_rate(r) / solo));
+            }
+        }
+        // The slots: what most rounds showed (a round whose first call ended early shows fewer).
+        seen.sort_unstable();
+        let at_once = seen[seen.len() / 2];
+        found = found.max(at_once);
+        if at_once == k && !rel.is_empty() {
+            batch_rates.push((k, rel));
+        }
+        step(&format!("{k} calls at once, {} rounds: {at_once} decoded together", plan.reps), true);
+    }
+    cal.slots.push(Slots {
+        endpoint: plan.endpoints[0].clone(),
+        slots: found.max(1),
+        at_least: found >= plan.max_streams,
+    });
+    cal.batch = batch_rates.iter().filter_map(|(k, v)| Figure::of(v).map(|f| (*k, f))).collect();
+    for i in 1..n {
+        let recs = s.together(&vec![i; plan.max_streams], plan.tokens).await?;
+        let (starts, ends) = spans(&recs);
+        let at_once = decoded_at_once(&starts, &ends);
+        cal.slots.push(Slots {
+            endpoint: plan.endpoints[i].clone(),
+            slots: at_once.max(1),
+            at_least: at_once >= plan.max_streams,
+        });
+        step(&format!("{} calls at once on {}: {at_once} decoded together", plan.max_streams, plan.endpoints[i]), true);
+    }
+
+    // 5. One call on every server at once.
+    if n > 1 {
+        let mut rel = Vec::new();
+        for _ in 0..plan.reps {
+            let recs = s.together(&(0..n).collect::<Vec<_>>(), plan.tokens).await?;
+            rel.extend(
+                recs.iter()
+                    .enumerate()
+                    .map(|(i, r)| decode_rate(r) / cal.decode_per_server.get(i).map_or(solo, |f| f.median)),
+            );
+        }
+        cal.together = Figure::of(&rel);
+        step("one call on every server at once", true);
+    }
+
+    // 6. Loads, last: an unload, then a call; then calls that change the runner's options.
+    let warm = cal.warm_ttft_ms.map_or(0.0, |f| f.median);
+    let mut loads = Vec::new();
+    for _ in 0..plan.reps {
+        s.unload(0).await?;
+        let r = s.call(0, s.prompt(60), 1, serde_json::json!({})).await?;
+        loads.push(ttft_ms(&r) - warm);
+    }
+    cal.load_ms = Figure::of(&loads);
+    step("loads after an unload", true);
+    let mut reloads = Vec::new();
+    for i in 0..plan.reps {
+        let ctx = if i % 2 == 0 { 1536 } else { 1024 };
+        let r = s.call(0, s.prompt(60), 1, serde_json::json!({"num_ctx": ctx})).await?;
+        reloads.push(ttft_ms(&r) - warm);
+    }
+    // Back to the server's own options, so the model is left as it was found.
+    s.call(0, s.prompt(60), 1, serde_json::json!({})).await?;
+    cal.reload_ms = Figure::of(&reloads);
+    step("reloads for changed options", true);
+    if let (Some(l), Some(r)) = (cal.load_ms, cal.reload_ms) {
+        if r.median > 1.5 * l.median || l.median > 1.5 * r.median {
+            cal.notes.push(format!(
+                "a load after an unload took {} ms and a reload for new options {} ms: the simulator charges one load time for both; the twin uses their median",
+                num(l.median),
+                num(r.median)
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn spans(recs: &[CallRecord]) -> (Vec<f64>, Vec<f64>) {
+    let t0 = recs.iter().map(|r| r.sent).min().unwrap_or_else(Instant::now);
+    let at = |t: &Instant| t.saturating_duration_since(t0).as_secs_f64();
+    (
+        recs.iter().filter_map(|r| r.tokens.first().map(at)).collect(),
+        recs.iter().filter_map(|r| r.tokens.last().map(at)).collect(),
+    )
+}
+
+fn cv(v: &[f64]) -> Option<f64> {
+    if v.len() < 2 {
+        return None;
+    }
+    let m = v.iter().sum::<f64>() / v.len() as f64;
+    let sd = (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt();
+    (m > 0.0).then_some(sd / m)
+}
+
+async fn metadata(s: &Session<'_>) -> Result<ModelMeta, String> {
+    let show = s.post(0, "/api/show", serde_json::json!({"model": s.plan.model})).await?;
+    let tags = s.get(0, "/api/tags").await?;
+    let want = if s.plan.model.contains(':') { s.plan.model.clone() } else { format!("{}:latest", s.plan.model) };
+    let tag = tags["models"]
+        .as_array()
+        .and_then(|m| m.iter().find(|x| x["name"].as_str().is_some_and(|n| n.eq_ignore_ascii_case(&want))))
+        .cloned()
+        .unwrap_or_default();
+    let info = &show["model_info"];
+    let arch = info["general.architecture"].as_str().unwrap_or_default();
+    let key = |k: &str| info[format!("{arch}.{k}")].as_u64().unwrap_or(0);
+    let d = &show["details"];
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    let parameters = show["parameters"]
+        .as_str()
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.trim().split_once(char::is_whitespace)?;
+            Some((k.to_string(), v.trim().trim_matches('"').to_string()))
+        })
+        .collect();
+    Ok(ModelMeta {
+        name: tag["name"].as_str().map_or(want, str::to_string),
+        family: text(&d["family"]),
+        parameter_size: text(&d["parameter_size"]),
+        quantization_level: text(&d["quantization_level"]),
+        size: tag["size"].as_u64().unwrap_or(0),
+        size_loaded: None,
+        digest: tag["digest"].as_str().map(|x| x.trim_start_matches("sha256:").to_string()).filter(|x| x.len() == 64),
+        context_length: key("context_length").max(1),
+        embedding_length: key("embedding_length").max(1),
+        capabilities: show["capabilities"]
+            .as_array()
+            .map(|c| c.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+            .unwrap_or_else(|| vec!["completion".into()]),
+        template: text(&show["template"]),
+        parameters,
+        license: match &show["license"] {
+            serde_json::Value::Array(a) => a.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join("\n"),
+            v => text(v),
+        },
+        cpu: false,
+    })
+}

@@ -1,0 +1,370 @@
+//! The twin written from a calibration: a simulator configuration with a comment above each
+//! value saying what measured it, its figures kept in a `[calibration]` table, and the drift
+//! check (`--check`) that compares a new calibration with it.
+
+use super::figures::{Calibration, Figure, fit_batch_penalty, fit_sharing, num, round3};
+use serde::Serialize;
+use sim_ollama::advanced::config::{ConfigFile, DeviceSpec, InstanceSpec, Jitter, ModelSpec, Profile};
+use sim_ollama::advanced::dist::{DistKind, DistSpec};
+
+/// The twin: the configuration the simulator runs the measured deployment with, and a comment
+/// per value saying what measured it. `None` when too little was measured to write one (the
+/// solo decode speed is the least a twin needs).
+pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)>)> {
+    let decode = cal.decode_tokens_per_s?;
+    let meta = cal.meta.clone().unwrap_or_default();
+    let mut why: Vec<(&'static str, String)> = Vec::new();
+    let overhead = cal.call_overhead_ms.map_or(0.0, |f| f.median);
+    // The speed at an empty context and how it falls with context, when the gaps rose along
+    // the calls; else the calls' mean speed, constant.
+    let (rate, slowdown) = match cal.decode_line {
+        Some((a, b)) if b > 0.0 => (1000.0 / a, 1000.0 * b / a),
+        _ => (decode.median, 0.0),
+    };
+    let gap_ms = 1000.0 / rate;
+    let (first_token, prompt_rate, first_cv) = match &cal.prompt {
+        Some(p) => {
+            let ft = (p.intercept_ms - overhead - gap_ms).max(0.0);
+            let cv = if ft > 0.0 { (p.residual_ms / ft).min(1.0) } else { 0.0 };
+            (ft, if p.tokens_per_s.is_finite() { p.tokens_per_s } else { 1e6 }, cv)
+        }
+        None => (0.0, 1e6, 0.0),
+    };
+    why.push(("decode_tokens_per_s", match cal.decode_line {
+        Some((a, b)) if b > 0.0 => format!("the speed at an empty context of the line through every gap of the solo calls against the context before it ({} ms + {} ms per 1,000 tokens of context); those calls averaged {}", num(a), num(1000.0 * b), decode.words("tokens/s")),
+        _ => format!("solo calls, tokens after the first over the time they took (their gaps did not grow with context): {}", decode.words("tokens/s")),
+    }));
+    if slowdown > 0.0 {
+        why.push((
+            "decode_slowdown_per_1k",
+            "how much longer a token takes per 1,000 tokens of context, from the same line".into(),
+        ));
+    }
+    why.push((
+        "inter_token",
+        format!(
+            "spread of the gaps between streamed tokens of those calls (cv {})",
+            num(cal.inter_token_cv.unwrap_or(0.0))
+        ),
+    ));
+    why.push((
+        "call_overhead_ms",
+        match cal.call_overhead_ms {
+            Some(f) => {
+                format!("load_duration of warm calls (the scheduler's check of a loaded runner): {}", f.words("ms"))
+            }
+            None => "not measured: the server reported no load_duration".into(),
+        },
+    ));
+    match &cal.prompt {
+        Some(p) => {
+            why.push(("prompt_tokens_per_s", format!("the slope of time to first token against prompt length ({} one-token calls, in the simulator's token counts of the same texts){}", p.points.len(), if p.tokens_per_s.is_finite() { String::new() } else { "; the longest prompt was no slower than the shortest: too fast to measure".into() })));
+            why.push(("first_token_ms", format!("the line's intercept {} ms less the call overhead and one token's gap; spread: the points lie within {} ms of the line", num(p.intercept_ms), num(p.residual_ms))));
+        }
+        None => why.push(("first_token_ms", "not measured".into())),
+    }
+    let load = Figure::of(
+        &[cal.load_ms.map(|f| f.median), cal.reload_ms.map(|f| f.median)].into_iter().flatten().collect::<Vec<_>>(),
+    );
+    why.push((
+        "load_ms",
+        match (cal.load_ms, cal.reload_ms) {
+            (Some(l), Some(r)) => format!(
+                "added time to first token after an unload ({}) and after a change of num_ctx ({}): their median",
+                l.words("ms"),
+                r.words("ms")
+            ),
+            _ => "not measured: a guess of 1 s".into(),
+        },
+    ));
+    why.push(("output_tokens", "not measured: every calibration call set num_predict, as the scenarios do; the answer length of a call that sets none is a guess".into()));
+    let profile = Profile {
+        load_ms: DistSpec {
+            dist: DistKind::Normal,
+            mean: round3(load.map_or(1000.0, |f| f.median).max(0.0)),
+            cv: round3(load.map_or(0.0, |f| ((f.max - f.min) / 4.0 / f.median.max(1e-9)).min(1.0))),
+            min: Some(0.0),
+            max: None,
+        },
+        cold_load_ms: None,
+        call_overhead_ms: DistSpec::constant(round3(overhead)),
+        prompt_tokens_per_s: round3(prompt_rate),
+        first_token_ms: DistSpec {
+            dist: DistKind::Normal,
+            mean: round3(first_token),
+            cv: round3(first_cv),
+            min: Some(0.0),
+            max: None,
+        },
+        decode_tokens_per_s: round3(rate),
+        decode_slowdown_per_1k: round3(slowdown),
+        inter_token: Jitter { dist: DistKind::Gamma, cv: round3(cal.inter_token_cv.unwrap_or(0.0).min(2.0)) },
+        output_tokens: DistSpec { dist: DistKind::Normal, mean: 300.0, cv: 0.4, min: Some(10.0), max: Some(1000.0) },
+        thinking_tokens: None,
+        template_tokens: 0,
+        replay: None,
+        replay_file: None,
+    };
+    let model = ModelSpec {
+        name: if meta.name.is_empty() { cal.model.clone() } else { meta.name.clone() },
+        family: meta.family.clone(),
+        parameter_size: meta.parameter_size.clone(),
+        quantization_level: meta.quantization_level.clone(),
+        size: meta.size,
+        size_loaded: meta.size_loaded,
+        digest: meta.digest.clone(),
+        context_length: meta.context_length.max(1),
+        embedding_length: meta.embedding_length.max(1),
+        kv_bytes_per_token: None,
+        capabilities: if meta.capabilities.is_empty() { vec!["completion".into()] } else { meta.capabilities.clone() },
+        template: meta.template.clone(),
+        model_info: Default::default(),
+        parameters: meta.parameters.clone(),
+        license: meta.license.clone(),
+        profile,
+    };
+
+    // Devices: one each, or one shared by every server.
+    let n = cal.endpoints.len().max(1);
+    let penalty = fit_batch_penalty(&cal.batch.iter().map(|(k, f)| (*k, f.median)).collect::<Vec<_>>());
+    let sharing = cal.together.and_then(|t| fit_sharing(t.median, n));
+    let device = |name: String| DeviceSpec {
+        batch_penalty: round3(penalty.unwrap_or(0.0)),
+        cross_process_efficiency: round3(sharing.unwrap_or(1.0)),
+        cpu: meta.cpu,
+        ..DeviceSpec::new(name)
+    };
+    let devices: Vec<DeviceSpec> = match sharing {
+        Some(_) => vec![device("shared".into())],
+        None => (0..n).map(|i| device(format!("device{i}"))).collect(),
+    };
+    why.push(("batch_penalty", match penalty {
+        Some(p) => format!("each stream's speed beside k-1 others on one server, relative to alone: {}; 1 / (1 + p (k - 1)) fits them with p = {}", cal.batch.iter().map(|(k, f)| format!("k={k}: {}", f.words(""))).collect::<Vec<_>>().join("; "), num(p)),
+        None => "not measured: the server decoded one call at a time".into(),
+    }));
+    why.push(("cross_process_efficiency", match (cal.together, sharing) {
+        (Some(t), Some(e)) => format!("one call on each of the {n} servers at once ran at {} of its solo speed: one device shared, each server getting {} / {n} of it", t.words("x"), num(e)),
+        (Some(t), None) => format!("one call on each of the {n} servers at once ran at {} of its solo speed: a device each", t.words("x")),
+        (None, _) => "one server: nothing shares its device".into(),
+    }));
+    let instances: Vec<InstanceSpec> = cal
+        .slots
+        .iter()
+        .enumerate()
+        .map(|(i, sl)| InstanceSpec {
+            device: Some(devices[if sharing.is_some() { 0 } else { i.min(devices.len() - 1) }].name.clone()),
+            num_parallel: Some(sl.slots),
+            ..InstanceSpec::default()
+        })
+        .collect();
+    why.push((
+        "num_parallel",
+        cal.slots
+            .iter()
+            .map(|s| {
+                format!(
+                    "{}: {} calls decoded at once before one finished{}",
+                    s.endpoint,
+                    s.slots,
+                    if s.at_least { " (every call tried: it may have more; raise --max-streams)" } else { "" }
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+    ));
+    let mut file = ConfigFile { devices, instances, models: vec![model], ..ConfigFile::default() };
+    file.calibration = toml::Table::try_from(cal).ok();
+    Some((file, why))
+}
+
+/// The twin as TOML, with a header and a comment above each value saying what measured it.
+pub fn to_toml(cal: &Calibration, file: &ConfigFile, why: &[(&str, String)]) -> Result<String, String> {
+    let body = toml::to_string(file).map_err(|e| format!("cannot write the twin: {e}"))?;
+    let mut out = format!(
+        "# A twin of {} serving {}, measured by `harness calibrate` on {} in {:.0} s.\n\
+         #   sim-ollama --config THIS_FILE            the servers, simulated\n\
+         #   harness matrix --config THIS_FILE --model {}   scenarios on them, as --endpoints runs them live\n\
+         #   harness calibrate --check THIS_FILE      has the server drifted from its twin?\n",
+        cal.endpoints.join(", "),
+        cal.model,
+        cal.started,
+        cal.elapsed_s,
+        cal.model
+    );
+    for n in &cal.notes {
+        out.push_str(&format!("# Note: {n}\n"));
+    }
+    out.push('\n');
+    let mut said = std::collections::HashSet::new();
+    for line in body.lines() {
+        let t = line.trim_start();
+        let key = if t.starts_with('[') {
+            t.trim_matches(|c| c == '[' || c == ']').rsplit('.').next().unwrap_or("")
+        } else {
+            t.split(" =").next().unwrap_or("")
+        };
+        if t.starts_with("[calibration") && said.insert("calibration") {
+            out.push_str(
+                "# What measured this twin (read by `harness calibrate --check`; the simulator ignores it).\n",
+            );
+        }
+        if let Some((k, w)) = why.iter().find(|(k, _)| *k == key) {
+            if said.insert(k) || *k == "num_parallel" {
+                for chunk in wrap(w, 96) {
+                    out.push_str(&format!("# {chunk}\n"));
+                }
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    // What is written must load as a simulator configuration.
+    ConfigFile::from_toml(&out).map_err(|e| format!("the twin written does not load: {e}"))?;
+    Ok(out)
+}
+
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for w in text.split(' ') {
+        let last = lines.last_mut().expect("never empty");
+        if !last.is_empty() && last.len() + w.len() + 1 > width {
+            lines.push(w.to_string());
+        } else {
+            if !last.is_empty() {
+                last.push(' ');
+            }
+            last.push_str(w);
+        }
+    }
+    lines
+}
+
+/// One figure compared by `--check`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Drift {
+    /// The figure.
+    pub figure: String,
+    /// The twin's value.
+    pub twin: f64,
+    /// Measured now.
+    pub now: f64,
+    /// Outside what the twin's and today's spreads allow.
+    pub moved: bool,
+}
+
+/// Compares a new calibration with the one a twin was made from: a figure moved when today's
+/// median lies further from the twin's than 15 % of it and than either measurement's range;
+/// slots moved when they differ.
+pub fn check(twin: &Calibration, now: &Calibration) -> Vec<Drift> {
+    let mut out = Vec::new();
+    let mut fig = |name: &str, a: Option<Figure>, b: Option<Figure>| {
+        if let (Some(a), Some(b)) = (a, b) {
+            let allowed = (0.15 * a.median.abs()).max(a.max - a.min).max(b.max - b.min);
+            out.push(Drift {
+                figure: name.into(),
+                twin: a.median,
+                now: b.median,
+                moved: (b.median - a.median).abs() > allowed,
+            });
+        }
+    };
+    fig("decode tokens/s", twin.decode_tokens_per_s, now.decode_tokens_per_s);
+    fig("time to first token, ms", twin.warm_ttft_ms, now.warm_ttft_ms);
+    fig("load, ms", twin.load_ms, now.load_ms);
+    let last = |c: &Calibration| c.batch.last().map(|(_, f)| *f);
+    fig("speed beside others on one server", last(twin), last(now));
+    fig("speed with every server busy", twin.together, now.together);
+    for (a, b) in twin.slots.iter().zip(&now.slots) {
+        out.push(Drift {
+            figure: format!("slots of {}", a.endpoint),
+            twin: a.slots as f64,
+            now: b.slots as f64,
+            moved: a.slots != b.slots,
+        });
+    }
+    out
+}
+
+/// The calibration a twin file was made from (its `[calibration]` table).
+pub fn calibration_of(file: &ConfigFile) -> Result<Calibration, String> {
+    let t = file
+        .calibration
+        .clone()
+        .ok_or("not a twin: it has no [calibration] table (write one with harness calibrate)")?;
+    t.try_into().map_err(|e| format!("its [calibration] table does not read: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calibrate::figures::*;
+
+    fn measured() -> Calibration {
+        let f = |m: f64| Some(Figure { median: m, min: m * 0.95, max: m * 1.05, samples: 3 });
+        Calibration {
+            endpoints: vec!["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()],
+            model: "tiny".into(),
+            started: "2026-11-25T21:00:00Z".into(),
+            elapsed_s: 30.0,
+            meta: Some(ModelMeta {
+                name: "tiny:latest".into(),
+                family: "llama".into(),
+                context_length: 4096,
+                embedding_length: 64,
+                capabilities: vec!["completion".into()],
+                template: "{{ .Prompt }} \"q\"".into(),
+                ..ModelMeta::default()
+            }),
+            decode_tokens_per_s: f(1000.0),
+            decode_per_server: vec![f(1000.0).unwrap(), f(1000.0).unwrap()],
+            inter_token_cv: Some(0.3),
+            decode_line: None,
+            call_overhead_ms: f(2.0),
+            warm_ttft_ms: f(10.0),
+            prompt: Some(PromptFit {
+                intercept_ms: 10.0,
+                tokens_per_s: 5000.0,
+                residual_ms: 1.0,
+                points: vec![(10.0, 12.0)],
+            }),
+            slots: vec![
+                Slots { endpoint: "http://127.0.0.1:1".into(), slots: 3, at_least: false },
+                Slots { endpoint: "http://127.0.0.1:2".into(), slots: 3, at_least: false },
+            ],
+            batch: vec![(2, f(0.8).unwrap()), (3, f(2.0 / 3.0).unwrap())],
+            together: f(0.6),
+            load_ms: f(250.0),
+            reload_ms: f(260.0),
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn the_twin_loads_as_a_configuration_and_carries_its_figures() {
+        let cal = measured();
+        let (file, why) = twin(&cal).unwrap();
+        let text = to_toml(&cal, &file, &why).unwrap();
+        let back = ConfigFile::from_toml(&text).unwrap();
+        assert_eq!(back.instances.iter().map(|i| i.num_parallel).collect::<Vec<_>>(), vec![Some(3), Some(3)]);
+        assert_eq!(back.devices.len(), 1, "servers at 0.6 of their solo speed share one device");
+        assert!((back.devices[0].cross_process_efficiency - 1.2).abs() < 1e-9);
+        assert!((back.devices[0].batch_penalty - 0.25).abs() < 0.01, "{}", back.devices[0].batch_penalty);
+        let p = &back.models[0].profile;
+        assert_eq!((p.decode_tokens_per_s, p.prompt_tokens_per_s), (1000.0, 5000.0));
+        assert!((p.first_token_ms.mean - 7.0).abs() < 1e-9, "10 ms less 2 of overhead and 1 of a gap");
+        assert!(text.contains("# solo calls, tokens after the first"), "{text}");
+        assert_eq!(calibration_of(&back).unwrap(), cal, "the figures come back from the file");
+        sim_ollama::SimBuilder::new().config(back).start().expect("the simulator runs the twin");
+    }
+
+    #[test]
+    fn a_check_names_the_figures_that_moved() {
+        let twin = measured();
+        let mut now = measured();
+        assert!(check(&twin, &now).iter().all(|d| !d.moved));
+        now.decode_tokens_per_s = Some(Figure { median: 700.0, min: 690.0, max: 710.0, samples: 3 });
+        now.slots[1].slots = 1;
+        let moved: Vec<String> = check(&twin, &now).into_iter().filter(|d| d.moved).map(|d| d.figure).collect();
+        assert_eq!(moved, vec!["decode tokens/s".to_string(), "slots of http://127.0.0.1:2".to_string()]);
+    }
+}

@@ -1,0 +1,139 @@
+//! `harness calibrate` against simulators whose configuration is known: the twin it writes
+//! must recover that configuration (slots, decode speed and its fall with context, batching,
+//! a shared device, loads), and a matrix on the twin must run its scenarios on the twin's
+//! servers (issue 37).
+
+use super::helpers;
+use harness::calibrate::{self, CalibratePlan};
+use harness::matrix::Target;
+use sim_ollama::SimBuilder;
+use sim_ollama::advanced::config::ConfigFile;
+use std::time::Duration;
+
+/// Two servers on one device; two slots each; a model whose figures are set, not a guess.
+const KNOWN: &str = r#"
+[server]
+num_parallel = 2
+
+[[devices]]
+name = "shared"
+batch_penalty = 0.5
+cross_process_efficiency = 0.8
+
+[[instances]]
+device = "shared"
+
+[[instances]]
+device = "shared"
+
+[[models]]
+name = "known:latest"
+family = "llama"
+parameter_size = "1B"
+quantization_level = "Q8_0"
+size = 1000000
+context_length = 8192
+embedding_length = 256
+capabilities = ["completion"]
+[models.profile]
+load_ms = { dist = "constant", mean = 60.0 }
+call_overhead_ms = { dist = "constant", mean = 1.0 }
+prompt_tokens_per_s = 20000.0
+first_token_ms = { dist = "constant", mean = 4.0 }
+decode_tokens_per_s = 1500.0
+decode_slowdown_per_1k = 2.0
+inter_token = { dist = "gamma", cv = 0.05 }
+output_tokens = { dist = "constant", mean = 100.0 }
+"#;
+
+fn within(what: &str, got: f64, want: f64, rel: f64) {
+    assert!(
+        (got - want).abs() <= rel * want,
+        "{what}: measured {got}, configured {want} (tolerance {:.0} %)",
+        rel * 100.0
+    );
+}
+
+/// Timing: the figures are wall-clock measurements of a simulator at time scale 1. The
+/// tolerances are a few milliseconds on calls of 100-200 ms: the speeds within 15 %, the
+/// batching and sharing figures within 0.15, the slowdown with context within 0.8 per 1,000
+/// tokens (measured 2.4-2.5 for 2.0), the load within 30 ms; slots exactly. The twin, calibrated
+/// in turn, moves no figure further than `--check` allows (15 % or the figures' own range).
+#[test]
+fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
+    let known = ConfigFile::from_toml(KNOWN).expect("the known configuration parses");
+    let sim = SimBuilder::new().config(known).seed(5).time_scale(1.0).start().expect("the simulator starts");
+    let plan = CalibratePlan {
+        endpoints: sim.urls().to_vec(),
+        model: "known".into(),
+        max_streams: 3,
+        tokens: 120,
+        reps: 2,
+        timeout: Duration::from_secs(30),
+    };
+    let mut steps = Vec::new();
+    let cal = calibrate::calibrate(&plan, &mut |done, total, what| steps.push((done, total, what.to_string())))
+        .unwrap_or_else(|(_, e)| panic!("calibration failed: {e}"));
+    assert!(steps.last().is_some_and(|(done, total, _)| done == total), "every step reported: {steps:?}");
+
+    let (twin, why) = calibrate::twin(&cal).expect("enough was measured for a twin");
+    let text = calibrate::to_toml(&cal, &twin, &why).expect("the twin is written");
+    eprintln!("{text}");
+    let back = ConfigFile::from_toml(&text).expect("the twin loads");
+    assert_eq!(
+        back.instances.iter().map(|i| i.num_parallel).collect::<Vec<_>>(),
+        vec![Some(2), Some(2)],
+        "two slots each: {:?}",
+        cal.slots
+    );
+    assert_eq!(back.devices.len(), 1, "the servers slowed each other: one device ({:?})", cal.together);
+    let (device, model) = (&back.devices[0], &back.models[0]);
+    assert_eq!(model.name, "known:latest");
+    let p = &model.profile;
+    within("decode speed at an empty context", p.decode_tokens_per_s, 1500.0, 0.15);
+    assert!((p.decode_slowdown_per_1k - 2.0).abs() <= 0.8, "slowdown per 1,000 tokens: {}", p.decode_slowdown_per_1k);
+    assert!((device.batch_penalty - 0.5).abs() <= 0.15, "batch penalty {}: {:?}", device.batch_penalty, cal.batch);
+    assert!(
+        (device.cross_process_efficiency - 0.8).abs() <= 0.15,
+        "cross-process efficiency {}: {:?}",
+        device.cross_process_efficiency,
+        cal.together
+    );
+    assert!((p.load_ms.mean - 60.0).abs() <= 30.0, "load {} ms: {:?} {:?}", p.load_ms.mean, cal.load_ms, cal.reload_ms);
+    within("call overhead", p.call_overhead_ms.mean, 1.0, 0.5);
+    assert!(text.contains("# http://127.0.0.1:"), "each server's slots say what measured them:\n{text}");
+
+    // The twin reproduces what it was measured from: calibrated in turn, no figure moved.
+    drop(sim);
+    let twin_sim = SimBuilder::new().config(back).seed(6).time_scale(1.0).start().expect("the twin runs");
+    let of_twin = CalibratePlan { endpoints: twin_sim.urls().to_vec(), ..plan };
+    let again = calibrate::calibrate(&of_twin, &mut |_, _, _| {}).unwrap_or_else(|(_, e)| panic!("{e}"));
+    let drifts = calibrate::check(&cal, &again);
+    assert!(drifts.len() >= 6, "{drifts:?}");
+    assert!(drifts.iter().all(|d| !d.moved), "the twin measured unlike its servers: {drifts:?}");
+}
+
+#[test]
+fn a_matrix_on_a_twin_runs_its_scenarios_on_the_twins_servers() {
+    // A twin of one server with one slot: two agents are answered one after the other,
+    // whatever the scenario's own preset (four slots) allows.
+    let mut file = ConfigFile::from_toml(KNOWN).expect("parses");
+    file.devices.truncate(1);
+    file.instances.truncate(1);
+    file.instances[0].num_parallel = Some(1);
+    file.models[0].profile.load_ms = sim_ollama::advanced::dist::DistSpec::constant(10.0);
+    let mut plan = helpers::plan(&["tokio-default"], vec![helpers::two_agents_at("on-twin", "single-4slots", 1.0)], 1);
+    plan.target = Target::Twin { config: std::sync::Arc::new(file), model: "known".into() };
+    let r = helpers::run(&plan);
+    assert_eq!(r.mode, "twin");
+    let run = &r.runs[0];
+    assert!(run.calls.iter().all(|c| c.instance == 0), "one server in the twin");
+    let d = run.deployment.as_ref().expect("a deployment verdict");
+    assert!(d.speedup.is_some_and(|s| s < 1.1), "one slot allows no speedup: {d:?}");
+
+    // A scenario needing more servers than the twin has is refused up front.
+    let mut two = plan.clone();
+    two.scenarios = vec![helpers::two_agents_at("two-servers", "dual-two-devices", 1.0)];
+    let e = harness::matrix::run(&two, &mut harness::Quiet).expect_err("refused").to_string();
+    assert!(e.contains("1 server(s) in the twin") && e.contains("two-servers needs 2"), "{e}");
+}
