@@ -242,15 +242,17 @@ struct CalibrateArgs {
     /// Measure again and compare with this twin instead of writing one.
     #[arg(long, conflicts_with = "out")]
     check: Option<PathBuf>,
-    /// Most calls sent to one server at once: slots beyond it are not found.
-    #[arg(long, default_value_t = 6)]
-    max_streams: usize,
-    /// Tokens of each decoding call (more: steadier figures, a longer run).
-    #[arg(long, default_value_t = 300)]
-    tokens: u32,
-    /// Repetitions of each solo measurement.
-    #[arg(long, default_value_t = 3)]
-    reps: usize,
+    /// Most calls sent to one server at once: slots beyond it are not found [default: 6; with
+    /// --check, the twin's].
+    #[arg(long)]
+    max_streams: Option<usize>,
+    /// Tokens of each decoding call, best near your agents' answer lengths: the batching
+    /// slowdown is measured at this length [default: 300; with --check, the twin's].
+    #[arg(long)]
+    tokens: Option<u32>,
+    /// Repetitions of each measurement [default: 3; with --check, the twin's].
+    #[arg(long)]
+    reps: Option<usize>,
     /// Abandon a call after this many seconds.
     #[arg(long, default_value_t = 300.0, value_parser = timeout_seconds)]
     timeout_s: f64,
@@ -296,9 +298,9 @@ fn calibrate(a: CalibrateArgs) -> ExitCode {
     let plan = harness::calibrate::CalibratePlan {
         endpoints,
         model,
-        max_streams: a.max_streams,
-        tokens: a.tokens,
-        reps: a.reps,
+        max_streams: a.max_streams.or(twin_file.as_ref().map(|c| c.max_streams)).filter(|&n| n > 0).unwrap_or(6),
+        tokens: a.tokens.or(twin_file.as_ref().map(|c| c.tokens)).filter(|&n| n > 0).unwrap_or(300),
+        reps: a.reps.or(twin_file.as_ref().map(|c| c.reps)).filter(|&n| n > 0).unwrap_or(3),
         timeout: Duration::try_from_secs_f64(a.timeout_s).unwrap_or(Duration::from_secs(300)),
     };
     let interactive = std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();

@@ -128,6 +128,12 @@ pub struct Calibration {
     pub started: String,
     /// How long it took, s.
     pub elapsed_s: f64,
+    /// Tokens of each decoding call (`--tokens`): a check measures with the same.
+    pub tokens: u32,
+    /// Most calls sent to one server at once (`--max-streams`).
+    pub max_streams: usize,
+    /// Repetitions of each measurement (`--reps`).
+    pub reps: usize,
     /// The model's metadata.
     pub meta: Option<ModelMeta>,
     /// Tokens per second of one call alone (after its first token), every server's solo calls.

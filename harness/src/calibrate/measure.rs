@@ -15,6 +15,9 @@ pub fn calibrate(plan: &CalibratePlan, progress: ProgressFn<'_>) -> Result<Calib
     let mut cal = Calibration {
         endpoints: plan.endpoints.clone(),
         model: plan.model.clone(),
+        tokens: plan.tokens,
+        max_streams: plan.max_streams,
+        reps: plan.reps,
         started: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         ..Calibration::default()
     };

@@ -157,21 +157,18 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
             ..InstanceSpec::default()
         })
         .collect();
-    why.push((
-        "num_parallel",
-        cal.slots
-            .iter()
-            .map(|s| {
-                format!(
-                    "{}: {} calls decoded at once before one finished{}",
-                    s.endpoint,
-                    s.slots,
-                    if s.at_least { " (every call tried: it may have more; raise --max-streams)" } else { "" }
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; "),
-    ));
+    // One comment per instance, in order.
+    for sl in &cal.slots {
+        why.push((
+            "num_parallel",
+            format!(
+                "{}: {} call(s) decoded at once before one finished, in most rounds{}",
+                sl.endpoint,
+                sl.slots,
+                if sl.at_least { " (every call tried: it may have more; raise --max-streams)" } else { "" }
+            ),
+        ));
+    }
     let mut file = ConfigFile { devices, instances, models: vec![model], ..ConfigFile::default() };
     file.calibration = toml::Table::try_from(cal).ok();
     Some((file, why))
@@ -196,6 +193,7 @@ pub fn to_toml(cal: &Calibration, file: &ConfigFile, why: &[(&str, String)]) -> 
     }
     out.push('\n');
     let mut said = std::collections::HashSet::new();
+    let mut nth: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for line in body.lines() {
         let t = line.trim_start();
         let key = if t.starts_with('[') {
@@ -203,13 +201,17 @@ pub fn to_toml(cal: &Calibration, file: &ConfigFile, why: &[(&str, String)]) -> 
         } else {
             t.split(" =").next().unwrap_or("")
         };
-        if t.starts_with("[calibration") && said.insert("calibration") {
+        if t.starts_with("[calibration") && said.insert(("calibration", usize::MAX)) {
             out.push_str(
                 "# What measured this twin (read by `harness calibrate --check`; the simulator ignores it).\n",
             );
         }
-        if let Some((k, w)) = why.iter().find(|(k, _)| *k == key) {
-            if said.insert(k) || *k == "num_parallel" {
+        // A key that comes back (each instance's `num_parallel`) gets its next comment.
+        let seen = *nth.entry(key.to_string()).and_modify(|n| *n += 1).or_insert(0);
+        let mut mine = why.iter().filter(|(k, _)| *k == key);
+        let first = mine.clone().next();
+        if let Some((k, w)) = mine.nth(seen).or(if seen == 0 { first } else { None }) {
+            if said.insert((*k, seen)) {
                 for chunk in wrap(w, 96) {
                     out.push_str(&format!("# {chunk}\n"));
                 }
@@ -253,13 +255,14 @@ pub struct Drift {
 }
 
 /// Compares a new calibration with the one a twin was made from: a figure moved when today's
-/// median lies further from the twin's than 15 % of it and than either measurement's range;
-/// slots moved when they differ.
+/// median lies further from the twin's than 15 % of it, than either measurement's range, and
+/// than a floor below which a difference is a client's noise (2 ms of time to first token,
+/// 20 ms of a load, 0.05 of a relative speed); slots moved when they differ.
 pub fn check(twin: &Calibration, now: &Calibration) -> Vec<Drift> {
     let mut out = Vec::new();
-    let mut fig = |name: &str, a: Option<Figure>, b: Option<Figure>| {
+    let mut fig = |name: &str, a: Option<Figure>, b: Option<Figure>, floor: f64| {
         if let (Some(a), Some(b)) = (a, b) {
-            let allowed = (0.15 * a.median.abs()).max(a.max - a.min).max(b.max - b.min);
+            let allowed = (0.15 * a.median.abs()).max(a.max - a.min).max(b.max - b.min).max(floor);
             out.push(Drift {
                 figure: name.into(),
                 twin: a.median,
@@ -268,12 +271,12 @@ pub fn check(twin: &Calibration, now: &Calibration) -> Vec<Drift> {
             });
         }
     };
-    fig("decode tokens/s", twin.decode_tokens_per_s, now.decode_tokens_per_s);
-    fig("time to first token, ms", twin.warm_ttft_ms, now.warm_ttft_ms);
-    fig("load, ms", twin.load_ms, now.load_ms);
+    fig("decode tokens/s", twin.decode_tokens_per_s, now.decode_tokens_per_s, 0.0);
+    fig("time to first token, ms", twin.warm_ttft_ms, now.warm_ttft_ms, 2.0);
+    fig("load, ms", twin.load_ms, now.load_ms, 20.0);
     let last = |c: &Calibration| c.batch.last().map(|(_, f)| *f);
-    fig("speed beside others on one server", last(twin), last(now));
-    fig("speed with every server busy", twin.together, now.together);
+    fig("speed beside others on one server", last(twin), last(now), 0.05);
+    fig("speed with every server busy", twin.together, now.together, 0.05);
     for (a, b) in twin.slots.iter().zip(&now.slots) {
         out.push(Drift {
             figure: format!("slots of {}", a.endpoint),
@@ -306,6 +309,9 @@ mod tests {
             model: "tiny".into(),
             started: "2026-11-25T21:00:00Z".into(),
             elapsed_s: 30.0,
+            tokens: 300,
+            max_streams: 6,
+            reps: 3,
             meta: Some(ModelMeta {
                 name: "tiny:latest".into(),
                 family: "llama".into(),

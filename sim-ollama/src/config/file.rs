@@ -288,8 +288,8 @@ pub struct DeviceSpec {
     /// (1.0 = no switching cost). The shared data (two Ollama processes on one GPU, 41-50
     /// tok/s each while both decode, against 114.5 alone) gives about 0.78. Up to 2: above 1
     /// when one process alone leaves part of the device idle, as a CPU runner on a few cores
-    /// can (`harness calibrate` measured 1.2 for two real servers sharing this machine's 2
-    /// cores: each kept 62 % of its solo speed).
+    /// can (`harness calibrate` measured 1.37 for two real servers sharing this machine's 2
+    /// cores: each kept 69 % of its solo speed).
     #[serde(default = "default_cross_process_efficiency")]
     pub cross_process_efficiency: f64,
     /// Cost of each extra stream batched inside one process: with `n` streams in one batch each
