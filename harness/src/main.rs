@@ -690,6 +690,10 @@ struct RunOptions {
     /// --time-scale.
     #[arg(long, conflicts_with = "endpoints")]
     config: Option<PathBuf>,
+    /// Live mode: also run each scenario once on this twin (`harness calibrate`) and show its
+    /// predicted deployment verdict beside the live one.
+    #[arg(long, requires = "endpoints")]
+    twin: Option<PathBuf>,
     /// Extra scenario files (*.toml) to load.
     #[arg(long)]
     scenarios_dir: Option<PathBuf>,
@@ -917,7 +921,7 @@ impl Progress for Bar {
     }
 }
 
-fn execute(p: MatrixPlan) -> ExitCode {
+fn execute(p: MatrixPlan, twin: Option<std::sync::Arc<sim_ollama::advanced::config::ConfigFile>>) -> ExitCode {
     let cells = p.runtimes.len() * p.scenarios.len();
     let mine = p.shard.map_or(cells, |sh| sh.held());
     if let Some(sh) = p.shard {
@@ -927,9 +931,23 @@ fn execute(p: MatrixPlan) -> ExitCode {
     let mut bar = Bar::new(total);
     let started = std::time::Instant::now();
     match matrix::run(&p, &mut bar) {
-        Ok(results) => {
+        Ok(mut results) => {
             if let Some(b) = &bar.bar {
                 b.finish_and_clear();
+            }
+            // What the twin predicted, beside what the live servers gave; the live results are
+            // already written, and stay so if the twin fails.
+            if let Some(t) = twin {
+                match matrix::predict_with_twin(&p, t, &mut results) {
+                    Ok(()) => {
+                        if let Some(dir) = &p.out {
+                            if let Err(e) = harness::report::write_all(dir, &results) {
+                                eprintln!("harness: cannot write results with the twin's predictions: {e}");
+                            }
+                        }
+                    }
+                    Err(e) => eprintln!("harness: the twin's predictions: {e}"),
+                }
             }
             println!("{}", harness::report::markdown(&results));
             eprintln!(
@@ -999,18 +1017,34 @@ fn main() -> ExitCode {
                 }
             };
         }
-        Command::Matrix(m) => {
-            expand_runtimes(&m.runtimes).and_then(|r| plan(r, m.scenarios, m.common)).and_then(|mut p| {
+        Command::Matrix(mut m) => {
+            let twin = match m
+                .common
+                .twin
+                .take()
+                .map(|t| sim_ollama::advanced::config::ConfigFile::from_path(&t).map_err(|e| e.to_string()))
+            {
+                Some(Err(e)) => {
+                    eprintln!("harness: --twin: {e}");
+                    return ExitCode::from(2);
+                }
+                Some(Ok(f)) => Some(std::sync::Arc::new(f)),
+                None => None,
+            };
+            match expand_runtimes(&m.runtimes).and_then(|r| plan(r, m.scenarios, m.common)).and_then(|mut p| {
                 if let Some(text) = &m.shard {
                     p.shard = Some(harness::report::Shard::parse(text, p.runtimes.len() * p.scenarios.len())?);
                 }
                 Ok(p)
-            })
+            }) {
+                Ok(p) => return execute(p, twin),
+                Err(e) => Err(e),
+            }
         }
         Command::Run(r) => expand_runtimes(&[r.runtime]).and_then(|rt| plan(rt, vec![r.scenario], r.common)),
     };
     match planned {
-        Ok(p) => execute(p),
+        Ok(p) => execute(p, None),
         Err(e) => {
             eprintln!("harness: {e}");
             ExitCode::from(2)

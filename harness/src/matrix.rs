@@ -205,6 +205,37 @@ fn deploy(plan: &MatrixPlan, s: &Scenario) -> Result<Deployment, MatrixError> {
     }
 }
 
+/// Live mode beside a twin (`--twin`): runs every scenario of the plan once on the twin, with
+/// the reference client, and puts the twin's deployment verdict beside each live cell's
+/// (`twin_deployment`), so one table shows what the twin predicted next to what the servers
+/// did. The plan's scenarios, model and token scale; the twin at time scale 1.
+pub fn predict_with_twin(
+    plan: &MatrixPlan,
+    twin: std::sync::Arc<sim_ollama::advanced::config::ConfigFile>,
+    results: &mut Results,
+) -> Result<(), MatrixError> {
+    let Target::Live { model, .. } = &plan.target else {
+        return Err(MatrixError::Live("a twin's prediction is set beside a live run: give --endpoints".into()));
+    };
+    let twin_plan = MatrixPlan {
+        runtimes: vec![REFERENCE_RUNTIME.to_string()],
+        runs: 1,
+        solo_runs: 1,
+        max_solo_runs: 1,
+        time_scale: None,
+        target: Target::Twin { config: twin, model: model.clone() },
+        out: None,
+        shard: None,
+        ..plan.clone()
+    };
+    let predicted = run_here(&twin_plan, &mut Quiet)?;
+    for c in &mut results.summary {
+        c.twin_deployment =
+            predicted.summary.iter().find(|t| t.scenario == c.scenario).and_then(|t| t.deployment.clone());
+    }
+    Ok(())
+}
+
 /// Live mode: every scenario must find a server for each of its instances (issue 14: a
 /// scenario spread over the wrong number of servers measures another deployment).
 fn check_servers(plan: &MatrixPlan) -> Result<(), MatrixError> {

@@ -41,14 +41,23 @@ pub fn markdown(r: &Results) -> String {
     }
     if !scenarios.is_empty() {
         let _ = writeln!(s, "## What each deployment allows\n");
-        let _ = writeln!(s, "| scenario | deployment | limit | speedup allowed (x) | ideal server (x) | reason |");
-        let _ = writeln!(s, "|---|---|---|---|---|---|");
+        // Live mode with a twin: what the twin predicted, beside what the servers gave.
+        let twin = scenarios.iter().any(|c| c.twin_deployment.is_some());
+        let (head, rule) = if twin { (" twin predicted (x) |", "---|") } else { ("", "") };
+        let _ =
+            writeln!(s, "| scenario | deployment | limit | speedup allowed (x) |{head} ideal server (x) | reason |");
+        let _ = writeln!(s, "|---|---|---|---|{rule}---|---|");
         for c in &scenarios {
             let Some(d) = &c.deployment else { continue };
             let x = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+            let predicted = match (&c.twin_deployment, twin) {
+                (Some(t), _) => format!(" {} ({}) |", x(t.speedup), t.verdict),
+                (None, true) => " - |".to_string(),
+                (None, false) => String::new(),
+            };
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} |{predicted} {} | {} |",
                 c.scenario,
                 d.verdict,
                 d.limit.as_str(),

@@ -6,8 +6,9 @@ use crate::stats::{Summary, percentile, summarize};
 use crate::verdict::{PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING, Verdict};
 use serde::{Deserialize, Serialize};
 
-/// Version of `results.json`'s schema (5: `shard`, and each cell's `cell` index).
-pub const SCHEMA_VERSION: u32 = 5;
+/// Version of `results.json`'s schema (5: `shard`, and each cell's `cell` index; 6: `mode`
+/// `twin`, and each cell's `twin_deployment` in live mode with `--twin`).
+pub const SCHEMA_VERSION: u32 = 6;
 
 fn one() -> f64 {
     1.0
@@ -171,6 +172,10 @@ pub struct CellSummary {
     /// unnamed).
     #[serde(default)]
     pub deployment: Option<sim_ollama::judge::DeploymentReport>,
+    /// Live mode with `--twin`: the deployment verdict the twin predicted for this scenario
+    /// (its reference client, one run), beside the one the live servers gave.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub twin_deployment: Option<sim_ollama::judge::DeploymentReport>,
     /// Runs per verdict.
     pub verdicts: std::collections::BTreeMap<String, usize>,
     /// Runs that failed (a call failed, or nothing to judge them by): excluded from every
@@ -456,6 +461,7 @@ pub(crate) fn summarize_cell(
             .or_else(|| median.and_then(|r| r.deployment.as_ref()))
             .or_else(|| failed.first().and_then(|r| r.deployment.as_ref()))
             .cloned(),
+        twin_deployment: None,
         verdicts,
         failed_runs: failed.len(),
         effect_size_vs_tokio_default: None,

@@ -43,7 +43,7 @@ fn a_matrix_writes_json_markdown_and_csv_and_exits_0() {
         assert!(dir.join(f).exists(), "{f} written");
     }
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
-    assert_eq!(v["schema_version"], 5);
+    assert_eq!(v["schema_version"], 6);
     assert_eq!(v["runs"].as_array().map(Vec::len), Some(4));
     let run = &v["runs"][0];
     for k in [
@@ -380,7 +380,7 @@ fn shards_of_the_main_job_merge_into_the_unsharded_matrix() {
     let _ = std::fs::remove_dir_all(&dir);
     let matrix = |out: &str, shard: Option<&str>| {
         let mut c = harness();
-        c.args(["matrix", "--runtimes", "correct", "--scenarios", "tag:study", "--runs", "2", "--out"])
+        c.args(["matrix", "--runtimes", "correct", "--scenarios", "tag:study", "--runs", "1", "--out"])
             .arg(dir.join(out));
         if let Some(k) = shard {
             c.args(["--shard", k]);

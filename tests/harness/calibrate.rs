@@ -72,8 +72,12 @@ fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
         timeout: Duration::from_secs(30),
     };
     let mut steps = Vec::new();
-    let cal = calibrate::calibrate(&plan, &mut |done, total, what| steps.push((done, total, what.to_string())))
-        .unwrap_or_else(|(_, e)| panic!("calibration failed: {e}"));
+    let t0 = std::time::Instant::now();
+    let cal = calibrate::calibrate(&plan, &mut |done, total, what| {
+        eprintln!("{:?} {what}", t0.elapsed());
+        steps.push((done, total, what.to_string()))
+    })
+    .unwrap_or_else(|(_, e)| panic!("calibration failed: {e}"));
     assert!(steps.last().is_some_and(|(done, total, _)| done == total), "every step reported: {steps:?}");
 
     let (twin, why) = calibrate::twin(&cal).expect("enough was measured for a twin");
@@ -136,4 +140,41 @@ fn a_matrix_on_a_twin_runs_its_scenarios_on_the_twins_servers() {
     two.scenarios = vec![helpers::two_agents_at("two-servers", "dual-two-devices", 1.0)];
     let e = harness::matrix::run(&two, &mut harness::Quiet).expect_err("refused").to_string();
     assert!(e.contains("1 server(s) in the twin") && e.contains("two-servers needs 2"), "{e}");
+}
+
+#[test]
+fn a_live_matrix_shows_what_its_twin_predicted_beside_what_the_servers_gave() {
+    // The "live" server: a simulator of one slot, reached over HTTP as a real one is; its twin
+    // predicts no speedup for two agents, as the server gives none. A twin with two slots
+    // predicts one: the column tells the two apart.
+    let mut one_slot = ConfigFile::from_toml(KNOWN).expect("parses");
+    one_slot.devices.truncate(1);
+    one_slot.instances.truncate(1);
+    one_slot.instances[0].num_parallel = Some(1);
+    one_slot.models[0].profile.load_ms = sim_ollama::advanced::dist::DistSpec::constant(10.0);
+    let server = SimBuilder::new().config(one_slot.clone()).seed(3).time_scale(1.0).start().expect("starts");
+    let mut plan =
+        helpers::plan(&["tokio-default"], vec![helpers::two_agents_at("beside-twin", "single-1slot", 1.0)], 1);
+    plan.target = Target::Live { endpoints: server.urls().to_vec(), model: "known".into() };
+    let mut r = helpers::run(&plan);
+    harness::matrix::predict_with_twin(&plan, std::sync::Arc::new(one_slot.clone()), &mut r).expect("the twin runs");
+    let cell = &r.summary[0];
+    let (live, twin) = (cell.deployment.as_ref().expect("live verdict"), cell.twin_deployment.as_ref().expect("twin"));
+    assert_eq!(live.verdict, twin.verdict, "live {live:?}, twin {twin:?}");
+    let md = harness::report::markdown(&r);
+    assert!(md.contains("twin predicted (x)"), "{md}");
+
+    let mut two_slots = one_slot;
+    two_slots.instances[0].num_parallel = Some(2);
+    harness::matrix::predict_with_twin(&plan, std::sync::Arc::new(two_slots), &mut r).expect("the twin runs");
+    let twin = r.summary[0].twin_deployment.as_ref().expect("twin");
+    // Two slots with a batch penalty of 0.5: each stream at 2/3 of its speed, 1.2x.
+    assert!(twin.speedup.is_some_and(|s| s > 1.15), "two slots allow a speedup: {twin:?}");
+    assert_ne!(twin.verdict, r.summary[0].deployment.as_ref().expect("live").verdict);
+
+    // Only beside a live run.
+    let sim_plan = helpers::plan(&["tokio-default"], vec![helpers::two_agents_at("x", "single-1slot", 1.0)], 1);
+    let e = harness::matrix::predict_with_twin(&sim_plan, std::sync::Arc::new(ConfigFile::default()), &mut r)
+        .expect_err("refused");
+    assert!(e.to_string().contains("give --endpoints"), "{e}");
 }
