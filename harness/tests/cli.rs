@@ -520,3 +520,48 @@ fn conformance_sees_no_difference_between_two_simulators_and_every_one_of_a_serv
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains(": 0 differences not accepted,") && text.contains("why:  not Ollama"), "{text}");
 }
+
+#[test]
+fn calibrate_refuses_bad_input_clearly_and_keeps_what_it_measured_when_a_server_fails() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let twin = dir.path().join("twin.toml");
+    let run = |args: &[&str]| {
+        let out = harness().args(args).output().expect("runs");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let path = twin.to_str().expect("a UTF-8 path");
+    // No server there: exit 1, naming what failed, nothing written.
+    let (code, err) = run(&["calibrate", "--endpoints", "http://127.0.0.1:9", "--model", "tiny", "--out", path]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("cannot reach http://127.0.0.1:9"), "{err}");
+    assert!(!twin.exists());
+    // Neither --out nor --check: a usage error.
+    assert_eq!(run(&["calibrate", "--endpoints", "http://127.0.0.1:9", "--model", "tiny"]).0, Some(2));
+
+    // A server without the model: named, with the pull that would fix it.
+    let config = sim_ollama::advanced::config::ConfigFile::from_toml(
+        "[[faults]]\nkind = \"http_error\"\nendpoint = \"/api/generate\"\nevery = 8\n",
+    )
+    .expect("parses");
+    let sim = sim_ollama::SimBuilder::new().config(config).time_scale(0.05).start().expect("starts");
+    let url = sim.urls()[0].clone();
+    let (code, err) = run(&["calibrate", "--endpoints", &url, "--model", "mistral:7b", "--out", path]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("does not have the model mistral:7b"), "{err}");
+
+    // A server that fails midway (its 8th generate request, in the prompt sweep): exit 1, and
+    // the twin of what was measured is written, saying where it stopped.
+    let (code, err) = run(&["calibrate", "--endpoints", &url, "--model", "tiny", "--tokens", "20", "--out", path]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("a partial twin"), "{err}");
+    let text = std::fs::read_to_string(&twin).expect("the partial twin is written");
+    assert!(text.contains("# Note: calibration stopped early"), "{text}");
+    assert!(text.contains("decode_tokens_per_s"), "the solo calls before the failure are kept: {text}");
+
+    // --check of a file that is no twin: exit 1, saying so.
+    let plain = dir.path().join("plain.toml");
+    std::fs::write(&plain, "[server]\nnum_parallel = 2\n").expect("written");
+    let (code, err) = run(&["calibrate", "--check", plain.to_str().expect("UTF-8")]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("not a twin"), "{err}");
+}
