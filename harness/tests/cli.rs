@@ -380,7 +380,7 @@ fn shards_of_the_main_job_merge_into_the_unsharded_matrix() {
     let _ = std::fs::remove_dir_all(&dir);
     let matrix = |out: &str, shard: Option<&str>| {
         let mut c = harness();
-        c.args(["matrix", "--runtimes", "correct", "--scenarios", "tag:study", "--runs", "1", "--out"])
+        c.args(["matrix", "--runtimes", "correct", "--scenarios", "tag:study", "--runs", "3", "--out"])
             .arg(dir.join(out));
         if let Some(k) = shard {
             c.args(["--shard", k]);
