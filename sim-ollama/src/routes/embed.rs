@@ -159,16 +159,31 @@ struct EmbedResponse<'a> {
 
 /// Looks up an embedding model with embed's not-found text and capability check.
 pub(crate) fn resolve_embedding_model(s: &AppState, model_s: &str) -> Result<Installed, ApiError> {
+    let m = resolve_installed(s, model_s)?;
+    refuse_without_embedding(&m)?;
+    Ok(m)
+}
+
+/// Looks up an installed model with embed's not-found text.
+fn resolve_installed(s: &AppState, model_s: &str) -> Result<Installed, ApiError> {
     let not_found = || ApiError::not_found(format!("model \"{model_s}\" not found, try pulling it first"));
     let name = super::pipeline::parse_model_name(model_s)?;
-    let m = s.instance.store.get(&name).ok_or_else(not_found)?;
-    if !m.spec.has("embedding") {
-        return Err(ApiError::new(
-            StatusCode::NOT_IMPLEMENTED,
-            "This server does not support embeddings. Start it with `--embeddings`",
-        ));
+    s.instance.store.get(&name).ok_or_else(not_found)
+}
+
+/// A model without the `embedding` capability: its runner was started without `--embeddings`
+/// and refuses to embed with llama-server's 501. An empty input never reaches the runner
+/// (`EmbedHandler` and `EmbeddingsHandler` answer it with an empty list first), so it is
+/// checked only when there is something to embed (the real CPU build: `/api/embed` with `[]`,
+/// `""` or no input on a chat model answers 200 `{"embeddings":[]}`).
+fn refuse_without_embedding(m: &Installed) -> Result<(), ApiError> {
+    if m.spec.has("embedding") {
+        return Ok(());
     }
-    Ok(m)
+    Err(ApiError::new(
+        StatusCode::NOT_IMPLEMENTED,
+        "This server does not support embeddings. Start it with `--embeddings`",
+    ))
 }
 
 /// Most inputs one embedding request may hold: the simulator's own limit (the real server
@@ -216,7 +231,10 @@ pub(crate) async fn embed(
     if model_s.is_empty() {
         return Err(ApiError::model_not_found(""));
     }
-    let model = resolve_embedding_model(&s, &model_s)?;
+    let model = resolve_installed(&s, &model_s)?;
+    if !inputs.is_empty() {
+        refuse_without_embedding(&model)?;
+    }
     let options = Options::from_map(options_map)?;
     let mut trace = begin_trace(&s, arrival, "/api/embed", &model_s, peer, false, options_map);
     if inputs.is_empty() {
@@ -290,8 +308,10 @@ pub(crate) async fn embeddings(
     }
     // The legacy handler answers every error of the runner's `Embedding` with a 500
     // (server/routes.go v0.33.0-rc2 1084-1088), where /api/embed passes the runner's 501 on.
-    let model = resolve_embedding_model(&s, &model_s)
-        .map_err(|e| if e.status == StatusCode::NOT_IMPLEMENTED { ApiError::internal(e.message) } else { e })?;
+    let model = resolve_installed(&s, &model_s)?;
+    if !prompt.is_empty() {
+        refuse_without_embedding(&model).map_err(|e| ApiError::internal(e.message))?;
+    }
     let options = Options::from_map(options_map)?;
     let mut trace = begin_trace(&s, arrival, "/api/embeddings", &model_s, peer, false, options_map);
     if prompt.is_empty() {
