@@ -57,7 +57,7 @@ fn within(what: &str, got: f64, want: f64, rel: f64) {
 /// Timing: the figures are wall-clock measurements of a simulator at time scale 1. The
 /// tolerances are a few milliseconds on calls of 100-200 ms: the speeds within 15 %, the
 /// batching and sharing figures within 0.15, the slowdown with context within 1.0 per 1,000
-/// tokens (measured 2.2-2.7 for 2.0), the load within 25 ms; slots exactly. The twin, calibrated
+/// tokens (measured 2.2-2.5 for 2.0, idle), the load within 25 ms; slots exactly. The twin, calibrated
 /// in turn, moves no figure further than `--check` allows (15 % or the figures' own range).
 #[test]
 fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {

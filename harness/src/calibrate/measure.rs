@@ -198,14 +198,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         let r = s.call(i, prompt, plan.tokens, serde_json::json!({})).await?;
         rates[i].push(decode_rate(&r));
         gaps.extend(r.tokens.windows(2).map(|w| (w[1] - w[0]).as_secs_f64()));
-        // Chunks that carry several tokens: each gap spread over the tokens it carried.
-        let per_chunk = r.eval_count.map_or(1.0, |c| c as f64 / r.tokens.len().max(1) as f64).max(1.0);
-        by_context.extend(
-            r.tokens
-                .windows(2)
-                .enumerate()
-                .map(|(j, w)| (context + (j + 1) as f64 * per_chunk, (w[1] - w[0]).as_secs_f64() * 1e3 / per_chunk)),
-        );
+        by_context.extend(segment_gaps(&r, context));
         overheads.extend(r.load_duration_ns.map(|ns| ns as f64 / 1e6));
         if rates[0].len() == 1 && i == 0 {
             // At most: every call of the sweeps waiting for the one before (one slot).
@@ -352,6 +345,29 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         }
     }
     Ok(())
+}
+
+/// A call's mean gap per token over eighths of its tokens, each at the context in its middle:
+/// (context before the token, ms). A segment's mean rests on its two end tokens only, so a
+/// client that reads several tokens at once (a busy machine, a server that merges pieces)
+/// moves no point, where single gaps would bunch into zeros and doubles.
+fn segment_gaps(r: &CallRecord, context: f64) -> Vec<(f64, f64)> {
+    // Chunks that carry several tokens: positions in tokens, not chunks.
+    let per_chunk = r.eval_count.map_or(1.0, |c| c as f64 / r.tokens.len().max(1) as f64).max(1.0);
+    let n = r.tokens.len();
+    if n < 17 {
+        return Vec::new();
+    }
+    let bounds: Vec<usize> = (0..=8).map(|k| k * (n - 1) / 8).collect();
+    bounds
+        .windows(2)
+        .filter(|b| b[1] > b[0])
+        .map(|b| {
+            let span = r.tokens[b[1]].saturating_duration_since(r.tokens[b[0]]).as_secs_f64() * 1e3;
+            let tokens = (b[1] - b[0]) as f64 * per_chunk;
+            (context + (b[0] + b[1]) as f64 / 2.0 * per_chunk, span / tokens)
+        })
+        .collect()
 }
 
 fn spans(recs: &[CallRecord]) -> (Vec<f64>, Vec<f64>) {

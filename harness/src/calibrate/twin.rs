@@ -31,7 +31,7 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
         None => (0.0, 1e6, 0.0),
     };
     why.push(("decode_tokens_per_s", match cal.decode_line {
-        Some((a, b)) if b > 0.0 => format!("the speed at an empty context of the line through every gap of the solo calls against the context before it ({} ms + {} ms per 1,000 tokens of context); those calls averaged {}", num(a), num(1000.0 * b), decode.words("tokens/s")),
+        Some((a, b)) if b > 0.0 => format!("the speed at an empty context of the line through the solo calls' mean gaps (over eighths of each call) against the context before them ({} ms + {} ms per 1,000 tokens of context); those calls averaged {}", num(a), num(1000.0 * b), decode.words("tokens/s")),
         _ => format!("solo calls, tokens after the first over the time they took (their gaps did not grow with context): {}", decode.words("tokens/s")),
     }));
     if slowdown > 0.0 {
