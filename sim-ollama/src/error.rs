@@ -33,7 +33,14 @@ pub(crate) struct ApiError {
 
 impl ApiError {
     pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        ApiError { status, message: message.into(), flavor: Flavor::Native, charset: true, runner: false, chunked: false }
+        ApiError {
+            status,
+            message: message.into(),
+            flavor: Flavor::Native,
+            charset: true,
+            runner: false,
+            chunked: false,
+        }
     }
     /// Marks an error as the runner's ([`ApiError::runner`]).
     pub(crate) fn from_runner(mut self) -> Self {

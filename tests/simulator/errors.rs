@@ -537,7 +537,8 @@ fn an_unrepresentable_time_scale_is_refused_at_start() {
 /// chunked. A model with vision answers.
 #[test]
 fn images_for_a_model_without_vision_are_refused_by_its_runner_as_ollama_refuses_them() {
-    const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+    const PNG: &str =
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
     let refusal = r#"{"error":{"code":400,"message":"Multimodal data provided, but model does not support multimodal requests.","type":"invalid_request_error"}}"#;
     let sim = SimBuilder::new().seed(1).time_scale(0.01).start().unwrap();
     let addr = sim.addrs()[0];
