@@ -38,18 +38,9 @@ pub struct Figure {
 impl Figure {
     /// The figure of some samples (non-finite ones dropped); `None` when none is left.
     pub fn of(values: &[f64]) -> Option<Figure> {
-        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        let mid = v.len() / 2;
-        Some(Figure {
-            median: if v.len() % 2 == 1 { v[mid] } else { (v[mid - 1] + v[mid]) / 2.0 },
-            min: v.iter().copied().fold(f64::INFINITY, f64::min),
-            max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-            samples: v.len(),
-        })
+        let v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        let s = crate::stats::summarize(&v);
+        (s.n > 0).then_some(Figure { median: s.median, min: s.min, max: s.max, samples: s.n })
     }
 
     pub(crate) fn words(&self, unit: &str) -> String {

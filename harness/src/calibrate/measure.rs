@@ -379,13 +379,10 @@ fn spans(recs: &[CallRecord]) -> (Vec<f64>, Vec<f64>) {
     )
 }
 
+/// Coefficient of variation of a sample (at least two values, a positive mean).
 fn cv(v: &[f64]) -> Option<f64> {
-    if v.len() < 2 {
-        return None;
-    }
-    let m = v.iter().sum::<f64>() / v.len() as f64;
-    let sd = (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt();
-    (m > 0.0).then_some(sd / m)
+    let s = crate::stats::summarize(v);
+    (s.n >= 2 && s.mean > 0.0).then(|| s.sd / s.mean)
 }
 
 async fn metadata(s: &Session<'_>) -> Result<ModelMeta, String> {
