@@ -229,11 +229,16 @@ mod tests {
         let c = Arc::new(Count(AtomicUsize::new(0)));
         let w = Waker::from(Arc::clone(&c));
         let now = Instant::now();
-        t.wake_at(now + Duration::from_millis(30), &w);
+        // The later deadline is far enough that a crowded machine's stalls (tens of ms) do not
+        // reach it before the first look; that they did not is checked, not assumed.
+        let later = now + Duration::from_millis(200);
+        t.wake_at(later, &w);
         t.wake_at(now, &w);
         std::thread::sleep(Duration::from_millis(10));
-        assert_eq!(c.0.load(Ordering::SeqCst), 1, "only the due entry fired");
-        std::thread::sleep(Duration::from_millis(60));
+        let fired = c.0.load(Ordering::SeqCst);
+        assert!(Instant::now() < later, "the test thread stalled 200 ms");
+        assert_eq!(fired, 1, "only the due entry fired");
+        std::thread::sleep(later + Duration::from_millis(50) - Instant::now());
         assert_eq!(c.0.load(Ordering::SeqCst), 2);
         t.shutdown();
     }
@@ -255,9 +260,14 @@ mod tests {
         assert_eq!(t.pending(), 0);
         assert_eq!(Arc::strong_count(&c), 2, "every cancelled waker was dropped");
         assert!(t.lock().heap.len() <= 1024, "cancelled deadlines were compacted away");
-        let soon = t.wake_at(Instant::now() + Duration::from_millis(5), &w);
+        // The deadline is far enough that the cancel lands before it even on a crowded CI
+        // machine (at 5 ms, a test thread descheduled between the two calls let it fire once
+        // in a fresh-clone CI run); that it did is checked, not assumed.
+        let deadline = Instant::now() + Duration::from_millis(150);
+        let soon = t.wake_at(deadline, &w);
         t.cancel(soon);
-        std::thread::sleep(Duration::from_millis(30));
+        assert!(Instant::now() < deadline, "the test thread stalled 150 ms between wake_at and cancel");
+        std::thread::sleep(deadline + Duration::from_millis(50) - Instant::now());
         assert_eq!(c.0.load(Ordering::SeqCst), 0, "a cancelled entry never fires");
         t.shutdown();
     }
