@@ -44,13 +44,33 @@ pub(super) struct Run<'a, 'r> {
     pub(super) names: &'a [String],
 }
 
-/// Whether call `i` went out right after another agent's call ended, inside its gap: it was
-/// held back behind that call (a lock or one permit around the calls), which is the calls'
-/// serialization, not waiting for local work.
-fn behind_a_call(reqs: &[Req<'_>], links: &Links, i: usize, tol: u64) -> bool {
+/// Whether the `wait_us` of call `i`'s gap that was not its own work is explained by other
+/// agents' calls: it went out right after another agent's call ended, inside its gap (held
+/// back behind it: a lock or one permit around the calls, the calls' serialization, not
+/// waiting for local work), and other agents' calls were in flight for as long as it waited.
+/// A wait longer than those calls was (also) for something else: where the tools run one at
+/// a time and each agent's next call goes out after the one before it (LangGraph's agents
+/// blocked by `time.sleep` on one event loop, each turn a few ms of Python), a call goes out
+/// right after another's 20 ms call after waiting 600 ms for the tools.
+fn behind_calls(reqs: &[Req<'_>], links: &Links, i: usize, wait_us: u64, tol: u64) -> bool {
     let Some(p) = links.from[i] else { return false };
     let (a, b) = (reqs[p].end, reqs[i].start);
-    reqs.iter().any(|q| q.group != reqs[i].group && q.end > a && q.end <= b && b - q.end <= tol)
+    let others = || reqs.iter().filter(|q| q.group != reqs[i].group);
+    if !others().any(|q| q.end > a && q.end <= b && b - q.end <= tol) {
+        return false;
+    }
+    // How long other agents' calls were in flight inside the gap (their union).
+    let mut spans: Vec<(u64, u64)> = others().map(|q| (q.start.max(a), q.end.min(b))).filter(|(s, e)| s < e).collect();
+    spans.sort_unstable();
+    let (mut in_flight, mut reach) = (0, a);
+    for (s, e) in spans {
+        let s = s.max(reach);
+        if e > s {
+            in_flight += e - s;
+            reach = e;
+        }
+    }
+    wait_us <= in_flight + tol
 }
 
 /// Each group's calls, in start order.
@@ -214,15 +234,17 @@ pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan
             // work cannot be told from the wait.
             own_least[f.i] = 0;
             waits.push(wait(None, if f.together { WaitKind::Barrier } else { WaitKind::Answer }));
-        } else if !f.expired
-            && f.gap_p + tol.max(f.gap_o / 10).max(LOCAL_WORK_FLOOR_US) <= f.gap_o
-            && !behind_a_call(first.reqs, first.links, f.i, tol)
-        {
-            // Shorter with the others' local work out of the way: it waited for it (at a
-            // barrier, when its call went out with others': it was the last to reach it).
+        } else if !f.expired && f.gap_p + tol.max(f.gap_o / 10).max(LOCAL_WORK_FLOOR_US) <= f.gap_o {
+            // Shorter with the others' local work out of the way: the rest was not its own
+            // work, whatever it waited for. It waited for the others' work (at a barrier, when
+            // its call went out with others': it was the last to reach it), unless other
+            // agents' calls it went out right after explain the wait (their serialization,
+            // named by the calls' own overlap).
             own_most[f.i] = f.gap_p;
             own_least[f.i] = f.gap_p;
-            waits.push(wait(Some(f.gap_p), if f.together { WaitKind::Barrier } else { WaitKind::LocalWork }));
+            if !behind_calls(first.reqs, first.links, f.i, f.gap_o - f.gap_p, tol) {
+                waits.push(wait(Some(f.gap_p), if f.together { WaitKind::Barrier } else { WaitKind::LocalWork }));
+            }
         }
     }
     // Local work one agent at a time shows itself as several agents' chunks of work taking
@@ -287,7 +309,7 @@ pub(super) fn from_known(first: &Run<'_, '_>, known: &std::collections::BTreeMap
         let (Some(_), Some(&work)) = (first.links.from[i], known.get(&q.r.id)) else { continue };
         let gap = first.links.local[i];
         own[i] = gap.min(work);
-        if gap >= own[i] + tol.max(gap / 10) && !behind_a_call(first.reqs, first.links, i, tol) {
+        if gap >= own[i] + tol.max(gap / 10) && !behind_calls(first.reqs, first.links, i, gap - own[i], tol) {
             waits.push(GapWait {
                 agent: first.names[q.group].clone(),
                 request: q.r.id,

@@ -183,6 +183,46 @@ fn tools_that_held_every_agents_next_call_until_the_last_was_done_ask_for_a_prob
 }
 
 #[test]
+fn tools_that_took_turns_and_then_sent_their_calls_one_after_another_are_caught() {
+    // LangGraph's ReAct agents with a tool that calls time.sleep inside async def, on one
+    // event loop: the three 300 ms tools run one after another, and only then does each agent
+    // send its next call, a few ms of Python apart: a's at 1000 (a 20 ms call), b's right
+    // after a's call ended (1021), c's right after b's (1042). Going out right after another
+    // agent's call looks like calls held behind a lock; but b waited 621 ms beyond its own
+    // 300, and other agents' calls were in flight for 20 ms of that: a wait for the tools.
+    // Counted as the agents' own work, it read parallel (a fresh sample-project run, once).
+    let mut first = vec![call(1, "a", 0, 100), call(2, "b", 0, 100), call(3, "c", 0, 100)];
+    first.extend([call(4, "a", 1000, 1020), call(5, "b", 1021, 1041), call(6, "c", 1042, 1062)]);
+    let mut both = first;
+    both.extend(probe_run([300, 300, 300], 7, 2000));
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(7));
+    assert_ne!(r.verdict, Verdict::Parallel, "{r}");
+    assert_eq!(r.cause, Cause::BetweenCalls, "{r}");
+    let g = r.gaps.as_ref().expect("gaps read");
+    let waited: Vec<(&str, u64)> = g.waits.iter().map(|w| (w.agent.as_str(), w.request)).collect();
+    assert_eq!(waited, [("a", 4), ("b", 5), ("c", 6)], "{g:?}");
+    assert!(close(r.time.local_s, 0.9), "300 ms each: {r}");
+}
+
+#[test]
+fn calls_held_behind_a_lock_are_the_calls_serialization_not_a_wait_for_tools() {
+    // One permit around the second calls (a rate limiter), tools of 200 ms together: first
+    // calls 0-100, tools 100-300, then a 300-700 (a 400 ms call), b right after it 701-1101,
+    // c 1102-1502. b waited 401 ms beyond its 200 ms tool while a's call was in flight for
+    // 400 of them, c 802 while a's and b's were for 800: the calls' serialization, not a wait
+    // for the others' tools; no wait for local work is named.
+    let mut first = vec![call(1, "a", 0, 100), call(2, "b", 0, 100), call(3, "c", 0, 100)];
+    first.extend([call(4, "a", 300, 700), call(5, "b", 701, 1101), call(6, "c", 1102, 1502)]);
+    let mut both = first;
+    both.extend(probe_run([200, 200, 200], 7, 3000));
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(7));
+    let g = r.gaps.as_ref().expect("gaps read");
+    assert_eq!(g.status, GapsStatus::Probed, "{g:?}");
+    assert!(g.waits.iter().all(|w| w.kind != WaitKind::LocalWork), "{g:?}");
+    assert_ne!(r.cause, Cause::BetweenCalls, "{r}");
+}
+
+#[test]
 fn one_agents_chunk_of_work_that_held_the_others_once_is_not_counted() {
     // a worked 300 ms; b and c, 20 ms each, went out after it (gaps 320 and 340): one chunk,
     // once, the way a client library's first use holds every agent on one executor. The probe
