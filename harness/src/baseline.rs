@@ -147,6 +147,36 @@ impl Rounds {
         held as f64 >= RESAMPLES as f64 * (1.0 - (1.0 - INTERVAL_COVERAGE) / 2.0)
     }
 
+    /// The 80 % bootstrap interval of the share of an ideal server's saving the servers allow
+    /// a run of `agents` (the reference client's: `(sum of solo - reference) / (sum of solo -
+    /// longest solo)`), resampling the solo and reference rounds; `None` with fewer than two of
+    /// either (one round says nothing about its own noise). The deployment verdict's band is
+    /// only given where this interval stays inside it.
+    pub(crate) fn deployment_interval(&self, agents: &[String]) -> Option<(f64, f64)> {
+        if self.rounds.len() < 2 || self.references.len() < 2 {
+            return None;
+        }
+        let seed = agents
+            .iter()
+            .flat_map(|a| a.bytes())
+            .fold(self.references.len() as u64, |h, b| h.rotate_left(5) ^ u64::from(b));
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+        let shares: Vec<f64> = (0..RESAMPLES)
+            .filter_map(|_| {
+                let (solo, reference) = self.resample(&mut rng);
+                let (sum, max) = sequential_and_ideal(agents, &solo)?;
+                let reference = reference?;
+                (sum > max).then(|| (sum - reference) / (sum - max))
+            })
+            .collect();
+        if shares.len() < RESAMPLES / 2 {
+            return None;
+        }
+        let tail = (1.0 - INTERVAL_COVERAGE) / 2.0;
+        let (lo, hi) = (percentile(&shares, tail), percentile(&shares, 1.0 - tail));
+        (lo.is_finite() && hi.is_finite()).then_some((lo, hi))
+    }
+
     /// One bootstrap resample of the rounds: each agent's median over rounds drawn with
     /// replacement, and the lower median of reference rounds drawn the same way (`None`
     /// without reference rounds).
@@ -248,6 +278,27 @@ mod tests {
         assert!(!rounds(&[2.0, 2.0, 2.0]).room_established(&agents));
         // One round: its figures decide.
         assert!(rounds(&[1.6]).room_established(&agents));
+    }
+
+    #[test]
+    fn the_deployments_share_is_as_sure_as_its_rounds() {
+        // One at a time 2 s, an ideal server 1 s: reference rounds of 1.5 s allow half of
+        // the ideal saving; steady rounds keep the interval around it, rounds of 1.5-1.95 s
+        // reach from 5 % to 50 %.
+        let rounds = |refs: &[f64]| {
+            let mut r = Rounds::new();
+            for w in refs {
+                r.push(round(1.0, 1.0));
+                r.push_reference(*w);
+            }
+            r
+        };
+        let agents = vec!["a".to_string(), "b".to_string()];
+        let (lo, hi) = rounds(&[1.5, 1.51, 1.49, 1.5]).deployment_interval(&agents).expect("four rounds");
+        assert!(lo >= 0.48 && hi <= 0.52, "{lo} {hi}");
+        let (lo, hi) = rounds(&[1.5, 1.95, 1.6, 1.9]).deployment_interval(&agents).expect("four rounds");
+        assert!(lo <= 0.15 && hi >= 0.4, "{lo} {hi}");
+        assert_eq!(rounds(&[1.5]).deployment_interval(&agents), None, "one round says nothing of its noise");
     }
 
     #[test]

@@ -493,12 +493,14 @@ fn judge_run(
         _ => {
             let measured = live_measured(recs, &medians, rounds);
             let verdict::Judged { verdict: v, reason, saving } = verdict::judge_live(&eff, recs, interval, measured);
+            let names: Vec<String> = recs.iter().map(|a| a.name.clone()).collect();
             let deployment = measured.and_then(|m| {
                 Some(sim_ollama::judge::measured_deployment(
                     m.sequential_s,
                     m.ideal_s,
                     m.reference_s?,
                     verdict::REFERENCE_WORDS,
+                    rounds.deployment_interval(&names),
                 ))
             });
             (v, reason, None, saving, deployment)

@@ -78,6 +78,7 @@ fn unknown(reason: String) -> DeploymentReport {
         speedup: None,
         ideal_speedup: None,
         share: None,
+        share_interval: None,
         costs: Vec::new(),
     }
 }
@@ -159,7 +160,7 @@ pub(super) fn report(i: &Inputs<'_>) -> DeploymentReport {
     } else {
         format!("{head}: {}; {figures}", words.join("; "))
     };
-    DeploymentReport { verdict, limit, reason, speedup, ideal_speedup, share: Some(share), costs }
+    DeploymentReport { verdict, limit, reason, speedup, ideal_speedup, share: Some(share), share_interval: None, costs }
 }
 
 /// One limit, its cost and its fix, in words.
@@ -289,8 +290,17 @@ fn load_words(causes: &[LoadCause]) -> String {
 
 /// The deployment verdict from measured times alone (live mode: no trace, so no replay; what a
 /// client that holds nothing back takes on these servers, `allowed_s`, is measured by running
-/// one, as `how` says). Its limit cannot be named without the servers' trace.
-pub fn measured(sequential_s: f64, ideal_s: f64, allowed_s: f64, how: &str) -> DeploymentReport {
+/// one, as `how` says). Its limit cannot be named without the servers' trace. `spread` is the
+/// share's 80 % interval over resamples of the rounds the times are medians of: where it
+/// crosses the line between two bands, the verdict is `unknown`, the band in the reason's words
+/// (a deployment is not called "partial" on a saving its own rounds cannot tell from none).
+pub fn measured(
+    sequential_s: f64,
+    ideal_s: f64,
+    allowed_s: f64,
+    how: &str,
+    spread: Option<(f64, f64)>,
+) -> DeploymentReport {
     let finite = sequential_s.is_finite() && ideal_s.is_finite() && allowed_s.is_finite() && allowed_s > 0.0;
     let room = sequential_s - ideal_s;
     let speedup = finite.then(|| sequential_s / allowed_s);
@@ -305,11 +315,30 @@ pub fn measured(sequential_s: f64, ideal_s: f64, allowed_s: f64, how: &str) -> D
         ));
     }
     let share = (sequential_s - allowed_s) / room;
-    let verdict = allows(share);
-    let head = match verdict {
-        Allows::Full => "the servers allow the agents to run together".to_string(),
-        Allows::Partial => format!("the servers allow part of the speedup ({} of an ideal server's)", pct(share)),
-        Allows::NoSpeedup | Allows::Unknown => "the servers allow no real speedup".to_string(),
+    let spread = spread.filter(|(lo, hi)| lo.is_finite() && hi.is_finite() && lo <= hi);
+    let band = allows(share);
+    // The bands the interval reaches: one band, or the noise's choice.
+    let reached = spread.map(|(lo, hi)| (allows(lo), allows(hi))).filter(|(lo, hi)| lo != hi);
+    let verdict = if reached.is_some() { Allows::Unknown } else { band };
+    let words = |a: Allows| match a {
+        Allows::Full => "the whole of an ideal server's saving",
+        Allows::Partial => "part of it",
+        Allows::NoSpeedup | Allows::Unknown => "no real speedup",
+    };
+    let head = match (verdict, reached) {
+        (_, Some((lo, hi))) => format!(
+            "whether the servers allow {} or {} is within the noise of the rounds: {} of an ideal server's saving ({}-{} in their resamples)",
+            words(lo),
+            words(hi),
+            pct(share),
+            pct(spread.map_or(share, |s| s.0)),
+            pct(spread.map_or(share, |s| s.1))
+        ),
+        (Allows::Full, None) => "the servers allow the agents to run together".to_string(),
+        (Allows::Partial, None) => {
+            format!("the servers allow part of the speedup ({} of an ideal server's)", pct(share))
+        }
+        (Allows::NoSpeedup | Allows::Unknown, None) => "the servers allow no real speedup".to_string(),
     };
     let limit = if verdict == Allows::Full { Limit::None } else { Limit::Unknown };
     let why = if verdict == Allows::Full {
@@ -326,6 +355,45 @@ pub fn measured(sequential_s: f64, ideal_s: f64, allowed_s: f64, how: &str) -> D
         speedup,
         ideal_speedup,
         share: Some(share),
+        share_interval: spread.map(|(lo, hi)| [lo, hi]),
         costs: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_measured_deployment_is_given_a_band_only_where_its_rounds_noise_stays_inside_it() {
+        // One at a time 2.30 s, the longest agent 1.17 s, the reference client 2.08 s: 19 %
+        // of an ideal server's saving, "partial" on its medians.
+        let settled = measured(2.30, 1.17, 2.08, "the reference client", Some((0.17, 0.24)));
+        assert_eq!(settled.verdict, Allows::Partial, "{}", settled.reason);
+        assert_eq!(settled.share_interval, Some([0.17, 0.24]));
+        assert!(settled.reason.starts_with("the servers allow part of the speedup (19%"), "{}", settled.reason);
+        // The rounds' resamples reach below the 15 % line: the band is the noise's choice.
+        let noisy = measured(2.30, 1.17, 2.08, "the reference client", Some((0.05, 0.31)));
+        assert_eq!(noisy.verdict, Allows::Unknown, "{}", noisy.reason);
+        assert_eq!(noisy.limit, Limit::Unknown);
+        assert!(
+            noisy.reason.starts_with(
+                "whether the servers allow no real speedup or part of it is within the noise of the rounds: 19% of an ideal server's saving (5%-31% in their resamples)"
+            ),
+            "{}",
+            noisy.reason
+        );
+        assert!(noisy.share.is_some_and(|s| (s - 0.1947).abs() < 1e-3) && noisy.speedup.is_some());
+        // Across the 80 % line.
+        let near_full = measured(2.0, 1.0, 1.15, "the reference client", Some((0.7, 0.9)));
+        assert_eq!(near_full.verdict, Allows::Unknown);
+        assert!(
+            near_full.reason.contains("part of it or the whole of an ideal server's saving"),
+            "{}",
+            near_full.reason
+        );
+        // Without an interval (one round) the medians decide, as before.
+        assert_eq!(measured(2.30, 1.17, 2.08, "the reference client", None).verdict, Allows::Partial);
+        assert_eq!(measured(2.0, 1.0, 1.95, "the reference client", Some((-0.2, 0.1))).verdict, Allows::NoSpeedup);
     }
 }

@@ -159,6 +159,11 @@ pub struct DeploymentReport {
     pub ideal_speedup: Option<f64>,
     /// Share of the ideal saving the deployment allows.
     pub share: Option<f64>,
+    /// Live mode: the share's 80 % interval over resamples of the solo and reference rounds
+    /// (absent on the simulator, whose replay has no noise). Where it crosses a band's line
+    /// the verdict is `unknown`: the noise, not the servers, would choose the band.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_interval: Option<[f64; 2]>,
     /// What each limit costs, the largest first (limits that cost nothing left out).
     pub costs: Vec<LimitCost>,
 }
