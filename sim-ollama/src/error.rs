@@ -29,6 +29,10 @@ pub(crate) struct ApiError {
     pub(crate) runner: bool,
     /// Sent without a length, as Go sends what a handler writes inside `c.Stream`.
     pub(crate) chunked: bool,
+    /// Raised where a `/v1` or Anthropic request is bound and checked by its middleware, before
+    /// the handler (a body's type errors, the middleware's own checks): gin's
+    /// `AbortWithStatusJSON` answers those, with a charset, whatever the layer's flavour.
+    pub(crate) middleware: bool,
 }
 
 impl ApiError {
@@ -40,6 +44,7 @@ impl ApiError {
             charset: true,
             runner: false,
             chunked: false,
+            middleware: false,
         }
     }
     /// Marks an error as the runner's ([`ApiError::runner`]).
@@ -82,12 +87,20 @@ impl ApiError {
     pub(crate) fn model_not_found(name: &str) -> Self {
         Self::not_found(format!("model '{name}' not found"))
     }
-    /// Re-flavours an error for the OpenAI layer.
+    /// Re-flavours an error for the OpenAI layer: its response writer's `application/json`,
+    /// or the middleware's charset for an error raised there ([`ApiError::from_middleware`]).
     pub(crate) fn openai(mut self) -> Self {
         if self.flavor == Flavor::Native {
             self.flavor = Flavor::OpenAi;
-            self.charset = false;
+            self.charset = self.middleware;
         }
+        self
+    }
+    /// Marks an error as the middleware's (see `middleware`): binding a `/v1` or Anthropic
+    /// request, or one of the middleware's own checks (middleware/openai.go v0.33.0-rc2: every
+    /// `c.AbortWithStatusJSON` before `c.Next()`).
+    pub(crate) fn from_middleware(mut self) -> Self {
+        self.middleware = true;
         self
     }
     /// Re-flavours an error for the Anthropic layer (`anthropic.NewError`, anthropic/anthropic.go
@@ -95,6 +108,9 @@ impl ApiError {
     /// handler's errors: `application/json`, encoded with a newline (middleware/anthropic.go
     /// 41-42). An error already flavoured (by [`ApiError::anthropic_middleware`]) is kept.
     pub(crate) fn anthropic(mut self) -> Self {
+        if self.middleware {
+            return self.anthropic_middleware();
+        }
         if self.flavor != Flavor::Anthropic {
             self.flavor = Flavor::Anthropic;
             self.charset = false;

@@ -1,7 +1,9 @@
 //! One request's life: plan its text and schedule (pure functions of the seed), get a
 //! runner and a slot from the instance's scheduler, join the device, then emit tokens at
 //! their deadlines. Streaming and non-streaming handlers, native and OpenAI, all drive a
-//! [`Running`].
+//! [`Running`]. Just over 600 lines: the life is one sequence of steps (runner, slot, the
+//! runner's refusals, context, device, tokens) whose order is the real server's, kept in one
+//! place to be read in that order.
 
 use crate::cache::{Choice, Claim, Tok};
 use crate::clock::{Clock, rfc3339, unix_seconds};
@@ -173,6 +175,8 @@ pub(crate) struct Job {
     pub(crate) logprobs: Option<usize>,
     /// Images sent with the prompt: refused by the runner of a model without vision.
     pub(crate) images: usize,
+    /// Sampling parameters the runner refuses once it has the request ([`Options::runner_refusal`]).
+    pub(crate) refusal: Option<ApiError>,
 }
 
 /// What llama-server answers, and Ollama passes on as its error text with status 400, when a
@@ -289,6 +293,7 @@ impl Running {
             probe,
             logprobs,
             images,
+            refusal,
         } = job;
         let Plan { mut prompt_tokens, text, mut timing, seed: lp_seed, .. } = plan;
         trace.with(|r| {
@@ -322,6 +327,12 @@ impl Running {
             r.one_slot_because.clone_from(&lease.runner.forced_one_slot);
         });
         let (slot, slot_at) = lease.slot(&trace).await;
+        // llama-server reads the parameters before the prompt's images.
+        if let Some(e) = refusal {
+            let e = e.from_runner();
+            trace.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
+            return Err(e);
+        }
         if images > 0 && !model.spec.has("vision") {
             let e = multimodal_refusal().from_runner();
             trace.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));

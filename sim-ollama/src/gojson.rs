@@ -52,3 +52,40 @@ pub(crate) fn write_json_str(out: &mut BytesMut, s: &str) {
     let mut w = out.writer();
     write_go_json(&mut w, s);
 }
+
+/// Go's `strconv.Quote` (the `%q` of its errors): `"` and `\\` escaped, printable characters as
+/// they are, the usual escapes (`\\n`, `\\t`...), other control characters as `\\xHH` below
+/// U+0080 and `\\uHHHH` above.
+pub(crate) fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x80 && c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn go_quote_escapes_as_strconv_quote() {
+        assert_eq!(super::go_quote("high"), "\"high\"");
+        assert_eq!(super::go_quote("a\"b\\c"), "\"a\\\"b\\\\c\"");
+        assert_eq!(super::go_quote("\u{0}\n\u{7f}"), "\"\\x00\\n\\x7f\"");
+        assert_eq!(super::go_quote("\u{85}é"), "\"\\u0085é\"");
+    }
+}

@@ -117,10 +117,7 @@ pub(crate) fn parse_go_duration(orig: &str) -> Result<i64, String> {
     Ok(if neg { -ns } else { ns })
 }
 
-/// Go's `strconv.Quote` for the printable strings these errors carry.
-fn go_quote(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""))
-}
+use crate::gojson::go_quote;
 
 #[cfg(test)]
 mod tests {

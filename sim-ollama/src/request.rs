@@ -6,18 +6,22 @@ use crate::error::ApiError;
 use crate::keepalive::KeepAlive;
 use serde_json::{Map, Value};
 
-/// Decodes a body to a JSON object, or the error the real server gives.
+/// Decodes a body to a JSON object, or the error the real server gives (`go_type` with its
+/// package: `api.GenerateRequest`, `openai.EmbedRequest`).
 pub(crate) fn decode_body(body: &[u8], go_type: &str) -> Result<Map<String, Value>, ApiError> {
+    // The native handlers check for a body first; the `/v1` and Anthropic middlewares bind
+    // with gin, whose decoder says `EOF`.
+    let empty = if go_type.starts_with("api.") { "missing request body" } else { "EOF" };
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::bad_request("missing request body"));
+        return Err(ApiError::bad_request(empty));
     }
     let mut stream = serde_json::Deserializer::from_slice(body).into_iter::<Value>();
     match stream.next() {
-        None => Err(ApiError::bad_request("missing request body")),
+        None => Err(ApiError::bad_request(empty)),
         Some(Ok(Value::Object(m))) => Ok(m),
         Some(Ok(Value::Null)) => Ok(Map::new()),
         Some(Ok(other)) => Err(ApiError::bad_request(format!(
-            "json: cannot unmarshal {} into Go value of type api.{go_type}",
+            "json: cannot unmarshal {} into Go value of type {go_type}",
             json_kind(&other)
         ))),
         Some(Err(e)) => Err(ApiError::bad_request(go_syntax_error(body, &e))),
@@ -88,6 +92,7 @@ impl<'a> Fields<'a> {
             json_kind(v),
             self.go_type
         ))
+        .from_middleware()
     }
 
     pub(crate) fn string(&self, key: &str) -> Result<Option<String>, ApiError> {
@@ -113,16 +118,22 @@ impl<'a> Fields<'a> {
             Some(v @ Value::Number(_)) => Err(ApiError::bad_request(format!(
                 "json: cannot unmarshal number {} into Go struct field {}.{key} of type int",
                 v, self.go_type
-            ))),
+            ))
+            .from_middleware()),
             Some(v) => Err(self.type_error(key, v, "int")),
         }
     }
 
     pub(crate) fn float(&self, key: &str) -> Result<Option<f64>, ApiError> {
+        self.float_of(key, "float64")
+    }
+
+    /// A number field whose Go type is `go` (`float64`, `float32`), as the type error names it.
+    pub(crate) fn float_of(&self, key: &str, go: &str) -> Result<Option<f64>, ApiError> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::Number(n)) => Ok(n.as_f64()),
-            Some(v) => Err(self.type_error(key, v, "float64")),
+            Some(v) => Err(self.type_error(key, v, go)),
         }
     }
 
@@ -213,7 +224,7 @@ impl Think {
             "high" | "max" | "xhigh" | "ultra" => Ok(Some(Think::On(Effort::High))),
             other => Err(ApiError::bad_request(format!(
                 "invalid reasoning value: {} (must be \"minimal\", \"low\", \"medium\", \"high\", \"xhigh\", \"ultra\", \"max\", or \"none\")",
-                Value::String(other.to_string())
+                crate::gojson::go_quote(other)
             ))),
         }
     }
@@ -268,6 +279,10 @@ pub(crate) struct Options {
     pub(crate) sim_tool_calls: Option<i64>,
     /// Simulator extension: the chance that a user turn with tools calls one (default 1).
     pub(crate) sim_tool_call_probability: Option<f64>,
+    /// `num_keep`, `repeat_last_n` and `repeat_penalty`, which llama-server checks.
+    pub(crate) num_keep: Option<i64>,
+    pub(crate) repeat_last_n: Option<i64>,
+    pub(crate) repeat_penalty: Option<f64>,
 }
 
 const INT_OPTIONS: &[&str] = &[
@@ -297,6 +312,33 @@ const FLOAT_OPTIONS: &[&str] = &[
 ];
 
 impl Options {
+    /// What llama-server answers (status 400, its JSON as Ollama's error text) to parameters
+    /// out of its range, once the request has its runner and slot (the real CPU build:
+    /// `num_keep` below -1, `repeat_last_n` below 0, `repeat_penalty` 0 or less).
+    pub(crate) fn runner_refusal(&self) -> Option<ApiError> {
+        let refuse = |m: String| {
+            let body = serde_json::json!({"error": {"code": 400, "message": m, "type": "invalid_request_error"}});
+            ApiError::bad_request(body.to_string())
+        };
+        let field = |name: &str, lo: i64, v: i64| {
+            format!("Field '{name}': Value must be between {lo} <= value <= 2147483647, but got {v}")
+        };
+        // The runner receives them as 32-bit ints (wrapping, as Go's int32 conversion does).
+        let wrapped = |v: i64| i64::from(v as i32);
+        if let Some(v) = self.num_keep.map(wrapped).filter(|v| *v < -1) {
+            return Some(refuse(field("n_keep", -1, v)));
+        }
+        if let Some(v) = self.repeat_last_n.map(wrapped).filter(|v| *v < 0) {
+            return Some(refuse(field("repeat_last_n", 0, v)));
+        }
+        if self.repeat_penalty.is_some_and(|p| !(p.is_finite() && p > 0.0)) {
+            return Some(refuse(
+                "Failed to initialize samplers: penalty_repeat must be finite and greater than 0".into(),
+            ));
+        }
+        None
+    }
+
     /// Reads an options map. Errors are 500, as the real server's scheduler returns them.
     pub(crate) fn from_map(map: Option<&Map<String, Value>>) -> Result<Options, ApiError> {
         let mut o = Options::default();
@@ -320,6 +362,8 @@ impl Options {
                     "top_k" => o.top_k = Some(n),
                     "sim_tokens" => o.sim_tokens = Some(n),
                     "sim_tool_calls" => o.sim_tool_calls = Some(n),
+                    "num_keep" => o.num_keep = Some(n),
+                    "repeat_last_n" => o.repeat_last_n = Some(n),
                     _ => {}
                 }
             } else if FLOAT_OPTIONS.contains(&k.as_str()) {
@@ -328,6 +372,7 @@ impl Options {
                     "temperature" => o.temperature = Some(f),
                     "top_p" => o.top_p = Some(f),
                     "sim_tool_call_probability" => o.sim_tool_call_probability = Some(f),
+                    "repeat_penalty" => o.repeat_penalty = Some(f),
                     _ => {}
                 }
             } else if k == "use_mmap" {
@@ -336,7 +381,11 @@ impl Options {
                 let arr = v.as_array().ok_or_else(|| bad("array"))?;
                 o.stop = arr
                     .iter()
-                    .map(|s| s.as_str().map(str::to_string).ok_or_else(|| bad("array of strings")))
+                    .map(|s| {
+                        s.as_str()
+                            .map(str::to_string)
+                            .ok_or_else(|| ApiError::internal(format!("option \"{k}\" must be of an array of strings")))
+                    })
                     .collect::<Result<_, _>>()?;
             }
             // Unknown and removed keys (numa, low_vram, mirostat, ...) are ignored.
@@ -356,17 +405,20 @@ mod tests {
 
     #[test]
     fn body_errors_match_the_real_server() {
-        assert_eq!(msg(decode_body(b"", "GenerateRequest")), "missing request body");
-        assert_eq!(msg(decode_body(b"  \n", "GenerateRequest")), "missing request body");
-        assert_eq!(msg(decode_body(br#"{"model":"tiny","prompt":"#, "GenerateRequest")), "unexpected EOF");
-        assert_eq!(msg(decode_body(b"xyz", "GenerateRequest")), "invalid character 'x' looking for beginning of value");
+        assert_eq!(msg(decode_body(b"", "api.GenerateRequest")), "missing request body");
+        assert_eq!(msg(decode_body(b"  \n", "api.GenerateRequest")), "missing request body");
+        assert_eq!(msg(decode_body(br#"{"model":"tiny","prompt":"#, "api.GenerateRequest")), "unexpected EOF");
         assert_eq!(
-            msg(decode_body(b"[1]", "GenerateRequest")),
+            msg(decode_body(b"xyz", "api.GenerateRequest")),
+            "invalid character 'x' looking for beginning of value"
+        );
+        assert_eq!(
+            msg(decode_body(b"[1]", "api.GenerateRequest")),
             "json: cannot unmarshal array into Go value of type api.GenerateRequest"
         );
-        assert!(decode_body(b"null", "GenerateRequest").unwrap().is_empty());
+        assert!(decode_body(b"null", "api.GenerateRequest").unwrap().is_empty());
         // Like Go's decoder, only the first value is read.
-        assert!(decode_body(br#"{"model":"a"} trailing"#, "GenerateRequest").is_ok());
+        assert!(decode_body(br#"{"model":"a"} trailing"#, "api.GenerateRequest").is_ok());
     }
 
     #[test]

@@ -211,13 +211,16 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
         "application/json; charset=utf-8",
         r#"{"error":{"message":"unexpected EOF","type":"invalid_request_error","param":null,"code":null}}"#,
     ),
+    // The /v1 middleware's own checks answer through gin's AbortWithStatusJSON: a charset and
+    // no newline (checked against the real CPU build, 2026-11-26, found by `harness
+    // conformance --generated`), where the handler's errors pass its response writer.
     (
         "POST",
         "/v1/chat/completions",
         Some(r#"{"model":"tiny","messages":[]}"#),
         400,
-        "application/json",
-        "{\"error\":{\"message\":\"[] is too short - 'messages'\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n",
+        "application/json; charset=utf-8",
+        "{\"error\":{\"message\":\"[] is too short - 'messages'\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}",
     ),
     (
         "GET",
@@ -232,8 +235,8 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
         "/v1/embeddings",
         Some(r#"{"model":"nomic-embed-text","input":[]}"#),
         400,
-        "application/json",
-        "{\"error\":{\"message\":\"invalid input\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n",
+        "application/json; charset=utf-8",
+        "{\"error\":{\"message\":\"invalid input\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}",
     ),
     // `think` as ThinkValue reads it: the string "true" is not a level, and a number is not a
     // boolean or a string (api/types.go 1202-1222).
@@ -260,16 +263,16 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
         "/v1/chat/completions",
         Some(r#"{"model":"tiny","messages":[{"role":"user","content":null}]}"#),
         400,
-        "application/json",
-        "{\"error\":{\"message\":\"invalid message content type: \\u003cnil\\u003e\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n",
+        "application/json; charset=utf-8",
+        "{\"error\":{\"message\":\"invalid message content type: \\u003cnil\\u003e\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}",
     ),
     (
         "POST",
         "/v1/chat/completions",
         Some(r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"reasoning_effort":"extreme"}"#),
         400,
-        "application/json",
-        "{\"error\":{\"message\":\"invalid reasoning value: \\\"extreme\\\" (must be \\\"minimal\\\", \\\"low\\\", \\\"medium\\\", \\\"high\\\", \\\"xhigh\\\", \\\"ultra\\\", \\\"max\\\", or \\\"none\\\")\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n",
+        "application/json; charset=utf-8",
+        "{\"error\":{\"message\":\"invalid reasoning value: \\\"extreme\\\" (must be \\\"minimal\\\", \\\"low\\\", \\\"medium\\\", \\\"high\\\", \\\"xhigh\\\", \\\"ultra\\\", \\\"max\\\", or \\\"none\\\")\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}",
     ),
     (
         "POST",
@@ -354,8 +357,8 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
         "/v1/embeddings",
         Some(r#"{"model":"nomic-embed-text","input":[],"encoding_format":"int8"}"#),
         400,
-        "application/json",
-        "{\"error\":{\"message\":\"Invalid value for 'encoding_format' = int8. Supported values: ['float', 'base64'].\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n",
+        "application/json; charset=utf-8",
+        "{\"error\":{\"message\":\"Invalid value for 'encoding_format' = int8. Supported values: ['float', 'base64'].\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}",
     ),
     // ... and the handler finds no model named "" (EmbedHandler -> parseAndValidateModelRef).
     (

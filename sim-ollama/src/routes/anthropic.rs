@@ -132,6 +132,44 @@ fn estimate_input_tokens(map: &Map<String, Value>) -> u64 {
     if tokens == 0 && (messages.is_some_and(|m| !m.is_empty()) || map.contains_key("system")) { 1 } else { tokens }
 }
 
+/// The type errors of binding a `MessagesRequest` that the handler's own reading would not
+/// raise (anthropic/anthropic.go v0.33.0-rc2 67-82, and `MessageParam.UnmarshalJSON` 94-111:
+/// a message's content is a string, null, or a list of blocks, and a missing one is Go's
+/// "unexpected end of JSON input").
+fn bind(f: &Fields<'_>) -> Result<(), ApiError> {
+    let field = |key: &str, go: &str, v: &Value| {
+        ApiError::bad_request(format!(
+            "json: cannot unmarshal {} into Go struct field MessagesRequest.{key} of type {go}",
+            crate::request::json_kind(v)
+        ))
+    };
+    f.float("temperature")?;
+    f.float("top_p")?;
+    f.int("top_k")?;
+    if let Some(stops) = f.array("stop_sequences", "[]string")? {
+        if let Some(v) = stops.iter().find(|v| !v.is_string()) {
+            return Err(field("stop_sequences", "string", v));
+        }
+    }
+    for m in f.array("messages", "[]anthropic.MessageParam")?.into_iter().flatten() {
+        let Value::Object(m) = m else { continue };
+        if let Some(role) = m.get("role").filter(|r| !r.is_string() && !r.is_null()) {
+            return Err(field("messages.role", "string", role));
+        }
+        match m.get("content") {
+            None => return Err(ApiError::bad_request("unexpected end of JSON input")),
+            Some(Value::Null | Value::String(_)) => {}
+            Some(Value::Array(blocks)) => {
+                if let Some(b) = blocks.iter().find(|b| !b.is_object() && !b.is_null()) {
+                    return Err(field("messages", "anthropic.ContentBlock", b));
+                }
+            }
+            Some(other) => return Err(field("messages", "[]anthropic.ContentBlock", other)),
+        }
+    }
+    Ok(())
+}
+
 /// `POST /v1/messages`.
 pub(crate) async fn messages(
     State(s): State<AppState>,
@@ -146,6 +184,7 @@ pub(crate) async fn messages(
     let model_s = f.string("model").map_err(mw)?.unwrap_or_default();
     let stream = f.bool("stream").map_err(mw)?.unwrap_or(false);
     let max_tokens = f.int("max_tokens").map_err(mw)?.unwrap_or(0);
+    bind(&f).map_err(mw)?;
     let mut trace = None;
     let r = async {
         if model_s.is_empty() {

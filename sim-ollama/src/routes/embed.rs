@@ -119,7 +119,6 @@ fn fit_inputs(
         _ => context_length,
     } as i64;
     let limit = ctx - 2;
-    let runner = options.num_ctx.map(|n| n.max(4));
     inputs
         .into_iter()
         .map(|text| {
@@ -132,17 +131,24 @@ fn fit_inputs(
                 (true, true) => crate::tokens::first_tokens(&text, limit as u32).to_string(),
                 (true, false) => return Err(ApiError::bad_request("the input length exceeds the context length")),
             };
-            let kept = i64::from(crate::tokens::count_tokens(&text)) + 2;
-            if runner.is_some_and(|r| kept > r) {
-                return Err(ApiError::bad_request(if truncate {
-                    "input exceeds maximum context length and cannot be truncated further"
-                } else {
-                    "the input length exceeds the context length"
-                }));
-            }
             Ok(text)
         })
         .collect()
+}
+
+/// The runner's own check of what the handler fitted: its context is num_ctx, at least 4
+/// tokens. It runs in the runner, so a model without embeddings refuses first (the real CPU
+/// build: num_ctx 0 on a chat model answers 501, on an embedding model this error).
+fn runner_fits(inputs: &[String], options: &Options, truncate: bool) -> Result<(), ApiError> {
+    let Some(runner) = options.num_ctx.map(|n| n.max(4)) else { return Ok(()) };
+    if inputs.iter().any(|t| i64::from(crate::tokens::count_tokens(t)) + 2 > runner) {
+        return Err(ApiError::bad_request(if truncate {
+            "input exceeds maximum context length and cannot be truncated further"
+        } else {
+            "the input length exceeds the context length"
+        }));
+    }
+    Ok(())
 }
 
 #[derive(Serialize)]
@@ -232,9 +238,9 @@ pub(crate) async fn embed(
         return Err(ApiError::model_not_found(""));
     }
     let model = resolve_installed(&s, &model_s)?;
-    if !inputs.is_empty() {
-        refuse_without_embedding(&model)?;
-    }
+    // The handler reads the options and fits the inputs into the context before the runner is
+    // asked for embeddings, and a model without them refuses only then (server/routes.go
+    // v0.33.0-rc2, EmbedHandler).
     let options = Options::from_map(options_map)?;
     let mut trace = begin_trace(&s, arrival, "/api/embed", &model_s, peer, false, options_map);
     if inputs.is_empty() {
@@ -256,7 +262,10 @@ pub(crate) async fn embed(
     };
     let key = model.name.key();
     let full = model.spec.embedding_length as usize;
-    let inputs = match fit_inputs(inputs, model.spec.context_length, &options, truncate) {
+    let inputs = match fit_inputs(inputs, model.spec.context_length, &options, truncate)
+        .and_then(|i| refuse_without_embedding(&model).map(|()| i))
+        .and_then(|i| runner_fits(&i, &options, truncate).map(|()| i))
+    {
         Ok(i) => i,
         Err(e) => {
             trace.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
@@ -303,16 +312,16 @@ pub(crate) async fn embeddings(
     let prompt = f.string("prompt")?.unwrap_or_default();
     let keep_alive = f.keep_alive()?;
     let options_map = f.object("options", "map[string]interface {}")?;
-    if model_s.is_empty() {
+    if model_s.trim().is_empty() {
         return Err(ApiError::bad_request("model is required"));
     }
     // The legacy handler answers every error of the runner's `Embedding` with a 500
     // (server/routes.go v0.33.0-rc2 1084-1088), where /api/embed passes the runner's 501 on.
     let model = resolve_installed(&s, &model_s)?;
+    let options = Options::from_map(options_map)?;
     if !prompt.is_empty() {
         refuse_without_embedding(&model).map_err(|e| ApiError::internal(e.message))?;
     }
-    let options = Options::from_map(options_map)?;
     let mut trace = begin_trace(&s, arrival, "/api/embeddings", &model_s, peer, false, options_map);
     if prompt.is_empty() {
         load_only(&s, &model, &options, true, keep_alive, &mut trace).await?;

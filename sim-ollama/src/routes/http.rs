@@ -43,6 +43,15 @@ pub(crate) enum BodyErrors {
 }
 
 impl BodyErrors {
+    /// The Go package of the layer's request types, as its decoding errors name them.
+    fn package(self) -> &'static str {
+        match self {
+            BodyErrors::Native => "api",
+            BodyErrors::OpenAi => "openai",
+            BodyErrors::AnthropicMiddleware => "anthropic",
+        }
+    }
+
     fn shape(self, e: ApiError) -> ApiError {
         match self {
             BodyErrors::Native => e,
@@ -62,7 +71,7 @@ pub(crate) fn json_body(
     errors: BodyErrors,
 ) -> Result<Map<String, Value>, ApiError> {
     let bytes = body_bytes(body, s.shared.cfg.body_limit).map_err(|e| errors.shape(e))?;
-    crate::request::decode_body(&bytes, go_type).map_err(|e| errors.shape(e))
+    crate::request::decode_body(&bytes, &format!("{}.{go_type}", errors.package())).map_err(|e| errors.shape(e))
 }
 
 /// What the Responses and Anthropic middlewares set on a streamed request before the chat

@@ -139,6 +139,10 @@ struct Show<'a> {
     modelfile: String,
     parameters: String,
     template: &'a str,
+    /// The request's `system`, when it gives one (`GetModelInfo` sets the model's system to it,
+    /// server/routes.go v0.33.0-rc2 1447-1449); the catalogue's models have none of their own.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    system: &'a str,
     details: Details<'a>,
     model_info: Map<String, Value>,
     tensors: Vec<crate::gguf::Tensor>,
@@ -162,11 +166,16 @@ fn go_quote(s: &str) -> String {
 pub(crate) async fn show(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
     let map = json_body(&s, body, "ShowRequest", BodyErrors::Native)?;
     let f = Fields::new(&map, "ShowRequest");
-    let model = f.string("model")?.filter(|m| !m.is_empty()).or(f.string("name")?.filter(|m| !m.is_empty()));
+    let model =
+        f.string("model")?.filter(|m| !m.trim().is_empty()).or(f.string("name")?.filter(|m| !m.trim().is_empty()));
     let Some(model) = model else {
         return Err(ApiError::bad_request("model is required"));
     };
     let verbose = f.bool("verbose")?.unwrap_or(false);
+    // Bound (api.ShowRequest); `template` is not used by the handler.
+    let system = f.string("system")?.unwrap_or_default();
+    f.string("template")?;
+    f.object("options", "map[string]interface {}")?;
     let name = Name::parse(&model).ok_or_else(ApiError::invalid_model_name)?;
     let m = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&name.display()))?;
     let spec = &m.spec;
@@ -190,6 +199,7 @@ pub(crate) async fn show(State(s): State<AppState>, body: Result<Bytes, BytesRej
         modelfile,
         parameters: crate::gguf::parameters(spec),
         template: &spec.template,
+        system: &system,
         details: details(spec, false),
         tensors: crate::gguf::tensors(spec, &model_info),
         model_info,

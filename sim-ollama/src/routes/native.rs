@@ -81,7 +81,8 @@ fn begin(
     let f = Fields::new(&map, go_type);
     let model = f.string("model")?.unwrap_or_default();
     let c = chat_generate_fields(&f)?;
-    if endpoint == "/api/chat" && model.is_empty() {
+    // The chat handler trims the name first (a blank one is missing); generate does not.
+    if endpoint == "/api/chat" && model.trim().is_empty() {
         return Err(ApiError::bad_request("model is required"));
     }
     let trace = Some(begin_trace(s, arrival, endpoint, &model, peer, c.stream, c.options_map.as_ref()));

@@ -31,28 +31,45 @@ fn v1_json<T: Serialize>(v: &T) -> Response {
     bytes_response(StatusCode::OK, "application/json", b)
 }
 
-/// Converts OpenAI sampling fields into native options.
-fn options(f: &Fields<'_>) -> Result<Options, ApiError> {
+/// Converts OpenAI sampling fields into native options. `strict_stop`: a `stop` list with an
+/// entry that is not a string is refused, as `FromCompleteRequest` refuses it (the chat
+/// conversion drops such entries).
+fn options(f: &Fields<'_>, strict_stop: bool) -> Result<Options, ApiError> {
+    // The completion request's sampling fields are float32, the chat request's float64.
+    let float = |key: &str| f.float_of(key, if strict_stop { "float32" } else { "float64" });
     let mut o = Options {
-        temperature: Some(f.float("temperature")?.unwrap_or(1.0)),
-        top_p: Some(f.float("top_p")?.unwrap_or(1.0)),
+        temperature: Some(float("temperature")?.unwrap_or(1.0)),
+        top_p: Some(float("top_p")?.unwrap_or(1.0)),
         ..Options::default()
     };
     o.num_predict = f.int("max_tokens")?;
     o.seed = f.int("seed")?;
-    let _ = f.float("frequency_penalty")?;
-    let _ = f.float("presence_penalty")?;
+    let _ = float("frequency_penalty")?;
+    let _ = float("presence_penalty")?;
     o.stop = match f.map.get("stop") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(a)) => a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
-        Some(_) => return Err(ApiError::bad_request("invalid type for 'stop' field")),
+        Some(Value::Array(a)) => {
+            if let Some(v) = a.iter().find(|v| !v.is_string()).filter(|_| strict_stop) {
+                let go = match v {
+                    Value::Number(_) => "float64",
+                    Value::Bool(_) => "bool",
+                    Value::Array(_) => "[]interface {}",
+                    Value::Object(_) => "map[string]interface {}",
+                    _ => "<nil>",
+                };
+                return Err(ApiError::bad_request(format!("invalid type for 'stop' field: {go}")).from_middleware());
+            }
+            a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()
+        }
+        // Any other type is dropped, not refused (openai/openai.go v0.33.0-rc2 643-654, 790-803).
+        Some(_) => Vec::new(),
     };
     Ok(o)
 }
 
 fn response_format(f: &Fields<'_>) -> Result<OutputFormat, ApiError> {
-    match f.object("response_format", "ResponseFormat")? {
+    match f.object("response_format", "openai.ResponseFormat")? {
         Some(rf) => match rf.get("type").and_then(Value::as_str) {
             Some("json_object") => Ok(OutputFormat::Json),
             // `json_schema.schema` becomes the native format (openai/openai.go).
@@ -67,7 +84,7 @@ fn response_format(f: &Fields<'_>) -> Result<OutputFormat, ApiError> {
 }
 
 fn include_usage(f: &Fields<'_>) -> Result<bool, ApiError> {
-    Ok(f.object("stream_options", "StreamOptions")?
+    Ok(f.object("stream_options", "openai.StreamOptions")?
         .and_then(|o| o.get("include_usage"))
         .and_then(Value::as_bool)
         .unwrap_or(false))
@@ -89,7 +106,7 @@ fn message_content(v: Option<&Value>, tool_calls: bool) -> Result<(String, usize
         if tool_calls {
             return Ok((String::new(), 0));
         }
-        return Err(ApiError::bad_request(format!("invalid message content type: {go_type}")));
+        return Err(ApiError::bad_request(format!("invalid message content type: {go_type}")).from_middleware());
     }
     match v {
         Some(Value::String(s)) => Ok((s.clone(), 0)),
@@ -107,11 +124,12 @@ fn message_content(v: Option<&Value>, tool_calls: bool) -> Result<(String, usize
                         if url.starts_with("http://") || url.starts_with("https://") {
                             return Err(ApiError::bad_request(
                                 "image URLs are not currently supported, please use base64 encoded data instead",
-                            ));
+                            )
+                            .from_middleware());
                         }
                         images += 1;
                     }
-                    _ => return Err(ApiError::bad_request("invalid message format")),
+                    _ => return Err(ApiError::bad_request("invalid message format").from_middleware()),
                 }
             }
             Ok((text, images))
@@ -124,11 +142,11 @@ fn message_content(v: Option<&Value>, tool_calls: bool) -> Result<(String, usize
 /// `thinkFromReasoningEffort` maps them (openai/openai.go v0.33.0-rc2 523-546): "none" turns it
 /// off, the levels (and "minimal", "xhigh", "ultra", clamped) turn it on, anything else is a 400.
 fn think_from_effort(f: &Fields<'_>) -> Result<Option<Think>, ApiError> {
-    let effort = match f.object("reasoning", "Reasoning")? {
+    let effort = match f.object("reasoning", "openai.Reasoning")? {
         Some(r) => r.get("effort").and_then(Value::as_str).unwrap_or("").to_string(),
         None => f.string("reasoning_effort")?.unwrap_or_default(),
     };
-    Think::from_effort(&effort)
+    Think::from_effort(&effort).map_err(ApiError::from_middleware)
 }
 
 #[derive(Serialize)]
@@ -175,10 +193,20 @@ pub(crate) async fn chat_completions(
     let stream = f.bool("stream").map_err(ApiError::openai)?.unwrap_or(false);
     let mut trace = None;
     let r = async {
+        // Binding first: a field of the wrong type is named before any check of a value
+        // (the middleware's ShouldBindJSON, middleware/openai.go v0.33.0-rc2).
+        options(&f, false)?;
+        f.object("response_format", "openai.ResponseFormat")?;
+        f.object("stream_options", "openai.StreamOptions")?;
+        f.object("reasoning", "openai.Reasoning")?;
+        f.string("reasoning_effort")?;
+        f.bool("logprobs")?;
+        f.int("top_logprobs")?;
+        f.array("tools", "[]api.Tool")?;
         let msgs = f.array("messages", "[]openai.Message")?;
         let msgs = match msgs {
             Some(m) if !m.is_empty() => m,
-            _ => return Err(ApiError::bad_request("[] is too short - 'messages'")),
+            _ => return Err(ApiError::bad_request("[] is too short - 'messages'").from_middleware()),
         };
         let mut messages = Vec::with_capacity(msgs.len());
         for m in msgs {
@@ -195,7 +223,7 @@ pub(crate) async fn chat_completions(
             messages.push(ChatMessage { role, content, images, tool_text });
         }
         let think = think_from_effort(&f)?;
-        let options = options(&f)?;
+        let options = options(&f, false)?;
         let format = response_format(&f)?;
         let usage = include_usage(&f)?;
         // `logprobs` and `top_logprobs` pass to the native handler, which checks the range
@@ -208,7 +236,7 @@ pub(crate) async fn chat_completions(
         let offered_tools = f.array("tools", "[]api.Tool")?;
         let offered = offered_tools.map_or(0, Vec::len);
         let tools = crate::tools::parse(offered_tools)?;
-        if model_s.is_empty() {
+        if model_s.trim().is_empty() {
             return Err(ApiError::bad_request("model is required"));
         }
         trace = Some(begin_trace(&s, arrival, "/v1/chat/completions", &model_s, peer, stream, None));
@@ -310,7 +338,7 @@ pub(crate) async fn completions(
     let r = async {
         let prompt = f.string("prompt")?.unwrap_or_default();
         let suffix = f.string("suffix")?.unwrap_or_default();
-        let options = options(&f)?;
+        let options = options(&f, true)?;
         let usage = include_usage(&f)?;
         // `logprobs: N` asks for N alternatives: the native handler checks the range first
         // (openai/openai.go v0.33.0-rc2 829-844; server/routes.go 256-259).
@@ -321,11 +349,14 @@ pub(crate) async fn completions(
             return Err(ApiError::model_not_found(""));
         }
         trace = Some(begin_trace(&s, arrival, "/v1/completions", &model_s, peer, stream, None));
-        let name = Name::parse(&model_s).ok_or_else(ApiError::invalid_model_name)?;
-        let model = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model_s))?;
+        let model = pipeline::resolve(&s, &model_s)?;
         let can_think = model.spec.has("thinking");
         if !model.spec.has("completion") {
             return Err(ApiError::bad_request(format!("\"{model_s}\" does not support generate")));
+        }
+        // The generate handler's insert check (server/routes.go v0.33.0-rc2), as on /api/generate.
+        if !suffix.is_empty() && !model.spec.has("insert") {
+            return Err(ApiError::bad_request(format!("{} does not support insert", model.name.full())));
         }
         if prompt.is_empty() {
             // The real middleware turns this into a generate request with an empty prompt: a
@@ -411,31 +442,38 @@ pub(crate) async fn embeddings(
     let f = Fields::new(&map, "EmbedRequest");
     let r = async {
         let model_s = f.string("model")?.unwrap_or_default();
-        // The real middleware checks the format first, in any case (middleware/openai.go
-        // v0.33.0-rc2 404-410), then the input, and the handler the model.
+        let dimensions = f.int("dimensions")?;
+        // The real middleware binds the request, checks the format (middleware/openai.go
+        // v0.33.0-rc2 395-424), then that there is an input; the handler checks the model,
+        // then the input's type.
         let base64 = match f.string("encoding_format")?.unwrap_or_default() {
             e if e.is_empty() || e.eq_ignore_ascii_case("float") => false,
             e if e.eq_ignore_ascii_case("base64") => true,
             other => {
                 return Err(ApiError::bad_request(format!(
                     "Invalid value for 'encoding_format' = {other}. Supported values: ['float', 'base64']."
-                )));
+                ))
+                .from_middleware());
             }
         };
         let inputs = match map.get("input") {
             Some(Value::String(s)) if s.is_empty() => vec![String::new()],
             Some(Value::Array(a)) if a.is_empty() => {
-                return Err(ApiError::bad_request("invalid input"));
+                return Err(ApiError::bad_request("invalid input").from_middleware());
             }
-            other => embed::embed_inputs(other)?,
+            None | Some(Value::Null) => return Err(ApiError::bad_request("invalid input").from_middleware()),
+            other => {
+                // The handler's model reference check (`model '' not found`, 404; an invalid
+                // name, 400: server/routes.go EmbedHandler -> parseAndValidateModelRef) comes
+                // before the input's type.
+                pipeline::parse_model_name(&model_s)?;
+                embed::embed_inputs(other)?
+            }
         };
         if inputs.is_empty() {
-            return Err(ApiError::bad_request("invalid input"));
+            return Err(ApiError::bad_request("invalid input").from_middleware());
         }
-        let dimensions = f.int("dimensions")?;
         if model_s.trim().is_empty() {
-            // The handler's model reference check: `model '' not found`, 404 (server/routes.go
-            // EmbedHandler -> parseAndValidateModelRef -> ErrModelRequired).
             return Err(ApiError::model_not_found(&model_s));
         }
         let model = embed::resolve_embedding_model(&s, &model_s)?;

@@ -178,6 +178,7 @@ pub(crate) async fn start(
     trace: &mut Option<TraceGuard>,
 ) -> Result<Started, ApiError> {
     let scripted = pick_script(s, &g.model, g.endpoint, trace.as_ref())?;
+    let refusal = g.options.runner_refusal().or_else(|| schema_refusal(&g.format));
     let num_ctx = g.runner.num_ctx;
     let mut plan = Plan::new(&PlanInput {
         sim_seed: s.shared.cfg.seed,
@@ -218,6 +219,7 @@ pub(crate) async fn start(
     let mut job = job(s, g.model, g.runner, g.keep_alive, plan, g.arrival, prompt, g.reply_prefix);
     job.truncate = g.truncate && g.images == 0;
     job.images = g.images;
+    job.refusal = refusal;
     job.logprobs = g.logprobs;
     if s.shared.probe.active() {
         // A probe run: the request closes its agent's gap, and its answer may be held.
@@ -232,6 +234,21 @@ pub(crate) async fn start(
     let t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
     let run = Running::start(job, t).await?;
     Ok(Started { run, fault, seed })
+}
+
+/// What llama-server answers a schema whose top-level `type` it does not know (the real CPU
+/// build: `{"type": "nonsense"}`), once the request has its runner.
+fn schema_refusal(format: &OutputFormat) -> Option<ApiError> {
+    let OutputFormat::Schema(schema) = format else { return None };
+    let t = schema.get("type")?.as_str()?;
+    if ["string", "number", "integer", "boolean", "object", "array", "null"].contains(&t) {
+        return None;
+    }
+    let message = format!(
+        "Field 'json_schema': \"json_schema\": JSON schema conversion failed:\nJSON schema error at #: unrecognized type {t}"
+    );
+    let body = serde_json::json!({"error": {"code": 400, "message": message, "type": "invalid_request_error"}});
+    Some(ApiError::bad_request(body.to_string()))
 }
 
 /// `format`: `"json"` or a schema object; anything else fails when inference starts.
@@ -361,6 +378,7 @@ pub(crate) fn job(
         probe: None,
         logprobs: None,
         images: 0,
+        refusal: None,
     }
 }
 
