@@ -2,9 +2,12 @@
 # The conformance check: one battery of requests (harness/conformance/battery.toml) sent to a
 # real Ollama server and to a fresh simulator serving the same model; every difference in
 # status, headers, key order, error text and event sequence is printed, and the exit code is 3
-# when one is not on harness/conformance/accepted.toml (1: could not run).
-#   scripts/conformance.sh http://127.0.0.1:11434     # a server of yours (MODEL=name, default tiny)
-#   scripts/conformance.sh                            # starts ../shared/tools/real-ollama if present
+# when one is not on harness/conformance/accepted.toml (1: could not run). Then GENERATED
+# requests built from Ollama's request types (harness/src/conformance/generated.rs; seed SEED,
+# default 1), each difference shrunk to the fewest changes that show it.
+#   scripts/conformance.sh http://127.0.0.1:11434     # a server of yours (MODEL=name, default tiny; GENERATED default 0)
+#   scripts/conformance.sh                            # starts ../shared/tools/real-ollama if present (GENERATED default 80)
+#   GENERATED=2000 SEED=7 scripts/conformance.sh      # a longer generated run, on demand
 # Without a URL and without the real-Ollama tool (REAL_OLLAMA, ../shared/tools/real-ollama), it
 # says so and exits 0: the check needs a real server.
 set -euo pipefail
@@ -12,7 +15,7 @@ cd "$(dirname "$0")/.."
 harness="${HARNESS_BIN:-target/debug/harness}"
 [ -x "$harness" ] || cargo build --quiet -p harness
 if [ $# -ge 1 ]; then
-  exec "$harness" conformance --real "$1" --model "${MODEL:-tiny}"
+  exec "$harness" conformance --real "$1" --model "${MODEL:-tiny}" --generated "${GENERATED:-0}" --seed "${SEED:-1}"
 fi
 dir=""
 # This project's machines keep the shared material beside the repository (../shared), or at
@@ -32,4 +35,4 @@ pid="${line%% *}"
 url="${line#* }"
 trap 'kill "$pid" 2>/dev/null || true; sleep 0.5; rm -rf "$tmp"' EXIT
 echo "conformance: real Ollama $(curl -s "$url/api/version") at $url"
-"$harness" conformance --real "$url" --model tiny
+"$harness" conformance --real "$url" --model tiny --generated "${GENERATED:-80}" --seed "${SEED:-1}"

@@ -85,7 +85,7 @@ impl Battery {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Accepted {
-    /// The case's name, or `*` for every case.
+    /// The case's name, `*` for every case, or a prefix ending in `*` (`generated/chat/*`).
     pub case: String,
     /// Where: a difference whose place starts with this is accepted (`headers`, `status`,
     /// `body $.model_info`, `events`, `escaping`).
@@ -459,9 +459,27 @@ pub fn apply_accepted(diffs: &mut [Difference], accepted: &[Accepted]) {
     for d in diffs {
         d.accepted = accepted
             .iter()
-            .find(|a| (a.case == "*" || a.case == d.case) && d.place.starts_with(&a.place))
+            .find(|a| names(&a.case, &d.case) && d.place.starts_with(&a.place))
             .map(|a| a.reason.clone());
     }
+}
+
+/// Whether an accepted entry's case names this case: its name, or a pattern where `*` stands
+/// for any run of characters (`*` every case, `generated/chat/*` a route's generated cases,
+/// `generated/*/options.num_batch=1` one change on any route).
+fn names(pattern: &str, case: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = case.strip_prefix(first) else { return false };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else { return rest.is_empty() };
+    for p in middle {
+        match rest.find(p) {
+            Some(i) => rest = &rest[i + p.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
 }
 
 /// The outcome of a battery.
@@ -610,7 +628,13 @@ mod tests {
         assert!(b.cases.len() >= 40, "{}", b.cases.len());
         let a = accepted_from_toml(ACCEPTED_TOML).expect("accepted");
         for x in &a {
-            assert!(x.case == "*" || b.cases.iter().any(|c| c.name == x.case), "accepted `{}` names no case", x.case);
+            // A generated case's name, or a pattern, names generated cases; any other name, a
+            // battery case.
+            assert!(
+                x.case.contains('*') || x.case.starts_with("generated/") || b.cases.iter().any(|c| c.name == x.case),
+                "accepted `{}` names no case",
+                x.case
+            );
         }
     }
 
@@ -700,5 +724,19 @@ mod tests {
         assert_eq!(d[0].accepted.as_deref(), Some("r"));
         assert_eq!(d[1].accepted, None);
         assert!(accepted_from_toml("[[accepted]]\ncase = \"show\"\nplace = \"x\"\nreason = \" \"\n").is_err());
+        // A trailing `*` names every case whose name starts so (the generated cases).
+        let mut g = vec![Difference {
+            case: "generated/chat/think=true".into(),
+            place: "status".into(),
+            real: String::new(),
+            sim: String::new(),
+            accepted: None,
+        }];
+        let a = accepted_from_toml("[[accepted]]\ncase = \"generated/embed/*\"\nplace = \"status\"\nreason = \"e\"\n[[accepted]]\ncase = \"generated/chat/*\"\nplace = \"status\"\nreason = \"c\"\n").unwrap();
+        apply_accepted(&mut g, &a);
+        assert_eq!(g[0].accepted.as_deref(), Some("c"));
+        assert!(names("generated/*/options.num_batch=1", "generated/embed/options.num_batch=1"));
+        assert!(!names("generated/*/options.num_batch=1", "generated/embed/options.num_batch=10"));
+        assert!(!names("show", "show-verbose") && names("*", "anything") && names("a*b*c", "aXbYc"));
     }
 }

@@ -575,6 +575,14 @@ struct ConformanceArgs {
     /// Differences kept on purpose, TOML (default: harness/conformance/accepted.toml).
     #[arg(long)]
     accepted: Option<PathBuf>,
+    /// Also send this many requests generated from Ollama's request types (valid values,
+    /// absent fields, wrong types, out-of-range numbers, unknown fields, odd headers and
+    /// bodies), each difference shrunk to the fewest changes that still show it.
+    #[arg(long, default_value_t = 0)]
+    generated: usize,
+    /// The generator's seed: the same seed sends the same requests.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 fn conformance(a: ConformanceArgs) -> ExitCode {
@@ -585,7 +593,8 @@ fn conformance(a: ConformanceArgs) -> ExitCode {
             None => Ok(builtin.to_string()),
         }
     };
-    let outcome = (|| -> Result<c::Outcome, String> {
+    let mut unexpected = 0;
+    let outcome = (|| -> Result<(), String> {
         let battery = c::Battery::from_toml(&read(&a.battery, c::BATTERY_TOML)?)?;
         let accepted = c::accepted_from_toml(&read(&a.accepted, c::ACCEPTED_TOML)?)?;
         let embedded = match &a.sim {
@@ -594,13 +603,24 @@ fn conformance(a: ConformanceArgs) -> ExitCode {
         };
         let sim = a.sim.clone().unwrap_or_else(|| embedded.as_ref().map(|s| s.url().to_string()).unwrap_or_default());
         eprintln!("harness conformance: {} cases, real {} against simulator {sim}", battery.cases.len(), a.real);
-        c::run(&a.real, &sim, &a.model, &battery, &accepted, &mut |_| {})
+        let o = c::run(&a.real, &sim, &a.model, &battery, &accepted, &mut |_| {})?;
+        print!("{o}");
+        unexpected += o.unexpected();
+        if a.generated > 0 {
+            eprintln!("harness conformance: {} generated cases (seed {})", a.generated, a.seed);
+            let cases = harness::differential::cases(a.generated, a.seed);
+            // What was found before a later case fails is printed, not lost.
+            let mut found = Vec::new();
+            let result = harness::differential::run(&a.real, &sim, &a.model, &cases, &accepted, &mut found);
+            print!("{}", harness::differential::Report { cases: cases.len(), findings: &found });
+            unexpected += found.iter().filter(|f| f.unexpected()).count();
+            result?;
+        }
+        Ok(())
     })();
     match outcome {
-        Ok(o) => {
-            print!("{o}");
-            if o.unexpected() > 0 { ExitCode::from(3) } else { ExitCode::SUCCESS }
-        }
+        Ok(()) if unexpected > 0 => ExitCode::from(3),
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("harness conformance: {e}");
             ExitCode::from(1)
