@@ -45,6 +45,8 @@ struct DeviceState {
 #[derive(Debug)]
 struct Batch {
     members: usize,
+    /// The sum of its members' attention ([`DeviceSharing::speed`]).
+    attention: f64,
     /// Virtual clock reading at `t`.
     v: f64,
     t: Instant,
@@ -94,9 +96,10 @@ impl Device {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Speed of each stream of a batch of `n` when `m` batches are active on the device.
-    fn speed(&self, n: usize, m: usize) -> f64 {
-        self.spec.sharing().speed(n, m)
+    /// Speed of each stream of a batch of `n` whose attention sums to `attention` when `m`
+    /// batches are active on the device.
+    fn speed(&self, n: usize, m: usize, attention: f64) -> f64 {
+        self.spec.sharing().speed(n, m, attention / n.max(1) as f64)
     }
 
     /// Advances every clock to `now`, applies `change`, recomputes speeds and wakes the streams
@@ -114,7 +117,8 @@ impl Device {
             self.epoch.fetch_add(1, Ordering::Release);
             st.batches.retain(|_, b| b.members > 0);
             let m = st.batches.len();
-            let speeds: Vec<(BatchKey, f64)> = st.batches.iter().map(|(k, b)| (*k, self.speed(b.members, m))).collect();
+            let speeds: Vec<(BatchKey, f64)> =
+                st.batches.iter().map(|(k, b)| (*k, self.speed(b.members, m, b.attention))).collect();
             for (k, s) in speeds {
                 if let Some(b) = st.batches.get_mut(&k) {
                     if s > b.speed {
@@ -134,8 +138,9 @@ impl Device {
         self.lock().batches.values().map(|b| b.members).sum()
     }
 
-    /// Adds a stream to a batch. The stream leaves when the returned handle is dropped.
-    pub(crate) fn join(self: &Arc<Self>, key: BatchKey) -> Member {
+    /// Adds a stream to a batch, with its attention ([`crate::trace::RequestTrace::attention`]).
+    /// The stream leaves when the returned handle is dropped.
+    pub(crate) fn join(self: &Arc<Self>, key: BatchKey, attention: f64) -> Member {
         let now = Instant::now();
         let mut id = 0;
         let mut v_join = 0.0;
@@ -144,18 +149,21 @@ impl Device {
             st.next_member += 1;
             let b = st.batches.entry(key).or_insert_with(|| Batch {
                 members: 0,
+                attention: 0.0,
                 v: 0.0,
                 t: now,
                 speed: 1.0,
                 wakers: HashMap::new(),
             });
             b.members += 1;
+            b.attention += attention;
             v_join = b.v;
         });
         Member {
             device: Arc::clone(self),
             key,
             id,
+            attention,
             v_join,
             joined: now,
             cache: None,
@@ -173,6 +181,7 @@ pub(crate) struct Member {
     device: Arc<Device>,
     key: BatchKey,
     id: u64,
+    attention: f64,
     v_join: f64,
     pub(crate) joined: Instant,
     /// (epoch, clock reading, its time, speed) of the batch when last read.
@@ -248,10 +257,11 @@ impl Member {
         if std::mem::replace(&mut self.left, true) {
             return;
         }
-        let (key, id) = (self.key, self.id);
+        let (key, id, attention) = (self.key, self.id, self.attention);
         self.device.update(Instant::now(), |st| {
             if let Some(b) = st.batches.get_mut(&key) {
                 b.members -= 1;
+                b.attention = if b.members == 0 { 0.0 } else { (b.attention - attention).max(0.0) };
                 b.wakers.remove(&id);
             }
         });
@@ -282,7 +292,7 @@ mod tests {
     #[test]
     fn a_stream_alone_runs_at_solo_speed() {
         let d = device(0.8, 0.2);
-        let mut m = d.join((0, 1));
+        let mut m = d.join((0, 1), 0.0);
         let dl = m.deadline(Duration::from_secs(1));
         assert!((secs(dl - m.joined) - 1.0).abs() < 1e-3);
         assert_eq!(m.speed(), 1.0);
@@ -291,8 +301,8 @@ mod tests {
     #[test]
     fn two_processes_on_one_device_each_get_a_share() {
         let d = device(0.8, 0.2);
-        let mut a = d.join((0, 1));
-        let mut b = d.join((1, 1));
+        let mut a = d.join((0, 1), 0.0);
+        let mut b = d.join((1, 1), 0.0);
         // Each gets 0.8 / 2 = 0.4 of its solo speed.
         assert!((a.speed() - 0.4).abs() < 1e-9);
         assert!((b.speed() - 0.4).abs() < 1e-9);
@@ -301,10 +311,27 @@ mod tests {
     }
 
     #[test]
+    fn attention_over_each_streams_context_does_not_batch() {
+        // p = 0.2; two streams whose attention is 1 and 3 (mean 2): a step of the two takes
+        // 1 + 0.2 + 2 x 2 = 5.2 where one alone takes 1 + 2 = 3: 3 / 5.2 of solo speed each.
+        let d = device(0.8, 0.2);
+        let mut a = d.join((0, 1), 1.0);
+        let b = d.join((0, 1), 3.0);
+        assert!((a.speed() - 3.0 / 5.2).abs() < 1e-9, "{}", a.speed());
+        // Alone again: its own attention is in its solo speed, which is 1.
+        drop(b);
+        assert!((a.speed() - 1.0).abs() < 1e-9, "{}", a.speed());
+        // With a stream of no attention: the mean, 0.5: 1.5 / (1 + 0.2 + 2 x 0.5).
+        let c = d.join((0, 1), 0.0);
+        assert!((a.speed() - 1.5 / 2.2).abs() < 1e-9, "mean attention 0.5: {}", a.speed());
+        drop(c);
+    }
+
+    #[test]
     fn streams_batched_in_one_process_pay_the_batch_penalty() {
         let d = device(0.8, 0.2);
-        let mut a = d.join((0, 1));
-        let _b = d.join((0, 1));
+        let mut a = d.join((0, 1), 0.0);
+        let _b = d.join((0, 1), 0.0);
         assert!((a.speed() - 1.0 / 1.2).abs() < 1e-9);
     }
 
@@ -316,9 +343,9 @@ mod tests {
         // fixed 2 ms bound did, once in a few runs on a busy machine).
         let d = device(1.0, 0.0);
         let t0 = Instant::now();
-        let mut a = d.join((0, 1));
+        let mut a = d.join((0, 1), 0.0);
         let t1 = Instant::now();
-        let b = d.join((1, 1));
+        let b = d.join((1, 1), 0.0);
         let t2 = Instant::now();
         assert!((a.speed() - 0.5).abs() < 1e-9);
         std::thread::sleep(Duration::from_millis(20));

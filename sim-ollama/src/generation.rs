@@ -367,7 +367,12 @@ impl Running {
                 + copy_per_token.saturating_mul(claim.copied() as u32);
         }
         trace.with(|r| r.cache = Some(cache_use(&claim)));
-        let member = instance.device.join((instance.index, lease.runner.id));
+        // Attention over the context at its mean during the answer (the prompt and half the
+        // answer): the part of each token that does not batch with other streams.
+        let mean_context = f64::from(prompt_tokens) + text.pieces.len() as f64 / 2.0;
+        let attention = model.spec.profile.decode_slowdown_per_1k * mean_context / 1000.0;
+        trace.with(|r| r.attention = attention);
+        let member = instance.device.join((instance.index, lease.runner.id), attention);
         let (overhead, prompt_work) = (timing.overhead, timing.prompt);
         // The per-call overhead on a loaded runner is part of what the call costs alone.
         let ping = lease.ping;

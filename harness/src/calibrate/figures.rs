@@ -148,6 +148,10 @@ pub struct Calibration {
     /// Each stream's speed with k calls decoding at once on one server, relative to one alone:
     /// (k, figure over the k streams).
     pub batch: Vec<(usize, Figure)>,
+    /// The mean context of those calls in the simulator's token counts (their prompt and half
+    /// their answer), for the attention term of the batching fit.
+    #[serde(default)]
+    pub batch_context: Option<f64>,
     /// Each stream's speed with one call on every server at once, relative to each server's
     /// solo speed (several servers only).
     pub together: Option<Figure>,
@@ -195,11 +199,16 @@ pub fn rising_line(points: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
 }
 
 /// The simulator's batching slowdown that best explains the measured relative speeds: a stream
-/// beside k-1 others runs at `1 / (1 + p (k - 1))` of its solo speed; least squares on
-/// `1 / speed - 1 = p (k - 1)`, never below zero.
-pub fn fit_batch_penalty(rel: &[(usize, f64)]) -> Option<f64> {
-    let pts: Vec<(f64, f64)> =
-        rel.iter().filter(|(k, s)| *k >= 2 && *s > 0.0).map(|&(k, s)| ((k - 1) as f64, 1.0 / s - 1.0)).collect();
+/// beside k-1 others runs at `(1 + x) / (1 + p (k - 1) + k x)` of its solo speed, `x` the
+/// calls' attention (`sim_ollama`'s `DeviceSharing::speed`; 0: `1 / (1 + p (k - 1))`); least
+/// squares on `(1 + x) / speed - 1 - k x = p (k - 1)`, never below zero.
+pub fn fit_batch_penalty(rel: &[(usize, f64)], attention: f64) -> Option<f64> {
+    let x = attention.max(0.0);
+    let pts: Vec<(f64, f64)> = rel
+        .iter()
+        .filter(|(k, s)| *k >= 2 && *s > 0.0)
+        .map(|&(k, s)| ((k - 1) as f64, (1.0 + x) / s - 1.0 - k as f64 * x))
+        .collect();
     let sxx: f64 = pts.iter().map(|p| p.0 * p.0).sum();
     (sxx > 0.0).then(|| (pts.iter().map(|p| p.0 * p.1).sum::<f64>() / sxx).max(0.0))
 }
@@ -252,9 +261,20 @@ mod tests {
     fn the_batch_penalty_explains_the_relative_speeds() {
         let p = 0.3;
         let rel: Vec<(usize, f64)> = (2..=4).map(|k| (k, 1.0 / (1.0 + p * (k - 1) as f64))).collect();
-        assert!((fit_batch_penalty(&rel).unwrap() - p).abs() < 1e-9);
-        assert_eq!(fit_batch_penalty(&[(2, 1.1)]), Some(0.0), "faster together is no penalty, not a negative one");
-        assert_eq!(fit_batch_penalty(&[]), None);
+        assert!((fit_batch_penalty(&rel, 0.0).unwrap() - p).abs() < 1e-9);
+        assert_eq!(fit_batch_penalty(&[(2, 1.1)], 0.0), Some(0.0), "faster together is no penalty, not a negative one");
+        assert_eq!(fit_batch_penalty(&[], 0.0), None);
+        // With attention: the CPU build's 1,000-token calls (x = 1.7 at a mean context of 500)
+        // ran at 0.63, 0.42 and 0.32 of solo speed beside 1, 2 and 3 others: p near 0.2, where
+        // without the attention term it reads 0.65.
+        let cpu = [(2, 0.63), (3, 0.42), (4, 0.32)];
+        let with = fit_batch_penalty(&cpu, 1.7).unwrap();
+        assert!((0.1..0.3).contains(&with), "{with}");
+        assert!(fit_batch_penalty(&cpu, 0.0).unwrap() > 0.6);
+        // Recovered from speeds the model itself gives.
+        let dev = sim_ollama::advanced::trace::DeviceSharing { batch_penalty: 0.4, cross_process_efficiency: 1.0 };
+        let made: Vec<(usize, f64)> = (2..=5).map(|k| (k, dev.speed(k, 1, 2.5))).collect();
+        assert!((fit_batch_penalty(&made, 2.5).unwrap() - 0.4).abs() < 1e-9);
     }
 
     #[test]

@@ -288,6 +288,8 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         at_least: found >= plan.max_streams,
     });
     cal.batch = batch_rates.iter().filter_map(|(k, v)| Figure::of(v).map(|f| (*k, f))).collect();
+    cal.batch_context =
+        Some(f64::from(sim_ollama::advanced::prompt_tokens(&s.prompt(80))) + f64::from(plan.tokens) / 2.0);
     for i in 1..n {
         let recs = s.together(&vec![i; plan.max_streams], plan.tokens).await?;
         let (starts, ends) = spans(&recs);

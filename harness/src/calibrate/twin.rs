@@ -126,7 +126,10 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
 
     // Devices: one each, or one shared by every server.
     let n = cal.endpoints.len().max(1);
-    let penalty = fit_batch_penalty(&cal.batch.iter().map(|(k, f)| (*k, f.median)).collect::<Vec<_>>());
+    // The batch rounds' attention as the twin's profile gives it: its slowdown at their mean
+    // context.
+    let attention = slowdown * cal.batch_context.unwrap_or(0.0) / 1000.0;
+    let penalty = fit_batch_penalty(&cal.batch.iter().map(|(k, f)| (*k, f.median)).collect::<Vec<_>>(), attention);
     let sharing = cal.together.and_then(|t| fit_sharing(t.median, n));
     let device = |name: String| DeviceSpec {
         batch_penalty: round3(penalty.unwrap_or(0.0)),
@@ -139,6 +142,7 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
         None => (0..n).map(|i| device(format!("device{i}"))).collect(),
     };
     why.push(("batch_penalty", match penalty {
+        Some(p) if attention > 0.0 => format!("each stream's speed beside k-1 others on one server, relative to alone: {}; with the calls' attention x = {} (the slowdown at their mean context of {} tokens, which does not batch), (1 + x) / (1 + p (k - 1) + k x) fits them with p = {}", cal.batch.iter().map(|(k, f)| format!("k={k}: {}", f.words(""))).collect::<Vec<_>>().join("; "), num(attention), num(cal.batch_context.unwrap_or(0.0)), num(p)),
         Some(p) => format!("each stream's speed beside k-1 others on one server, relative to alone: {}; 1 / (1 + p (k - 1)) fits them with p = {}", cal.batch.iter().map(|(k, f)| format!("k={k}: {}", f.words(""))).collect::<Vec<_>>().join("; "), num(p)),
         None => "not measured: the server decoded one call at a time".into(),
     }));
@@ -338,6 +342,7 @@ mod tests {
                 Slots { endpoint: "http://127.0.0.1:2".into(), slots: 3, at_least: false },
             ],
             batch: vec![(2, f(0.8).unwrap()), (3, f(2.0 / 3.0).unwrap())],
+            batch_context: None,
             together: f(0.6),
             load_ms: f(250.0),
             reload_ms: f(260.0),

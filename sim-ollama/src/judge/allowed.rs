@@ -51,6 +51,9 @@ pub(super) struct Call {
     pub(super) device: usize,
     /// Whether it needs a runner that excludes others (see the module's header).
     pub(super) exclusive: Option<Exclusive>,
+    /// Its attention over its context ([`crate::trace::RequestTrace::attention`]): a batch's
+    /// speed depends on its streams' mean.
+    pub(super) attention: f64,
 }
 
 /// Calls whose runners exclude each other: on one `domain` (an instance, or one model of an
@@ -169,12 +172,18 @@ pub(super) fn makespan(calls: &[Call], devices: &[DeviceSharing], permits: Optio
                 *per_device.entry(device_of[k]).or_insert(0) += 1;
             }
         }
+        // The attention of each runner's running calls, summed.
+        let mut attention = vec![0.0; busy.len()];
+        for &(i, _) in &running {
+            attention[runner_of[i]] += calls[i].attention;
+        }
         let speed = |i: usize| -> f64 {
             let k = runner_of[i];
             let Some(d) = devices.get(device_of[k]) else { return 1.0 };
             let batch = if relax.batch { 1 } else { busy[k] };
             let m = if relax.cross_process { 1 } else { per_device.get(&device_of[k]).copied().unwrap_or(1) };
-            d.speed(batch, m).max(1e-9)
+            let x = if relax.batch { calls[i].attention } else { attention[k] / busy[k].max(1) as f64 };
+            d.speed(batch, m, x).max(1e-9)
         };
         let speeds: Vec<f64> = running.iter().map(|&(i, _)| speed(i)).collect();
         let next_finish = running.iter().zip(&speeds).map(|(&(_, rem), s)| rem / s).fold(f64::INFINITY, f64::min);
@@ -300,6 +309,7 @@ mod tests {
             slots,
             device,
             exclusive: None,
+            attention: 0.0,
         }
     }
 

@@ -102,6 +102,7 @@ impl Basis<'_> {
                 slots: q.r.slots,
                 device: q.r.device,
                 exclusive: self.exclusions.of(q.r),
+                attention: q.r.attention,
             })
             .collect();
         let mut reading = Reading {
