@@ -263,9 +263,9 @@ mod tests {
         assert_eq!(cfg.stand_in.as_deref(), Some("gemma3:latest"), "the tag defaults, case is ignored");
         let raw = RawConfig { file, stand_in: Some("qwen3:0.6b".into()), ..Default::default() };
         assert_eq!(raw.resolve().unwrap().stand_in.as_deref(), Some("qwen3:0.6b"));
-        let raw = RawConfig { stand_in: Some("qwen3:8b".into()), ..Default::default() };
+        let raw = RawConfig { stand_in: Some("qwen3:235b".into()), ..Default::default() };
         let e = raw.resolve().unwrap_err().to_string();
-        assert!(e.contains("\"qwen3:8b\" is not in the catalogue") && e.contains("qwen3:0.6b"), "{e}");
+        assert!(e.contains("\"qwen3:235b\" is not in the catalogue") && e.contains("qwen3:0.6b"), "{e}");
         assert_eq!(RawConfig::default().resolve().unwrap().stand_in, None);
     }
 
