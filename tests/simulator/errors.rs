@@ -568,3 +568,177 @@ fn images_for_a_model_without_vision_are_refused_by_its_runner_as_ollama_refuses
     let r = chat("gemma3", false);
     assert_eq!(r.status, 200, "{}", r.text());
 }
+
+/// The differences `harness conformance --generated` found against the real CPU build
+/// (2026-11-26, closed in 7983bdd), each as the real server answered it: status, content type,
+/// and the error text (the Anthropic shape's `request_id` is random, so its message is compared).
+#[test]
+fn the_differences_generated_requests_found_stay_closed() {
+    let sim = SimBuilder::new().start().unwrap();
+    let addr = sim.addrs()[0];
+    let charset = "application/json; charset=utf-8";
+    let runner = |m: &str| serde_json::json!({"error": serde_json::json!({"error": {"code": 400, "message": m, "type": "invalid_request_error"}}).to_string()});
+    let native = |m: &str| serde_json::json!({"error": m});
+    let openai = |m: &str| serde_json::json!({"error": {"message": m, "type": "invalid_request_error", "param": null, "code": null}});
+    let cases: Vec<(&str, &str, u16, &str, serde_json::Value)> = vec![
+        // The runner's refusals, once it has the request.
+        (
+            "/api/generate",
+            r#"{"model":"tiny","prompt":"x","stream":false,"options":{"num_predict":3,"repeat_penalty":0}}"#,
+            400,
+            charset,
+            runner("Failed to initialize samplers: penalty_repeat must be finite and greater than 0"),
+        ),
+        (
+            "/api/generate",
+            r#"{"model":"tiny","prompt":"x","stream":false,"options":{"num_predict":3,"num_keep":-100}}"#,
+            400,
+            charset,
+            runner("Field 'n_keep': Value must be between -1 <= value <= 2147483647, but got -100"),
+        ),
+        (
+            "/api/generate",
+            r#"{"model":"tiny","prompt":"x","stream":false,"options":{"num_predict":3,"repeat_last_n":1000000000000}}"#,
+            400,
+            charset,
+            runner("Field 'repeat_last_n': Value must be between 0 <= value <= 2147483647, but got -727379968"),
+        ),
+        (
+            "/api/chat",
+            r#"{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream":false,"options":{"num_predict":3},"format":{"type":"nonsense"}}"#,
+            400,
+            charset,
+            runner(
+                "Field 'json_schema': \"json_schema\": JSON schema conversion failed:\nJSON schema error at #: unrecognized type nonsense",
+            ),
+        ),
+        // Options and names.
+        (
+            "/api/embed",
+            r#"{"model":"tiny","input":"x","options":{"stop":[1]}}"#,
+            500,
+            charset,
+            native("option \"stop\" must be of an array of strings"),
+        ),
+        (
+            "/api/chat",
+            r#"{"model":" ","messages":[{"role":"user","content":"x"}]}"#,
+            400,
+            charset,
+            native("model is required"),
+        ),
+        (
+            "/api/show",
+            r#"{"model":"tiny","system":1.5}"#,
+            400,
+            charset,
+            native("json: cannot unmarshal number into Go struct field ShowRequest.system of type string"),
+        ),
+        // The /v1 middleware (gin: a charset) and handler (none).
+        ("/v1/chat/completions", "", 400, charset, openai("EOF")),
+        (
+            "/v1/embeddings",
+            r#""hi""#,
+            400,
+            charset,
+            openai("json: cannot unmarshal string into Go value of type openai.EmbedRequest"),
+        ),
+        (
+            "/v1/chat/completions",
+            r#"{"model":"tiny","messages":[{"role":"user","content":"x"}],"reasoning_effort":"\u0000"}"#,
+            400,
+            charset,
+            openai(
+                "invalid reasoning value: \"\\x00\" (must be \"minimal\", \"low\", \"medium\", \"high\", \"xhigh\", \"ultra\", \"max\", or \"none\")",
+            ),
+        ),
+        (
+            "/v1/chat/completions",
+            r#"{"model":"tiny","max_tokens":4,"presence_penalty":"text"}"#,
+            400,
+            charset,
+            openai(
+                "json: cannot unmarshal string into Go struct field ChatCompletionRequest.presence_penalty of type float64",
+            ),
+        ),
+        (
+            "/v1/completions",
+            r#"{"model":"tiny","prompt":"x","max_tokens":2,"stop":[1]}"#,
+            400,
+            charset,
+            openai("invalid type for 'stop' field: float64"),
+        ),
+        (
+            "/v1/completions",
+            r#"{"model":"tiny","prompt":"x","max_tokens":2,"top_p":true}"#,
+            400,
+            charset,
+            openai("json: cannot unmarshal bool into Go struct field CompletionRequest.top_p of type float32"),
+        ),
+        (
+            "/v1/completions",
+            r#"{"model":"tiny","prompt":"x","max_tokens":2,"suffix":" "}"#,
+            400,
+            "application/json",
+            openai("registry.ollama.ai/library/tiny:latest does not support insert"),
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (path, body, status, ct, expected) in &cases {
+        let r = raw_blocking(addr, "POST", path, Some(body), &[]);
+        let got: serde_json::Value = serde_json::from_str(r.text().trim()).unwrap_or(serde_json::Value::Null);
+        if (r.status, r.header("content-type").unwrap_or("")) != (*status, *ct) || got != *expected {
+            failures.push(format!(
+                "POST {path} {body}\n  expected {status} {ct} {expected}\n  got      {} {:?} {}",
+                r.status,
+                r.header("content-type"),
+                r.text()
+            ));
+        }
+    }
+    // Anthropic binding: the middleware's error (a charset), Go's texts.
+    for (body, says) in [
+        (
+            r#"{"model":"tiny","max_tokens":4,"messages":[{"role":"user","content":5}]}"#,
+            "json: cannot unmarshal number into Go struct field MessagesRequest.messages of type []anthropic.ContentBlock",
+        ),
+        (
+            r#"{"model":"tiny","max_tokens":4,"messages":[{"role":"user","content":"x"}],"top_p":true}"#,
+            "json: cannot unmarshal bool into Go struct field MessagesRequest.top_p of type float64",
+        ),
+        (r#"{"model":"tiny","max_tokens":4,"messages":[{"role":"user"}]}"#, "unexpected end of JSON input"),
+        ("", "EOF"),
+    ] {
+        let r = raw_blocking(addr, "POST", "/v1/messages", Some(body), &[]);
+        let v: serde_json::Value = serde_json::from_str(r.text().trim()).unwrap_or(serde_json::Value::Null);
+        if (r.status, r.header("content-type")) != (400, Some(charset))
+            || v["error"]["type"] != "invalid_request_error"
+            || v["error"]["message"] != says
+        {
+            failures.push(format!(
+                "POST /v1/messages {body}\n  expected 400 {charset} {says}\n  got      {} {:?} {}",
+                r.status,
+                r.header("content-type"),
+                r.text()
+            ));
+        }
+    }
+    // An empty stop string stops at once; a given system is echoed by /api/show.
+    let r = raw_blocking(
+        addr,
+        "POST",
+        "/v1/messages",
+        Some(r#"{"model":"tiny","max_tokens":4,"messages":[{"role":"user","content":"x"}],"stop_sequences":[""]}"#),
+        &[],
+    );
+    let v: serde_json::Value = serde_json::from_str(r.text().trim()).unwrap_or(serde_json::Value::Null);
+    if v["content"] != serde_json::Value::Null {
+        failures.push(format!("stop_sequences [\"\"]: content {}", v["content"]));
+    }
+    let r = raw_blocking(addr, "POST", "/api/show", Some(r#"{"model":"tiny","system":"Be brief."}"#), &[]);
+    let v: serde_json::Value = serde_json::from_str(r.text().trim()).unwrap_or(serde_json::Value::Null);
+    if v["system"] != "Be brief." {
+        failures.push(format!("/api/show with a system: {}", v["system"]));
+    }
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+}
