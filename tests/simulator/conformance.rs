@@ -561,3 +561,76 @@ fn the_response_head_is_written_as_go_writes_it() {
     let (status, _, _) = ask("POST", "/api/embeddings", Some(json!({"model": "tiny", "prompt": "hi"})));
     assert_eq!(status, 500);
 }
+
+/// `/api/create` from an installed model (issue 38): a quantized copy as Ollama's integration
+/// suite makes one (integration/quantization_test.go: `from` an F16 model, `quantization` Q8_0,
+/// Q4_K_S, Q4_K_M or Q4_K), and the errors the real CPU build answers (captured 2026-11-26:
+/// its `tiny` is not F16, a type it does not know, no `from`).
+#[tokio::test]
+async fn create_makes_a_quantized_copy_and_refuses_as_ollama_does() -> Result {
+    let sim = SimBuilder::new().time_scale(0.01).start()?;
+    let u = sim.url();
+    let create = |body: Value| {
+        let u = u.to_string();
+        async move {
+            let r = client().post(format!("{u}/api/create")).json(&body).send().await?;
+            let status = r.status().as_u16();
+            let ct = r.headers().get("content-type").map(|v| v.to_str().unwrap_or("").to_string()).unwrap_or_default();
+            Ok::<_, reqwest::Error>((status, ct, r.text().await?))
+        }
+    };
+    let (status, ct, text) =
+        create(json!({"model": "small-q4", "from": "qwen2.5:0.5b-instruct-fp16", "quantization": "Q4_K"})).await?;
+    assert_eq!((status, ct.as_str()), (200, "application/x-ndjson"), "{text}");
+    let statuses: Vec<String> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["status"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(statuses.first().map(String::as_str), Some("quantizing F16 model to Q4_K_M"), "{text}");
+    assert_eq!(statuses[1], "verifying conversion");
+    assert!(statuses[2].starts_with("creating new layer sha256:"), "{text}");
+    assert_eq!(&statuses[statuses.len() - 2..], ["writing manifest", "success"], "{text}");
+    let show: Value =
+        client().post(format!("{u}/api/show")).json(&json!({"model": "small-q4"})).send().await?.json().await?;
+    assert_eq!(show["details"]["quantization_level"], "Q4_K_M", "{show}");
+    assert_eq!(show["details"]["family"], "qwen2");
+    let tags: Value = client().get(format!("{u}/api/tags")).send().await?.json().await?;
+    let size = |name: &str| {
+        tags["models"].as_array().unwrap().iter().find(|m| m["name"] == name).map(|m| m["size"].as_u64().unwrap())
+    };
+    assert!(size("small-q4:latest").unwrap() < size("qwen2.5:0.5b-instruct-fp16").unwrap() / 3, "{tags}");
+    let r = client()
+        .post(format!("{u}/api/chat"))
+        .json(&json!({"model": "small-q4", "messages": [{"role": "user", "content": "hi"}], "stream": false, "options": {"num_predict": 3}}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), 200, "the copy answers");
+    // Without quantize: the source's layer reused; not streamed: one object.
+    let (status, _, text) =
+        create(json!({"model": "tiny-brief", "from": "tiny", "system": "Be brief.", "stream": false})).await?;
+    assert_eq!((status, text.as_str()), (200, r#"{"status":"success"}"#));
+    let (_, _, text) = create(json!({"model": "tiny-copy", "from": "tiny"})).await?;
+    assert!(text.starts_with(r#"{"status":"using existing layer sha256:"#), "{text}");
+    // The real server's refusals.
+    for (body, want) in [
+        (
+            json!({"model": "t8", "from": "tiny", "quantize": "Q8_0"}),
+            (500, r#"{"error":"quantization is only supported for F16, BF16 and F32 models"}"#),
+        ),
+        (
+            json!({"model": "t9", "from": "tiny", "quantize": "Q9"}),
+            (
+                500,
+                r#"{"error":"unsupported quantization type Q9 - supported types are F32, F16, Q4_K_S, Q4_K_M, Q8_0"}"#,
+            ),
+        ),
+        (json!({"model": "t0"}), (400, r#"{"error":"neither 'from' or 'files' was specified"}"#)),
+    ] {
+        let (status, ct, text) = create(body.clone()).await?;
+        assert_eq!((status, ct.as_str(), text.as_str()), (want.0, "application/json", want.1), "{body}");
+    }
+    let (status, _, text) = create(json!({"model": "tx", "from": "nosuch"})).await?;
+    assert_eq!(status, 200);
+    assert_eq!(text.lines().nth(1), Some(r#"{"error":"pull model manifest: file does not exist"}"#), "{text}");
+    Ok(())
+}

@@ -4,12 +4,13 @@
 //! - [`models`]: `/`, `/api/version`, `/api/tags`, `/api/ps`, `/api/show`, pull, copy, delete.
 //! - [`native`]: `/api/generate`, `/api/chat`.
 //! - [`embed`]: `/api/embed`, `/api/embeddings`.
-//! - [`openai`]: `/v1/*`, the OpenAI-compatible layer.
+//! - [`openai`]: `/v1/*`, the OpenAI-compatible layer; [`audio`]: `/v1/audio/transcriptions`.
 //! - [`sim`]: `/sim/*`, the simulator's own trace and metrics.
 //! - [`body`]: the paced streaming body shared by every streaming endpoint.
 //! - [`http`]: what every handler shares (state, the JSON body reader, response builders).
 
 pub(crate) mod anthropic;
+pub(crate) mod audio;
 pub(crate) mod body;
 pub(crate) mod embed;
 pub(crate) mod history;
@@ -50,10 +51,12 @@ pub(crate) fn app(state: AppState) -> Router {
         .route("/api/embeddings", post(embed::embeddings))
         .route("/api/pull", post(models::pull))
         .route("/api/copy", post(models::copy))
+        .route("/api/create", post(models::create))
         .route("/api/delete", delete(models::delete))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))
         .route("/v1/embeddings", post(openai::embeddings))
+        .route("/v1/audio/transcriptions", post(audio::transcriptions))
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1/responses", post(responses::responses))
         .route("/v1/models", get(openai::models))
@@ -95,10 +98,12 @@ const KNOWN_PATHS: &[&str] = &[
     "/api/embeddings",
     "/api/pull",
     "/api/copy",
+    "/api/create",
     "/api/delete",
     "/v1/chat/completions",
     "/v1/completions",
     "/v1/embeddings",
+    "/v1/audio/transcriptions",
     "/v1/models",
     "/sim/trace",
     "/sim/metrics",

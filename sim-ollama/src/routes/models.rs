@@ -347,3 +347,136 @@ pub(crate) async fn delete(
     // until it expires.
     Ok(StatusCode::OK.into_response())
 }
+
+/// Quantization types `/api/create` accepts, with their bits per weight (for the new file's
+/// size): `ggml.ParseFileType` (fs/ggml/type.go v0.33.0-rc2 60-90; `Q4_K` is `Q4_K_M`, `BF16`
+/// parses but is not listed as supported).
+const QUANTIZATIONS: &[(&str, f64)] =
+    &[("F32", 32.0), ("F16", 16.0), ("Q4_K_S", 4.58), ("Q4_K_M", 4.85), ("Q8_0", 8.5), ("BF16", 16.0)];
+
+/// `POST /api/create` from an installed model (`from`; the `files` and adapter forms are not
+/// simulated): a new model under `model` with the source's runner and metadata, its
+/// `template` and `parameters` when given, and `quantize` (or the older `quantization`)
+/// applied to a source in F16, BF16 or F32, as the real server streams it: the quantizing
+/// progress, the layers, "writing manifest", "success" (server/create.go v0.33.0-rc2 1014-1055,
+/// 885-889). An error before any progress is the answer (500 unless said); one after it, a
+/// line of the stream, as Ollama's `streamResponse` writes them.
+pub(crate) async fn create(
+    State(s): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let map = json_body(&s, body, "CreateRequest", BodyErrors::Native)?;
+    let f = Fields::new(&map, "CreateRequest");
+    let nonempty = |v: Option<String>| v.filter(|m| !m.trim().is_empty());
+    let model_s = nonempty(f.string("model")?).or(nonempty(f.string("name")?));
+    let from_s = f.string("from")?.unwrap_or_default();
+    let quantize = nonempty(f.string("quantize")?).or(nonempty(f.string("quantization")?));
+    let stream = f.bool("stream")?.unwrap_or(true);
+    let template = f.string("template")?;
+    let system = f.string("system")?;
+    let parameters = f.object("parameters", "map[string]interface {}")?;
+    // Written by `streamResponse` (server/routes.go): `application/json` without a charset,
+    // chunked when the request streams.
+    let first = |msg: String| {
+        let mut e = ApiError::internal(msg);
+        e.chunked = stream;
+        e.charset = false;
+        e
+    };
+    let Some(model_s) = model_s else {
+        return Err(ApiError::bad_request("model is required"));
+    };
+    let name = Name::parse(&model_s).ok_or_else(ApiError::invalid_model_name)?;
+    if from_s.is_empty() && map.get("files").is_none_or(Value::is_null) {
+        let mut e = first("neither 'from' or 'files' was specified".into());
+        e.status = StatusCode::BAD_REQUEST;
+        return Err(e);
+    }
+    let quant =
+        match quantize.map(|q| if q.eq_ignore_ascii_case("Q4_K") { "Q4_K_M".to_string() } else { q.to_uppercase() }) {
+            Some(q) => match QUANTIZATIONS.iter().find(|(t, _)| *t == q) {
+                Some(&(t, bits)) => Some((t, bits)),
+                None => {
+                    return Err(first(format!(
+                        "unsupported quantization type {q} - supported types are F32, F16, Q4_K_S, Q4_K_M, Q8_0"
+                    )));
+                }
+            },
+            None => None,
+        };
+    let from = Name::parse(&from_s).ok_or_else(ApiError::invalid_model_name)?;
+    let missing = "pull model manifest: file does not exist";
+    let Some(src) = s.instance.store.get(&from) else {
+        if !stream {
+            return Err(first(missing.into()));
+        }
+        let mut out = crate::gojson::to_go_json(&progress("pulling manifest"));
+        out.push(b'\n');
+        out.extend(crate::gojson::to_go_json(&serde_json::json!({ "error": missing })));
+        out.push(b'\n');
+        return Ok(bytes_response(StatusCode::OK, "application/x-ndjson", out));
+    };
+    let mut spec = (*src.spec).clone();
+    spec.name = name.full();
+    spec.digest = None;
+    let mut lines: Vec<Progress<'static>> = Vec::new();
+    match quant {
+        Some((t, bits)) => {
+            let level = spec.quantization_level.to_uppercase();
+            let Some(&(_, from_bits)) =
+                QUANTIZATIONS.iter().find(|(q, _)| *q == level && matches!(*q, "F16" | "BF16" | "F32"))
+            else {
+                return Err(first("quantization is only supported for F16, BF16 and F32 models".into()));
+            };
+            spec.size = (spec.size as f64 * bits / from_bits) as u64;
+            lines.push(Progress {
+                status: format!("quantizing {level} model to {t}"),
+                digest: Some("0000000000000000000".into()),
+                total: src.spec.size,
+                completed: src.spec.size,
+                _p: std::marker::PhantomData,
+            });
+            lines.push(progress("verifying conversion"));
+            spec.quantization_level = t.to_string();
+            lines.push(progress(format!("creating new layer sha256:{}", spec.digest())));
+        }
+        None => lines.push(progress(format!("using existing layer sha256:{}", src.spec.digest()))),
+    }
+    if let Some(t) = template.filter(|t| !t.is_empty()) {
+        spec.template = t;
+    }
+    if let Some(p) = parameters {
+        for (k, v) in p {
+            let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+            spec.parameters.retain(|(key, _)| key != k);
+            spec.parameters.push((k.clone(), v));
+        }
+    }
+    // The layers a Modelfile's commands write (template, system, params), then the config.
+    let layer = |what: &str| {
+        let h = crate::seed::mix(crate::seed::fnv1a(format!("{}{what}", spec.name).as_bytes()));
+        progress(format!("creating new layer sha256:{h:016x}{:016x}{:016x}{:016x}", h ^ 1, h ^ 2, h ^ 3))
+    };
+    if system.as_deref().is_some_and(|s| !s.is_empty()) {
+        lines.push(layer("system"));
+    }
+    if !spec.parameters.is_empty() {
+        lines.push(layer("params"));
+    }
+    lines.extend([layer("config"), progress("writing manifest"), progress("success")]);
+    let at = s.shared.clock.now();
+    let spec = Arc::new(spec);
+    if !stream {
+        s.instance.store.install(name, spec, at).map_err(ApiError::internal)?;
+        return Ok(json_response(StatusCode::OK, &progress("success")));
+    }
+    let inst = Arc::clone(&s.instance);
+    let stream = async_stream(lines, pull_step(&s), move || {
+        if let Err(e) = inst.store.install(name, spec, at) {
+            tracing::warn!(target: "sim_ollama", "{e}");
+        }
+    });
+    let mut r = (StatusCode::OK, Body::from_stream(stream)).into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
+    Ok(r)
+}
