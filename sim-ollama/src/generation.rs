@@ -333,7 +333,8 @@ impl Running {
             trace.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
             return Err(e);
         }
-        if images > 0 && !model.spec.has("vision") {
+        // Images or audio: refused by a runner with no projector for either.
+        if images > 0 && !model.spec.has("vision") && !model.spec.has("audio") {
             let e = multimodal_refusal().from_runner();
             trace.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
             return Err(e);

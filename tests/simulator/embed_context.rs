@@ -59,3 +59,22 @@ fn embed_fits_inputs_into_the_context_as_ollama_does() {
     assert_eq!(status, 200, "{text}");
     assert_eq!(vector(&text)["prompt_eval_count"], 16);
 }
+
+/// A model without embeddings is loaded, then refused by its runner: the real CPU build lists
+/// it in /api/ps after the 501 (EmbedHandler schedules the runner before asking it).
+#[test]
+fn a_model_without_embeddings_is_loaded_then_refused() {
+    let sim = SimBuilder::new().seed(3).time_scale(0.01).start().unwrap();
+    for (path, body, status) in [
+        ("/api/embed", json!({"model": "tiny", "input": "hi"}), 501),
+        ("/api/embeddings", json!({"model": "tiny", "prompt": "hi"}), 500),
+    ] {
+        let (got, text) = post(&sim, path, &body);
+        assert_eq!(got, status, "{path}: {text}");
+        assert!(text.contains("does not support embeddings"), "{text}");
+    }
+    let ps = raw_blocking(sim.addrs()[0], "GET", "/api/ps", None, &[]);
+    let ps: Value = serde_json::from_str(&ps.text()).unwrap();
+    let names: Vec<&str> = ps["models"].as_array().unwrap().iter().filter_map(|m| m["name"].as_str()).collect();
+    assert_eq!(names, ["tiny:latest"], "loaded by the refused request");
+}

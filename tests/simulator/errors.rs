@@ -675,6 +675,31 @@ fn the_differences_generated_requests_found_stay_closed() {
             charset,
             openai("json: cannot unmarshal bool into Go struct field CompletionRequest.top_p of type float32"),
         ),
+        // Audio parts (openai/openai.go v0.33.0-rc2 597-610): checked by the middleware, then
+        // refused by a runner with no projector, as the real CPU build answers them.
+        (
+            "/v1/chat/completions",
+            r#"{"model":"tiny","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"@@@","format":"wav"}}]}],"max_tokens":3}"#,
+            400,
+            charset,
+            openai("invalid input_audio base64 data: illegal base64 data at input byte 0"),
+        ),
+        (
+            "/v1/chat/completions",
+            r#"{"model":"tiny","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":5}}]}],"max_tokens":3}"#,
+            400,
+            charset,
+            openai("invalid input_audio format: missing data"),
+        ),
+        (
+            "/v1/chat/completions",
+            r#"{"model":"tiny","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"UklGRg==","format":"wav"}}]}],"max_tokens":3}"#,
+            400,
+            "application/json",
+            openai(
+                r#"{"error":{"code":400,"message":"Multimodal data provided, but model does not support multimodal requests.","type":"invalid_request_error"}}"#,
+            ),
+        ),
         (
             "/v1/completions",
             r#"{"model":"tiny","prompt":"x","max_tokens":2,"suffix":" "}"#,
@@ -734,6 +759,85 @@ fn the_differences_generated_requests_found_stay_closed() {
     let v: serde_json::Value = serde_json::from_str(r.text().trim()).unwrap_or(serde_json::Value::Null);
     if v["content"] != serde_json::Value::Null {
         failures.push(format!("stop_sequences [\"\"]: content {}", v["content"]));
+    }
+    // A model with audio takes an audio part (its load modelled at a hundredth).
+    let fast = SimBuilder::new().time_scale(0.01).start().unwrap();
+    let r = raw_blocking(
+        fast.addrs()[0],
+        "POST",
+        "/v1/chat/completions",
+        Some(
+            r#"{"model":"gemma4:e2b","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"UklGRg==","format":"wav"}}]}],"max_tokens":3}"#,
+        ),
+        &[],
+    );
+    if r.status != 200 {
+        failures.push(format!("an audio part to gemma4:e2b: {} {}", r.status, r.text()));
+    }
+    // /v1/audio/transcriptions: the middleware's checks (a charset), the runner's refusal on a
+    // model with no projector (chunked, as inside the chat it makes), a transcription.
+    let form = |fields: &[(&str, &str)], file: Option<&str>| {
+        let mut b = String::new();
+        for (n, v) in fields {
+            b.push_str(&format!("--B\r\nContent-Disposition: form-data; name=\"{n}\"\r\n\r\n{v}\r\n"));
+        }
+        if let Some(data) = file {
+            b.push_str(&format!("--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\nContent-Type: audio/wav\r\n\r\n{data}\r\n"));
+        }
+        b.push_str("--B--\r\n");
+        b
+    };
+    let multipart = [("Content-Type", "multipart/form-data; boundary=B")];
+    for (body, headers, status, ct, says) in [
+        (form(&[], Some("RIFF")), &multipart[..], 400, charset, "model is required"),
+        (form(&[("model", "tiny")], None), &multipart[..], 400, charset, "file is required: http: no such file"),
+        (form(&[("model", "tiny")], Some("")), &multipart[..], 400, charset, "audio file is empty"),
+        (
+            "{}".to_string(),
+            &[][..],
+            400,
+            charset,
+            "failed to parse multipart form: request Content-Type isn't multipart/form-data",
+        ),
+        (
+            form(&[("model", "tiny")], Some("RIFF")),
+            &multipart[..],
+            400,
+            "application/json",
+            r#"{"error":{"code":400,"message":"Multimodal data provided, but model does not support multimodal requests.","type":"invalid_request_error"}}"#,
+        ),
+    ] {
+        let r = raw_blocking(addr, "POST", "/v1/audio/transcriptions", Some(&body), headers);
+        let v: serde_json::Value = serde_json::from_str(r.text().trim()).unwrap_or(serde_json::Value::Null);
+        if (r.status, r.header("content-type")) != (status, Some(ct)) || v != openai(says) {
+            failures.push(format!(
+                "transcription {body:?}\n  expected {status} {ct} {says}\n  got      {} {:?} {}",
+                r.status,
+                r.header("content-type"),
+                r.text()
+            ));
+        }
+    }
+    let r = raw_blocking(
+        fast.addrs()[0],
+        "POST",
+        "/v1/audio/transcriptions",
+        Some(&form(&[("model", "gemma4:e2b")], Some("RIFF"))),
+        &multipart,
+    );
+    let v: serde_json::Value = serde_json::from_str(r.text().trim()).unwrap_or(serde_json::Value::Null);
+    if r.status != 200 || !v["text"].as_str().is_some_and(|t| !t.is_empty() && t.trim() == t) {
+        failures.push(format!("a transcription: {} {}", r.status, r.text()));
+    }
+    let r = raw_blocking(
+        fast.addrs()[0],
+        "POST",
+        "/v1/audio/transcriptions",
+        Some(&form(&[("model", "gemma4:e2b"), ("response_format", "text")], Some("RIFF"))),
+        &multipart,
+    );
+    if (r.status, r.header("content-type")) != (200, Some("text/plain")) || r.text().is_empty() {
+        failures.push(format!("a text transcription: {} {:?} {}", r.status, r.header("content-type"), r.text()));
     }
     let r = raw_blocking(addr, "POST", "/api/show", Some(r#"{"model":"tiny","system":"Be brief."}"#), &[]);
     let v: serde_json::Value = serde_json::from_str(r.text().trim()).unwrap_or(serde_json::Value::Null);

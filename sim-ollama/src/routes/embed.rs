@@ -3,7 +3,7 @@
 
 use super::http::{AppState, BodyErrors, json_body, json_response};
 use super::peer::Peer;
-use super::pipeline::{begin_trace, job, load_only, runner_options};
+use super::pipeline::{begin_trace, job, load_only, load_runner, runner_options};
 use crate::error::ApiError;
 use crate::generation::{Plan, PlanInput, Running};
 use crate::keepalive::KeepAlive;
@@ -262,11 +262,22 @@ pub(crate) async fn embed(
     };
     let key = model.name.key();
     let full = model.spec.embedding_length as usize;
-    let inputs = match fit_inputs(inputs, model.spec.context_length, &options, truncate)
-        .and_then(|i| refuse_without_embedding(&model).map(|()| i))
-        .and_then(|i| runner_fits(&i, &options, truncate).map(|()| i))
-    {
+    let inputs = match fit_inputs(inputs, model.spec.context_length, &options, truncate) {
         Ok(i) => i,
+        Err(e) => {
+            trace.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
+            return Err(e);
+        }
+    };
+    if let Err(e) = refuse_without_embedding(&model) {
+        // The handler schedules the runner first (a load, as for any request: the real CPU
+        // build lists the model in /api/ps after refusing), then the runner refuses.
+        load_runner(&s, &model, &options, true, keep_alive, &mut trace).await?;
+        trace.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
+        return Err(e);
+    }
+    let inputs = match runner_fits(&inputs, &options, truncate) {
+        Ok(()) => inputs,
         Err(e) => {
             trace.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
             return Err(e);
@@ -319,10 +330,14 @@ pub(crate) async fn embeddings(
     // (server/routes.go v0.33.0-rc2 1084-1088), where /api/embed passes the runner's 501 on.
     let model = resolve_installed(&s, &model_s)?;
     let options = Options::from_map(options_map)?;
-    if !prompt.is_empty() {
-        refuse_without_embedding(&model).map_err(|e| ApiError::internal(e.message))?;
-    }
     let mut trace = begin_trace(&s, arrival, "/api/embeddings", &model_s, peer, false, options_map);
+    if !prompt.is_empty() && !model.spec.has("embedding") {
+        // Loaded first, then refused by the runner, as /api/embed.
+        load_runner(&s, &model, &options, true, keep_alive, &mut trace).await?;
+        let e = refuse_without_embedding(&model).map_err(|e| ApiError::internal(e.message)).unwrap_err();
+        trace.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
+        return Err(e);
+    }
     if prompt.is_empty() {
         load_only(&s, &model, &options, true, keep_alive, &mut trace).await?;
         return Ok(json_response(StatusCode::OK, &EmbeddingResponse { embedding: Vec::new() }));

@@ -129,6 +129,22 @@ fn message_content(v: Option<&Value>, tool_calls: bool) -> Result<(String, usize
                         }
                         images += 1;
                     }
+                    // Audio, passed to the model as its multimodal data (openai/openai.go
+                    // v0.33.0-rc2 597-610).
+                    Some("input_audio") => {
+                        let bad = |m: String| ApiError::bad_request(m).from_middleware();
+                        let Some(audio) = p.get("input_audio").and_then(Value::as_object) else {
+                            return Err(bad("invalid input_audio format".into()));
+                        };
+                        let Some(data) = audio.get("data").and_then(Value::as_str) else {
+                            return Err(bad("invalid input_audio format: missing data".into()));
+                        };
+                        use base64::Engine;
+                        if let Err(e) = base64::engine::general_purpose::STANDARD.decode(data) {
+                            return Err(bad(format!("invalid input_audio base64 data: {}", go_base64_error(&e))));
+                        }
+                        images += 1;
+                    }
                     _ => return Err(ApiError::bad_request("invalid message format").from_middleware()),
                 }
             }
@@ -136,6 +152,16 @@ fn message_content(v: Option<&Value>, tool_calls: bool) -> Result<(String, usize
         }
         _ => unreachable!("the other types are handled above"),
     }
+}
+
+/// Go's `base64.CorruptInputError` text for a decoding error.
+fn go_base64_error(e: &base64::DecodeError) -> String {
+    let at = match e {
+        base64::DecodeError::InvalidByte(i, _) | base64::DecodeError::InvalidLastSymbol(i, _) => *i,
+        base64::DecodeError::InvalidLength(n) => *n,
+        base64::DecodeError::InvalidPadding => 0,
+    };
+    format!("illegal base64 data at input byte {at}")
 }
 
 /// Thinking asked for by `reasoning.effort` or `reasoning_effort`, as the real

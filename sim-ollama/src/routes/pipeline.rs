@@ -391,6 +391,20 @@ pub(crate) async fn load_only(
     keep_alive: Option<KeepAlive>,
     trace: &mut TraceGuard,
 ) -> Result<(), ApiError> {
+    load_runner(s, model, options, shift, keep_alive, trace).await?;
+    trace.finish(Outcome::Done, 200, None);
+    Ok(())
+}
+
+/// Gets the model's runner (loading it if need be) and lets it go, leaving the trace open.
+pub(crate) async fn load_runner(
+    s: &AppState,
+    model: &Installed,
+    options: &Options,
+    shift: bool,
+    keep_alive: Option<KeepAlive>,
+    trace: &mut TraceGuard,
+) -> Result<(), ApiError> {
     let req = RunnerRequest {
         key: model.runner_key(),
         name_key: model.name.key(),
@@ -404,7 +418,6 @@ pub(crate) async fn load_only(
     let lease = s.instance.acquire(req).await?;
     trace.with(|r| r.runner_us = Some(trace.us(Instant::now())));
     drop(lease);
-    trace.finish(Outcome::Done, 200, None);
     Ok(())
 }
 
