@@ -30,7 +30,7 @@ mod twin;
 
 pub use figures::{
     CalibratePlan, Calibration, Figure, ModelMeta, PromptFit, Slots, decoded_at_once, fit_batch_penalty, fit_prompt,
-    fit_sharing, rising_line,
+    fit_sharing, rising_line, robust_rising_line,
 };
 pub use measure::{ProgressFn, calibrate};
 pub use twin::{Drift, calibration_of, check, to_toml, twin};

@@ -2,7 +2,8 @@
 //! with a word of its own, so no prompt cache helps), in the order the module above lists.
 
 use super::figures::{
-    CalibratePlan, Calibration, Figure, ModelMeta, PromptFit, Slots, decoded_at_once, fit_prompt, num, rising_line,
+    CalibratePlan, Calibration, Figure, ModelMeta, PromptFit, Slots, decoded_at_once, fit_prompt, num,
+    robust_rising_line,
 };
 use crate::client::{CallOpts, CallRecord, Stack};
 use std::time::{Duration, Instant};
@@ -225,7 +226,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     cal.decode_tokens_per_s = Figure::of(&rates.concat());
     let solo = cal.decode_tokens_per_s.map(|f| f.median).ok_or("no solo call decoded enough tokens to time")?;
     cal.inter_token_cv = cv(&gaps);
-    cal.decode_line = rising_line(&by_context).map(|(a, b, _)| (a, b)).filter(|(a, _)| *a > 0.0);
+    cal.decode_line = robust_rising_line(&by_context).map(|(a, b, _)| (a, b)).filter(|(a, _)| *a > 0.0);
     cal.call_overhead_ms = Figure::of(&overheads);
     if cal.decode_per_server.iter().any(|f| (f.median / solo - 1.0).abs() > 0.15) {
         cal.notes.push(format!(
