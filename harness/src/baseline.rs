@@ -245,6 +245,16 @@ mod tests {
         [("a".to_string(), a), ("b".to_string(), b)].into_iter().collect()
     }
 
+    /// Rounds of two agents of 1 s each, with these reference walls.
+    fn rounds(refs: &[f64]) -> Rounds {
+        let mut r = Rounds::new();
+        for w in refs {
+            r.push(round(1.0, 1.0));
+            r.push_reference(*w);
+        }
+        r
+    }
+
     fn run(wall: f64) -> RunShape {
         RunShape { wall_s: wall, agents: vec!["a".into(), "b".into()] }
     }
@@ -261,14 +271,6 @@ mod tests {
         // One at a time 2 s, an ideal server 1 s. Reference rounds between 1.2 and 1.25 s: the
         // servers allow a saving beyond doubt. Rounds of 1.6 s and 2 s: their lower median
         // (1.62 s) allows one, but resampled rounds often show none.
-        let rounds = |refs: &[f64]| {
-            let mut r = Rounds::new();
-            for w in refs {
-                r.push(round(1.0, 1.0));
-                r.push_reference(*w);
-            }
-            r
-        };
         let agents = vec!["a".to_string(), "b".to_string()];
         assert!(rounds(&[1.2, 1.25, 1.22, 1.21]).room_established(&agents));
         let noisy = rounds(&[1.6, 2.05, 1.95, 1.62]);
@@ -285,14 +287,6 @@ mod tests {
         // One at a time 2 s, an ideal server 1 s: reference rounds of 1.5 s allow half of
         // the ideal saving; steady rounds keep the interval around it, rounds of 1.5-1.95 s
         // reach from 5 % to 50 %.
-        let rounds = |refs: &[f64]| {
-            let mut r = Rounds::new();
-            for w in refs {
-                r.push(round(1.0, 1.0));
-                r.push_reference(*w);
-            }
-            r
-        };
         let agents = vec!["a".to_string(), "b".to_string()];
         let (lo, hi) = rounds(&[1.5, 1.51, 1.49, 1.5]).deployment_interval(&agents).expect("four rounds");
         assert!(lo >= 0.48 && hi <= 0.52, "{lo} {hi}");

@@ -376,7 +376,8 @@ pub fn skeleton(key: Option<&str>, v: &Value) -> Value {
     }
 }
 
-fn kind(v: &Value) -> &'static str {
+/// A JSON value's kind, as the comparison names it.
+pub(crate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "bool",

@@ -720,21 +720,10 @@ mod tests {
     #[test]
     fn wrong_values_are_never_of_the_fields_kind() {
         for kind in [Kind::Str, Kind::Int, Kind::Float, Kind::Bool, Kind::StrList, Kind::Input, Kind::Object] {
-            let valid_kinds: Vec<&str> = valid(kind).iter().map(kind_of).collect();
+            let valid_kinds: Vec<&str> = valid(kind).iter().map(crate::conformance::kind).collect();
             for w in wrong(kind) {
-                assert!(!valid_kinds.contains(&kind_of(&w)), "{kind:?}: {w}");
+                assert!(!valid_kinds.contains(&crate::conformance::kind(&w)), "{kind:?}: {w}");
             }
-        }
-    }
-
-    fn kind_of(v: &Value) -> &'static str {
-        match v {
-            Value::Null => "null",
-            Value::Bool(_) => "bool",
-            Value::Number(_) => "number",
-            Value::String(_) => "string",
-            Value::Array(_) => "array",
-            Value::Object(_) => "object",
         }
     }
 }

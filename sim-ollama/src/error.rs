@@ -83,6 +83,12 @@ impl ApiError {
     pub(crate) fn invalid_model_name() -> Self {
         Self::bad_request("invalid model name")
     }
+    /// llama-server's 400 for a request it refuses, as Ollama passes it on: its JSON error
+    /// (`{"error":{"code","message","type"}}`) as the error's text.
+    pub(crate) fn llama_server_refusal(message: &str) -> Self {
+        let body = serde_json::json!({"error": {"code": 400, "message": message, "type": "invalid_request_error"}});
+        Self::bad_request(body.to_string())
+    }
     /// `model 'NAME' not found` (generate, chat, show, delete).
     pub(crate) fn model_not_found(name: &str) -> Self {
         Self::not_found(format!("model '{name}' not found"))

@@ -186,9 +186,7 @@ pub(crate) struct Job {
 /// is refused by the runner (captured from the real CPU build: `/api/chat`, `/api/generate`
 /// and `/v1/chat/completions`, streamed or not).
 pub(crate) fn multimodal_refusal() -> ApiError {
-    ApiError::bad_request(
-        r#"{"error":{"code":400,"message":"Multimodal data provided, but model does not support multimodal requests.","type":"invalid_request_error"}}"#,
-    )
+    ApiError::llama_server_refusal("Multimodal data provided, but model does not support multimodal requests.")
 }
 
 /// The trace's record of a cache claim.

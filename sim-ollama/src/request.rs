@@ -7,11 +7,8 @@ use crate::keepalive::KeepAlive;
 use serde_json::{Map, Value};
 
 /// Decodes a body to a JSON object, or the error the real server gives (`go_type` with its
-/// package: `api.GenerateRequest`, `openai.EmbedRequest`).
-pub(crate) fn decode_body(body: &[u8], go_type: &str) -> Result<Map<String, Value>, ApiError> {
-    // The native handlers check for a body first; the `/v1` and Anthropic middlewares bind
-    // with gin, whose decoder says `EOF`.
-    let empty = if go_type.starts_with("api.") { "missing request body" } else { "EOF" };
+/// package: `api.GenerateRequest`, `openai.EmbedRequest`; `empty`: the text for no body).
+pub(crate) fn decode_body(body: &[u8], go_type: &str, empty: &str) -> Result<Map<String, Value>, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request(empty));
     }
@@ -316,10 +313,7 @@ impl Options {
     /// out of its range, once the request has its runner and slot (the real CPU build:
     /// `num_keep` below -1, `repeat_last_n` below 0, `repeat_penalty` 0 or less).
     pub(crate) fn runner_refusal(&self) -> Option<ApiError> {
-        let refuse = |m: String| {
-            let body = serde_json::json!({"error": {"code": 400, "message": m, "type": "invalid_request_error"}});
-            ApiError::bad_request(body.to_string())
-        };
+        let refuse = |m: String| ApiError::llama_server_refusal(&m);
         let field = |name: &str, lo: i64, v: i64| {
             format!("Field '{name}': Value must be between {lo} <= value <= 2147483647, but got {v}")
         };
@@ -405,20 +399,23 @@ mod tests {
 
     #[test]
     fn body_errors_match_the_real_server() {
-        assert_eq!(msg(decode_body(b"", "api.GenerateRequest")), "missing request body");
-        assert_eq!(msg(decode_body(b"  \n", "api.GenerateRequest")), "missing request body");
-        assert_eq!(msg(decode_body(br#"{"model":"tiny","prompt":"#, "api.GenerateRequest")), "unexpected EOF");
+        assert_eq!(msg(decode_body(b"", "api.GenerateRequest", "missing request body")), "missing request body");
+        assert_eq!(msg(decode_body(b"  \n", "api.GenerateRequest", "missing request body")), "missing request body");
         assert_eq!(
-            msg(decode_body(b"xyz", "api.GenerateRequest")),
+            msg(decode_body(br#"{"model":"tiny","prompt":"#, "api.GenerateRequest", "missing request body")),
+            "unexpected EOF"
+        );
+        assert_eq!(
+            msg(decode_body(b"xyz", "api.GenerateRequest", "missing request body")),
             "invalid character 'x' looking for beginning of value"
         );
         assert_eq!(
-            msg(decode_body(b"[1]", "api.GenerateRequest")),
+            msg(decode_body(b"[1]", "api.GenerateRequest", "missing request body")),
             "json: cannot unmarshal array into Go value of type api.GenerateRequest"
         );
-        assert!(decode_body(b"null", "api.GenerateRequest").unwrap().is_empty());
+        assert!(decode_body(b"null", "api.GenerateRequest", "missing request body").unwrap().is_empty());
         // Like Go's decoder, only the first value is read.
-        assert!(decode_body(br#"{"model":"a"} trailing"#, "api.GenerateRequest").is_ok());
+        assert!(decode_body(br#"{"model":"a"} trailing"#, "api.GenerateRequest", "missing request body").is_ok());
     }
 
     #[test]

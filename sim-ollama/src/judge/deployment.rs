@@ -316,10 +316,9 @@ pub fn measured(
     }
     let share = (sequential_s - allowed_s) / room;
     let spread = spread.filter(|(lo, hi)| lo.is_finite() && hi.is_finite() && lo <= hi);
-    let band = allows(share);
     // The bands the interval reaches: one band, or the noise's choice.
-    let reached = spread.map(|(lo, hi)| (allows(lo), allows(hi))).filter(|(lo, hi)| lo != hi);
-    let verdict = if reached.is_some() { Allows::Unknown } else { band };
+    let reached = spread.filter(|(lo, hi)| allows(*lo) != allows(*hi));
+    let verdict = if reached.is_some() { Allows::Unknown } else { allows(share) };
     let words = |a: Allows| match a {
         Allows::Full => "the whole of an ideal server's saving",
         Allows::Partial => "part of it",
@@ -328,11 +327,11 @@ pub fn measured(
     let head = match (verdict, reached) {
         (_, Some((lo, hi))) => format!(
             "whether the servers allow {} or {} is within the noise of the rounds: {} of an ideal server's saving ({}-{} in their resamples)",
-            words(lo),
-            words(hi),
+            words(allows(lo)),
+            words(allows(hi)),
             pct(share),
-            pct(spread.map_or(share, |s| s.0)),
-            pct(spread.map_or(share, |s| s.1))
+            pct(lo),
+            pct(hi)
         ),
         (Allows::Full, None) => "the servers allow the agents to run together".to_string(),
         (Allows::Partial, None) => {

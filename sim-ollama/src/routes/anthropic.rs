@@ -137,12 +137,7 @@ fn estimate_input_tokens(map: &Map<String, Value>) -> u64 {
 /// a message's content is a string, null, or a list of blocks, and a missing one is Go's
 /// "unexpected end of JSON input").
 fn bind(f: &Fields<'_>) -> Result<(), ApiError> {
-    let field = |key: &str, go: &str, v: &Value| {
-        ApiError::bad_request(format!(
-            "json: cannot unmarshal {} into Go struct field MessagesRequest.{key} of type {go}",
-            crate::request::json_kind(v)
-        ))
-    };
+    let field = |key: &str, go: &str, v: &Value| f.type_error(key, v, go);
     f.float("temperature")?;
     f.float("top_p")?;
     f.int("top_k")?;

@@ -52,6 +52,15 @@ impl BodyErrors {
         }
     }
 
+    /// What an empty body is answered: the native handlers check for one first; the `/v1`
+    /// and Anthropic middlewares bind with gin, whose decoder says `EOF`.
+    fn empty_body(self) -> &'static str {
+        match self {
+            BodyErrors::Native => "missing request body",
+            BodyErrors::OpenAi | BodyErrors::AnthropicMiddleware => "EOF",
+        }
+    }
+
     fn shape(self, e: ApiError) -> ApiError {
         match self {
             BodyErrors::Native => e,
@@ -71,7 +80,8 @@ pub(crate) fn json_body(
     errors: BodyErrors,
 ) -> Result<Map<String, Value>, ApiError> {
     let bytes = body_bytes(body, s.shared.cfg.body_limit).map_err(|e| errors.shape(e))?;
-    crate::request::decode_body(&bytes, &format!("{}.{go_type}", errors.package())).map_err(|e| errors.shape(e))
+    crate::request::decode_body(&bytes, &format!("{}.{go_type}", errors.package()), errors.empty_body())
+        .map_err(|e| errors.shape(e))
 }
 
 /// What the Responses and Anthropic middlewares set on a streamed request before the chat

@@ -242,11 +242,7 @@ pub(crate) async fn pull(State(s): State<AppState>, body: Result<Bytes, BytesRej
         if !stream {
             return Err(ApiError::internal(missing));
         }
-        let mut out = crate::gojson::to_go_json(&progress("pulling manifest"));
-        out.push(b'\n');
-        out.extend(crate::gojson::to_go_json(&serde_json::json!({ "error": missing })));
-        out.push(b'\n');
-        return Ok(bytes_response(StatusCode::OK, "application/x-ndjson", out));
+        return Ok(manifest_missing(missing));
     };
     let digest = spec.digest();
     let cached = s.instance.store.installed(&name).is_some();
@@ -270,15 +266,37 @@ pub(crate) async fn pull(State(s): State<AppState>, body: Result<Bytes, BytesRej
         return Ok(json_response(StatusCode::OK, &progress("success")));
     }
     let step = pull_step(&s);
+    Ok(installing(&s, lines, step, name, spec, installed_at))
+}
+
+/// A progress stream that installs `spec` as `name` when its last line goes out (pull, create).
+fn installing(
+    s: &AppState,
+    lines: Vec<Progress<'static>>,
+    step: std::time::Duration,
+    name: Name,
+    spec: Arc<ModelSpec>,
+    at: std::time::SystemTime,
+) -> Response {
     let inst = Arc::clone(&s.instance);
     let stream = async_stream(lines, step, move || {
-        if let Err(e) = inst.store.install(name, spec, installed_at) {
+        if let Err(e) = inst.store.install(name, spec, at) {
             tracing::warn!(target: "sim_ollama", "{e}");
         }
     });
     let mut r = (StatusCode::OK, Body::from_stream(stream)).into_response();
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
-    Ok(r)
+    r
+}
+
+/// The stream of a pull (or a create from a model) whose manifest the registry does not have:
+/// "pulling manifest", then the error, in a 200.
+fn manifest_missing(missing: &str) -> Response {
+    let mut out = crate::gojson::to_go_json(&progress("pulling manifest"));
+    out.push(b'\n');
+    out.extend(crate::gojson::to_go_json(&serde_json::json!({ "error": missing })));
+    out.push(b'\n');
+    bytes_response(StatusCode::OK, "application/x-ndjson", out)
 }
 
 /// Time between pull progress lines: the real server's 60 ms, scaled.
@@ -410,11 +428,7 @@ pub(crate) async fn create(
         if !stream {
             return Err(first(missing.into()));
         }
-        let mut out = crate::gojson::to_go_json(&progress("pulling manifest"));
-        out.push(b'\n');
-        out.extend(crate::gojson::to_go_json(&serde_json::json!({ "error": missing })));
-        out.push(b'\n');
-        return Ok(bytes_response(StatusCode::OK, "application/x-ndjson", out));
+        return Ok(manifest_missing(missing));
     };
     let mut spec = (*src.spec).clone();
     spec.name = name.full();
@@ -470,13 +484,5 @@ pub(crate) async fn create(
         s.instance.store.install(name, spec, at).map_err(ApiError::internal)?;
         return Ok(json_response(StatusCode::OK, &progress("success")));
     }
-    let inst = Arc::clone(&s.instance);
-    let stream = async_stream(lines, pull_step(&s), move || {
-        if let Err(e) = inst.store.install(name, spec, at) {
-            tracing::warn!(target: "sim_ollama", "{e}");
-        }
-    });
-    let mut r = (StatusCode::OK, Body::from_stream(stream)).into_response();
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
-    Ok(r)
+    Ok(installing(&s, lines, pull_step(&s), name, spec, at))
 }

@@ -51,13 +51,7 @@ fn options(f: &Fields<'_>, strict_stop: bool) -> Result<Options, ApiError> {
         Some(Value::String(s)) => vec![s.clone()],
         Some(Value::Array(a)) => {
             if let Some(v) = a.iter().find(|v| !v.is_string()).filter(|_| strict_stop) {
-                let go = match v {
-                    Value::Number(_) => "float64",
-                    Value::Bool(_) => "bool",
-                    Value::Array(_) => "[]interface {}",
-                    Value::Object(_) => "map[string]interface {}",
-                    _ => "<nil>",
-                };
+                let go = go_dynamic_type(v);
                 return Err(ApiError::bad_request(format!("invalid type for 'stop' field: {go}")).from_middleware());
             }
             a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()
@@ -96,11 +90,8 @@ fn include_usage(f: &Fields<'_>) -> Result<bool, ApiError> {
 /// tool calls are present"), and refused with Go's name of its type otherwise.
 fn message_content(v: Option<&Value>, tool_calls: bool) -> Result<(String, usize), ApiError> {
     let go_type = match v {
-        None | Some(Value::Null) => "<nil>",
-        Some(Value::Bool(_)) => "bool",
-        Some(Value::Number(_)) => "float64",
-        Some(Value::Object(_)) => "map[string]interface {}",
-        Some(Value::String(_)) | Some(Value::Array(_)) => "",
+        Some(Value::String(_) | Value::Array(_)) => "",
+        other => go_dynamic_type(other.unwrap_or(&Value::Null)),
     };
     if !go_type.is_empty() {
         if tool_calls {
@@ -151,6 +142,18 @@ fn message_content(v: Option<&Value>, tool_calls: bool) -> Result<(String, usize
             Ok((text, images))
         }
         _ => unreachable!("the other types are handled above"),
+    }
+}
+
+/// Go's `%T` of a JSON value decoded into `any` (the middleware's error texts name it).
+fn go_dynamic_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "<nil>",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "float64",
+        Value::String(_) => "string",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
     }
 }
 

@@ -244,11 +244,9 @@ fn schema_refusal(format: &OutputFormat) -> Option<ApiError> {
     if ["string", "number", "integer", "boolean", "object", "array", "null"].contains(&t) {
         return None;
     }
-    let message = format!(
+    Some(ApiError::llama_server_refusal(&format!(
         "Field 'json_schema': \"json_schema\": JSON schema conversion failed:\nJSON schema error at #: unrecognized type {t}"
-    );
-    let body = serde_json::json!({"error": {"code": 400, "message": message, "type": "invalid_request_error"}});
-    Some(ApiError::bad_request(body.to_string()))
+    )))
 }
 
 /// `format`: `"json"` or a schema object; anything else fails when inference starts.
