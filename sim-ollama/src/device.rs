@@ -2,16 +2,18 @@
 //!
 //! Each stream's work is measured in *solo nanoseconds*: how long it would take alone on the
 //! device. Streams are grouped into batches (one per loaded runner: the streams one server
-//! process decodes together). A batch of `n` streams runs each stream at
-//! `1 / (1 + batch_penalty * (n - 1))` of its solo speed, and `m` processes active on one
-//! device time-slice it, each getting `cross_process_efficiency / m` of it.
+//! process decodes together). A batch steps its streams together: a step of `n` streams costs
+//! `1 + batch_penalty * (n - 1) + X`, `X` the sum of their attention over their own contexts
+//! (`crate::trace::DeviceSharing::stream_speed`), where a stream of attention `x` alone takes
+//! `1 + x`; and `m` processes active on one device time-slice it, each getting
+//! `cross_process_efficiency / m` of it.
 //!
-//! Because every stream of a batch progresses at the same speed, a batch keeps one *virtual
-//! clock* (solo nanoseconds progressed since the batch was created), the way generalized
-//! processor sharing is simulated: a stream that needs `w` solo-ns of work after joining at
-//! virtual time `v0` finishes when the clock reads `v0 + w`. When membership changes, every
-//! clock on the device is advanced to now and the speeds are recomputed; streams whose
-//! deadline moved earlier are woken.
+//! Because a batch's streams step together, a batch keeps one *virtual clock* (its steps, in
+//! solo nanoseconds of a stream of no attention), the way generalized processor sharing is
+//! simulated: a stream of attention `x` that needs `w` solo-ns of work after joining at
+//! virtual time `v0` finishes when the clock reads `v0 + w / (1 + x)`. When membership
+//! changes, every clock on the device is advanced to now and the speeds are recomputed;
+//! streams whose deadline moved earlier are woken.
 
 use crate::config::DeviceSpec;
 use std::collections::{BTreeSet, HashMap};
@@ -45,12 +47,13 @@ struct DeviceState {
 #[derive(Debug)]
 struct Batch {
     members: usize,
-    /// The sum of its members' attention ([`DeviceSharing::speed`]).
+    /// The sum of its members' attention ([`crate::trace::DeviceSharing::stream_speed`]).
     attention: f64,
-    /// Virtual clock reading at `t`.
+    /// Virtual clock reading at `t`: the batch's steps, in solo-ns of a stream of no attention
+    /// (a member of attention `x` progresses `1 + x` solo-ns of its own per unit).
     v: f64,
     t: Instant,
-    /// Solo-ns progressed per real ns.
+    /// Clock units per real ns: the speed of a member of no attention.
     speed: f64,
     wakers: HashMap<u64, Waker>,
 }
@@ -96,10 +99,10 @@ impl Device {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Speed of each stream of a batch of `n` whose attention sums to `attention` when `m`
-    /// batches are active on the device.
+    /// The clock rate of a batch of `n` whose attention sums to `attention` when `m` batches
+    /// are active on the device: the speed of a member of no attention in it.
     fn speed(&self, n: usize, m: usize, attention: f64) -> f64 {
-        self.spec.sharing().speed(n, m, attention / n.max(1) as f64)
+        self.spec.sharing().stream_speed(n, m, 0.0, attention)
     }
 
     /// Advances every clock to `now`, applies `change`, recomputes speeds and wakes the streams
@@ -141,6 +144,7 @@ impl Device {
     /// Adds a stream to a batch, with its attention ([`crate::trace::RequestTrace::attention`]).
     /// The stream leaves when the returned handle is dropped.
     pub(crate) fn join(self: &Arc<Self>, key: BatchKey, attention: f64) -> Member {
+        let attention = if attention.is_finite() { attention.max(0.0) } else { 0.0 };
         let now = Instant::now();
         let mut id = 0;
         let mut v_join = 0.0;
@@ -220,10 +224,12 @@ impl Member {
         }
     }
 
-    /// When the stream will have done `work` solo-ns since joining, at the current speeds.
+    /// When the stream will have done `work` solo-ns since joining, at the current speeds:
+    /// the batch's clock counts steps, of which this stream's solo time is `1 + attention`
+    /// units each ([`crate::trace::DeviceSharing::stream_speed`]).
     pub(crate) fn deadline(&mut self, work: Duration) -> Instant {
         let (v, t, speed) = self.clock();
-        let remaining = self.v_join + work.as_nanos() as f64 - v;
+        let remaining = self.v_join + work.as_nanos() as f64 / (1.0 + self.attention) - v;
         if remaining <= 0.0 {
             return t;
         }
@@ -232,7 +238,7 @@ impl Member {
 
     /// The speed the stream runs at now, as a fraction of its solo speed.
     pub(crate) fn speed(&mut self) -> f64 {
-        self.clock().2
+        (1.0 + self.attention) * self.clock().2
     }
 
     /// Asks to be woken when the stream's batch gets faster (its deadline moved earlier).
@@ -312,19 +318,29 @@ mod tests {
 
     #[test]
     fn attention_over_each_streams_context_does_not_batch() {
-        // p = 0.2; two streams whose attention is 1 and 3 (mean 2): a step of the two takes
-        // 1 + 0.2 + 2 x 2 = 5.2 where one alone takes 1 + 2 = 3: 3 / 5.2 of solo speed each.
+        // p = 0.2; two streams whose attention is 1 and 3: a step of the two takes
+        // 1 + 0.2 + 1 + 3 = 5.2, where the first alone takes 2 and the second 4: each runs at
+        // its own solo step over the batch's, 2 / 5.2 and 4 / 5.2, not both at the mean's 3 / 5.2.
         let d = device(0.8, 0.2);
         let mut a = d.join((0, 1), 1.0);
-        let b = d.join((0, 1), 3.0);
-        assert!((a.speed() - 3.0 / 5.2).abs() < 1e-9, "{}", a.speed());
+        let mut b = d.join((0, 1), 3.0);
+        assert!((a.speed() - 2.0 / 5.2).abs() < 1e-9, "{}", a.speed());
+        assert!((b.speed() - 4.0 / 5.2).abs() < 1e-9, "{}", b.speed());
+        // In step: 2 s of the first's solo work and 4 s of the second's are the same steps of
+        // the batch (their solo steps are 2 : 4), so both end at once, 5.2 s in.
+        let (da, db) = (a.deadline(Duration::from_secs(2)), b.deadline(Duration::from_secs(4)));
+        assert!((secs(da - a.joined) - 5.2).abs() < 1e-2 && (secs(db - a.joined) - 5.2).abs() < 1e-2);
         // Alone again: its own attention is in its solo speed, which is 1.
         drop(b);
         assert!((a.speed() - 1.0).abs() < 1e-9, "{}", a.speed());
-        // With a stream of no attention: the mean, 0.5: 1.5 / (1 + 0.2 + 2 x 0.5).
-        let c = d.join((0, 1), 0.0);
-        assert!((a.speed() - 1.5 / 2.2).abs() < 1e-9, "mean attention 0.5: {}", a.speed());
+        // With a stream of no attention: 2 / (1 + 0.2 + 1 + 0), and that one 1 / 2.2.
+        let mut c = d.join((0, 1), 0.0);
+        assert!((a.speed() - 2.0 / 2.2).abs() < 1e-9, "{}", a.speed());
+        assert!((c.speed() - 1.0 / 2.2).abs() < 1e-9, "{}", c.speed());
         drop(c);
+        // Bad attention is none.
+        let mut e = d.join((0, 2), f64::NAN);
+        assert!((e.speed() - 0.4).abs() < 1e-9, "two processes at 0.8 / 2: {}", e.speed());
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub(super) struct Call {
     /// Whether it needs a runner that excludes others (see the module's header).
     pub(super) exclusive: Option<Exclusive>,
     /// Its attention over its context ([`crate::trace::RequestTrace::attention`]): a batch's
-    /// speed depends on its streams' mean.
+    /// step costs the sum of its streams' attention, each stream's solo step its own.
     pub(super) attention: f64,
 }
 
@@ -182,8 +182,9 @@ pub(super) fn makespan(calls: &[Call], devices: &[DeviceSharing], permits: Optio
             let Some(d) = devices.get(device_of[k]) else { return 1.0 };
             let batch = if relax.batch { 1 } else { busy[k] };
             let m = if relax.cross_process { 1 } else { per_device.get(&device_of[k]).copied().unwrap_or(1) };
-            let x = if relax.batch { calls[i].attention } else { attention[k] / busy[k].max(1) as f64 };
-            d.speed(batch, m, x).max(1e-9)
+            let own = calls[i].attention;
+            let total = if relax.batch { own } else { attention[k] };
+            d.stream_speed(batch, m, own, total).max(1e-9)
         };
         let speeds: Vec<f64> = running.iter().map(|&(i, _)| speed(i)).collect();
         let next_finish = running.iter().zip(&speeds).map(|(&(_, rem), s)| rem / s).fold(f64::INFINITY, f64::min);
@@ -380,6 +381,25 @@ mod tests {
         assert!((makespan(&calls, &[dev], None, Relax::default()) - 200.0).abs() < 1e-6);
         let relax = Relax { batch: true, ..Relax::default() };
         assert!((makespan(&calls, &[dev], None, relax) - 100.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_batch_steps_its_streams_together_whatever_their_contexts() {
+        // Penalty 0. Two calls batched: one of attention 1 (solo 200 µs: 100 steps of 2), one
+        // of attention 3 (solo 400 µs: 100 steps of 4). A step of both costs 1 + 1 + 3 = 5:
+        // both end at 500, the short one held to the long one's step. The streams' mean
+        // attention (2, the model before) ends the short one at 200 x 5 / 3 = 333 and the
+        // long one at 400 x 5 / 3 = 667.
+        let dev = DeviceSharing { batch_penalty: 0.0, cross_process_efficiency: 1.0 };
+        let calls = [
+            Call { attention: 1.0, ..call(200.0, None, 0.0, 0, 4, 0) },
+            Call { attention: 3.0, ..call(400.0, None, 0.0, 0, 4, 0) },
+        ];
+        let got = makespan(&calls, &[dev], None, Relax::default());
+        assert!((got - 500.0).abs() < 1e-6, "{got}");
+        // Batching lifted: each at its solo speed, the longest alone.
+        let relax = Relax { batch: true, ..Relax::default() };
+        assert!((makespan(&calls, &[dev], None, relax) - 400.0).abs() < 1e-6);
     }
 
     #[test]

@@ -200,7 +200,7 @@ pub struct RequestTrace {
     /// How much longer a token takes at this request's mean context than at none, as a share
     /// of the empty-context time (`decode_slowdown_per_1k` x mean context / 1000): attention
     /// over each stream's own context, the part of a step that does not batch
-    /// ([`DeviceSharing::speed`]). 0 where the profile has no slowdown.
+    /// ([`DeviceSharing::stream_speed`]). 0 where the profile has no slowdown.
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub attention: f64,
     /// Conversation fingerprints of a chat request, to chain an agent's turns when it sends
@@ -356,10 +356,11 @@ pub struct TraceSnapshot {
 }
 
 /// How a device shares its capacity (see [`crate::config::DeviceSpec`]): a batch of `n` streams
-/// in one server process runs each at `(1 + x) / (1 + batch_penalty * (n - 1) + n x)` of its
-/// solo speed, where `x` is the streams' mean [`RequestTrace::attention`] (0: `1 / (1 +
-/// batch_penalty * (n - 1))`), and `m` processes decoding on the device at once get
-/// `cross_process_efficiency / m` of it each.
+/// in one server process steps them together, a step costing `1 + batch_penalty * (n - 1) + X`
+/// where `X` is the sum of the streams' [`RequestTrace::attention`], so a stream whose own
+/// attention is `x` runs at `(1 + x) / (1 + batch_penalty * (n - 1) + X)` of its solo speed
+/// (no attention: `1 / (1 + batch_penalty * (n - 1))`); `m` processes decoding on the device at
+/// once get `cross_process_efficiency / m` of it each.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct DeviceSharing {
     /// Cost of each extra stream batched in one process.
@@ -369,19 +370,30 @@ pub struct DeviceSharing {
 }
 
 impl DeviceSharing {
-    /// Speed of each stream of a batch of `n` streams when `m` processes decode on the device,
-    /// as a fraction of its solo speed. The simulator's devices run streams at this speed.
+    /// Speed of each stream of a batch of `n` streams of equal attention `attention` when `m`
+    /// processes decode on the device, as a fraction of its solo speed: [`Self::stream_speed`]
+    /// with every stream's attention the same.
     ///
     /// A step of a batch costs the weights' part once, slowed by `batch_penalty` per extra
-    /// stream, plus each stream's attention over its own context, which does not batch: with
-    /// `x` the streams' mean `attention`, a step takes `1 + p (n - 1) + n x` where one stream
-    /// alone takes `1 + x`. Measured on the CPU build, where attention at 1,000 tokens of
-    /// context is 3.4 times the rest: k streams of 1,000-token answers ran at 0.63, 0.42 and
-    /// 0.32 of solo speed (k = 2, 3, 4), which a constant p fits only as 0.59-0.71, and this
-    /// form with p = 0.19 fits all three (issue 37).
+    /// stream, plus each stream's attention over its own context, which does not batch: one
+    /// stream alone takes `1 + x`, `n` take `1 + p (n - 1) + n x`. Measured on the CPU build,
+    /// where attention at 1,000 tokens of context is 3.4 times the rest: k streams of
+    /// 1,000-token answers ran at 0.63, 0.42 and 0.32 of solo speed (k = 2, 3, 4), which a
+    /// constant p fits only as 0.59-0.71, and this form with p = 0.19 fits all three (issue 37).
     pub fn speed(&self, n: usize, m: usize, attention: f64) -> f64 {
         let x = if attention.is_finite() { attention.max(0.0) } else { 0.0 };
-        let batch = (1.0 + x) / (1.0 + self.batch_penalty * n.saturating_sub(1) as f64 + n.max(1) as f64 * x);
+        self.stream_speed(n, m, x, n.max(1) as f64 * x)
+    }
+
+    /// Speed of one stream whose own attention is `own`, in a batch of `n` streams whose
+    /// attention sums to `total` (its own included), when `m` processes decode on the device:
+    /// the batch steps all its streams together, each step costing `1 + p (n - 1) + total`,
+    /// where this stream alone takes `1 + own`. A stream of a short context batched with long
+    /// ones is held to their step, not to the mean.
+    pub fn stream_speed(&self, n: usize, m: usize, own: f64, total: f64) -> f64 {
+        let clean = |x: f64| if x.is_finite() { x.max(0.0) } else { 0.0 };
+        let (own, total) = (clean(own), clean(total));
+        let batch = (1.0 + own) / (1.0 + self.batch_penalty * n.saturating_sub(1) as f64 + total.max(own));
         let share = if m <= 1 { 1.0 } else { self.cross_process_efficiency / m as f64 };
         batch * share
     }
