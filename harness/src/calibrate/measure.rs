@@ -52,6 +52,10 @@ struct Session<'a> {
     nonce: std::sync::atomic::AtomicU64,
 }
 
+/// The longest calibration prompt, in characters (about 375 of the simulator's tokens): well
+/// inside any model's context, with room for the answer.
+const LONG_PROMPT_CHARS: usize = 1500;
+
 /// Words the calibration prompts are made of.
 const FILLER: &str = "The agents read the report, compare the figures with last week, and write a short note on what changed and why it matters to the team. ";
 
@@ -166,7 +170,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     let s = Session { plan, stack: Stack::Reqwest(http.clone()), http, nonce: Default::default() };
     let n = plan.endpoints.len();
     let ks: Vec<usize> = (2..=plan.max_streams).collect();
-    let total = 1 + n + plan.reps + (n - 1) + 3 + ks.len() + (n - 1) + usize::from(n > 1) + 2;
+    let total = 1 + n + plan.reps + (n - 1) + 1 + 3 + ks.len() + (n - 1) + usize::from(n > 1) + 2;
     let mut done = 0;
     // `advance` false: a line of news, not a step.
     let mut step = |what: &str, advance: bool| {
@@ -204,7 +208,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         if rates[0].len() == 1 && i == 0 {
             // At most: every call of the sweeps waiting for the one before (one slot).
             let per_call = r.end.saturating_duration_since(r.sent).as_secs_f64();
-            let calls = plan.reps
+            let calls = 2 * plan.reps
                 + 2 * (n - 1)
                 + plan.reps * ks.iter().sum::<usize>()
                 + (n - 1) * plan.max_streams
@@ -222,6 +226,18 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         }
         step(&format!("solo call on {}", plan.endpoints[i]), true);
     }
+    // 2b. Solo calls after a long prompt: the gaps at a context the short calls never reach,
+    // so the line's slope rests on a range of contexts several times their answers' length
+    // (100-token answers alone leave 100 tokens of context to fit it on, where a busy
+    // machine's stalls tilt it). Not in the solo speed: the k-stream rounds below are compared
+    // with calls of the short prompt.
+    for _ in 0..plan.reps {
+        let prompt = s.prompt(LONG_PROMPT_CHARS);
+        let context = f64::from(sim_ollama::advanced::prompt_tokens(&prompt));
+        let r = s.call(0, prompt, plan.tokens, serde_json::json!({})).await?;
+        by_context.extend(segment_gaps(&r, context));
+    }
+    step(&format!("solo calls after a prompt of {LONG_PROMPT_CHARS} characters"), true);
     cal.decode_per_server = rates.iter().filter_map(|r| Figure::of(r)).collect();
     cal.decode_tokens_per_s = Figure::of(&rates.concat());
     let solo = cal.decode_tokens_per_s.map(|f| f.median).ok_or("no solo call decoded enough tokens to time")?;
@@ -238,7 +254,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     // 3. Time to first token against prompt length: one-token calls at three lengths.
     let mut points = Vec::new();
     let mut short = Vec::new();
-    for (li, chars) in [60usize, 600, 1500].into_iter().enumerate() {
+    for (li, chars) in [60usize, 600, LONG_PROMPT_CHARS].into_iter().enumerate() {
         for _ in 0..plan.reps {
             let p = s.prompt(chars);
             let tokens = f64::from(sim_ollama::advanced::prompt_tokens(&p));
