@@ -33,4 +33,4 @@ pub use figures::{
     fit_sharing, rising_line, robust_rising_line,
 };
 pub use measure::{ProgressFn, calibrate};
-pub use twin::{Drift, calibration_of, check, to_toml, twin};
+pub use twin::{Drift, Tolerance, calibration_of, check, to_toml, tolerance, twin};

@@ -526,6 +526,30 @@ impl OneConnection {
     }
 }
 
+/// Checks that every live endpoint answers and has the model: the first words of every
+/// command that measures live servers (matrix, calibrate, record).
+pub(crate) fn check_live(endpoints: &[String], model: &str) -> Result<(), String> {
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().map_err(|e| e.to_string())?;
+    let want = if model.contains(':') { model.to_string() } else { format!("{model}:latest") };
+    for url in endpoints {
+        let (client, u) = (client.clone(), format!("{url}/api/tags"));
+        let r = bridge_blocking(async move {
+            let resp = client.get(&u).send().await.map_err(|e| format!("cannot reach {u}: {}", describe_error(&e)))?;
+            if !resp.status().is_success() {
+                return Err(format!("{u} answered HTTP {}", resp.status().as_u16()));
+            }
+            resp.json::<serde_json::Value>().await.map_err(|e| format!("{u} did not answer like Ollama: {e}"))
+        })?;
+        let has = r["models"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|x| x["name"].as_str().is_some_and(|n| n.eq_ignore_ascii_case(&want))));
+        if !has {
+            return Err(format!("{url} does not have the model {want} (pull it first: ollama pull {model})"));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

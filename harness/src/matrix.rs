@@ -135,6 +135,9 @@ struct Deployment {
     /// Local work sized as live mode sizes it (live servers, and twins of them, whose model is
     /// not the scenario's): measured, not the time scale.
     sized_as_live: bool,
+    /// A twin's batching and sharing at the ends of what `--check` tolerates: its deployment
+    /// verdict is given a band only where both ends agree ([`verdict::twin_deployment`]).
+    tolerance: Option<crate::calibrate::Tolerance>,
 }
 
 impl Deployment {
@@ -168,6 +171,7 @@ fn deploy(plan: &MatrixPlan, s: &Scenario) -> Result<Deployment, MatrixError> {
                 time_scale,
                 local_work_scale: None,
                 sized_as_live: false,
+                tolerance: None,
             })
         }
         Target::Twin { config, model } => {
@@ -187,6 +191,7 @@ fn deploy(plan: &MatrixPlan, s: &Scenario) -> Result<Deployment, MatrixError> {
                 time_scale,
                 local_work_scale: None,
                 sized_as_live: true,
+                tolerance: crate::calibrate::tolerance(config),
             })
         }
         Target::Live { endpoints, model } => {
@@ -200,6 +205,7 @@ fn deploy(plan: &MatrixPlan, s: &Scenario) -> Result<Deployment, MatrixError> {
                 time_scale: 1.0,
                 local_work_scale: None,
                 sized_as_live: true,
+                tolerance: None,
             })
         }
     }
@@ -257,39 +263,6 @@ fn check_servers(plan: &MatrixPlan) -> Result<(), MatrixError> {
         "{servers} {what}, but instance i of a scenario runs on server i and {}: give as many servers, or choose scenarios with fewer instances",
         short.join("; ")
     )))
-}
-
-/// Checks that every live endpoint answers and has the model.
-pub(crate) fn check_live(endpoints: &[String], model: &str) -> Result<(), MatrixError> {
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(5))
-        .build()
-        .map_err(|e| MatrixError::Live(e.to_string()))?;
-    let want = if model.contains(':') { model.to_string() } else { format!("{model}:latest") };
-    for url in endpoints {
-        let (client, u) = (client.clone(), format!("{url}/api/tags"));
-        let r = crate::client::bridge_blocking(async move {
-            let resp = client
-                .get(&u)
-                .send()
-                .await
-                .map_err(|e| format!("cannot reach {u}: {}", crate::client::describe_error(&e)))?;
-            if !resp.status().is_success() {
-                return Err(format!("{u} answered HTTP {}", resp.status().as_u16()));
-            }
-            resp.json::<serde_json::Value>().await.map_err(|e| format!("{u} did not answer like Ollama: {e}"))
-        })
-        .map_err(MatrixError::Live)?;
-        let has = r["models"]
-            .as_array()
-            .is_some_and(|m| m.iter().any(|x| x["name"].as_str().is_some_and(|n| n.eq_ignore_ascii_case(&want))));
-        if !has {
-            return Err(MatrixError::Live(format!(
-                "{url} does not have the model {want} (pull it first: ollama pull {model})"
-            )));
-        }
-    }
-    Ok(())
 }
 
 fn job(d: &Deployment, agents: Vec<AgentPlan>, token_gap: Duration, timeout: Duration) -> Job {
@@ -487,7 +460,10 @@ fn judge_run(
         (Some(sim), Some(t)) => {
             let (v, reason, rep) = verdict::judge_simulated(t, sim.origin(), recs, &eff);
             let saving = rep.time.saving.unwrap_or(f64::NAN);
-            let deployment = Some(rep.deployment.clone());
+            let deployment = Some(match d.tolerance {
+                Some(tol) => verdict::twin_deployment(rep.deployment.clone(), t, sim.origin(), recs, tol),
+                None => rep.deployment.clone(),
+            });
             (v, reason, Some(rep), saving, deployment)
         }
         _ => {
@@ -625,7 +601,7 @@ pub fn run(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, Ma
 fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, MatrixError> {
     check_servers(plan)?;
     if let Target::Live { endpoints, model } = &plan.target {
-        check_live(endpoints, model)?;
+        crate::client::check_live(endpoints, model).map_err(MatrixError::Live)?;
     }
     // The cells to run: every one, or this shard's (by index in the whole matrix).
     let total = plan.scenarios.len() * plan.runtimes.len();

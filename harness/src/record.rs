@@ -53,7 +53,7 @@ pub struct RecordPlan {
 
 /// Records the calls one after the other.
 pub fn record(p: &RecordPlan) -> Result<Vec<Recorded>, String> {
-    crate::matrix::check_live(std::slice::from_ref(&p.endpoint), &p.model).map_err(|e| e.to_string())?;
+    crate::client::check_live(std::slice::from_ref(&p.endpoint), &p.model)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -83,6 +83,41 @@ pub(crate) fn judge_simulated(
     agents: &[AgentRecord],
     e: &Efficiency,
 ) -> (Verdict, String, Report) {
+    let report = judge_trace(trace, origin, agents);
+    if let Some(failed) = failed_reason(agents) {
+        return (Verdict::Failed, failed, report);
+    }
+    if let Some(early) = ended_early(agents) {
+        return (Verdict::Inconclusive, early, report);
+    }
+    (report.verdict, format!("{} ({})", report.reason, effs(e)), report)
+}
+
+/// A twin's deployment verdict with its tolerance: the same run replayed with the twin's
+/// batching and sharing at the slow and the fast end of what `harness calibrate --check` calls
+/// the same servers ([`crate::calibrate::tolerance`]); where the two shares of an ideal
+/// server's saving lie in two bands, the verdict is `unknown`
+/// ([`sim_ollama::judge::deployment_within_tolerance`]).
+pub(crate) fn twin_deployment(
+    rep: sim_ollama::judge::DeploymentReport,
+    trace: &sim_ollama::advanced::trace::TraceSnapshot,
+    origin: Instant,
+    agents: &[AgentRecord],
+    tolerance: crate::calibrate::Tolerance,
+) -> sim_ollama::judge::DeploymentReport {
+    let share_at = |(penalty, efficiency): (f64, f64)| {
+        let mut moved = trace.clone();
+        for d in &mut moved.devices {
+            d.batch_penalty = penalty;
+            d.cross_process_efficiency = efficiency;
+        }
+        judge_trace(&moved, origin, agents).deployment.share.unwrap_or(f64::NAN)
+    };
+    sim_ollama::judge::deployment_within_tolerance(rep, (share_at(tolerance.slow), share_at(tolerance.fast)))
+}
+
+/// The judge's report on a simulated run: each agent's calls matched to its requests.
+fn judge_trace(trace: &sim_ollama::advanced::trace::TraceSnapshot, origin: Instant, agents: &[AgentRecord]) -> Report {
     let us = |t: Instant| t.saturating_duration_since(origin).as_micros() as u64;
     // The i-th call of agent A is A's i-th request in the trace (the harness labels every call
     // with its agent's name in X-Agent).
@@ -99,14 +134,7 @@ pub(crate) fn judge_simulated(
     }
     // The scenario says how long each agent works between its calls: the judge needs no probe
     // run to tell that work from waiting.
-    let report = sim_ollama::judge::judge(trace, &JudgeOptions::new().client_calls(calls).known_local_work(known));
-    if let Some(failed) = failed_reason(agents) {
-        return (Verdict::Failed, failed, report);
-    }
-    if let Some(early) = ended_early(agents) {
-        return (Verdict::Inconclusive, early, report);
-    }
-    (report.verdict, format!("{} ({})", report.reason, effs(e)), report)
+    sim_ollama::judge::judge(trace, &JudgeOptions::new().client_calls(calls).known_local_work(known))
 }
 
 /// What the servers allow in live mode, measured: the reference client's median wall time

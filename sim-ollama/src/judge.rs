@@ -75,7 +75,7 @@ pub use crate::probe::ProbePlan;
 pub use decision::{
     AgainstAllowed, NO_ROOM_SLACK, PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING, Verdict, against_allowed,
 };
-pub use deployment::measured as measured_deployment;
+pub use deployment::{measured as measured_deployment, within_tolerance as deployment_within_tolerance};
 pub use gaps::LOCAL_WORK_FLOOR_US;
 pub use gate::{Expectations, JUDGEMENT_SCHEMA_VERSION, Judgement};
 pub use input::{ClientCall, JudgeOptions};

@@ -178,3 +178,57 @@ fn a_live_matrix_shows_what_its_twin_predicted_beside_what_the_servers_gave() {
         .expect_err("refused");
     assert!(e.to_string().contains("give --endpoints"), "{e}");
 }
+
+/// A twin of one server with two slots whose streams ran at `rel` of their solo speed beside
+/// each other, from figures a calibration could have measured.
+fn twin_of_two_slots(rel: f64) -> ConfigFile {
+    use harness::calibrate::{Calibration, Figure, ModelMeta, Slots};
+    let fig = |m: f64| Some(Figure { median: m, min: m, max: m, samples: 4 });
+    let cal = Calibration {
+        endpoints: vec!["http://127.0.0.1:1".into()],
+        model: "known".into(),
+        tokens: 200,
+        max_streams: 2,
+        reps: 2,
+        meta: Some(ModelMeta {
+            name: "known:latest".into(),
+            family: "llama".into(),
+            context_length: 8192,
+            embedding_length: 64,
+            capabilities: vec!["completion".into()],
+            ..ModelMeta::default()
+        }),
+        decode_tokens_per_s: fig(2000.0),
+        decode_per_server: vec![fig(2000.0).unwrap()],
+        call_overhead_ms: fig(1.0),
+        warm_ttft_ms: fig(4.0),
+        slots: vec![Slots { endpoint: "http://127.0.0.1:1".into(), slots: 2, at_least: true }],
+        batch: vec![(2, fig(rel).unwrap())],
+        load_ms: fig(10.0),
+        reload_ms: fig(10.0),
+        ..Calibration::default()
+    };
+    let (file, why) = calibrate::twin(&cal).expect("a twin");
+    ConfigFile::from_toml(&calibrate::to_toml(&cal, &file, &why).expect("written")).expect("loads")
+}
+
+#[test]
+fn a_twins_deployment_verdict_names_a_band_only_where_the_checks_tolerance_keeps_it() {
+    // Calls of 120 and 200 tokens together: at a relative speed r the deployment allows
+    // 2 - 1/r of an ideal server's saving. At 0.6 that is 33 % ("partial"), but 0.51 and 0.69
+    // (15 % either way, a server `--check` calls the same) give 4 % and 55 %: no band.
+    let mut plan = helpers::plan(&["tokio-default"], vec![helpers::two_agents_at("near", "single-4slots", 1.0)], 1);
+    plan.target = Target::Twin { config: std::sync::Arc::new(twin_of_two_slots(0.6)), model: "known".into() };
+    let d = helpers::run(&plan).runs[0].deployment.clone().expect("a deployment verdict");
+    assert_eq!(d.verdict, sim_ollama::judge::Allows::Unknown, "{d:?}");
+    assert!(d.reason.contains("what `harness calibrate --check` calls the same servers"), "{}", d.reason);
+    assert!(d.reason.contains("as the twin has them, the deployment allows part of the speedup"), "{}", d.reason);
+    let [lo, hi] = d.share_interval.expect("the interval");
+    assert!(lo < 0.15 && hi > 0.15 && d.share.is_some_and(|s| (0.2..0.45).contains(&s)), "{d:?}");
+
+    // At 0.7: 57 %, and 32 % to 76 % at the ends: "partial" either way.
+    plan.target = Target::Twin { config: std::sync::Arc::new(twin_of_two_slots(0.7)), model: "known".into() };
+    let d = helpers::run(&plan).runs[0].deployment.clone().expect("a deployment verdict");
+    assert_eq!(d.verdict, sim_ollama::judge::Allows::Partial, "{d:?}");
+    assert!(d.share_interval.is_some_and(|[lo, hi]| lo > 0.15 && hi < 0.8), "{d:?}");
+}

@@ -28,7 +28,7 @@ pub fn calibrate(plan: &CalibratePlan, progress: ProgressFn<'_>) -> Result<Calib
     if plan.reps < 2 || plan.max_streams < 2 || plan.tokens < 8 {
         return Err((Box::new(cal), "--reps and --max-streams must be at least 2, --tokens at least 8".into()));
     }
-    if let Err(e) = crate::matrix::check_live(&plan.endpoints, &plan.model) {
+    if let Err(e) = crate::client::check_live(&plan.endpoints, &plan.model) {
         return Err((Box::new(cal), e.to_string()));
     }
     let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {

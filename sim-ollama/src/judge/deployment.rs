@@ -288,6 +288,49 @@ fn load_words(causes: &[LoadCause]) -> String {
     words.join("; ")
 }
 
+/// "Whether WHO allow A or B is within WHY: S of an ideal server's saving (LO-HI WHERE)": the
+/// head of a verdict whose share's interval reaches two bands.
+fn across_bands(who: &str, why: &str, share: f64, (lo, hi): (f64, f64), where_: &str) -> String {
+    let words = |a: Allows| match a {
+        Allows::Full => "the whole of an ideal server's saving",
+        Allows::Partial => "part of it",
+        Allows::NoSpeedup | Allows::Unknown => "no real speedup",
+    };
+    format!(
+        "whether {who} allow {} or {} is within {why}: {} of an ideal server's saving ({}-{} {where_})",
+        words(allows(lo)),
+        words(allows(hi)),
+        pct(share),
+        pct(lo),
+        pct(hi)
+    )
+}
+
+/// A deployment verdict of a twin (a simulator calibrated from live servers) with the share its
+/// deployment allows at the two ends of what `harness calibrate --check` calls the same servers
+/// (its batching and sharing figures moved by the 15 % the check lets them move): where those
+/// ends lie in two bands, the verdict is `unknown`, the band in the reason's words, as the
+/// live servers' own rounds would leave it; else the verdict stands, with the interval.
+/// `ends` is the share at the slow end and at the fast end, in either order.
+pub fn within_tolerance(mut rep: DeploymentReport, ends: (f64, f64)) -> DeploymentReport {
+    let (Some(share), true) = (rep.share, ends.0.is_finite() && ends.1.is_finite()) else { return rep };
+    let (lo, hi) = (ends.0.min(ends.1).min(share), ends.0.max(ends.1).max(share));
+    rep.share_interval = Some([lo, hi]);
+    if rep.verdict == Allows::Unknown || allows(lo) == allows(hi) {
+        return rep;
+    }
+    let head = across_bands(
+        "these servers",
+        "what `harness calibrate --check` calls the same servers",
+        share,
+        (lo, hi),
+        "with the twin's batching and sharing figures moved that far",
+    );
+    rep.reason = format!("{head}; as the twin has them, {}", rep.reason);
+    rep.verdict = Allows::Unknown;
+    rep
+}
+
 /// The deployment verdict from measured times alone (live mode: no trace, so no replay; what a
 /// client that holds nothing back takes on these servers, `allowed_s`, is measured by running
 /// one, as `how` says). Its limit cannot be named without the servers' trace. `spread` is the
@@ -319,20 +362,10 @@ pub fn measured(
     // The bands the interval reaches: one band, or the noise's choice.
     let reached = spread.filter(|(lo, hi)| allows(*lo) != allows(*hi));
     let verdict = if reached.is_some() { Allows::Unknown } else { allows(share) };
-    let words = |a: Allows| match a {
-        Allows::Full => "the whole of an ideal server's saving",
-        Allows::Partial => "part of it",
-        Allows::NoSpeedup | Allows::Unknown => "no real speedup",
-    };
     let head = match (verdict, reached) {
-        (_, Some((lo, hi))) => format!(
-            "whether the servers allow {} or {} is within the noise of the rounds: {} of an ideal server's saving ({}-{} in their resamples)",
-            words(allows(lo)),
-            words(allows(hi)),
-            pct(share),
-            pct(lo),
-            pct(hi)
-        ),
+        (_, Some((lo, hi))) => {
+            across_bands("the servers", "the noise of the rounds", share, (lo, hi), "in their resamples")
+        }
         (Allows::Full, None) => "the servers allow the agents to run together".to_string(),
         (Allows::Partial, None) => {
             format!("the servers allow part of the speedup ({} of an ideal server's)", pct(share))
@@ -394,5 +427,31 @@ mod tests {
         // Without an interval (one round) the medians decide, as before.
         assert_eq!(measured(2.30, 1.17, 2.08, "the reference client", None).verdict, Allows::Partial);
         assert_eq!(measured(2.0, 1.0, 1.95, "the reference client", Some((-0.2, 0.1))).verdict, Allows::NoSpeedup);
+    }
+
+    #[test]
+    fn a_twins_verdict_is_unknown_where_the_checks_tolerance_spans_two_bands() {
+        // A twin's replay: 20 % of an ideal server's saving, "partial".
+        let twin = measured(2.30, 1.17, 2.074, "the reference client", None);
+        assert_eq!(twin.verdict, Allows::Partial);
+        // Its batching figure at the check's ends: 8 % and 31 %: the band is not the twin's to say.
+        let wide = within_tolerance(twin.clone(), (0.31, 0.08));
+        assert_eq!(wide.verdict, Allows::Unknown, "{}", wide.reason);
+        assert_eq!(wide.share_interval, Some([0.08, 0.31]));
+        assert!(
+            wide.reason.starts_with(
+                "whether these servers allow no real speedup or part of it is within what `harness calibrate --check` calls the same servers: 20% of an ideal server's saving (8%-31% with the twin's"
+            ),
+            "{}",
+            wide.reason
+        );
+        assert!(wide.reason.contains("as the twin has them, the servers allow part of the speedup"), "{}", wide.reason);
+        // Ends inside one band: the verdict stands, with its interval.
+        let narrow = within_tolerance(twin.clone(), (0.17, 0.3));
+        assert_eq!(narrow.verdict, Allows::Partial);
+        assert_eq!(narrow.share_interval, Some([0.17, 0.3]));
+        // Ends that do not reach the share itself still contain it; non-finite ends change nothing.
+        assert_eq!(within_tolerance(twin.clone(), (0.25, 0.3)).share_interval.map(|i| i[0]), twin.share);
+        assert_eq!(within_tolerance(twin.clone(), (f64::NAN, 0.3)), twin);
     }
 }
