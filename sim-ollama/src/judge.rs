@@ -432,6 +432,7 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         devices: &trace.devices,
         agents: concurrency.possible,
         load_causes: reqs.iter().flat_map(|q| q.r.loads.iter()).map(deployment::load_cause).collect(),
+        attention: reqs.iter().map(|q| q.r.attention).sum::<f64>() / reqs.len().max(1) as f64,
     });
     let mut report = Report {
         schema_version: REPORT_SCHEMA_VERSION,

@@ -52,6 +52,9 @@ pub(super) struct Inputs<'a> {
     /// Why each load of the run happened (a cold start, a reload for runner options, an
     /// eviction at the loaded-model limit or for memory).
     pub(super) load_causes: Vec<LoadCause>,
+    /// The calls' mean attention over their contexts ([`crate::trace::RequestTrace::attention`]):
+    /// how much batching slows them depends on it.
+    pub(super) attention: f64,
 }
 
 fn secs(us: u64) -> f64 {
@@ -219,10 +222,12 @@ fn limit_words(c: &LimitCost, i: &Inputs<'_>) -> String {
             )
         }
         Limit::Batch => {
-            let penalty = i.devices.iter().map(|d| d.batch_penalty).fold(0.0, f64::max);
+            // Two streams of these calls' mean context, on the device that slows them most.
+            let two = i.devices.iter().map(|d| d.speed(2, 1, i.attention)).fold(1.0, f64::min);
+            let at = if i.attention > 0.0 { " at these calls' contexts" } else { "" };
             format!(
-                "streams batched in one runner slow each other (two at once run at {} of solo speed each; costing {cost}): the device's throughput, not the client; Ollama runs one copy of a model per server, so its parallel slots share that copy's device, and another GPU gets a copy only from a second server (its own OLLAMA_HOST and CUDA_VISIBLE_DEVICES)",
-                pct(1.0 / (1.0 + penalty))
+                "streams batched in one runner slow each other (two at once run at {} of solo speed each{at}; costing {cost}): the device's throughput, not the client; Ollama runs one copy of a model per server, so its parallel slots share that copy's device, and another GPU gets a copy only from a second server (its own OLLAMA_HOST and CUDA_VISIBLE_DEVICES)",
+                pct(two)
             )
         }
         Limit::Loads => format!("model loads took {cost}: {}", load_words(&i.load_causes)),
@@ -427,6 +432,37 @@ mod tests {
         // Without an interval (one round) the medians decide, as before.
         assert_eq!(measured(2.30, 1.17, 2.08, "the reference client", None).verdict, Allows::Partial);
         assert_eq!(measured(2.0, 1.0, 1.95, "the reference client", Some((-0.2, 0.1))).verdict, Allows::NoSpeedup);
+    }
+
+    #[test]
+    fn the_batching_limit_quotes_two_streams_speed_at_the_calls_contexts() {
+        // p = 0.48 and calls whose attention is 1.59 (the four-slot CPU server's twin): two
+        // at once run at 2.59 / (1 + 0.48 + 3.18) = 56 % of solo speed, not 1 / 1.48 = 68 %.
+        let devices = [DeviceSharing { batch_penalty: 0.48, cross_process_efficiency: 1.0 }];
+        let inputs = |attention: f64| Inputs {
+            described: true,
+            requests: 2,
+            sequential_us: 2_000_000,
+            ideal_us: 1_000_000,
+            allowed_us: 1_800_000,
+            load_us: 0,
+            replayed: [(Limit::Slots, 0), (Limit::Batch, 800_000), (Limit::SharedDevice, 0)],
+            queue_refused: 0,
+            runners: [Runner { instance: 0, model: "m".into(), slots: 4, device: 0, forced: None }].into(),
+            devices: &devices,
+            agents: Some(2),
+            load_causes: Vec::new(),
+            attention,
+        };
+        let r = report(&inputs(1.59));
+        assert_eq!((r.verdict, r.limit), (Allows::Partial, Limit::Batch), "{}", r.reason);
+        assert!(
+            r.reason.contains("two at once run at 56% of solo speed each at these calls' contexts"),
+            "{}",
+            r.reason
+        );
+        let r = report(&inputs(0.0));
+        assert!(r.reason.contains("two at once run at 68% of solo speed each;"), "{}", r.reason);
     }
 
     #[test]
