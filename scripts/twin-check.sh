@@ -5,13 +5,13 @@
 # them, then run held-out scenarios (other agent counts, call lengths, histories, options than
 # calibration used) live, on the twin, and on the closest stock preset (the catalogue's gemma3
 # profile, at time scale 0.05: its calls are a GPU's, 13 s for 1,500 tokens), and tabulate the deployment speedups (scripts/twin-table.py).
-#   scripts/twin-check.sh OUT_DIR [HARNESS_BIN]
+#   [RUNS=3] scripts/twin-check.sh OUT_DIR [HARNESS_BIN]   (RUNS: runs of each cell, live, twin and stock)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/twin-check.sh OUT_DIR [HARNESS_BIN]}"
 bin="${2:-target/debug/harness}"
 mkdir -p "$out"
-common=(--runtimes tokio-default --runs 2 --tokens-scale 5)
+common=(--runtimes tokio-default --runs "${RUNS:-3}" --tokens-scale 5)
 pids=()
 stop() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; pids=(); sleep 1; }
 trap stop EXIT
@@ -26,7 +26,7 @@ deployment() { # NAME PRESET SCENARIOS URLS
   # A deployment already measured (both files there) is not measured again.
   if [ ! -f "$out/$name.live/results.json" ] || [ ! -f "$out/$name.twin.toml" ]; then
     "$bin" calibrate --endpoints "$urls" --model tiny --tokens 1000 --out "$out/$name.twin.toml" 2>&1 | tail -1 >&2
-    "$bin" matrix "${common[@]}" --max-solo-runs 3 --scenarios "$scenarios" --endpoints "$urls" --model tiny --out "$out/$name.live" >/dev/null 2>"$out/$name.live.log"
+    "$bin" matrix "${common[@]}" --max-solo-runs "$(( ${RUNS:-3} + 2 ))" --scenarios "$scenarios" --endpoints "$urls" --model tiny --out "$out/$name.live" >/dev/null 2>"$out/$name.live.log"
   fi
   "$bin" matrix "${common[@]}" --scenarios "$scenarios" --config "$out/$name.twin.toml" --out "$out/$name.twin" >/dev/null 2>"$out/$name.twin.log"
   "$bin" matrix "${common[@]}" --scenarios "$scenarios" --config "sim-ollama/fixtures/presets/$preset.toml" --model gemma3 --time-scale 0.05 --out "$out/$name.stock" >/dev/null 2>"$out/$name.stock.log"
