@@ -286,6 +286,7 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         solo_us,
         load_us,
         idle_us,
+        idle_in_ideal: idle_us,
         took_us,
         served_us: (!client.is_empty() && read_after_us > 0).then_some(served_us),
     };
@@ -455,6 +456,26 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     report.verdict = verdict;
     report.cause = cause;
     report.reason = reason;
+    if program && report.verdict == Verdict::Parallel && idle_us >= gaps::LOCAL_WORK_FLOOR_US {
+        // An unlabelled program whose requests paused: the pauses read as its agents' own work
+        // done together. Done one agent at a time (a blocking tool holding the executor), the
+        // same pauses would have taken a share of that, as many agents as ran at once
+        // splitting them. Where that reading is not parallel, one run cannot back "parallel".
+        let ran_together = max_in_flight.max(1) as u64;
+        let low = reading::Basis { idle_in_ideal: idle_us / ran_together, ..basis.clone() }
+            .read(as_linked(links.local.clone()));
+        let f = client::Figures { against: low.against, served: low.served, read_after_s };
+        let low_verdict = decision::decide(&client::evidence(&report, &reqs, &client, opts, described, &f)).verdict();
+        if low_verdict != Verdict::Parallel {
+            report.verdict = Verdict::Inconclusive;
+            report.cause = Cause::UnknownAgents;
+            report.reason = format!(
+                "requests overlapped (up to {max_in_flight} in flight at once), but for {:.2} s none was in flight: the agents' own work between their calls, done together, or done one agent at a time (a blocking call or CPU work holding the executor between two awaited calls), which would not be parallel; not knowing which requests are whose, the judge cannot tell: label each agent's requests with X-Agent, or carry each agent's conversation, and a probe run settles it (read with the pauses as work done together: {})",
+                secs(idle_us),
+                report.reason
+            );
+        }
+    }
     if let Some(low) = &one_at_a_time {
         let decide = |r: &reading::Reading| {
             let f = client::Figures { against: r.against, served: r.served, read_after_s };

@@ -69,6 +69,15 @@ fn judge(command: Vec<String>, agents: Option<usize>) -> (Verdict, String) {
 
 /// The same with the cause.
 fn judged(command: Vec<String>, agents: Option<usize>) -> (Verdict, sim_ollama::judge::Cause, String) {
+    judged_with(command, agents, Vec::new())
+}
+
+/// [`judged`], with models loaded before the program starts (`harness exec --preload`).
+fn judged_with(
+    command: Vec<String>,
+    agents: Option<usize>,
+    preload: Vec<String>,
+) -> (Verdict, sim_ollama::judge::Cause, String) {
     let plan = ExecPlan {
         preset: None,
         config: None,
@@ -76,7 +85,7 @@ fn judged(command: Vec<String>, agents: Option<usize>) -> (Verdict, sim_ollama::
         time_scale: 0.1,
         seed: 0,
         agents,
-        preload: Vec::new(),
+        preload,
         stand_in: None,
         command: command.clone(),
         probe: harness::exec::ProbeMode::Auto,
@@ -315,6 +324,31 @@ fn python_tools_that_run_together_are_parallel_whatever_their_lengths() {
     for (what, v, _, words) in judged_in_pairs(programs.to_vec()) {
         assert_eq!(v, Verdict::Parallel, "{what}: {words}");
     }
+}
+
+/// Agents the judge cannot tell apart (no labels, each call a prompt of its own), told there
+/// are three (`--agents 3`), on a preloaded small model (calls of a few tens of ms): the 0.3-0.9
+/// s pauses between their rounds may be tools run together or one after another, which one
+/// run cannot tell. The blocking tools (`time.sleep` in `async def`) read parallel before (the
+/// pauses taken for work done together: a fail-open); neither program is read parallel now,
+/// and the correct one (`asyncio.to_thread`) is not blamed: inconclusive, asking for labels.
+#[test]
+fn python_agents_that_cannot_be_told_apart_are_not_read_parallel_across_their_pauses() {
+    let (py, script) = (python(), fixture("python_gaps.py"));
+    let programs = ["blocking", "thread"]
+        .map(|m| (m, cmd(&["env", "SIM_MODEL=llama3.2:1b", &py, &script, m, "--no-history"], false)));
+    std::thread::scope(|s| {
+        let runs: Vec<_> = programs
+            .iter()
+            .map(|(m, c)| (m, s.spawn(|| judged_with(c.clone(), Some(3), vec!["llama3.2:1b".into()]))))
+            .collect();
+        for (m, h) in runs {
+            let (v, cause, words) = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            assert_eq!(v, Verdict::Inconclusive, "{m}: {words}");
+            assert_eq!(cause, sim_ollama::judge::Cause::UnknownAgents, "{m}: {words}");
+            assert!(words.contains("none was in flight") && words.contains("X-Agent"), "{m}: {words}");
+        }
+    });
 }
 
 /// Issue 36 in Node (fixtures/clients/node_gaps.mjs): a tool that holds the event loop

@@ -244,6 +244,7 @@ fn admit<'a>(resident: &mut BTreeMap<usize, BTreeMap<&'a str, usize>>, ex: Optio
 /// Which runners excluded each other in the run: the server reloaded a model for other runner
 /// options, or evicted one for another (the loads' reasons, as `scheduler.rs` words them). Only
 /// what the run shows: runners that never displaced each other are replayed side by side.
+#[derive(Clone)]
 pub(super) struct Exclusions {
     /// (instance, model) whose runner was reloaded for other options.
     reloaded: BTreeSet<(usize, String)>,

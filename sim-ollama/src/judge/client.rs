@@ -124,7 +124,7 @@ pub(super) fn verdict(
             ),
         ),
         Decision::UnknownAllowance(a) => unknown_deployment(&figures(&a)),
-        Decision::UnknownAgents(a) => unknown_agents(&overlapped, &figures(&a)),
+        Decision::UnknownAgents(a) => unknown_agents(&overlapped, &figures(&a), opts.expected_agents),
         Decision::ReadStall(a) => (
             Verdict::Inconclusive,
             Cause::ClientLag,
@@ -176,7 +176,12 @@ pub(super) fn evidence(
     let c = &rep.concurrency;
     let agents = rep.agents.len();
     let expected_more = opts.expected_agents.is_some_and(|k| k >= 2);
-    let agents_known = rep.agents_from != AgentSource::Program || expected_more;
+    // An unlabelled program told how many agents run at once: fewer in flight than that is
+    // the client's doing; with that many in flight, time lost later may be one agent's calls
+    // following each other by design (agents of different numbers of turns), unless each
+    // request can be an agent of its own.
+    let permit_shown = opts.expected_agents.is_some_and(|k| c.max_in_flight < k || reqs.len() <= k);
+    let agents_known = rep.agents_from != AgentSource::Program || (expected_more && permit_shown);
     // The order, on the server's clock: what reached it together. With labels or
     // conversations, one agent whose calls followed each other is one agent; with neither, the
     // program's requests are taken to be able to run at once, so none overlapping is serialized.
@@ -198,12 +203,19 @@ pub(super) fn evidence(
 /// A shortfall of a program whose agents the judge could not tell apart: inconclusive, since
 /// it assumed every request could run at once, and the time it calls lost may be one agent's
 /// calls following each other by design.
-fn unknown_agents(overlapped: &str, figures: &str) -> (Verdict, Cause, String) {
+fn unknown_agents(overlapped: &str, figures: &str, told: Option<usize>) -> (Verdict, Cause, String) {
+    let fix = match told {
+        // Told how many, and that many were in flight at once: the number says no more.
+        Some(k) => format!(
+            "label each agent's requests with X-Agent (knowing there are {k} agents, and seeing {k} in flight at once, does not say which requests are whose)"
+        ),
+        None => "label each agent's requests with X-Agent or give the number of agents (--agents N)".to_string(),
+    };
     (
         Verdict::Inconclusive,
         Cause::UnknownAgents,
         format!(
-            "requests overlapped ({overlapped}), but the judge could not tell the agents apart (no X-Agent labels, no conversations to chain), so it cannot say whether the time lost was held back by the client or is one agent's calls following each other: label each agent's requests with X-Agent or give the number of agents (--agents N) ({figures})"
+            "requests overlapped ({overlapped}), but the judge could not tell the agents apart (no X-Agent labels, no conversations to chain), so it cannot say whether the time lost was held back by the client or is one agent's calls following each other: {fix} ({figures})"
         ),
     )
 }

@@ -11,6 +11,7 @@ use super::input::Req;
 use crate::trace::DeviceSharing;
 
 /// What every reading shares: the calls, and the figures that do not depend on local work.
+#[derive(Clone)]
 pub(super) struct Basis<'a> {
     pub(super) reqs: &'a [Req<'a>],
     pub(super) devices: &'a [DeviceSharing],
@@ -29,6 +30,10 @@ pub(super) struct Basis<'a> {
     pub(super) solo_us: u64,
     pub(super) load_us: u64,
     pub(super) idle_us: u64,
+    /// An unlabelled program's idle time as its ideal takes it: all of it (the agents' own
+    /// work, done together), or a share of it (the same work done one agent at a time, which
+    /// perfectly concurrent agents would have done together).
+    pub(super) idle_in_ideal: u64,
     pub(super) took_us: u64,
     /// To where the server wrote its last answer (`None` unless the client's reading of it was
     /// observed, and lagged).
@@ -79,7 +84,7 @@ impl Basis<'_> {
                 .map(|g| reqs.iter().filter(|q| q.group == g).map(|q| q.r.solo_us).sum::<u64>())
                 .max()
                 .unwrap_or(0);
-            (self.idle_us, longest_conv.max(lower) + self.idle_us)
+            (self.idle_us, longest_conv.max(lower) + self.idle_in_ideal)
         } else {
             let local_us: u64 = local.iter().sum();
             let lower =
@@ -130,7 +135,7 @@ impl Basis<'_> {
     /// The makespan of a perfectly concurrent client on the deployment, with `relax`'s limits
     /// lifted, loads aside.
     pub(super) fn replay(&self, r: &Reading, relax: allowed::Relax) -> u64 {
-        let idle = if self.program { self.idle_us } else { 0 };
+        let idle = if self.program { self.idle_in_ideal } else { 0 };
         (allowed::makespan(&r.calls, self.devices, self.permits, relax).round() as u64 + idle).max(r.ideal_core)
     }
 

@@ -713,3 +713,67 @@ fn carried_answers_chain_unlabelled_conversations_too() {
     assert_eq!(r.verdict, Verdict::Parallel, "{r}");
     assert!(close(r.time.ideal_s, 0.155), "{r}");
 }
+
+/// An unlabelled program of four agents: a round of four 100 ms requests at once, `pause` ms
+/// with nothing in flight, a second round of four.
+fn two_rounds_with_a_pause(pause: u64) -> Vec<RequestTrace> {
+    let mut reqs: Vec<RequestTrace> = (0..4).map(|i| req(i + 1, None, 0, 100, 100)).collect();
+    reqs.extend((0..4).map(|i| req(i + 5, None, 100 + pause, 200 + pause, 100)));
+    reqs
+}
+
+#[test]
+fn an_unlabelled_programs_pauses_never_back_parallel_alone() {
+    // 1,200 ms with nothing in flight between two rounds: four agents' 300 ms tools done
+    // together (a correct program took 1,400 with tools of 1,200 ms each) or one after another
+    // (time.sleep in async code: tools of 300 ms). Read as work done together it is parallel
+    // (ideal 100 + 1,200 + 100 = took); read as work one at a time, the four would have split
+    // it (ideal 500): not parallel. Not knowing the agents, the judge says neither.
+    for opts in [JudgeOptions::new(), JudgeOptions::new().expected_agents(4)] {
+        let r = judge(&snap(two_rounds_with_a_pause(1200)), &opts);
+        assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+        assert_eq!(r.cause, Cause::UnknownAgents, "{r}");
+        assert!(r.reason.contains("for 1.20 s none was in flight"), "{}", r.reason);
+        assert!(r.reason.contains("label each agent's requests with X-Agent"), "{}", r.reason);
+    }
+    // A pause below the floor of local work worth examining (100 ms): parallel, as before.
+    let r = judge(&snap(two_rounds_with_a_pause(100)), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    // Labelled, the judge knows whose pauses they are: the gaps' own rules decide (here the
+    // scenario says how long each agent worked, 1,200 ms each: parallel).
+    let mut labelled = two_rounds_with_a_pause(1200);
+    for (i, r) in labelled.iter_mut().enumerate() {
+        r.agent_label = Some(format!("agent{}", i % 4));
+    }
+    let known: Vec<(u64, std::time::Duration)> =
+        (5..=8).map(|id| (id, std::time::Duration::from_millis(1200))).collect();
+    let r = judge(&snap(labelled), &JudgeOptions::new().known_local_work(known));
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+}
+
+#[test]
+fn an_unlabelled_program_told_its_agents_is_blamed_only_for_what_a_permit_shows() {
+    // Four agents (--agents 4) of 1, 1, 1 and 8 turns of 100 ms back to back: four in flight,
+    // then one. Time lost against four at a time (an ideal of 1,100 / 4 = 275, took 800: 36 %
+    // saved, "partly serialized" before) is the last agent's turns following each other, not
+    // the client's: the judge, not knowing which request is whose, cannot blame it.
+    let mut reqs = Vec::new();
+    let mut id = 0;
+    for turns in [1u64, 1, 1, 8] {
+        for t in 0..turns {
+            id += 1;
+            reqs.push(req(id, None, t * 100, t * 100 + 100, 100));
+        }
+    }
+    let r = judge(&snap(reqs), &JudgeOptions::new().expected_agents(4));
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert_eq!(r.cause, Cause::UnknownAgents, "{r}");
+    // Never more than two in flight when four agents should run at once: a permit of two,
+    // the client's.
+    let two_at_a_time: Vec<RequestTrace> =
+        (0..8).map(|i| req(i + 1, None, (i / 2) * 100, (i / 2) * 100 + 100, 100)).collect();
+    let r = judge(&snap(two_at_a_time), &JudgeOptions::new().expected_agents(4));
+    assert!(matches!(r.verdict, Verdict::PartlySerialized | Verdict::Serialized), "{r}");
+    assert_eq!(r.cause, Cause::Client, "{r}");
+    assert!(r.reason.contains("at most 2 of 4 agents' requests were in flight at once"), "{}", r.reason);
+}
