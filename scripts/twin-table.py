@@ -12,7 +12,10 @@ and whether the twin's agrees with the live one:
 - `tolerance`: the twin `unknown`, the live share inside the twin's interval;
 - `no` otherwise.
 
-    python3 scripts/twin-table.py OUT_DIR
+    python3 scripts/twin-table.py OUT_DIR [EARLIER_OUT_DIR]
+
+With an earlier run's directory, it also prints how far the same live cells moved between the
+two runs (the live servers' own reproducibility, against which the twin's error is read).
 """
 import json
 import os
@@ -90,3 +93,13 @@ print(
     f"twin verdict agrees in {agreed.count('yes')} of {len(agreed)} cells, within the live rounds' noise in {agreed.count('noise')},"
     f" within the twin's tolerance in {agreed.count('tolerance')}, disagrees in {agreed.count('no')}"
 )
+if len(sys.argv) > 2:
+    moved = []
+    for n in names:
+        earlier = os.path.join(sys.argv[2], f"{n}.live")
+        if not os.path.isfile(os.path.join(earlier, "results.json")):
+            continue
+        now, before = cells(os.path.join(out, f"{n}.live")), cells(earlier)
+        moved += [abs(before[s][0] - l) / l for s, (l, _) in now.items() if s in before]
+    if moved:
+        print(f"live against the earlier run: median {statistics.median(moved):.0%}, max {max(moved):.0%} over {len(moved)} cells")

@@ -451,7 +451,9 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         gaps: None,
     };
     let read_after_s = secs(read_after_us);
-    let figures = client::Figures { against: measured.against, served: measured.served, read_after_s };
+    // The client verdict's figures of one reading.
+    let figures_of = |r: &reading::Reading| client::Figures { against: r.against, served: r.served, read_after_s };
+    let figures = figures_of(&measured);
     let (verdict, cause, reason) = client::verdict(&report, &reqs, &client, handoffs, opts, described, figures);
     report.verdict = verdict;
     report.cause = cause;
@@ -464,7 +466,7 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         let ran_together = max_in_flight.max(1) as u64;
         let low = reading::Basis { idle_in_ideal: idle_us / ran_together, ..basis.clone() }
             .read(as_linked(links.local.clone()));
-        let f = client::Figures { against: low.against, served: low.served, read_after_s };
+        let f = figures_of(&low);
         let low_verdict = decision::decide(&client::evidence(&report, &reqs, &client, opts, described, &f)).verdict();
         if low_verdict != Verdict::Parallel {
             report.verdict = Verdict::Inconclusive;
@@ -478,8 +480,7 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     }
     if let Some(low) = &one_at_a_time {
         let decide = |r: &reading::Reading| {
-            let f = client::Figures { against: r.against, served: r.served, read_after_s };
-            decision::decide(&client::evidence(&report, &reqs, &client, opts, described, &f)).verdict()
+            decision::decide(&client::evidence(&report, &reqs, &client, opts, described, &figures_of(r))).verdict()
         };
         let low_verdict = decide(low);
         let mut gaps = GapsReport {

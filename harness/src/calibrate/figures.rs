@@ -257,7 +257,12 @@ pub fn fit_batch_penalty(rel: &[(usize, f64)], attention: f64) -> Option<f64> {
 /// and with what efficiency (`m` servers time-slicing one device each get `efficiency / m`).
 /// Above 0.9 of solo speed, each server is on a device of its own.
 pub fn fit_sharing(together: f64, servers: usize) -> Option<f64> {
-    (together < 0.9).then(|| (together * servers as f64).clamp(0.05, 2.0))
+    (together < 0.9).then(|| sharing_efficiency(together, servers))
+}
+
+/// The efficiency of a device `servers` time-slice, each getting `together` of its solo speed.
+pub(crate) fn sharing_efficiency(together: f64, servers: usize) -> f64 {
+    (together * servers as f64).clamp(0.05, 2.0)
 }
 
 /// A number as the twin file writes it: three significant digits or so.

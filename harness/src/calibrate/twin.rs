@@ -2,7 +2,7 @@
 //! value saying what measured it, its figures kept in a `[calibration]` table, and the drift
 //! check (`--check`) that compares a new calibration with it.
 
-use super::figures::{Calibration, Figure, fit_batch_penalty, fit_sharing, num, round3};
+use super::figures::{Calibration, Figure, fit_batch_penalty, fit_sharing, num, round3, sharing_efficiency};
 use serde::Serialize;
 use sim_ollama::advanced::config::{ConfigFile, DeviceSpec, InstanceSpec, Jitter, ModelSpec, Profile};
 use sim_ollama::advanced::dist::{DistKind, DistSpec};
@@ -297,10 +297,15 @@ pub fn check(twin: &Calibration, now: &Calibration) -> Vec<Drift> {
 /// Below this, a relative speed's move is a client's noise (`--check`).
 const SPEED_FLOOR: f64 = 0.05;
 
-/// How far a figure may move before `--check` calls it moved: 15 % of its median, its own
-/// range, or `floor`, whichever is largest (the new measurement's range may widen it).
+/// The check's relative move: 15 % of a figure's median, or `floor` if larger.
+fn relative_move(a: &Figure, floor: f64) -> f64 {
+    (0.15 * a.median.abs()).max(floor)
+}
+
+/// How far a figure may move before `--check` calls it moved: its [`relative_move`], or its
+/// own range if larger (the new measurement's range may widen it).
 fn allowed_move(a: &Figure, floor: f64) -> f64 {
-    (0.15 * a.median.abs()).max(a.max - a.min).max(floor)
+    relative_move(a, floor).max(a.max - a.min)
 }
 
 /// A twin's batching and sharing at the two ends of what `--check` calls the same servers:
@@ -327,9 +332,8 @@ pub fn tolerance(file: &ConfigFile) -> Option<Tolerance> {
     let attention = slowdown * cal.batch_context.unwrap_or(0.0) / 1000.0;
     // The check's relative move, not the samples' range: the median the twin was fitted to
     // averages over the range, which says how the streams of one round differed.
-    let drift = |f: &Figure| (0.15 * f.median).max(SPEED_FLOOR);
     let moved = |sign: f64| -> Vec<(usize, f64)> {
-        cal.batch.iter().map(|(k, f)| (*k, (f.median + sign * drift(f)).max(0.01))).collect()
+        cal.batch.iter().map(|(k, f)| (*k, (f.median + sign * relative_move(f, SPEED_FLOOR)).max(0.01))).collect()
     };
     let (p_slow, p_fast) = if cal.batch.is_empty() {
         (device.batch_penalty, device.batch_penalty)
@@ -337,16 +341,15 @@ pub fn tolerance(file: &ConfigFile) -> Option<Tolerance> {
         (fit_batch_penalty(&moved(-1.0), attention)?, fit_batch_penalty(&moved(1.0), attention)?)
     };
     // Sharing moves only where the twin shares a device; servers on devices of their own stay so.
-    let n = cal.endpoints.len().max(1) as f64;
+    let n = cal.endpoints.len();
     let (e_slow, e_fast) = match cal.together {
-        Some(t) if fit_sharing(t.median, cal.endpoints.len()).is_some() => {
-            let d = drift(&t);
-            (((t.median - d) * n).clamp(0.05, 2.0), ((t.median + d) * n).clamp(0.05, 2.0))
+        Some(t) if fit_sharing(t.median, n).is_some() => {
+            let d = relative_move(&t, SPEED_FLOOR);
+            (sharing_efficiency(t.median - d, n), sharing_efficiency(t.median + d, n))
         }
         _ => (device.cross_process_efficiency, device.cross_process_efficiency),
     };
-    (cal.batch.len() + usize::from(e_slow != e_fast) > 0)
-        .then_some(Tolerance { slow: (p_slow, e_slow), fast: (p_fast, e_fast) })
+    (!cal.batch.is_empty() || e_slow != e_fast).then_some(Tolerance { slow: (p_slow, e_slow), fast: (p_fast, e_fast) })
 }
 
 /// The calibration a twin file was made from (its `[calibration]` table).
