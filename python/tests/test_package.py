@@ -180,25 +180,26 @@ def test_the_public_names():
 AGENTS_WITH_TOOLS = """
 import asyncio, json, time, urllib.request
 
-def chat(url, agent, turn):
+def chat(url, agent, turn, labelled):
     body = json.dumps({"model": "gemma3", "stream": False, "options": {"num_predict": 20},
                        "messages": [{"role": "user", "content": f"{agent}: turn {turn}"}]}).encode()
     req = urllib.request.Request(url + "/api/chat", data=body, method="POST")
     req.add_header("Content-Type", "application/json")
-    req.add_header("X-Agent", agent)
+    if labelled:
+        req.add_header("X-Agent", agent)
     with urllib.request.urlopen(req, timeout=30) as r:
         return json.loads(r.read())
 
-async def agent(url, name, blocking, seconds=0.3):
-    await asyncio.to_thread(chat, url, name, 1)
+async def agent(url, name, blocking, seconds, labelled):
+    await asyncio.to_thread(chat, url, name, 1, labelled)
     if blocking:
         time.sleep(seconds)
     else:
         await asyncio.sleep(seconds)
-    await asyncio.to_thread(chat, url, name, 2)
+    await asyncio.to_thread(chat, url, name, 2, labelled)
 
-async def agents(url, blocking, seconds=0.3):
-    await asyncio.gather(*(agent(url, n, blocking, seconds) for n in ("a", "b", "c")))
+async def agents(url, blocking, seconds=0.3, labelled=True):
+    await asyncio.gather(*(agent(url, n, blocking, seconds, labelled) for n in ("a", "b", "c")))
 """
 
 
@@ -211,6 +212,21 @@ def test_judge_program_runs_a_program_twice_when_the_gaps_between_calls_decide()
         assert j.verdict in ("partly_serialized", "serialized") and j.report.cause == "between_calls", j.explain()
         j = sim.judge_program(lambda: namespace["agents"](sim.url, False))
         assert j.verdict == "parallel", j.explain()
+
+
+def test_judge_program_tells_unlabelled_agents_apart_by_a_probe_run():
+    # No X-Agent, each call a prompt of its own: nothing tells the agents apart in one run. The
+    # probe run releases one answer at a time; told three agents run, its three chains are them.
+    namespace = {}
+    exec(AGENTS_WITH_TOOLS, namespace)
+    with Simulator() as sim:
+        for blocking in (True, False):
+            j = sim.judge_program(lambda: namespace["agents"](sim.url, blocking, labelled=False), agents=3)
+            assert j.report.agents_from == "probe" and j.report.agents == 3, j.explain()
+            if blocking:
+                assert j.report.cause == "between_calls", j.explain()
+            else:
+                assert j.verdict == "parallel", j.explain()
 
 
 def test_the_fixture_runs_the_test_again_as_a_probe_run_when_the_gaps_decide(pytester):

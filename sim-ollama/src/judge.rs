@@ -69,9 +69,10 @@ mod gate;
 mod input;
 mod probed;
 mod reading;
+mod recovered;
 mod report;
 
-pub use crate::probe::ProbePlan;
+pub use crate::probe::{ProbePlan, SerialCall, SerialPlan};
 pub use decision::{
     AgainstAllowed, NO_ROOM_SLACK, PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING, Verdict, against_allowed,
 };
@@ -156,15 +157,26 @@ pub fn probe_plan(trace: &TraceSnapshot, opts: &JudgeOptions) -> ProbePlan {
     let ran = that_ran(&window(trace, opts.since, opts.probe_since));
     let client: BTreeMap<u64, ClientCall> = opts.client_calls.iter().map(|c| (c.request, *c)).collect();
     let mut reqs = as_seen(&ran, &client);
-    let names = agents::group(&mut reqs).names;
+    let agents::Grouping { names, source, .. } = agents::group(&mut reqs);
     let tolerance_us = tolerance(&reqs, opts);
     let links = agents::links(&reqs, tolerance_us);
     let keys = agents::keys(&reqs, names.len());
-    probed::plan(&probed::Run { reqs: &reqs, links: &links, keys: &keys, names: &names }, tolerance_us)
+    let mut plan = probed::plan(&probed::Run { reqs: &reqs, links: &links, keys: &keys, names: &names }, tolerance_us);
+    if source == AgentSource::Program {
+        // Agents the judge cannot tell apart: one answer at a time shows whose calls are whose.
+        plan.serial = Some(recovered::plan(&reqs));
+    }
+    plan
 }
 
 /// Judges a trace.
 pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
+    let mut report = judged(trace, opts);
+    report.needs_probe = report.probe_would_settle();
+    report
+}
+
+fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let mut notes = Vec::new();
     let model_reqs = window(trace, opts.since, opts.probe_since);
     let still_active = model_reqs.iter().filter(|r| r.outcome == Outcome::Active).count();
@@ -202,6 +214,15 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     // Agents.
     let agents::Grouping { names, source, labelled } = agents::group(&mut reqs);
     let groups = names.len();
+    // Agents the judge cannot tell apart, told apart by a probe run (one answer at a time).
+    let mut not_recovered = None;
+    if let (AgentSource::Program, Some(since), None) = (source, opts.probe_since, &opts.probe_void) {
+        let probe_ran = that_ran(&window(trace, Some(since), None));
+        match recovered::judged(trace, opts, &ran, &probe_ran, tolerance(&reqs, opts), |t| judged(t, opts)) {
+            Ok(report) => return report,
+            Err(why) => not_recovered = Some(why),
+        }
+    }
     if source == AgentSource::Mixed {
         notes.push(format!(
             "{} of {} requests carried no X-Agent label; they were grouped by conversation",
@@ -309,20 +330,21 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         Some(Ok(k))
     } else {
         opts.probe_since.map(|since| {
-        if let Some(why) = &opts.probe_void {
-            return Err(why.clone());
-        }
-        if program {
-            return Err("the judge could not tell the agents apart (no labels, no conversations), so it cannot match them across runs".to_string());
-        }
-        let probe_ran = that_ran(&window(trace, Some(since), None));
-        let mut probe_reqs = as_seen(&probe_ran, &client);
-        let probe_names = agents::group(&mut probe_reqs).names;
-        let probe_links = agents::links(&probe_reqs, tolerance_us);
-        let probe_keys = agents::keys(&probe_reqs, probe_names.len());
-        let probe_run = probed::Run { reqs: &probe_reqs, links: &probe_links, keys: &probe_keys, names: &probe_names };
-        probed::compare(&first_run, &probe_run, &probed::plan(&first_run, tolerance_us))
-    })
+            if let Some(why) = &opts.probe_void {
+                return Err(why.clone());
+            }
+            if let Some(why) = &not_recovered {
+                return Err(why.clone());
+            }
+            let probe_ran = that_ran(&window(trace, Some(since), None));
+            let mut probe_reqs = as_seen(&probe_ran, &client);
+            let probe_names = agents::group(&mut probe_reqs).names;
+            let probe_links = agents::links(&probe_reqs, tolerance_us);
+            let probe_keys = agents::keys(&probe_reqs, probe_names.len());
+            let probe_run =
+                probed::Run { reqs: &probe_reqs, links: &probe_links, keys: &probe_keys, names: &probe_names };
+            probed::compare(&first_run, &probe_run, &probed::plan(&first_run, tolerance_us))
+        })
     };
     // The figures shown: the gaps as the probe measured them (with the hand-offs it showed, and
     // those it could not test read both ways), or as measured.
@@ -449,6 +471,7 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         concurrency,
         time,
         gaps: None,
+        needs_probe: false,
     };
     let read_after_s = secs(read_after_us);
     // The client verdict's figures of one reading.
@@ -477,6 +500,9 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
                 report.reason
             );
         }
+    }
+    if let (Some(why), Verdict::Inconclusive) = (&not_recovered, report.verdict) {
+        report.reason.push_str(&format!("; {why}"));
     }
     if let Some(low) = &one_at_a_time {
         let decide = |r: &reading::Reading| {

@@ -31,6 +31,19 @@
 //! are never held. A held answer keeps its slot while it waits, as an answer read slowly
 //! does, but leaves its device's batch (its tokens are all out).
 //!
+//! A program whose agents the judge cannot tell apart (no labels, no conversations to chain)
+//! is probed **one answer at a time** ([`SerialPlan`]): every answer is held until the one out
+//! before it has been followed by its agent's next request, so each request that arrives is
+//! the next call of the agent whose answer is out, and the trace records which
+//! (`RequestTrace::probe_after`). Requests arriving within [`SETTLE_US`] of the first one in a
+//! gap are taken to follow the same answer (an agent that sends two calls at once). The judge
+//! rebuilds the agents from these links and matches them to the first run by their prompts
+//! (`RequestTrace::prompt_key`). Such a gap expires after the longest time any call of the
+//! first run still to come went out after that answer's twin ended (a quarter more, plus the
+//! tolerance): the program's next call cannot have waited longer for its own work; where no
+//! call of the first run is left to come after it, the agent has finished and the next answer
+//! goes out at once.
+//!
 //! The probe's plan (each agent's gaps in the first run) comes from the judge
 //! (`judge::probe_plan`); `SimHandle::begin_probe` and `POST /sim/probe` start one, and the
 //! judge compares the two runs (`JudgeOptions::probe_since`).
@@ -63,7 +76,34 @@ pub struct ProbePlan {
     /// How long those answers are held back first, µs.
     #[serde(default)]
     pub delay_us: u64,
+    /// A program whose agents the judge cannot tell apart: release its answers one at a time
+    /// (see the module's words).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<SerialPlan>,
 }
+
+/// What a probe run that releases answers one at a time needs of the first run: its calls.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SerialPlan {
+    /// The first run's calls, in arrival order.
+    pub calls: Vec<SerialCall>,
+}
+
+/// One call of the first run, on the program's clock (µs of wall time).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SerialCall {
+    /// Its `RequestTrace::prompt_key`.
+    pub prompt_key: String,
+    /// When it went out.
+    pub start_us: u64,
+    /// When its answer ended.
+    pub end_us: u64,
+}
+
+/// How long after the first request that follows an answer others may still be taken to
+/// follow it, µs of wall time: an agent that sends two calls at once (`asyncio.gather`,
+/// `Promise.all`) sends them within a few milliseconds.
+pub(crate) const SETTLE_US: u64 = 20_000;
 
 impl ProbePlan {
     /// How long a gap may stay open: `gap` a quarter longer, plus the tolerance.
@@ -103,19 +143,35 @@ struct State {
     held: VecDeque<Held>,
     /// Numbers the open gaps, so a stale expiry is ignored.
     serial: u64,
+    /// One answer at a time: each prompt key's calls of the first run (indices into
+    /// `plan.serial.calls`), and which of them the probe run has sent so far.
+    twins: HashMap<String, VecDeque<usize>>,
+    sent: Vec<bool>,
     rt: tokio::runtime::Handle,
 }
 
 #[derive(Debug)]
 struct Open {
-    agent: String,
+    /// Its agent's key; `None` for an answer released one at a time (its agent is unknown).
+    agent: Option<String>,
     serial: u64,
+    /// For an answer released one at a time: its request, and whether a request has followed it.
+    answer: Option<(u64, bool)>,
 }
 
 #[derive(Debug)]
 struct Held {
     agent: Option<String>,
+    one: Option<One>,
     release: oneshot::Sender<()>,
+}
+
+/// A request of a probe run releasing answers one at a time: its id and its twin in the first
+/// run (`SerialPlan::calls`), if its prompt was there.
+#[derive(Debug, Clone, Copy)]
+struct One {
+    id: u64,
+    twin: Option<usize>,
 }
 
 /// A request of the probe run: what it needs to have its answer released.
@@ -123,13 +179,24 @@ struct Held {
 pub(crate) struct Ticket {
     probe: Probe,
     agent: Option<String>,
+    one: Option<One>,
+    /// The request whose answer was out when it arrived (one answer at a time).
+    pub(crate) after: Option<u64>,
 }
 
 impl Probe {
     /// Starts a probe run with `plan` (ending any probe in progress, its held answers released).
     pub(crate) fn begin(&self, plan: ProbePlan, rt: tokio::runtime::Handle) {
         self.end();
+        let mut twins: HashMap<String, VecDeque<usize>> = HashMap::new();
+        let calls = plan.serial.as_ref().map_or(&[][..], |p| p.calls.as_slice());
+        for (i, c) in calls.iter().enumerate() {
+            twins.entry(c.prompt_key.clone()).or_default().push_back(i);
+        }
+        let sent = vec![false; calls.len()];
         *self.lock() = Some(State {
+            twins,
+            sent,
             plan,
             conversations: HashMap::new(),
             released: HashMap::new(),
@@ -161,11 +228,19 @@ impl Probe {
     }
 
     /// A request arrived (`label`: its `X-Agent`; `conversation`: its fingerprints, `(key,
-    /// parent)`): it closes its agent's gap if that gap is open. Returns its ticket while a
-    /// probe runs.
-    pub(crate) fn arrive(&self, label: Option<&str>, conversation: Option<(&str, Option<&str>)>) -> Option<Ticket> {
+    /// parent)`; `id` and `prompt_key`: its trace's): it closes its agent's gap if that gap is
+    /// open. Returns its ticket while a probe runs.
+    pub(crate) fn arrive(
+        &self,
+        label: Option<&str>,
+        conversation: Option<(&str, Option<&str>)>,
+        (id, prompt_key): (u64, &str),
+    ) -> Option<Ticket> {
         let mut guard = self.lock();
         let s = guard.as_mut()?;
+        if s.plan.serial.is_some() && label.is_none() {
+            return Some(self.arrive_one(s, id, prompt_key));
+        }
         let agent = match (label, conversation) {
             (Some(l), _) => agent_key(Some(l), None),
             (None, Some((key, parent))) => {
@@ -177,11 +252,35 @@ impl Probe {
             }
             (None, None) => None,
         };
-        if agent.is_some() && s.open.as_ref().map(|o| &o.agent) == agent.as_ref() {
+        if agent.is_some() && s.open.as_ref().map(|o| &o.agent) == Some(&agent) {
             s.open = None;
             self.release_next(s);
         }
-        Some(Ticket { probe: self.clone(), agent })
+        Some(Ticket { probe: self.clone(), agent, one: None, after: None })
+    }
+
+    /// A request of a program probed one answer at a time: it follows the answer that is out,
+    /// if one is; the first to follow it closes that gap [`SETTLE_US`] later.
+    fn arrive_one(&self, s: &mut State, id: u64, prompt_key: &str) -> Ticket {
+        let twin = s.twins.get_mut(prompt_key).and_then(VecDeque::pop_front);
+        if let Some(t) = twin {
+            s.sent[t] = true;
+        }
+        let mut after = None;
+        if let Some(o) = s.open.as_mut() {
+            if let Some((answer, followed)) = o.answer.as_mut() {
+                after = Some(*answer);
+                if !*followed {
+                    *followed = true;
+                    let (probe, serial) = (self.clone(), o.serial);
+                    s.rt.spawn(async move {
+                        tokio::time::sleep(Duration::from_micros(SETTLE_US)).await;
+                        probe.expire(serial);
+                    });
+                }
+            }
+        }
+        Ticket { probe: self.clone(), agent: None, one: Some(One { id, twin }), after }
     }
 
     /// An answer's turn: when no other agent's gap is open and none is held before it, it goes
@@ -190,18 +289,19 @@ impl Probe {
         &self,
         s: &mut State,
         agent: Option<String>,
+        one: Option<One>,
         release: oneshot::Sender<()>,
     ) -> Option<oneshot::Sender<()>> {
         let free = match &s.open {
             None => true,
             // An agent's own answers are never held back from it.
-            Some(o) => agent.as_ref() == Some(&o.agent),
+            Some(o) => agent.is_some() && agent == o.agent,
         };
         if free && s.held.is_empty() {
-            self.released(s, agent);
+            self.released(s, agent, one);
             return Some(release);
         }
-        s.held.push_back(Held { agent, release });
+        s.held.push_back(Held { agent, one, release });
         None
     }
 
@@ -211,13 +311,17 @@ impl Probe {
             let Some(h) = s.held.pop_front() else { return };
             // A client that went away took its answer with it: the next one goes.
             if h.release.send(()).is_ok() {
-                self.released(s, h.agent);
+                self.released(s, h.agent, h.one);
             }
         }
     }
 
-    /// An answer went out to `agent`: its gap opens if the plan gives it another call.
-    fn released(&self, s: &mut State, agent: Option<String>) {
+    /// An answer went out to `agent` (or, one at a time, to an agent unknown): its gap opens
+    /// if the plan gives it another call.
+    fn released(&self, s: &mut State, agent: Option<String>, one: Option<One>) {
+        if let Some(one) = one {
+            return self.released_one(s, one);
+        }
         let Some(agent) = agent else { return };
         let k = s.released.entry(agent.clone()).or_insert(0);
         let index = *k;
@@ -230,15 +334,48 @@ impl Probe {
             },
             None => s.plan.longest_gap_us,
         };
+        self.open(s, Some(agent), None, gap);
+    }
+
+    /// Opens a gap that expires `gap_us` (a quarter more, plus the tolerance) from now.
+    fn open(&self, s: &mut State, agent: Option<String>, answer: Option<u64>, gap_us: u64) {
         s.serial += 1;
         let serial = s.serial;
-        s.open = Some(Open { agent, serial });
-        let expiry = Duration::from_micros(s.plan.expiry_us(gap));
+        s.open = Some(Open { agent, serial, answer: answer.map(|a| (a, false)) });
+        let expiry = Duration::from_micros(s.plan.expiry_us(gap_us));
         let probe = self.clone();
         s.rt.spawn(async move {
             tokio::time::sleep(expiry).await;
             probe.expire(serial);
         });
+    }
+
+    /// An answer released one at a time went out: a gap opens for whatever follows it, as long
+    /// as the first run leaves room for (see the module's words).
+    fn released_one(&self, s: &mut State, one: One) {
+        let calls = s.plan.serial.as_ref().map_or(&[][..], |p| p.calls.as_slice());
+        let tol = s.plan.tolerance_us;
+        let gap = match one.twin {
+            Some(t) => {
+                let end = calls[t].end_us;
+                let to_come = calls
+                    .iter()
+                    .zip(&s.sent)
+                    .filter(|(c, sent)| !**sent && c.start_us + tol >= end)
+                    .map(|(c, _)| c.start_us);
+                match to_come.max() {
+                    Some(last) => last.saturating_sub(end),
+                    // Nothing of the first run is left to follow it: its agent is done.
+                    None => return,
+                }
+            }
+            // A prompt the first run did not send: as long as the first run took.
+            None => {
+                let first = calls.iter().map(|c| c.start_us).min().unwrap_or(0);
+                calls.iter().map(|c| c.end_us).max().unwrap_or(0).saturating_sub(first)
+            }
+        };
+        self.open(s, None, Some(one.id), gap);
     }
 
     /// The gap numbered `serial` stayed open past its expiry: its agent is waiting for
@@ -277,7 +414,7 @@ impl Ticket {
         }
         let (tx, rx) = oneshot::channel();
         // Out now (the sender is not needed), or held until its turn.
-        match self.probe.take_turn(s, self.agent.clone(), tx) {
+        match self.probe.take_turn(s, self.agent.clone(), self.one, tx) {
             Some(_) => None,
             None => Some(rx),
         }
@@ -290,7 +427,7 @@ impl Probe {
         let mut guard = self.lock();
         match guard.as_mut() {
             Some(s) => {
-                if let Some(now) = self.take_turn(s, agent, release) {
+                if let Some(now) = self.take_turn(s, agent, None, release) {
                     let _ = now.send(());
                 }
             }

@@ -327,35 +327,41 @@ fn python_tools_that_run_together_are_parallel_whatever_their_lengths() {
 }
 
 /// Agents the judge cannot tell apart (no labels, each call a prompt of its own), told there
-/// are three (`--agents 3`), on a preloaded small model (calls of a few tens of ms): the 0.3-0.9
-/// s pauses between their rounds may be tools run together or one after another, which one
-/// run cannot tell. The blocking tools (`time.sleep` in `async def`) read parallel before (the
-/// pauses taken for work done together: a fail-open); neither program is read parallel now,
-/// and the correct one (`asyncio.to_thread`) is not blamed: inconclusive, asking for labels.
+/// are three (`--agents 3`), on a preloaded small model (calls of a few tens of ms): one run
+/// cannot tell the 0.3-0.9 s pauses between their rounds apart (tools run together, or one
+/// after another). The probe run releases one answer at a time, so each next call shows whose
+/// answer it followed: the blocking tools (`time.sleep` in `async def`) are caught between
+/// calls, their `asyncio.to_thread` twin and a pipeline whose reviewer is handed the writer's
+/// draft are parallel, and a permit of two around three agents' runs (the third agent's calls
+/// follow the first agent's last answer, as a third turn of it would) is never parallel.
 #[test]
-fn python_agents_that_cannot_be_told_apart_are_not_read_parallel_across_their_pauses() {
+fn python_agents_that_cannot_be_told_apart_are_told_apart_by_a_probe_run() {
     let (py, script) = (python(), fixture("python_gaps.py"));
-    let programs = ["blocking", "thread"]
+    let programs = ["blocking", "thread", "pipeline", "permit"]
         .map(|m| (m, cmd(&["env", "SIM_MODEL=llama3.2:1b", &py, &script, m, "--no-history"], false)));
-    std::thread::scope(|s| {
-        let runs: Vec<_> = programs
-            .iter()
-            .map(|(m, c)| (m, s.spawn(|| judged_with(c.clone(), Some(3), vec!["llama3.2:1b".into()]))))
-            .collect();
-        for (m, h) in runs {
-            let (v, cause, words) = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-            assert_eq!(v, Verdict::Inconclusive, "{m}: {words}");
-            assert_eq!(cause, sim_ollama::judge::Cause::UnknownAgents, "{m}: {words}");
-            // Either the pauses' second reading (the rule this test guards: without it the
-            // to_thread twin reads parallel), or, where the first reading already fell short,
-            // the agents the judge cannot tell apart: both ask for labels.
-            assert!(
-                (words.contains("none was in flight") || words.contains("could not tell the agents apart"))
-                    && words.contains("label each agent's requests with X-Agent"),
-                "{m}: {words}"
-            );
-        }
-    });
+    for pair in programs.chunks(2) {
+        std::thread::scope(|s| {
+            let runs: Vec<_> = pair
+                .iter()
+                .map(|(m, c)| (m, s.spawn(|| judged_with(c.clone(), Some(3), vec!["llama3.2:1b".into()]))))
+                .collect();
+            for (m, h) in runs {
+                let (v, cause, words) = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                match *m {
+                    "blocking" => {
+                        assert!(matches!(v, Verdict::PartlySerialized | Verdict::Serialized), "{m}: {words}");
+                        assert_eq!(cause, sim_ollama::judge::Cause::BetweenCalls, "{m}: {words}");
+                        assert!(words.contains("told apart by a probe run"), "{m}: {words}");
+                    }
+                    "permit" => assert_ne!(v, Verdict::Parallel, "{m}: {words}"),
+                    _ => {
+                        assert_eq!(v, Verdict::Parallel, "{m}: {words}");
+                        assert!(words.contains("told apart by a probe run"), "{m}: {words}");
+                    }
+                }
+            }
+        });
+    }
 }
 
 /// Issue 36 in Node (fixtures/clients/node_gaps.mjs): a tool that holds the event loop

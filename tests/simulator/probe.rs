@@ -133,34 +133,64 @@ fn an_agent_waiting_for_an_answer_the_probe_holds_is_released_when_its_gap_expir
     assert_eq!(r.gaps.as_ref().map(|g| g.status), Some(GapsStatus::Probed), "{r}");
 }
 
+/// Three unlabelled agents (generate calls, no conversation, the same prompts): a call, 300
+/// ms of work, a second call.
+fn unlabelled(addr: SocketAddr, tools: Tools) {
+    let lock = Arc::new(Mutex::new(()));
+    std::thread::scope(|s| {
+        for _ in 0..3 {
+            let lock = Arc::clone(&lock);
+            s.spawn(move || {
+                call(addr, None, 1);
+                match tools {
+                    Tools::Together => std::thread::sleep(Duration::from_millis(300)),
+                    Tools::OneAtATime => {
+                        let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
+                        std::thread::sleep(Duration::from_millis(300));
+                    }
+                }
+                call(addr, None, 2);
+            });
+        }
+    });
+}
+
 #[test]
-fn requests_of_no_known_agent_are_never_held() {
-    // Unlabelled generate calls carry no conversation: the probe cannot tell whose they are,
-    // so it holds none of them back.
-    let sim = sim();
-    let addr = sim.addrs()[0];
-    let run = || {
-        std::thread::scope(|s| {
-            for _ in 0..3 {
-                s.spawn(move || {
-                    call(addr, None, 1);
-                    std::thread::sleep(Duration::from_millis(200));
-                    call(addr, None, 2);
-                });
-            }
-        });
-    };
-    let opts = JudgeOptions::new().since(sim.trace_mark());
-    run();
-    sim.wait_idle(Duration::from_secs(5)).unwrap();
-    let probe = sim.begin_probe(&opts);
-    run();
-    sim.wait_idle(Duration::from_secs(5)).unwrap();
-    sim.end_probe();
-    assert!(sim.trace().requests.iter().all(|r| r.held_us == 0), "nothing held");
-    // Their agents cannot be matched across runs: the probe is void, and says why.
-    let r = sim.judge(&opts.probe_since(probe));
-    assert!(r.gaps.is_none(), "a program judged as a whole has no agents' gaps: {r}");
+fn requests_of_no_known_agent_are_released_one_at_a_time_and_each_next_call_linked_to_its_answer() {
+    // Unlabelled generate calls carry no conversation: the judge cannot tell whose they are.
+    // The probe releases one answer at a time; each second call arrives while its own agent's
+    // answer is the one out, and the trace links it to that answer.
+    for tools in [Tools::Together, Tools::OneAtATime] {
+        let sim = sim();
+        let addr = sim.addrs()[0];
+        let opts = JudgeOptions::new().since(sim.trace_mark()).expected_agents(3);
+        unlabelled(addr, tools);
+        sim.wait_idle(Duration::from_secs(5)).unwrap();
+        let first = sim.judge(&opts);
+        assert!(first.needs_probe(), "{first}");
+        let probe = sim.begin_probe(&opts);
+        let started = Instant::now();
+        unlabelled(addr, tools);
+        // Three tools of 300 ms one at a time, and the calls: about a second; expiries past
+        // the first run's gaps would add about 0.4 s each. Well under five.
+        assert!(started.elapsed() < Duration::from_secs(5), "the probe run took {:?}", started.elapsed());
+        sim.wait_idle(Duration::from_secs(5)).unwrap();
+        sim.end_probe();
+        let trace = sim.trace();
+        let run: Vec<_> = trace.requests.iter().filter(|r| r.id >= probe).collect();
+        let firsts: Vec<u64> = run.iter().filter(|r| r.probe_after.is_none()).map(|r| r.id).collect();
+        let mut followed: Vec<u64> = run.iter().filter_map(|r| r.probe_after).collect();
+        followed.sort_unstable();
+        assert_eq!(firsts.len(), 3, "three first calls, before any answer went out: {run:?}");
+        assert_eq!(followed, firsts, "each second call follows a first call of its own: {run:?}");
+        assert!(run.iter().filter(|r| r.held_us > 0).count() >= 2, "answers were held: {run:?}");
+        let r = sim.judge(&opts.probe_since(probe));
+        assert_eq!(r.agents_from, sim_ollama::judge::AgentSource::Probe, "{r}");
+        match tools {
+            Tools::Together => assert_eq!(r.verdict, Verdict::Parallel, "{r}"),
+            Tools::OneAtATime => assert_eq!(r.cause, Cause::BetweenCalls, "{r}"),
+        }
+    }
 }
 
 #[test]
@@ -176,6 +206,7 @@ fn over_http_a_probe_run_is_asked_for_between_the_mark_and_the_judge() {
     assert_eq!(r.status, 200, "{}", r.text());
     let started = r.json();
     assert_eq!(started["agents"], 3, "{started}");
+    assert_eq!(started["one_at_a_time"], false, "{started}");
     // One probe run per mark.
     let again = raw_blocking(addr, "POST", "/sim/probe", None, &[]);
     assert_eq!(again.status, 400, "{}", again.text());

@@ -95,8 +95,10 @@ class Report:
 
     @property
     def needs_probe(self) -> bool:
-        """Whether the verdict waits on a probe run (the gaps between calls decide it)."""
-        return self.gaps == "unprobed"
+        """Whether the verdict waits on a probe run: the gaps between calls decide it, or a
+        program whose agents the judge cannot tell apart read short of parallel (a probe run
+        releasing one answer at a time tells them apart)."""
+        return bool(self.raw.get("needs_probe", self.gaps == "unprobed"))
 
     @classmethod
     def _from(cls, d: Dict[str, Any]) -> "Report":

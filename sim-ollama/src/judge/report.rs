@@ -181,6 +181,9 @@ pub enum AgentSource {
     /// No labels and no conversations to chain: the program is judged as a whole, every
     /// request as if it could have run alongside every other (or `expected_agents` at once).
     Program,
+    /// No labels and no conversations: a probe run releasing one answer at a time showed the
+    /// chains of calls (`agent-1`, ...), matched to the run judged by their prompts.
+    Probe,
 }
 
 impl AgentSource {
@@ -190,6 +193,7 @@ impl AgentSource {
             AgentSource::Conversations => "conversations, no labels",
             AgentSource::Mixed => "X-Agent labels and conversations",
             AgentSource::Program => "no labels: the program as a whole",
+            AgentSource::Probe => "no labels: told apart by a probe run",
         }
     }
 }
@@ -424,6 +428,9 @@ pub struct Report {
     /// a whole, whose agents the judge cannot tell apart).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gaps: Option<GapsReport>,
+    /// [`Report::needs_probe`].
+    #[serde(default)]
+    pub needs_probe: bool,
 }
 
 impl Report {
@@ -474,11 +481,20 @@ impl Report {
         )
     }
 
-    /// Whether the verdict waits on a probe run: the gaps between the agents' calls could be
-    /// their own work or waiting for each other, the verdict depends on which, and no probe
-    /// run settled it ([`Cause::UnprobedGaps`] with no probe made).
+    /// Whether the verdict waits on a probe run: the gaps between calls decide it
+    /// ([`Cause::UnprobedGaps`]), or a program judged as a whole overlapped and read short of
+    /// parallel (a probe releasing one answer at a time can tell its agents apart).
     pub fn needs_probe(&self) -> bool {
+        self.needs_probe
+    }
+
+    /// What [`Report::needs_probe`] says, from the rest of the report.
+    pub(super) fn probe_would_settle(&self) -> bool {
         self.gaps.as_ref().is_some_and(|g| g.status == GapsStatus::Unprobed)
+            || (self.agents_from == AgentSource::Program
+                && self.requests > 1
+                && self.concurrency.max_in_flight > 1
+                && self.verdict != Verdict::Parallel)
     }
 
     /// `Ok` when the verdict is `expected`, else the report in words as the error.

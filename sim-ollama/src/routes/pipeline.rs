@@ -215,6 +215,19 @@ pub(crate) async fn start(
         let others: usize = devices.iter().map(|d| d.streams()).sum();
         plan.timing.slow_down(noise.factor(s.shared.cfg.seed, id, others));
     }
+    // What the model was asked, to know the same request in a probe run of the program.
+    let prompt_key = format!(
+        "{:016x}",
+        crate::seed::SeedBuilder::new(0)
+            .str("prompt")
+            .str(&g.model.name.key())
+            .str(g.rendered)
+            .u64(g.images as u64)
+            .finish()
+    );
+    if let Some(t) = trace.as_ref() {
+        t.with(|r| r.prompt_key = Some(prompt_key.clone()));
+    }
     let prompt = crate::generation::prompt_hashes(&g.model, g.rendered, g.templated, g.images);
     let mut job = job(s, g.model, g.runner, g.keep_alive, plan, g.arrival, prompt, g.reply_prefix);
     job.truncate = g.truncate && g.images == 0;
@@ -226,7 +239,9 @@ pub(crate) async fn start(
         job.probe = trace.as_ref().and_then(|t| {
             let (label, conversation) = t.with(|r| (r.agent_label.clone(), r.conversation.clone()));
             let fingerprints = conversation.as_ref().map(|c| (c.key.as_str(), c.parent.as_deref()));
-            s.shared.probe.arrive(label.as_deref(), fingerprints)
+            let ticket = s.shared.probe.arrive(label.as_deref(), fingerprints, (t.id(), &prompt_key))?;
+            t.with(|r| r.probe_after = ticket.after);
+            Some(ticket)
         });
     }
     let fault =

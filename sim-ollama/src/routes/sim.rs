@@ -45,8 +45,10 @@ pub(crate) async fn post_mark(State(s): State<AppState>) -> Response {
 /// `POST /sim/probe`: the program judged since the mark is about to run again as a probe run
 /// (docs/judge.md, "The gaps between calls"): from the next request on, the simulator holds
 /// answers back so the agents do their local work one at a time, and `GET /sim/judge` then
-/// compares the two runs. Answers `{"probe": ID, "agents": N}`: the id the probe run's first
-/// request gets, and how many agents the plan knows. One probe run per mark: a second is a
+/// compares the two runs. Answers `{"probe": ID, "agents": N, "one_at_a_time": B}`: the id
+/// the probe run's first request gets, how many agents the plan knows, and whether it releases
+/// one answer at a time (a program whose agents the judge cannot tell apart; `agents` is then
+/// 0: the probe run finds them). One probe run per mark: a second is a
 /// 400 until `POST /sim/mark` or `DELETE /sim/trace` starts over.
 pub(crate) async fn post_probe(State(s): State<AppState>) -> Result<Response, ApiError> {
     use std::sync::atomic::Ordering::Relaxed;
@@ -62,11 +64,15 @@ pub(crate) async fn post_probe(State(s): State<AppState>) -> Result<Response, Ap
         opts = opts.since(m);
     }
     let plan = crate::judge::probe_plan(&s.shared.trace.snapshot(), &opts);
-    let agents = plan.gaps.len();
+    let one_at_a_time = plan.serial.is_some();
+    let agents = if one_at_a_time { 0 } else { plan.gaps.len() };
     let id = s.shared.trace.next_id();
     s.shared.probe_mark.store(id, Relaxed);
     s.shared.probe.begin(plan, tokio::runtime::Handle::current());
-    Ok(json_response(StatusCode::OK, &serde_json::json!({ "probe": id, "agents": agents })))
+    Ok(json_response(
+        StatusCode::OK,
+        &serde_json::json!({ "probe": id, "agents": agents, "one_at_a_time": one_at_a_time }),
+    ))
 }
 
 /// The mark `GET /sim/judge` judges from by default, if one was taken.

@@ -218,6 +218,17 @@ pub struct RequestTrace {
     /// `sim_ollama`'s `probe` module). 0 outside probe runs.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub held_us: u64,
+    /// A fingerprint of what the model was asked (its model and rendered prompt), hex: the same
+    /// request sent again, in a probe run, has the same one. Absent for requests that render no
+    /// prompt (embeddings) and in traces older than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_key: Option<String>,
+    /// In a probe run that releases one answer at a time (a program whose agents the judge
+    /// cannot tell apart, see `sim_ollama`'s `probe` module): the request whose answer had just
+    /// gone out, with every other answer held, when this request arrived. Absent when no answer
+    /// was out then (the program's first calls) and outside such runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_after: Option<u64>,
     /// Earlier requests whose answers this request's prompt carries (a run of six of their
     /// generated words, see `sim_ollama`'s `carried` module): it could not have been sent
     /// before they answered. The judge chains it after them. Empty in traces older than
@@ -320,6 +331,8 @@ impl RequestTrace {
             carries: Vec::new(),
             hints: Vec::new(),
             held_us: 0,
+            prompt_key: None,
+            probe_after: None,
             loads: Vec::new(),
             waits: Vec::new(),
             min_speed: 1.0,

@@ -1,0 +1,209 @@
+//! Agents told apart by a probe run releasing one answer at a time, on constructed traces:
+//! three agents that send no label and no conversation (`a`, `b`, `c` only in their prompts'
+//! keys), calls of 100 ms (their solo cost), a tool of 300 ms between each agent's two calls.
+//! Times in ms.
+
+use crate::judge::*;
+use crate::trace::{RequestTrace, TraceSnapshot};
+
+const MS: u64 = 1_000;
+
+/// An unlabelled call asking `prompt`, from `from` to `to`.
+fn call(id: u64, prompt: &str, from: u64, to: u64) -> RequestTrace {
+    RequestTrace {
+        client: format!("127.0.0.1:{}", 5000 + id),
+        solo_us: 100 * MS,
+        prompt_key: Some(prompt.into()),
+        ..RequestTrace::ran(id, from * MS, to * MS)
+    }
+}
+
+/// A call of the probe run that arrived while `after`'s answer was out.
+fn after(mut r: RequestTrace, after: u64) -> RequestTrace {
+    r.probe_after = Some(after);
+    r
+}
+
+fn trace(requests: Vec<RequestTrace>) -> TraceSnapshot {
+    TraceSnapshot {
+        schema_version: crate::trace::TRACE_SCHEMA_VERSION,
+        time_scale: 1.0,
+        dropped: 0,
+        requests: requests.into_iter().map(|r| RequestTrace { slots: 64, ..r }).collect(),
+        devices: vec![crate::trace::DeviceSharing { batch_penalty: 0.0, cross_process_efficiency: 1.0 }],
+    }
+}
+
+/// The run judged, ids 1-6: first calls 0-100 together, second calls after the tools, at
+/// `next[k]` ms for agent `k`.
+fn first_run(next: [u64; 3]) -> Vec<RequestTrace> {
+    let mut reqs: Vec<RequestTrace> =
+        ["a1", "b1", "c1"].iter().enumerate().map(|(k, p)| call(k as u64 + 1, p, 0, 100)).collect();
+    for (k, (p, t)) in ["a2", "b2", "c2"].iter().zip(next).enumerate() {
+        reqs.push(call(k as u64 + 4, p, t, t + 100));
+    }
+    reqs
+}
+
+/// The probe run, ids 7-12 from 2000: the first answers released one at a time, each when
+/// the call after the one before it had arrived; each tool alone 300 ms.
+fn probe_run() -> Vec<RequestTrace> {
+    let mut reqs = Vec::new();
+    let mut release = 2100;
+    for (k, (p1, p2)) in [("a1", "a2"), ("b1", "b2"), ("c1", "c2")].into_iter().enumerate() {
+        let first = RequestTrace { held_us: (release - 2100) * MS, ..call(7 + k as u64, p1, 2000, release) };
+        reqs.push(first);
+        release += 300;
+        reqs.push(after(call(10 + k as u64, p2, release, release + 100), 7 + k as u64));
+    }
+    reqs.sort_by_key(|r| r.id);
+    reqs
+}
+
+#[test]
+fn agents_told_apart_by_the_probe_are_parallel_when_their_number_is_known() {
+    // One run: tools together, next calls at 400, took 500; judged as a whole, the 300 ms
+    // with nothing in flight may be the three tools together or one after another.
+    let first = first_run([400, 400, 400]);
+    let opts = JudgeOptions::new().expected_agents(3);
+    let r = judge(&trace(first.clone()), &opts);
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert_eq!(r.cause, Cause::UnknownAgents, "{r}");
+    assert!(r.needs_probe(), "{r}");
+    // The probe: a1 -> a2, b1 -> b2, c1 -> c2, each tool 300 ms alone: three agents of
+    // 100 + 300 + 100, ideal 500 = took, one at a time 600 + 900: parallel.
+    let mut both = first;
+    both.extend(probe_run());
+    let r = judge(&trace(both.clone()), &opts.clone().probe_since(7));
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert_eq!(r.agents_from, AgentSource::Probe, "{r}");
+    let agents: Vec<(&str, &[u64])> = r.agents.iter().map(|a| (a.agent.as_str(), a.ids.as_slice())).collect();
+    assert_eq!(agents, [("agent-1", &[1, 4][..]), ("agent-2", &[2, 5][..]), ("agent-3", &[3, 6][..])], "{r}");
+    assert!(r.notes.iter().any(|n| n.contains("released one answer at a time")), "{r}");
+    assert!(!r.needs_probe());
+    // Not told how many agents run: a chain may hide an agent that waited for another's
+    // answer (a permit), so the chains do not back "parallel".
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(7));
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert_eq!(r.agents_from, AgentSource::Program, "{r}");
+    assert!(r.reason.contains("found 3 chains of calls") && r.reason.contains("--agents 3"), "{}", r.reason);
+}
+
+#[test]
+fn tools_that_took_turns_are_caught_between_calls_whatever_the_number_of_agents() {
+    // One run: the tools one after another on one executor, next calls at 400, 700, 1000.
+    // The probe measures each tool at 300 alone: b waited 300 and c 600 for the others'.
+    let mut both = first_run([400, 700, 1000]);
+    both.extend(probe_run());
+    for opts in [JudgeOptions::new(), JudgeOptions::new().expected_agents(3)] {
+        let r = judge(&trace(both.clone()), &opts.probe_since(7));
+        assert!(matches!(r.verdict, Verdict::PartlySerialized | Verdict::Serialized), "{r}");
+        assert_eq!(r.cause, Cause::BetweenCalls, "{r}");
+        assert_eq!(r.agents_from, AgentSource::Probe, "{r}");
+    }
+}
+
+#[test]
+fn fewer_chains_than_agents_are_not_the_agents() {
+    // Told four agents run: three chains leave one agent hidden in a chain, waiting for
+    // another's answer. Judged as a whole, as before the probe.
+    let mut both = first_run([400, 400, 400]);
+    both.extend(probe_run());
+    let r = judge(&trace(both), &JudgeOptions::new().expected_agents(4).probe_since(7));
+    assert_ne!(r.verdict, Verdict::Parallel, "{r}");
+    assert_eq!(r.agents_from, AgentSource::Program, "{r}");
+    assert!(r.reason.contains("found 3 chains of calls where the program runs 4 agents"), "{}", r.reason);
+}
+
+#[test]
+fn a_probe_run_that_cannot_be_matched_says_why_and_settles_nothing() {
+    let opts = JudgeOptions::new().expected_agents(3).probe_since(7);
+    let judged = |probe: Vec<RequestTrace>| {
+        let mut both = first_run([400, 400, 400]);
+        both.extend(probe);
+        judge(&trace(both), &opts)
+    };
+    // A prompt the run judged never sent (a timestamp in it, a random choice).
+    let mut probe = probe_run();
+    probe[5].prompt_key = Some("c2 at 12:01".into());
+    let r = judged(probe);
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert!(r.reason.contains("never did") || r.reason.contains("the same calls twice"), "{}", r.reason);
+    // A call that arrived with no answer out, after the first had gone out.
+    let mut probe = probe_run();
+    probe[5].probe_after = None;
+    let r = judged(probe);
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert!(r.reason.contains("went out when no answer was out"), "{}", r.reason);
+    // A link the run judged contradicts: a2 taken to follow b1's answer, but in the run judged
+    // a2 went out before b1 ended.
+    let mut first = first_run([400, 400, 400]);
+    first[1] = call(2, "b1", 0, 600);
+    let mut both = first;
+    let mut probe = probe_run();
+    probe[3].probe_after = Some(8);
+    probe[1].probe_after = None;
+    probe[1].received_us = 2000 * MS;
+    both.extend(probe);
+    let r = judge(&trace(both), &opts);
+    assert_ne!(r.verdict, Verdict::Parallel, "{r}");
+    assert!(r.reason.contains("overlapped"), "{}", r.reason);
+}
+
+#[test]
+fn a_pipeline_stage_handed_an_answer_is_an_agent_of_its_own_where_the_count_says_so() {
+    // A writer (w1, tool, w2), an analyst (n1, tool, n2), and a reviewer whose one call
+    // carries the writer's draft (w1's answer) and goes out when the writer is done, after a
+    // tool of its own: r1 at 800. Took 900.
+    let mut first =
+        vec![call(1, "w1", 0, 100), call(2, "n1", 0, 100), call(3, "w2", 400, 500), call(4, "n2", 400, 500)];
+    first.push(RequestTrace { carries: vec![1], ..call(5, "r1", 800, 900) });
+    // The probe (ids 6-10 from 2000): w1 out at 2100, w2 at 2400; n1 out at 2400, n2 at 2700;
+    // w2 out at 2700, r1 at 3000 (carrying w1's answer).
+    let probe = vec![
+        call(6, "w1", 2000, 2100),
+        RequestTrace { held_us: 300 * MS, ..call(7, "n1", 2000, 2400) },
+        after(RequestTrace { held_us: 200 * MS, ..call(8, "w2", 2400, 2700) }, 6),
+        after(call(9, "n2", 2700, 2800), 7),
+        after(RequestTrace { carries: vec![6], ..call(10, "r1", 3000, 3100) }, 8),
+    ];
+    let mut both = first;
+    both.extend(probe);
+    // Two chains, w1 w2 r1 and n1 n2; told three agents run, the call that carries an earlier
+    // answer is the third: the reviewer, handed the draft.
+    let r = judge(&trace(both.clone()), &JudgeOptions::new().expected_agents(3).probe_since(6));
+    assert_eq!(r.agents_from, AgentSource::Probe, "{r}");
+    let agents: Vec<&[u64]> = r.agents.iter().map(|a| a.ids.as_slice()).collect();
+    assert_eq!(agents, [&[1, 3][..], &[2, 4][..], &[5][..]], "{r}");
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    // Told two, the two chains are the agents, the reviewer's call the writer's third.
+    let r = judge(&trace(both), &JudgeOptions::new().expected_agents(2).probe_since(6));
+    let agents: Vec<&[u64]> = r.agents.iter().map(|a| a.ids.as_slice()).collect();
+    assert_eq!(agents, [&[1, 3, 5][..], &[2, 4][..]], "{r}");
+}
+
+#[test]
+fn two_calls_sent_after_one_answer_start_a_chain_each() {
+    // a1 and b1 at 0; after a1's answer a sends x and y at once (a gather), after b1's b
+    // sends b2: three chains, a1 x, y, b1 b2.
+    let first = vec![
+        call(1, "a1", 0, 100),
+        call(2, "b1", 0, 100),
+        call(3, "x", 400, 500),
+        call(4, "y", 400, 500),
+        call(5, "b2", 400, 500),
+    ];
+    let probe = vec![
+        call(6, "a1", 2000, 2100),
+        RequestTrace { held_us: 300 * MS, ..call(7, "b1", 2000, 2400) },
+        after(call(8, "x", 2400, 2500), 6),
+        after(call(9, "y", 2401, 2501), 6),
+        after(call(10, "b2", 2700, 2800), 7),
+    ];
+    let mut both = first;
+    both.extend(probe);
+    let r = judge(&trace(both), &JudgeOptions::new().expected_agents(3).probe_since(6));
+    assert_eq!(r.agents_from, AgentSource::Probe, "{r}");
+    let agents: Vec<&[u64]> = r.agents.iter().map(|a| a.ids.as_slice()).collect();
+    assert_eq!(agents, [&[1, 3][..], &[2, 5][..], &[4][..]], "{r}");
+}
