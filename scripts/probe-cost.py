@@ -29,6 +29,13 @@ PROGRAMS = [
     ("ollama-python, time.sleep(0.3) in async def (python_gaps.py blocking)", [PY, f"{FIX}/python_gaps.py", "blocking", "--labelled"]),
     ("Node fetch, execSync('sleep 0.3') (node_gaps.mjs execsync)", ["node", f"{FIX}/node_gaps.mjs", "execsync", "--labelled"]),
 ]
+# Agents nothing tells apart (no labels, each call a prompt of its own), told their number:
+# probed one answer at a time.
+UNLABELLED = [
+    ("unlabelled, awaited 0.3 s tools (python_gaps.py sleep --no-history, --agents 3)", [PY, f"{FIX}/python_gaps.py", "sleep", "--no-history"]),
+    ("unlabelled, 1/2/3 tool rounds (python_gaps.py turns --no-history, --agents 3)", [PY, f"{FIX}/python_gaps.py", "turns", "--no-history"]),
+    ("unlabelled, time.sleep(0.3) in async def (python_gaps.py blocking --no-history, --agents 3)", [PY, f"{FIX}/python_gaps.py", "blocking", "--no-history"]),
+]
 
 
 def main():
@@ -38,12 +45,13 @@ def main():
     a = ap.parse_args()
     print("| program | verdict | exec wall (median) | first run | probe run | runs |")
     print("|---|---|---|---|---|---|")
-    for name, cmd in PROGRAMS:
+    runs = [(n, c, []) for n, c in PROGRAMS] + [(n, c, ["--agents", "3"]) for n, c in UNLABELLED]
+    for name, cmd, extra in runs:
         walls, firsts, probes, verdicts = [], [], [], set()
         for _ in range(a.runs):
             with tempfile.NamedTemporaryFile(suffix=".json") as f:
                 t = time.monotonic()
-                subprocess.run([a.harness, "exec", "--preload", "gemma3", "--json", f.name, "--", *cmd],
+                subprocess.run([a.harness, "exec", *extra, "--preload", "gemma3", "--json", f.name, "--", *cmd],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
                 walls.append(time.monotonic() - t)
                 doc = json.load(open(f.name))
