@@ -439,6 +439,12 @@ impl Running {
         }
     }
 
+    /// Waits until a probe run releases the answer (at once outside probe runs): for answers
+    /// sent whole (embeddings), whose end [`Self::poll_release`] would otherwise never see.
+    pub(crate) async fn released(&mut self) {
+        std::future::poll_fn(|cx| self.poll_release(cx).map(|_| ())).await;
+    }
+
     /// Every token is out: a probe run may hold the answer's end back ([`crate::probe`]).
     fn poll_release(&mut self, cx: &mut Context<'_>) -> Poll<Option<Emitted>> {
         if let Some(ticket) = self.probe.take() {

@@ -38,11 +38,12 @@
 //! (`RequestTrace::probe_after`). Requests arriving within [`SETTLE_US`] of the first one in a
 //! gap are taken to follow the same answer (an agent that sends two calls at once). The judge
 //! rebuilds the agents from these links and matches them to the first run by their prompts
-//! (`RequestTrace::prompt_key`). Such a gap expires after the longest time any call of the
-//! first run still to come went out after that answer's twin ended (a quarter more, plus the
-//! tolerance): the program's next call cannot have waited longer for its own work; where no
-//! call of the first run is left to come after it, the agent has finished and the next answer
-//! goes out at once.
+//! (`RequestTrace::prompt_key`). No answer goes out before [`START_US`] after the run's first
+//! request, so the agents' first calls all arrive with none out. A gap expires after the
+//! longest time any call of the first run still to come went out after that answer's twin
+//! ended (a quarter more, plus the tolerance): the program's next call cannot have waited
+//! longer for its own work; where no call of the first run is left to come after it, the
+//! agent has finished and the next answer goes out at once.
 //!
 //! The probe's plan (each agent's gaps in the first run) comes from the judge
 //! (`judge::probe_plan`); `SimHandle::begin_probe` and `POST /sim/probe` start one, and the
@@ -105,6 +106,12 @@ pub struct SerialCall {
 /// `Promise.all`) sends them within a few milliseconds.
 pub(crate) const SETTLE_US: u64 = 20_000;
 
+/// How long after the first request of a probe run releasing one answer at a time the first
+/// answer is held, µs of wall time: the program's agents start together (`asyncio.gather`,
+/// threads, `Promise.all`) but not at one instant, and a first call that arrived after another
+/// agent's answer went out would be taken to follow it.
+pub(crate) const START_US: u64 = 50_000;
+
 impl ProbePlan {
     /// How long a gap may stay open: `gap` a quarter longer, plus the tolerance.
     pub fn expiry_us(&self, gap_us: u64) -> u64 {
@@ -147,7 +154,18 @@ struct State {
     /// `plan.serial.calls`), and which of them the probe run has sent so far.
     twins: HashMap<String, VecDeque<usize>>,
     sent: Vec<bool>,
+    /// One answer at a time: whether the program's start is over ([`START_US`] after its first
+    /// request): until then every answer is held.
+    started: Started,
     rt: tokio::runtime::Handle,
+}
+
+/// The start of a probe run releasing one answer at a time.
+#[derive(Debug, PartialEq)]
+enum Started {
+    NoRequestYet,
+    Starting,
+    Over,
 }
 
 #[derive(Debug)]
@@ -197,6 +215,7 @@ impl Probe {
         *self.lock() = Some(State {
             twins,
             sent,
+            started: if plan.serial.is_some() { Started::NoRequestYet } else { Started::Over },
             plan,
             conversations: HashMap::new(),
             released: HashMap::new(),
@@ -262,6 +281,18 @@ impl Probe {
     /// A request of a program probed one answer at a time: it follows the answer that is out,
     /// if one is; the first to follow it closes that gap [`SETTLE_US`] later.
     fn arrive_one(&self, s: &mut State, id: u64, prompt_key: &str) -> Ticket {
+        if s.started == Started::NoRequestYet {
+            s.started = Started::Starting;
+            let probe = self.clone();
+            s.rt.spawn(async move {
+                tokio::time::sleep(Duration::from_micros(START_US)).await;
+                let mut guard = probe.lock();
+                if let Some(s) = guard.as_mut() {
+                    s.started = Started::Over;
+                    probe.release_next(s);
+                }
+            });
+        }
         let twin = s.twins.get_mut(prompt_key).and_then(VecDeque::pop_front);
         if let Some(t) = twin {
             s.sent[t] = true;
@@ -297,7 +328,7 @@ impl Probe {
             // An agent's own answers are never held back from it.
             Some(o) => agent.is_some() && agent == o.agent,
         };
-        if free && s.held.is_empty() {
+        if free && s.held.is_empty() && s.started == Started::Over {
             self.released(s, agent, one);
             return Some(release);
         }
@@ -307,7 +338,7 @@ impl Probe {
 
     /// Releases held answers, oldest first, until one opens a gap (or none is left).
     fn release_next(&self, s: &mut State) {
-        while s.open.is_none() {
+        while s.open.is_none() && s.started == Started::Over {
             let Some(h) = s.held.pop_front() else { return };
             // A client that went away took its answer with it: the next one goes.
             if h.release.send(()).is_ok() {

@@ -339,15 +339,33 @@ impl SimBuilder {
     }
 }
 
-/// Loads `model` on the instance at `addr` with an empty generate request (Ollama's load
-/// request) kept loaded forever, over a plain blocking socket (`start` may run on any thread,
-/// inside an async runtime or not, and the server runs on its own). `Err(None)`: the model is
-/// not there (404); `Err(Some(why))`: anything else.
+/// Loads `model` on the instance at `addr` with Ollama's load request kept loaded forever: an
+/// empty generate request, or for a model that does not generate (an embedding model) an embed
+/// request with no input, which loads it the same way (`EmbedHandler`, server/routes.go: the
+/// runner is scheduled before the empty input is answered). Over a plain blocking socket
+/// (`start` may run on any thread, inside an async runtime or not, and the server runs on its
+/// own). `Err(None)`: the model is not there (404); `Err(Some(why))`: anything else.
 fn preload(addr: SocketAddr, model: &str) -> Result<(), Option<String>> {
+    let generate = serde_json::json!({ "model": model, "keep_alive": -1 });
+    match post_blocking(addr, "/api/generate", &generate.to_string())? {
+        (200, _) => Ok(()),
+        (404, _) => Err(None),
+        (400, last) if last.contains("does not support generate") => {
+            let embed = serde_json::json!({ "model": model, "input": [], "keep_alive": -1 });
+            match post_blocking(addr, "/api/embed", &embed.to_string())? {
+                (200, _) => Ok(()),
+                (_, last) => Err(Some(format!("{addr} answered {last}"))),
+            }
+        }
+        (_, last) => Err(Some(format!("{addr} answered {last}"))),
+    }
+}
+
+/// POSTs `body` to `path` and reads the whole answer: its status and last line.
+fn post_blocking(addr: SocketAddr, path: &str, body: &str) -> Result<(u16, String), Option<String>> {
     use std::io::{Read, Write};
-    let body = serde_json::json!({ "model": model, "keep_alive": -1 }).to_string();
     let request = format!(
-        "POST /api/generate HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     let io = |e: std::io::Error| Some(format!("{addr}: {e}"));
@@ -357,12 +375,8 @@ fn preload(addr: SocketAddr, model: &str) -> Result<(), Option<String>> {
     stream.write_all(request.as_bytes()).map_err(io)?;
     let mut answer = String::new();
     stream.read_to_string(&mut answer).map_err(io)?;
-    let status = answer.split_whitespace().nth(1).unwrap_or("");
-    match status {
-        "200" => Ok(()),
-        "404" => Err(None),
-        _ => Err(Some(format!("{addr} answered {}", answer.lines().last().unwrap_or(status)))),
-    }
+    let status = answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    Ok((status, answer.lines().last().unwrap_or_default().to_string()))
 }
 
 fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::timer::Timer>) -> Arc<Shared> {

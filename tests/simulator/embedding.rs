@@ -64,3 +64,13 @@ fn instances_get_consecutive_ports_when_a_port_is_given() {
     assert_eq!(sim.addrs()[0].port(), port);
     assert_eq!(sim.addrs()[1].port(), port + 1);
 }
+
+#[test]
+fn an_embedding_model_is_preloaded_with_an_empty_embed_request() {
+    // It does not generate, so the load request Ollama's own clients send for it is an embed
+    // with no input (server/routes.go EmbedHandler schedules the runner, then answers the
+    // empty input): a preload of it loads it instead of failing on "does not support generate".
+    let sim = sim_ollama::SimBuilder::new().preload("nomic-embed-text").start().unwrap();
+    let ps = crate::util::raw_blocking(sim.addrs()[0], "GET", "/api/ps", None, &[]).json();
+    assert_eq!(ps["models"][0]["name"], "nomic-embed-text:latest", "{ps}");
+}

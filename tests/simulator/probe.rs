@@ -133,14 +133,17 @@ fn an_agent_waiting_for_an_answer_the_probe_holds_is_released_when_its_gap_expir
     assert_eq!(r.gaps.as_ref().map(|g| g.status), Some(GapsStatus::Probed), "{r}");
 }
 
-/// Three unlabelled agents (generate calls, no conversation, the same prompts): a call, 300
-/// ms of work, a second call.
+/// Three unlabelled agents (no conversation, the same prompts): an embedding of the question,
+/// a generate call, 300 ms of work, a second call.
 fn unlabelled(addr: SocketAddr, tools: Tools) {
     let lock = Arc::new(Mutex::new(()));
     std::thread::scope(|s| {
         for _ in 0..3 {
             let lock = Arc::clone(&lock);
             s.spawn(move || {
+                let body = r#"{"model":"nomic-embed-text","input":"the question"}"#;
+                let r = raw_blocking(addr, "POST", "/api/embed", Some(body), &[]);
+                assert_eq!(r.status, 200, "{}", r.text());
                 call(addr, None, 1);
                 match tools {
                     Tools::Together => std::thread::sleep(Duration::from_millis(300)),
@@ -157,11 +160,18 @@ fn unlabelled(addr: SocketAddr, tools: Tools) {
 
 #[test]
 fn requests_of_no_known_agent_are_released_one_at_a_time_and_each_next_call_linked_to_its_answer() {
-    // Unlabelled generate calls carry no conversation: the judge cannot tell whose they are.
-    // The probe releases one answer at a time; each second call arrives while its own agent's
-    // answer is the one out, and the trace links it to that answer.
+    // Unlabelled calls carry no conversation: the judge cannot tell whose they are. The probe
+    // releases one answer at a time (an embedding's too); each next call arrives while its own
+    // agent's answer is the one out, and the trace links it to that answer.
     for tools in [Tools::Together, Tools::OneAtATime] {
-        let sim = sim();
+        let sim = SimBuilder::new()
+            .preset("ideal")
+            .unwrap()
+            .time_scale(0.1)
+            .preload("gemma3")
+            .preload("nomic-embed-text")
+            .start()
+            .unwrap();
         let addr = sim.addrs()[0];
         let opts = JudgeOptions::new().since(sim.trace_mark()).expected_agents(3);
         unlabelled(addr, tools);
@@ -178,11 +188,16 @@ fn requests_of_no_known_agent_are_released_one_at_a_time_and_each_next_call_link
         sim.end_probe();
         let trace = sim.trace();
         let run: Vec<_> = trace.requests.iter().filter(|r| r.id >= probe).collect();
-        let firsts: Vec<u64> = run.iter().filter(|r| r.probe_after.is_none()).map(|r| r.id).collect();
+        let firsts = run.iter().filter(|r| r.probe_after.is_none()).count();
         let mut followed: Vec<u64> = run.iter().filter_map(|r| r.probe_after).collect();
         followed.sort_unstable();
-        assert_eq!(firsts.len(), 3, "three first calls, before any answer went out: {run:?}");
-        assert_eq!(followed, firsts, "each second call follows a first call of its own: {run:?}");
+        followed.dedup();
+        assert_eq!(firsts, 3, "three first calls (the embeddings), before any answer went out: {run:?}");
+        assert_eq!(followed.len(), 6, "each later call follows an answer of its own: {run:?}");
+        assert!(
+            run.iter().filter(|r| r.endpoint == "/api/embed").all(|r| followed.contains(&r.id)),
+            "each embedding was followed by its agent's first call: {run:?}"
+        );
         assert!(run.iter().filter(|r| r.held_us > 0).count() >= 2, "answers were held: {run:?}");
         let r = sim.judge(&opts.probe_since(probe));
         assert_eq!(r.agents_from, sim_ollama::judge::AgentSource::Probe, "{r}");

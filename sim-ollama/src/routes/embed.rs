@@ -85,10 +85,14 @@ pub(crate) async fn run_embedding(
         },
         ..plan
     };
+    let ticket = super::pipeline::probe_ticket(s, &trace, &model, &rendered, 0);
     let opts = runner_options(s, &model, options, true);
-    let job = job(s, model, opts, keep_alive, plan, arrival, Vec::new(), "");
+    let mut job = job(s, model, opts, keep_alive, plan, arrival, Vec::new(), "");
+    job.probe = ticket;
     let mut run = Running::start(job, trace).await?;
     let m = run.metrics(Instant::now());
+    // A probe run may hold the answer back, as it holds a generation's last line.
+    run.released().await;
     run.finish(Outcome::Done, None);
     Ok((m.total_duration, m.load_duration, m.prompt_eval_count))
 }

@@ -215,40 +215,42 @@ pub(crate) async fn start(
         let others: usize = devices.iter().map(|d| d.streams()).sum();
         plan.timing.slow_down(noise.factor(s.shared.cfg.seed, id, others));
     }
-    // What the model was asked, to know the same request in a probe run of the program.
-    let prompt_key = format!(
-        "{:016x}",
-        crate::seed::SeedBuilder::new(0)
-            .str("prompt")
-            .str(&g.model.name.key())
-            .str(g.rendered)
-            .u64(g.images as u64)
-            .finish()
-    );
-    if let Some(t) = trace.as_ref() {
-        t.with(|r| r.prompt_key = Some(prompt_key.clone()));
-    }
+    let ticket = trace.as_ref().and_then(|t| probe_ticket(s, t, &g.model, g.rendered, g.images));
     let prompt = crate::generation::prompt_hashes(&g.model, g.rendered, g.templated, g.images);
     let mut job = job(s, g.model, g.runner, g.keep_alive, plan, g.arrival, prompt, g.reply_prefix);
     job.truncate = g.truncate && g.images == 0;
     job.images = g.images;
     job.refusal = refusal;
     job.logprobs = g.logprobs;
-    if s.shared.probe.active() {
-        // A probe run: the request closes its agent's gap, and its answer may be held.
-        job.probe = trace.as_ref().and_then(|t| {
-            let (label, conversation) = t.with(|r| (r.agent_label.clone(), r.conversation.clone()));
-            let fingerprints = conversation.as_ref().map(|c| (c.key.as_str(), c.parent.as_deref()));
-            let ticket = s.shared.probe.arrive(label.as_deref(), fingerprints, (t.id(), &prompt_key))?;
-            t.with(|r| r.probe_after = ticket.after);
-            Some(ticket)
-        });
-    }
+    job.probe = ticket;
     let fault =
         pick_fault(s, &job.model, g.endpoint, trace.as_ref().unwrap_or_else(|| unreachable!("the trace is begun")))?;
     let t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
     let run = Running::start(job, t).await?;
     Ok(Started { run, fault, seed })
+}
+
+/// Records what the model was asked (`prompt_key`: the model and the rendered prompt, so the
+/// same request sent again, in a probe run, is known), and in a probe run hands the request
+/// to the probe: it closes its agent's gap, and its answer may be held ([`crate::probe`]).
+pub(crate) fn probe_ticket(
+    s: &AppState,
+    t: &TraceGuard,
+    model: &Installed,
+    rendered: &str,
+    images: usize,
+) -> Option<crate::probe::Ticket> {
+    let key = crate::seed::SeedBuilder::new(0).str("prompt").str(&model.name.key()).str(rendered).u64(images as u64);
+    let prompt_key = format!("{:016x}", key.finish());
+    t.with(|r| r.prompt_key = Some(prompt_key.clone()));
+    if !s.shared.probe.active() {
+        return None;
+    }
+    let (label, conversation) = t.with(|r| (r.agent_label.clone(), r.conversation.clone()));
+    let fingerprints = conversation.as_ref().map(|c| (c.key.as_str(), c.parent.as_deref()));
+    let ticket = s.shared.probe.arrive(label.as_deref(), fingerprints, (t.id(), &prompt_key))?;
+    t.with(|r| r.probe_after = ticket.after);
+    Some(ticket)
 }
 
 /// What llama-server answers a schema whose top-level `type` it does not know (the real CPU
