@@ -56,7 +56,9 @@ pub(super) fn verdict(
     }
     let evidence = evidence(rep, reqs, client, opts, described, &Figures { against, served, read_after_s });
     let agents_known = evidence.agents_known;
-    let possible = c.possible.map_or(String::new(), |p| format!(" of {p}"));
+    // "Of" as many as could: where more went out at once than agents run at once (an agent
+    // sending two calls together), the count alone.
+    let possible = c.possible.filter(|p| *p >= c.max_in_flight).map_or(String::new(), |p| format!(" of {p}"));
     let overlapped = format!("up to {}{possible} requests in flight at once", c.max_in_flight);
     // Where the deployment allows (almost) no saving there is no saving to quote: the time
     // cannot show whether the client held calls back, only whether it lost time of its own.

@@ -27,10 +27,12 @@ use std::collections::{BTreeMap, HashMap};
 ///
 /// A chain of calls may be one agent, or two: an agent that waited for another's last answer
 /// (a permit it released) looks the same as one that went on. So the chains back "parallel"
-/// only where they are as many as the agents the program runs (`expected_agents`); time lost
-/// between the chains' calls is the client's whatever the chains hide (they can only lengthen
-/// the ideal). Fewer chains than agents, as many with the calls that carry earlier answers
-/// taken for agents handed them (a pipeline's stages): those are the agents.
+/// only where they are as many as the agents the program runs at once (`expected_agents`), or
+/// where that many began with the program and the rest split off later (an agent sending two
+/// calls at once: a chain each), so none was held back from the start; time lost between the
+/// chains' calls is the client's whatever the chains hide (they can only lengthen the ideal).
+/// Fewer chains than agents, as many with the calls that carry earlier answers taken for
+/// agents handed them (a pipeline's stages): those are the agents.
 pub(super) fn judged(
     trace: &TraceSnapshot,
     opts: &JudgeOptions,
@@ -47,7 +49,7 @@ pub(super) fn judged(
         .map_err(|why| format!("a probe run could not tell the agents apart either: {why}"))?;
     let mut report = judge(&found.trace);
     let chains = plural(found.agents, "chain of calls", "chains of calls");
-    let confirmed = opts.expected_agents == Some(found.agents);
+    let confirmed = opts.expected_agents.is_some_and(|k| found.agents == k || (found.initial == k && found.agents > k));
     if confirmed || !matches!(report.verdict, Verdict::Parallel | Verdict::Inconclusive) {
         report.agents_from = AgentSource::Probe;
         report.notes.push(format!(
@@ -57,7 +59,8 @@ pub(super) fn judged(
     }
     Err(match opts.expected_agents {
         Some(k) => format!(
-            "a probe run releasing one answer at a time found {chains} where the program runs {k} agents (--agents {k}), so some agents waited for others' answers (a permit, a barrier) or sent several calls at once, and the chains are not the agents"
+            "a probe run releasing one answer at a time found {chains}, {} of them from the start, where the program runs {k} agents at once (--agents {k}), so some agents waited for others' answers (a permit, a barrier) and the chains are not the agents",
+            found.initial
         ),
         None => format!(
             "a probe run releasing one answer at a time found {chains}, each call sent after the one before it had answered, and read {} on them ({}); but an agent that waited for another's answer (a permit it released) looks the same as one that went on: if the program runs {n} agents, say so with --agents {n} to settle it",
@@ -104,6 +107,8 @@ pub(super) struct Relabelled {
     pub(super) trace: TraceSnapshot,
     /// How many agents.
     pub(super) agents: usize,
+    /// How many of them began with the program (their first call arrived with no answer out).
+    pub(super) initial: usize,
     /// How many requests continued a chain with a prompt that carries an earlier answer: each
     /// may be the same agent going on, or a new one handed that answer (a pipeline's next
     /// stage), which one run releasing one answer at a time cannot tell apart.
@@ -136,6 +141,7 @@ pub(super) fn relabel(
     let mut agent_of: HashMap<u64, usize> = HashMap::new();
     let mut continued: HashMap<u64, bool> = HashMap::new();
     let mut agents = 0usize;
+    let mut initial = 0usize;
     let mut carrying = 0usize;
     let mut links: Vec<(u64, u64)> = Vec::new();
     for r in &probe {
@@ -156,6 +162,7 @@ pub(super) fn relabel(
                 }
             }
             None if r.received_us < first_out => {
+                initial += 1;
                 agents += 1;
                 agents - 1
             }
@@ -212,7 +219,7 @@ pub(super) fn relabel(
             r.agent = n.clone();
         }
     }
-    Ok(Relabelled { trace: out, agents, carrying })
+    Ok(Relabelled { trace: out, agents, initial, carrying })
 }
 
 #[cfg(test)]

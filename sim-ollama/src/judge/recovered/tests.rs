@@ -112,7 +112,11 @@ fn fewer_chains_than_agents_are_not_the_agents() {
     let r = judge(&trace(both), &JudgeOptions::new().expected_agents(4).probe_since(7));
     assert_ne!(r.verdict, Verdict::Parallel, "{r}");
     assert_eq!(r.agents_from, AgentSource::Program, "{r}");
-    assert!(r.reason.contains("found 3 chains of calls where the program runs 4 agents"), "{}", r.reason);
+    assert!(
+        r.reason.contains("found 3 chains of calls, 3 of them from the start, where the program runs 4 agents at once"),
+        "{}",
+        r.reason
+    );
 }
 
 #[test]
@@ -202,8 +206,16 @@ fn two_calls_sent_after_one_answer_start_a_chain_each() {
     ];
     let mut both = first;
     both.extend(probe);
-    let r = judge(&trace(both), &JudgeOptions::new().expected_agents(3).probe_since(6));
+    let r = judge(&trace(both.clone()), &JudgeOptions::new().expected_agents(3).probe_since(6));
     assert_eq!(r.agents_from, AgentSource::Probe, "{r}");
     let agents: Vec<&[u64]> = r.agents.iter().map(|a| a.ids.as_slice()).collect();
     assert_eq!(agents, [&[1, 3][..], &[2, 5][..], &[4][..]], "{r}");
+    // Told two agents run at once: two chains began with the program, the third split off one
+    // of them later, so no agent was held back from the start: the chains back the verdict.
+    let r = judge(&trace(both.clone()), &JudgeOptions::new().expected_agents(2).probe_since(6));
+    assert_eq!(r.agents_from, AgentSource::Probe, "{r}");
+    assert_eq!(r.agents.len(), 3, "{r}");
+    // Told four: fewer began than run at once.
+    let r = judge(&trace(both), &JudgeOptions::new().expected_agents(4).probe_since(6));
+    assert_eq!(r.agents_from, AgentSource::Program, "{r}");
 }
