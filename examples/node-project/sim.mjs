@@ -30,11 +30,26 @@ export async function startSim({ preset = "ideal", models = ["gemma3"], timeScal
     if (!res.ok) throw new Error(`${method} ${path}: ${res.status}: ${body.error}`);
     return body;
   };
+  const mark = async () => (await call("POST", "/sim/mark")).mark;
+  const judge = async (params = {}) => call("GET", "/sim/judge?" + new URLSearchParams(params));
   return {
     url,
     urls,
-    mark: async () => (await call("POST", "/sim/mark")).mark,
-    judge: async (params = {}) => call("GET", "/sim/judge?" + new URLSearchParams(params)),
+    mark,
+    judge,
+    // Runs `program(url)`, judges it, and where the verdict waits on a probe run (the gaps
+    // between the agents' calls decide it, or agents nothing tells apart: docs/judge.md, "The
+    // gaps between calls") runs it once more as the probe run and judges both. `program` must
+    // make the same calls each time (the simulator answers them the same way).
+    judgeProgram: async (program, params = {}) => {
+      await mark();
+      await program(url);
+      const doc = await judge(params);
+      if (!doc.report.needs_probe) return doc;
+      await call("POST", "/sim/probe");
+      await program(url);
+      return judge(params);
+    },
     stop: () => new Promise((resolve) => { child.removeAllListeners("exit"); child.on("exit", resolve); child.kill("SIGTERM"); }),
   };
 }

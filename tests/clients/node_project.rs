@@ -2,7 +2,9 @@
 //! simulator binary, runs the agents with fetch and asserts on `GET /sim/judge`. Run here with
 //! Node's TAP reporter: the correct program passes (on an ideal server and on a one-slot one,
 //! whose limit the deployment verdict names), the program that awaits its agents in turn fails
-//! with the report as its message, and an unknown model is refused naming the known ones.
+//! with the report as its message, and an unknown model is refused naming the known ones;
+//! agents nothing tells apart, with a lookup between two calls, are judged through a probe run
+//! (`judgeProgram`): an awaited lookup parallel, an `execSync` one caught between the calls.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -40,6 +42,8 @@ fn the_node_project_passes_correct_agents_and_fails_the_bug_with_the_report() {
             (true, "one slot is the server's limit, not the program's fault"),
             (false, "reviewInTurn runs the reviewers together"),
             (true, "an unknown model is refused with the names of the known ones"),
+            (true, "triagers whose lookups await run together"),
+            (true, "a lookup that blocks the event loop is caught between the calls"),
         ],
         "{tap}\n{}",
         String::from_utf8_lossy(&out.stderr)
