@@ -1,26 +1,22 @@
-"""The review team on five agent frameworks, unlabelled, each reviewer a tool-calling agent
+"""The review team on four agent frameworks, unlabelled, each reviewer a tool-calling agent
 (it looks the change up with a tool, then answers): LangGraph's ReAct agent over ChatOllama,
 the OpenAI Agents SDK (Chat Completions and Responses models), pydantic-ai (a typed output,
-as a JSON schema the server enforces), AutoGen AgentChat over its Ollama client, and a tool
-loop on LiteLLM's `acompletion` (`ollama_chat/`, Ollama's native chat).
+as a JSON schema the server enforces) and AutoGen AgentChat over its Ollama client.
 
 `review(framework, together=True)` runs the three reviewers at once (asyncio.gather);
 `together=False` awaits each before the next, the bug. `tool="blocking"` gives the reviewers
 a lookup tool that takes 0.3 s with `time.sleep` inside `async def`, the bug that holds the
 event loop between two calls (issue 36); `tool="awaited"` the same tool with
-`await asyncio.sleep`, its correct twin (LangGraph, the OpenAI Agents SDK, LiteLLM). Every client reads the simulator's address from the
+`await asyncio.sleep`, its correct twin. Every client reads the simulator's address from the
 environment the `sim` fixture sets (OLLAMA_HOST, OPENAI_BASE_URL)."""
 import asyncio
-import json
 import os
 import time
 
 REVIEWERS = ["security", "performance", "style"]
 TASK = "Review this change: the cache now expires entries lazily. Look the change up first."
 MODEL = "llama3.2:1b"  # gemma3 has no tool support (as in real Ollama)
-FRAMEWORKS = ["langgraph", "openai-agents-chat", "openai-agents-responses", "pydantic-ai", "autogen", "litellm"]
-# Those whose lookup tool can block or be awaited.
-WITH_TOOL_VARIANTS = ["langgraph", "litellm"]
+FRAMEWORKS = ["langgraph", "openai-agents-chat", "openai-agents-responses", "pydantic-ai", "autogen"]
 
 
 def lookup_change(topic: str) -> str:
@@ -128,48 +124,9 @@ def _autogen(name):
     return run
 
 
-def _litellm(name, tool):
-    # LiteLLM fetches its model price list from GitHub when imported; a test talks to no one
-    # but the simulator, so it reads the copy it ships.
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    spec = {
-        "type": "function",
-        "function": {
-            "name": "lookup_change",
-            "description": "Look up a change by topic: its diff summary.",
-            "parameters": {"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]},
-        },
-    }
-
-    async def run():
-        messages = [{"role": "system", "content": f"You are the {name} reviewer."}, {"role": "user", "content": TASK}]
-        for _ in range(4):
-            reply = await litellm.acompletion(
-                model=f"ollama_chat/{MODEL}",
-                api_base=os.environ["OLLAMA_HOST"],
-                messages=messages,
-                tools=[spec],
-                max_tokens=30,
-            )
-            message = reply.choices[0].message
-            if not message.tool_calls:
-                return message.content
-            messages.append(message.model_dump(exclude_none=True))
-            for call in message.tool_calls:
-                out = TOOLS[tool](**json.loads(call.function.arguments or "{}"))
-                if asyncio.iscoroutine(out):
-                    out = await out
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": out})
-        return messages[-1]["content"]
-
-    return run
-
-
 def reviewer(framework: str, name: str, tool: str = "plain"):
     """One reviewer agent of `framework`: an async callable that runs it once. `tool`: the
-    lookup tool, `plain`, `blocking` or `awaited` (LangGraph, the OpenAI Agents SDK, LiteLLM)."""
+    lookup tool, `plain`, `blocking` or `awaited` (LangGraph and the OpenAI Agents SDK)."""
     if framework == "langgraph":
         return _langgraph(name, tool)
     if framework in ("openai-agents-chat", "openai-agents-responses"):
@@ -178,8 +135,6 @@ def reviewer(framework: str, name: str, tool: str = "plain"):
         return _pydantic_ai(name)
     if framework == "autogen":
         return _autogen(name)
-    if framework == "litellm":
-        return _litellm(name, tool)
     raise ValueError(f"unknown framework {framework!r}: one of {', '.join(FRAMEWORKS)}")
 
 
