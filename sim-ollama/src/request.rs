@@ -157,10 +157,35 @@ impl<'a> Fields<'a> {
         a.iter()
             .map(|v| match v {
                 Value::String(s) => Ok(s.clone()),
+                // Go leaves an element it reads `null` into as it was, with no error.
+                Value::Null => Ok(String::new()),
                 other => Err(self.type_error(key, other, "string")),
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
+    }
+
+    /// An array of Go `int`s (`GenerateRequest.context`): its length. An element that is no
+    /// whole number in range gets Go's error for it, `null` none.
+    pub(crate) fn int_array(&self, key: &str) -> Result<Option<usize>, ApiError> {
+        let Some(a) = self.array(key, "[]int")? else {
+            return Ok(None);
+        };
+        for v in a {
+            match v {
+                Value::Null => {}
+                Value::Number(n) if n.is_i64() => {}
+                Value::Number(_) => {
+                    return Err(ApiError::bad_request(format!(
+                        "json: cannot unmarshal number {v} into Go struct field {}.{key} of type int",
+                        self.go_type
+                    ))
+                    .from_middleware());
+                }
+                other => return Err(self.type_error(key, other, "int")),
+            }
+        }
+        Ok(Some(a.len()))
     }
 
     pub(crate) fn keep_alive(&self) -> Result<Option<KeepAlive>, ApiError> {

@@ -210,6 +210,15 @@ fn errors_come_in_anthropics_shape_with_the_real_texts() {
             "messages is required",
             true,
         ),
+        // A blank name passes the middleware (it refuses an empty one) and the chat handler,
+        // which trims it, refuses it (the real server, found by the generated conformance run).
+        (
+            json!({"model": " ", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}),
+            400,
+            "invalid_request_error",
+            "model is required",
+            false,
+        ),
         (
             json!({"model": "nope", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}),
             404,

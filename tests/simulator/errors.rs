@@ -61,6 +61,49 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
         r#"{"error":"Unsupported type: 'bool'"}"#,
     ),
     ("POST", "/api/generate", Some(""), 400, "application/json; charset=utf-8", r#"{"error":"missing request body"}"#),
+    // Two fields of the wrong type: Go's decoder names the first in the body, whichever the
+    // handler reads first (seen on Ollama 0.33 by the generated conformance run, seed 11).
+    (
+        "POST",
+        "/api/chat",
+        Some(r#"{"model":"tiny","messages":[{"role":"user","content":5}],"stream":false,"options":["x"]}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"json: cannot unmarshal number into Go struct field ChatRequest.messages.content of type string"}"#,
+    ),
+    (
+        "POST",
+        "/api/chat",
+        Some(r#"{"model":"tiny","options":["x"],"messages":[{"role":"user","content":5}],"stream":false}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"json: cannot unmarshal array into Go struct field ChatRequest.options of type map[string]interface {}"}"#,
+    ),
+    (
+        "POST",
+        "/api/generate",
+        Some(r#"{"model":"tiny","stream":"yes","prompt":5}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"json: cannot unmarshal string into Go struct field GenerateRequest.stream of type bool"}"#,
+    ),
+    // `context` is a list of Go ints: each element is bound (the real server's texts).
+    (
+        "POST",
+        "/api/generate",
+        Some(r#"{"model":"tiny","prompt":"hi","stream":false,"context":["a"]}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"json: cannot unmarshal string into Go struct field GenerateRequest.context of type int"}"#,
+    ),
+    (
+        "POST",
+        "/api/generate",
+        Some(r#"{"model":"tiny","prompt":"hi","stream":false,"context":[1.5]}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"json: cannot unmarshal number 1.5 into Go struct field GenerateRequest.context of type int"}"#,
+    ),
     (
         "POST",
         "/api/generate",

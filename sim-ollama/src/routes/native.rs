@@ -55,6 +55,33 @@ fn chat_generate_fields(f: &Fields<'_>) -> Result<ChatGenerateFields, ApiError> 
     Ok(ChatGenerateFields { stream, keep_alive, think, shift, truncate, options_map, format, logprobs })
 }
 
+/// Binding, as Go's `encoding/json` does it: a field of the wrong type does not stop the
+/// decoder, which goes on and reports the earliest such error in the body's order. The
+/// handlers read the fields in an order of their own (and act between them), so the types of
+/// the fields they read are checked here first, in the body's order, each with the error its
+/// handler gives.
+fn bound_in_order(f: &Fields<'_>, endpoint: &str) -> Result<(), ApiError> {
+    let chat = endpoint == "/api/chat";
+    for key in f.map.keys() {
+        match key.as_str() {
+            "model" => f.string(key).map(|_| ())?,
+            "stream" | "shift" | "truncate" | "logprobs" => f.bool(key).map(|_| ())?,
+            "keep_alive" => f.keep_alive().map(|_| ())?,
+            "think" => f.think().map(|_| ())?,
+            "top_logprobs" => f.int(key).map(|_| ())?,
+            "options" => f.object(key, "map[string]interface {}").map(|_| ())?,
+            "messages" if chat => parse_messages(f).map(|_| ())?,
+            "tools" if chat => crate::tools::parse(f.array(key, "[]api.Tool")?).map(|_| ())?,
+            "prompt" | "suffix" | "system" | "template" if !chat => f.string(key).map(|_| ())?,
+            "raw" if !chat => f.bool(key).map(|_| ())?,
+            "context" if !chat => f.int_array(key).map(|_| ())?,
+            "images" if !chat => f.string_array(key).map(|_| ())?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// A generate or chat request as far as the two read it alike: its body, its model's name,
 /// the fields they share, when it arrived, and its trace, begun.
 struct Begun {
@@ -79,6 +106,7 @@ fn begin(
     let arrival = peer.arrival();
     let map = json_body(s, body, go_type, BodyErrors::Native)?;
     let f = Fields::new(&map, go_type);
+    bound_in_order(&f, endpoint)?;
     let model = f.string("model")?.unwrap_or_default();
     let c = chat_generate_fields(&f)?;
     // The chat handler trims the name first (a blank one is missing); generate does not.
@@ -170,7 +198,7 @@ async fn generate_inner(
     let suffix = f.string("suffix")?.unwrap_or_default();
     let system = f.string("system")?;
     let template = f.string("template")?;
-    let context = f.array("context", "[]int")?.map_or(0, Vec::len);
+    let context = f.int_array("context")?.unwrap_or(0);
     let raw = f.bool("raw")?.unwrap_or(false);
     let images = f.string_array("images")?.map_or(0, |v| v.len());
     let model = resolve(s, &model_s)?;
@@ -265,6 +293,15 @@ fn parse_messages(f: &Fields<'_>) -> Result<Vec<ChatMessage>, ApiError> {
             )));
         };
         let mf = Fields::new(m, "ChatRequest.messages");
+        // A message's fields bind in its own order too (see `bound_in_order`).
+        for key in m.keys() {
+            match key.as_str() {
+                "role" | "content" | "tool_name" | "tool_call_id" => mf.string(key).map(|_| ())?,
+                "images" => mf.string_array(key).map(|_| ())?,
+                "tool_calls" => mf.array(key, "[]api.ToolCall").map(|_| ())?,
+                _ => {}
+            }
+        }
         let role = mf.string("role")?.unwrap_or_default().to_lowercase();
         let content = mf.string("content")?.unwrap_or_default();
         let images = mf.string_array("images")?.map_or(0, |v| v.len());
