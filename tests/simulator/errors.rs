@@ -71,10 +71,20 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
         "application/json; charset=utf-8",
         r#"{"error":"json: cannot unmarshal number into Go struct field ChatRequest.messages.content of type string"}"#,
     ),
+    // A message is decoded by its own UnmarshalJSON (api/types.go), whose failure ends the
+    // decoding: its error wins over an earlier field's.
     (
         "POST",
         "/api/chat",
         Some(r#"{"model":"tiny","options":["x"],"messages":[{"role":"user","content":5}],"stream":false}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"json: cannot unmarshal number into Go struct field ChatRequest.messages.content of type string"}"#,
+    ),
+    (
+        "POST",
+        "/api/chat",
+        Some(r#"{"model":"tiny","options":["x"],"stream":"yes"}"#),
         400,
         "application/json; charset=utf-8",
         r#"{"error":"json: cannot unmarshal array into Go struct field ChatRequest.options of type map[string]interface {}"}"#,
@@ -86,6 +96,24 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
         400,
         "application/json; charset=utf-8",
         r#"{"error":"json: cannot unmarshal string into Go struct field GenerateRequest.stream of type bool"}"#,
+    ),
+    // A type with an UnmarshalJSON of its own that fails ends the decoding there, before or
+    // after a plain field's type error (the real server's answers).
+    (
+        "POST",
+        "/api/chat",
+        Some(r#"{"model":"tiny","stream":"yes","keep_alive":true}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"Unsupported type: 'bool'"}"#,
+    ),
+    (
+        "POST",
+        "/api/chat",
+        Some(r#"{"model":"tiny","messages":[{"role":5,"content":"x"}],"keep_alive":"abc"}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"json: cannot unmarshal number into Go struct field ChatRequest.messages.role of type string"}"#,
     ),
     // `context` is a list of Go ints: each element is bound (the real server's texts).
     (

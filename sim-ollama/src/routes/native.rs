@@ -56,30 +56,42 @@ fn chat_generate_fields(f: &Fields<'_>) -> Result<ChatGenerateFields, ApiError> 
 }
 
 /// Binding, as Go's `encoding/json` does it: a field of the wrong type does not stop the
-/// decoder, which goes on and reports the earliest such error in the body's order. The
-/// handlers read the fields in an order of their own (and act between them), so the types of
-/// the fields they read are checked here first, in the body's order, each with the error its
-/// handler gives.
+/// decoder, which goes on and reports the earliest such error in the body's order, unless a
+/// type with an `UnmarshalJSON` of its own fails first: that error ends the decoding where it
+/// stands (`keep_alive`'s `Duration`, `think`'s `ThinkValue`, each of `messages`' `Message`:
+/// api/types.go; on Ollama 0.33 `{"stream":"yes","keep_alive":true}` answers `Unsupported type:
+/// 'bool'`, and a message's wrong role before a bad `keep_alive` names the role). The handlers
+/// read the fields in an order of their own (and act between them), so the types of the fields
+/// they read are checked here first, in the body's order, each with the error its handler gives.
 fn bound_in_order(f: &Fields<'_>, endpoint: &str) -> Result<(), ApiError> {
     let chat = endpoint == "/api/chat";
+    let mut first = None;
     for key in f.map.keys() {
-        match key.as_str() {
-            "model" => f.string(key).map(|_| ())?,
-            "stream" | "shift" | "truncate" | "logprobs" => f.bool(key).map(|_| ())?,
-            "keep_alive" => f.keep_alive().map(|_| ())?,
-            "think" => f.think().map(|_| ())?,
-            "top_logprobs" => f.int(key).map(|_| ())?,
-            "options" => f.object(key, "map[string]interface {}").map(|_| ())?,
-            "messages" if chat => parse_messages(f).map(|_| ())?,
-            "tools" if chat => crate::tools::parse(f.array(key, "[]api.Tool")?).map(|_| ())?,
-            "prompt" | "suffix" | "system" | "template" if !chat => f.string(key).map(|_| ())?,
-            "raw" if !chat => f.bool(key).map(|_| ())?,
-            "context" if !chat => f.int_array(key).map(|_| ())?,
-            "images" if !chat => f.string_array(key).map(|_| ())?,
-            _ => {}
+        let checked = match key.as_str() {
+            "model" => f.string(key).map(|_| ()),
+            "stream" | "shift" | "truncate" | "logprobs" => f.bool(key).map(|_| ()),
+            "keep_alive" => f.keep_alive().map(|_| ()),
+            "think" => f.think().map(|_| ()),
+            "top_logprobs" => f.int(key).map(|_| ()),
+            "options" => f.object(key, "map[string]interface {}").map(|_| ()),
+            "messages" if chat => parse_messages(f).map(|_| ()),
+            "tools" if chat => f.array(key, "[]api.Tool").and_then(crate::tools::parse).map(|_| ()),
+            "prompt" | "suffix" | "system" | "template" if !chat => f.string(key).map(|_| ()),
+            "raw" if !chat => f.bool(key).map(|_| ()),
+            "context" if !chat => f.int_array(key).map(|_| ()),
+            "images" if !chat => f.string_array(key).map(|_| ()),
+            _ => Ok(()),
+        };
+        if let Err(e) = checked {
+            let own_unmarshal = matches!(key.as_str(), "keep_alive" | "think")
+                || (key == "messages" && f.map.get(key).is_some_and(Value::is_array));
+            if own_unmarshal {
+                return Err(e);
+            }
+            first.get_or_insert(e);
         }
     }
-    Ok(())
+    first.map_or(Ok(()), Err)
 }
 
 /// A generate or chat request as far as the two read it alike: its body, its model's name,
