@@ -410,8 +410,9 @@ struct ExecArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// How many agents the program runs that should run at once (needed for unlabelled
-    /// programs whose agents make several unrelated calls; with X-Agent labels, fewer than the
-    /// labelled agents says the program limits itself by design).
+    /// programs whose agents make several unrelated calls: the chains of calls a probe run finds
+    /// back a verdict of parallel only when they are that many; with X-Agent labels, fewer than
+    /// the labelled agents says the program limits itself by design).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     agents: Option<u64>,
     /// Load this model before the command starts, kept loaded, so its load is not judged
