@@ -71,6 +71,8 @@ mod probed;
 mod reading;
 mod recovered;
 mod report;
+#[cfg(test)]
+mod testkit;
 
 pub use crate::probe::{ProbePlan, SerialCall, SerialPlan};
 pub use decision::{

@@ -274,6 +274,25 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
         "application/json",
         "{\"error\":{\"message\":\"model is required\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n",
     ),
+    // A blank name passes the middlewares (they refuse an empty one) and the chat handler,
+    // which trims it, refuses it (the real server's answers; the generated conformance run
+    // found it on /v1/messages).
+    (
+        "POST",
+        "/v1/chat/completions",
+        Some(r#"{"model":" ","messages":[{"role":"user","content":"hi"}]}"#),
+        400,
+        "application/json",
+        "{\"error\":{\"message\":\"model is required\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n",
+    ),
+    (
+        "POST",
+        "/v1/responses",
+        Some(r#"{"model":" ","input":"hi"}"#),
+        400,
+        "application/json",
+        "{\"error\":{\"message\":\"model is required\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n",
+    ),
     (
         "POST",
         "/v1/chat/completions",

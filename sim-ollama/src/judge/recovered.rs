@@ -19,7 +19,7 @@ use super::input::{JudgeOptions, Req};
 use super::report::{AgentSource, Report};
 use crate::probe::{SerialCall, SerialPlan};
 use crate::trace::{RequestTrace, TraceSnapshot};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The program judged (by `judge`, the judge itself) with its agents told apart by the probe
 /// run (`first` and `probe`: the requests that ran of each run), where they can back the
@@ -139,7 +139,7 @@ pub(super) fn relabel(
     // own, and so does each of the program's first calls.
     let first_out = probe.iter().filter_map(|r| r.end_us).min().unwrap_or(u64::MAX);
     let mut agent_of: HashMap<u64, usize> = HashMap::new();
-    let mut continued: HashMap<u64, bool> = HashMap::new();
+    let mut continued: HashSet<u64> = HashSet::new();
     let mut agents = 0usize;
     let mut initial = 0usize;
     let mut carrying = 0usize;
@@ -152,7 +152,7 @@ pub(super) fn relabel(
                 };
                 links.push((a, r.id));
                 let carries = r.carries.iter().any(|c| agent_of.contains_key(c));
-                let goes_on = continued.insert(a, true).is_none();
+                let goes_on = continued.insert(a);
                 carrying += usize::from(goes_on && carries);
                 if goes_on && !(split_carrying && carries) {
                     ag

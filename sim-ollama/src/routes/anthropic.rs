@@ -241,11 +241,7 @@ pub(crate) async fn messages(
                 _ => None,
             },
         };
-        // The chat handler it hands the request to trims the name: a blank one is missing
-        // (server/routes.go v0.33.0-rc2 2457-2461; the middleware only refuses an empty one).
-        if model_s.trim().is_empty() {
-            return Err(ApiError::bad_request("model is required"));
-        }
+        pipeline::chat_model_named(&model_s)?;
         trace = Some(begin_trace(&s, arrival, "/v1/messages", &model_s, peer, stream, Some(&o)));
         // No thinking check: the Anthropic route relaxes thinking on a model that cannot think,
         // where the chat handler would refuse it (`relax_thinking`, server/routes.go 2622-2630).

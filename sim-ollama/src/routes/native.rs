@@ -74,7 +74,7 @@ fn bound_in_order(f: &Fields<'_>, endpoint: &str) -> Result<(), ApiError> {
             "think" => f.think().map(|_| ()),
             "top_logprobs" => f.int(key).map(|_| ()),
             "options" => f.object(key, "map[string]interface {}").map(|_| ()),
-            "messages" if chat => parse_messages(f).map(|_| ()),
+            "messages" if chat => messages_bound(f),
             "tools" if chat => f.array(key, "[]api.Tool").and_then(crate::tools::parse).map(|_| ()),
             "prompt" | "suffix" | "system" | "template" if !chat => f.string(key).map(|_| ()),
             "raw" if !chat => f.bool(key).map(|_| ()),
@@ -122,8 +122,8 @@ fn begin(
     let model = f.string("model")?.unwrap_or_default();
     let c = chat_generate_fields(&f)?;
     // The chat handler trims the name first (a blank one is missing); generate does not.
-    if endpoint == "/api/chat" && model.trim().is_empty() {
-        return Err(ApiError::bad_request("model is required"));
+    if endpoint == "/api/chat" {
+        super::pipeline::chat_model_named(&model)?;
     }
     let trace = Some(begin_trace(s, arrival, endpoint, &model, peer, c.stream, c.options_map.as_ref()));
     Ok(Begun { map, model, c, arrival, trace })
@@ -292,21 +292,12 @@ async fn generate_inner(
     .await)
 }
 
-fn parse_messages(f: &Fields<'_>) -> Result<Vec<ChatMessage>, ApiError> {
-    let Some(arr) = f.array("messages", "[]api.Message")? else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::with_capacity(arr.len());
-    for v in arr {
-        let Value::Object(m) = v else {
-            return Err(ApiError::bad_request(format!(
-                "json: cannot unmarshal {} into Go struct field ChatRequest.messages of type api.Message",
-                crate::request::json_kind(v)
-            )));
-        };
-        let mf = Fields::new(m, "ChatRequest.messages");
-        // A message's fields bind in its own order too (see `bound_in_order`).
-        for key in m.keys() {
+/// The messages' types, each message's fields in its own order (see `bound_in_order`), with
+/// nothing built: [`parse_messages`] reads them once they bound.
+fn messages_bound(f: &Fields<'_>) -> Result<(), ApiError> {
+    for v in f.array("messages", "[]api.Message")?.into_iter().flatten() {
+        let mf = Fields::new(message_object(v)?, "ChatRequest.messages");
+        for key in mf.map.keys() {
             match key.as_str() {
                 "role" | "content" | "tool_name" | "tool_call_id" => mf.string(key).map(|_| ())?,
                 "images" => mf.string_array(key).map(|_| ())?,
@@ -314,6 +305,28 @@ fn parse_messages(f: &Fields<'_>) -> Result<Vec<ChatMessage>, ApiError> {
                 _ => {}
             }
         }
+    }
+    Ok(())
+}
+
+/// A message, or Go's error for an element of `messages` that is no object.
+fn message_object(v: &Value) -> Result<&Map<String, Value>, ApiError> {
+    match v {
+        Value::Object(m) => Ok(m),
+        _ => Err(ApiError::bad_request(format!(
+            "json: cannot unmarshal {} into Go struct field ChatRequest.messages of type api.Message",
+            crate::request::json_kind(v)
+        ))),
+    }
+}
+
+fn parse_messages(f: &Fields<'_>) -> Result<Vec<ChatMessage>, ApiError> {
+    let Some(arr) = f.array("messages", "[]api.Message")? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::with_capacity(arr.len());
+    for v in arr {
+        let mf = Fields::new(message_object(v)?, "ChatRequest.messages");
         let role = mf.string("role")?.unwrap_or_default().to_lowercase();
         let content = mf.string("content")?.unwrap_or_default();
         let images = mf.string_array("images")?.map_or(0, |v| v.len());

@@ -265,9 +265,7 @@ pub(crate) async fn chat_completions(
         let offered_tools = f.array("tools", "[]api.Tool")?;
         let offered = offered_tools.map_or(0, Vec::len);
         let tools = crate::tools::parse(offered_tools)?;
-        if model_s.trim().is_empty() {
-            return Err(ApiError::bad_request("model is required"));
-        }
+        pipeline::chat_model_named(&model_s)?;
         trace = Some(begin_trace(&s, arrival, "/v1/chat/completions", &model_s, peer, stream, None));
         let model = pipeline::chat_model(&s, &model_s, think, offered)?;
         // The /v1 request has no `truncate`: the chat handler's default (true) applies.

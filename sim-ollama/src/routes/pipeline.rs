@@ -335,6 +335,17 @@ pub(crate) fn runner_options(s: &AppState, model: &Installed, options: &Options,
 /// The model of a chat request, checked as the chat handler checks it (server/routes.go
 /// v0.33.0-rc2, `ChatHandler`): the completion capability, thinking when asked for (`None`: not
 /// checked), tools when offered.
+/// The chat handler's first check after binding: it trims the model's name, and a blank one is
+/// missing (server/routes.go v0.33.0-rc2 2457-2461). Every route that hands a request to it
+/// (`/api/chat`, `/v1/chat/completions`, `/v1/responses`, `/v1/messages`) asks it before its
+/// trace begins; their middlewares refuse only an empty name themselves.
+pub(crate) fn chat_model_named(model_s: &str) -> Result<(), ApiError> {
+    if model_s.trim().is_empty() {
+        return Err(ApiError::bad_request("model is required"));
+    }
+    Ok(())
+}
+
 pub(crate) fn chat_model(
     s: &AppState,
     model_s: &str,

@@ -167,9 +167,7 @@ pub(crate) async fn responses(
             _ => OutputFormat::Prose,
         };
         // The chat handler's checks.
-        if model_s.is_empty() {
-            return Err(ApiError::bad_request("model is required"));
-        }
+        pipeline::chat_model_named(&model_s)?;
         trace = Some(begin_trace(&s, arrival, "/v1/responses", &model_s, peer, stream, Some(&o)));
         let model = pipeline::chat_model(&s, &model_s, think, offered)?;
         let input = ChatInput {

@@ -2,10 +2,9 @@
 //! probe run beside it, and local work given by the program. Figures by hand in each comment;
 //! times in ms, three labelled agents a, b, c whose calls take 100 ms (their solo cost).
 
+use crate::judge::testkit::{MS, trace};
 use crate::judge::*;
-use crate::trace::{RequestTrace, TraceSnapshot};
-
-const MS: u64 = 1_000;
+use crate::trace::RequestTrace;
 
 fn call(id: u64, agent: &str, from: u64, to: u64) -> RequestTrace {
     RequestTrace {
@@ -22,16 +21,6 @@ fn held(mut r: RequestTrace, held: u64) -> RequestTrace {
     r.held_us = held * MS;
     r.solo_us = 100 * MS;
     r
-}
-
-fn trace(requests: Vec<RequestTrace>) -> TraceSnapshot {
-    TraceSnapshot {
-        schema_version: crate::trace::TRACE_SCHEMA_VERSION,
-        time_scale: 1.0,
-        dropped: 0,
-        requests: requests.into_iter().map(|r| RequestTrace { slots: 64, ..r }).collect(),
-        devices: vec![crate::trace::DeviceSharing { batch_penalty: 0.0, cross_process_efficiency: 1.0 }],
-    }
 }
 
 /// Three agents whose first calls end together at 100 and whose tools (`work`, ms each) ran

@@ -3,10 +3,9 @@
 //! keys), calls of 100 ms (their solo cost), a tool of 300 ms between each agent's two calls.
 //! Times in ms.
 
+use crate::judge::testkit::{MS, trace};
 use crate::judge::*;
-use crate::trace::{RequestTrace, TraceSnapshot};
-
-const MS: u64 = 1_000;
+use crate::trace::RequestTrace;
 
 /// An unlabelled call asking `prompt`, from `from` to `to`.
 fn call(id: u64, prompt: &str, from: u64, to: u64) -> RequestTrace {
@@ -22,16 +21,6 @@ fn call(id: u64, prompt: &str, from: u64, to: u64) -> RequestTrace {
 fn after(mut r: RequestTrace, after: u64) -> RequestTrace {
     r.probe_after = Some(after);
     r
-}
-
-fn trace(requests: Vec<RequestTrace>) -> TraceSnapshot {
-    TraceSnapshot {
-        schema_version: crate::trace::TRACE_SCHEMA_VERSION,
-        time_scale: 1.0,
-        dropped: 0,
-        requests: requests.into_iter().map(|r| RequestTrace { slots: 64, ..r }).collect(),
-        devices: vec![crate::trace::DeviceSharing { batch_penalty: 0.0, cross_process_efficiency: 1.0 }],
-    }
 }
 
 /// The run judged, ids 1-6: first calls 0-100 together, second calls after the tools, at
