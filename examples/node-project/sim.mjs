@@ -39,14 +39,22 @@ export async function startSim({ preset = "ideal", models = ["gemma3"], timeScal
     judge,
     // Runs `program(url)`, judges it, and where the verdict waits on a probe run (the gaps
     // between the agents' calls decide it, or agents nothing tells apart: docs/judge.md, "The
-    // gaps between calls") runs it once more as the probe run and judges both. `program` must
-    // make the same calls each time (the simulator answers them the same way).
+    // gaps between calls") runs it once more as the probe run and judges both; where that
+    // verdict rests on waits the probe found and does not pass, runs it a third time to
+    // confirm them (a pause of the whole process in one run reads the same: docs/judge.md, "A
+    // confirmation run"). `program` must make the same calls each time (the simulator answers
+    // them the same way).
     judgeProgram: async (program, params = {}) => {
       await mark();
       await program(url);
-      const doc = await judge(params);
+      let doc = await judge(params);
       if (!doc.report.needs_probe) return doc;
       await call("POST", "/sim/probe");
+      await program(url);
+      doc = await judge(params);
+      const expected = Object.keys(doc.expectations).length > 0;
+      if (!doc.report.confirm || (expected && doc.passed)) return doc;
+      await call("POST", "/sim/confirm?run=" + doc.report.confirm);
       await program(url);
       return judge(params);
     },

@@ -9,6 +9,8 @@
 //! each other's: one run cannot tell), the command runs once more as a **probe run**, the
 //! simulator holding answers back so the agents do their local work one at a time, and the
 //! judge compares the two runs (docs/judge.md, "The gaps between calls"); `--probe` says when.
+//! Where the probed verdict rests on the agents waiting for each other, the command runs a
+//! third time to confirm it (docs/judge.md, "A confirmation run").
 
 use serde::Serialize;
 use sim_ollama::advanced::trace::TraceSnapshot;
@@ -69,6 +71,9 @@ pub struct ExecPlan {
     pub command: Vec<String>,
     /// When to run it again as a probe run.
     pub probe: ProbeMode,
+    /// What the caller expects (`--expect` and the rest): a verdict that rests on waits a probe
+    /// run found is confirmed by a third run unless it already meets them.
+    pub expect: sim_ollama::judge::Expectations,
 }
 
 /// Errors that stop `exec` before there is anything to judge.
@@ -108,6 +113,8 @@ pub struct ExecOutcome {
     pub report: Report,
     /// The probe run, if the command ran twice.
     pub probe: Option<ProbeRun>,
+    /// The confirmation run, if the command ran a third time.
+    pub confirmation: Option<ProbeRun>,
 }
 
 /// The `--json` document.
@@ -130,6 +137,9 @@ pub struct ExecJson<'a> {
     /// The probe run, when the command ran a second time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub probe: Option<&'a ProbeRun>,
+    /// The confirmation run, when the command ran a third time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<&'a ProbeRun>,
 }
 
 impl ExecPlan {
@@ -183,32 +193,55 @@ pub fn run(plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
         ProbeMode::Never => false,
     };
     let mut probe = None;
+    let mut confirmation = None;
     if wanted && status.success() {
         let since = sim.begin_probe(&opts);
         // The probe run holds answers back for at most the gaps of the first run, so it takes
         // at most about twice as long; a program that takes far longer is stopped.
         let limit = Duration::from_secs_f64((process_wall_s * 5.0 + 30.0).min(600.0));
-        let started = Instant::now();
-        let rerun = wait_at_most(spawn(&sim, plan)?, limit).map_err(|e| ExecError::Spawn(program(plan), e))?;
-        let wall_s = started.elapsed().as_secs_f64();
-        let _ = sim.wait_idle(Duration::from_secs(2));
-        sim.end_probe();
-        let void = match rerun {
-            Some(s) if s.success() => None,
-            Some(s) => Some(format!("the probe run (the command run again) failed: {s}")),
-            None => Some(format!(
-                "the probe run (the command run again) did not finish in {:.0} s and was stopped",
-                limit.as_secs_f64()
-            )),
-        };
+        let (run, void) = rerun(&sim, plan, limit, "the probe run")?;
         opts = opts.probe_since(since);
         if let Some(why) = &void {
             opts = opts.probe_void(why.clone());
         }
         report = sim_ollama::judge::judge(&sim.trace(), &opts);
-        probe = Some(ProbeRun { exit_code: rerun.and_then(|s| s.code()), wall_s, void });
+        probe = Some(run);
+        // A verdict resting on waits the probe found, where it matters: one more run of the one
+        // a pause of the whole process would explain (docs/judge.md, "A confirmation run").
+        if let Some(which) = report.confirm.filter(|_| plan.expect.is_empty() || !plan.expect.check(&report).is_empty())
+        {
+            let mut c = sim.begin_confirmation(&opts, which);
+            let (run, void) = rerun(&sim, plan, limit, "the confirmation run")?;
+            c.void = void;
+            report = sim_ollama::judge::judge(&sim.trace(), &opts.confirmation(c));
+            confirmation = Some(run);
+        }
     }
-    Ok(ExecOutcome { status, process_wall_s, trace: sim.trace(), report, probe })
+    Ok(ExecOutcome { status, process_wall_s, trace: sim.trace(), report, probe, confirmation })
+}
+
+/// Runs the command again (a probe or confirmation run, `what`), at most `limit`, ending any
+/// probe once it is done: the run, and why it cannot be compared, if it cannot.
+fn rerun(
+    sim: &sim_ollama::SimHandle,
+    plan: &ExecPlan,
+    limit: Duration,
+    what: &str,
+) -> Result<(ProbeRun, Option<String>), ExecError> {
+    let started = Instant::now();
+    let status = wait_at_most(spawn(sim, plan)?, limit).map_err(|e| ExecError::Spawn(program(plan), e))?;
+    let wall_s = started.elapsed().as_secs_f64();
+    let _ = sim.wait_idle(Duration::from_secs(2));
+    sim.end_probe();
+    let void = match status {
+        Some(s) if s.success() => None,
+        Some(s) => Some(format!("{what} (the command run again) failed: {s}")),
+        None => Some(format!(
+            "{what} (the command run again) did not finish in {:.0} s and was stopped",
+            limit.as_secs_f64()
+        )),
+    };
+    Ok((ProbeRun { exit_code: status.and_then(|s| s.code()), wall_s, void: void.clone() }, void))
 }
 
 /// The command's program, for errors.
@@ -249,6 +282,13 @@ pub fn render(o: &ExecOutcome) -> String {
     if let Some(p) = &o.probe {
         s.push_str(&format!(
             "  it ran again as a probe run: {:.3} s{}\n",
+            p.wall_s,
+            p.void.as_ref().map_or(String::new(), |v| format!(" (void: {v})"))
+        ));
+    }
+    if let Some(p) = &o.confirmation {
+        s.push_str(&format!(
+            "  and a third time to confirm what the probe found: {:.3} s{}\n",
             p.wall_s,
             p.void.as_ref().map_or(String::new(), |v| format!(" (void: {v})"))
         ));

@@ -446,7 +446,10 @@ struct ExecArgs {
     /// When to run the command a second time as a probe run (the simulator holding answers
     /// back so the agents do their local work one at a time): `auto` when the gaps between the
     /// agents' calls decide the verdict and one run cannot tell their own work from waiting
-    /// for each other's; `always`; `never` (such a verdict then stays inconclusive).
+    /// for each other's; `always`; `never` (such a verdict then stays inconclusive). Where the
+    /// probed verdict rests on the agents waiting for each other, falls short of parallel and
+    /// does not meet --expect, the command runs a third time to confirm it (a pause of the
+    /// whole process in one run reads the same and does not recur).
     #[arg(long, value_enum, default_value_t = ProbeArg::Auto)]
     probe: ProbeArg,
     /// The command and its arguments (after `--`).
@@ -504,6 +507,11 @@ fn exec(a: ExecArgs) -> ExitCode {
             ProbeArg::Always => harness::exec::ProbeMode::Always,
             ProbeArg::Never => harness::exec::ProbeMode::Never,
         },
+        expect: sim_ollama::judge::Expectations {
+            verdict: a.expect,
+            min_saving: a.min_saving,
+            min_speedup: a.min_speedup,
+        },
     };
     let outcome = match harness::exec::run(&plan) {
         Ok(o) => o,
@@ -538,6 +546,7 @@ fn exec(a: ExecArgs) -> ExitCode {
             deployment: plan.deployment(),
             report,
             probe: outcome.probe.as_ref(),
+            confirmation: outcome.confirmation.as_ref(),
         };
         if !write_json("exec", p, &doc) {
             return ExitCode::from(1);
@@ -548,9 +557,7 @@ fn exec(a: ExecArgs) -> ExitCode {
         return ExitCode::from(outcome.status.code().map_or(1, |c| c.clamp(1, 255) as u8));
     }
     // The same expectations, in the same words, as GET /sim/judge checks.
-    let expect =
-        sim_ollama::judge::Expectations { verdict: a.expect, min_saving: a.min_saving, min_speedup: a.min_speedup };
-    let failures = expect.check(report);
+    let failures = plan.expect.check(report);
     for f in &failures {
         eprintln!("harness exec: {f}");
     }

@@ -56,11 +56,14 @@
 //! - [`decision`]: the decision core and its [`Verdict`], shared with the harness's live mode;
 //! - `client.rs`: the client verdict of a trace in words, with its cause;
 //! - `deployment.rs`: the deployment verdict in words, with its limit and fix;
-//! - `report.rs`: the [`Report`] and its rendering; `gate.rs`: [`Expectations`], [`Judgement`].
+//! - `report.rs`: the [`Report`]; `text.rs`: the report in words; `gate.rs`: [`Expectations`],
+//!   [`Judgement`];
+//! - `confirmed.rs`: a confirmation run beside a probe run (both pairs judged).
 
 mod agents;
 mod allowed;
 mod client;
+mod confirmed;
 pub mod decision;
 mod deployment;
 mod figures;
@@ -73,6 +76,7 @@ mod recovered;
 mod report;
 #[cfg(test)]
 mod testkit;
+mod text;
 
 pub use crate::probe::{ProbePlan, SerialCall, SerialPlan};
 pub use decision::{
@@ -81,10 +85,10 @@ pub use decision::{
 pub use deployment::{measured as measured_deployment, within_tolerance as deployment_within_tolerance};
 pub use gaps::LOCAL_WORK_FLOOR_US;
 pub use gate::{Expectations, JUDGEMENT_SCHEMA_VERSION, Judgement};
-pub use input::{ClientCall, JudgeOptions};
+pub use input::{ClientCall, ConfirmRun, Confirmation, JudgeOptions};
 pub use report::{
-    AgentActivity, AgentSource, Allows, Cause, Concurrency, DeploymentReport, GapWait, GapsReport, GapsStatus, Limit,
-    LimitCost, ProbeAgent, REPORT_SCHEMA_VERSION, Report, TimeFigures, WaitKind,
+    AgentActivity, AgentSource, Allows, Cause, Concurrency, ConfirmationReport, DeploymentReport, GapWait, GapsReport,
+    GapsStatus, Limit, LimitCost, ProbeAgent, REPORT_SCHEMA_VERSION, Report, TimeFigures, WaitKind,
 };
 
 use crate::trace::{Outcome, RequestTrace, TraceSnapshot, WaitReason};
@@ -156,7 +160,8 @@ fn tolerance(reqs: &[Req<'_>], opts: &JudgeOptions) -> u64 {
 /// `SimHandle::begin_probe`). Agents that are neither labelled nor chat turns are left out:
 /// their answers are never held.
 pub fn probe_plan(trace: &TraceSnapshot, opts: &JudgeOptions) -> ProbePlan {
-    let ran = that_ran(&window(trace, opts.since, opts.probe_since));
+    let (since, until) = opts.first_window();
+    let ran = that_ran(&window(trace, since, until));
     let client: BTreeMap<u64, ClientCall> = opts.client_calls.iter().map(|c| (c.request, *c)).collect();
     let mut reqs = as_seen(&ran, &client);
     let agents::Grouping { names, source, .. } = agents::group(&mut reqs);
@@ -173,14 +178,19 @@ pub fn probe_plan(trace: &TraceSnapshot, opts: &JudgeOptions) -> ProbePlan {
 
 /// Judges a trace.
 pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
-    let mut report = judged(trace, opts);
+    let mut report = match &opts.confirmation {
+        Some(c) => confirmed::judge(trace, opts, c, judged),
+        None => judged(trace, opts),
+    };
     report.needs_probe = report.probe_would_settle();
+    report.confirm = confirmed::wanted(&report);
     report
 }
 
 fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let mut notes = Vec::new();
-    let model_reqs = window(trace, opts.since, opts.probe_since);
+    let (since, until) = opts.first_window();
+    let model_reqs = window(trace, since, until);
     let still_active = model_reqs.iter().filter(|r| r.outcome == Outcome::Active).count();
     if still_active > 0 {
         notes.push(format!(
@@ -218,8 +228,8 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let groups = names.len();
     // Agents the judge cannot tell apart, told apart by a probe run (one answer at a time).
     let mut not_recovered = None;
-    if let (AgentSource::Program, Some(since), None) = (source, opts.probe_since, &opts.probe_void) {
-        let probe_ran = that_ran(&window(trace, Some(since), None));
+    if let (AgentSource::Program, Some((since, until)), None) = (source, opts.probe_window(), &opts.probe_void) {
+        let probe_ran = that_ran(&window(trace, Some(since), until));
         match recovered::judged(trace, opts, &ran, &probe_ran, tolerance(&reqs, opts), |t| judged(t, opts)) {
             Ok(report) => return report,
             Err(why) => not_recovered = Some(why),
@@ -331,14 +341,14 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let findings = if let Some(k) = known {
         Some(Ok(k))
     } else {
-        opts.probe_since.map(|since| {
+        opts.probe_window().map(|(since, until)| {
             if let Some(why) = &opts.probe_void {
                 return Err(why.clone());
             }
             if let Some(why) = &not_recovered {
                 return Err(why.clone());
             }
-            let probe_ran = that_ran(&window(trace, Some(since), None));
+            let probe_ran = that_ran(&window(trace, Some(since), until));
             let mut probe_reqs = as_seen(&probe_ran, &client);
             let probe_names = agents::group(&mut probe_reqs).names;
             let probe_links = agents::links(&probe_reqs, tolerance_us);
@@ -474,6 +484,8 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         time,
         gaps: None,
         needs_probe: false,
+        confirm: None,
+        confirmation: None,
     };
     let read_after_s = secs(read_after_us);
     // The client verdict's figures of one reading.

@@ -424,6 +424,7 @@ fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::ti
         mark: std::sync::atomic::AtomicU64::new(0),
         probe: crate::probe::Probe::default(),
         probe_mark: std::sync::atomic::AtomicU64::new(0),
+        confirm: std::sync::Mutex::new(None),
     })
 }
 
@@ -598,11 +599,35 @@ impl SimHandle {
         self.shared.probe.end();
     }
 
+    /// Starts a confirmation run of the program judged by `opts` with its probe run (`opts`
+    /// has both marks; the program must have finished), repeating `run`
+    /// ([`Report::confirm`](crate::judge::Report::confirm) says which): a probe run in progress
+    /// ends, and a repeated probe run holds answers as the first did. Run the same program
+    /// again, then judge with [`JudgeOptions::confirmation`](crate::judge::JudgeOptions::confirmation)
+    /// set to what this returns, and end the probe ([`SimHandle::end_probe`]).
+    /// [`SimHandle::judge_program`] does all of it.
+    pub fn begin_confirmation(
+        &self,
+        opts: &crate::judge::JudgeOptions,
+        run: crate::judge::ConfirmRun,
+    ) -> crate::judge::Confirmation {
+        self.shared.probe.end();
+        let since = self.shared.trace.next_id();
+        if run == crate::judge::ConfirmRun::Probe {
+            let plan = crate::judge::probe_plan(&self.trace(), opts);
+            self.shared.probe.begin(plan, self.shared.rt.clone());
+        }
+        crate::judge::Confirmation { run, since, void: None }
+    }
+
     /// Runs a program, judges it, and where the gaps between its agents' calls decide the
     /// verdict (an agent's local work, or waiting for another agent's: one run cannot tell),
     /// runs it once more as a probe run and judges both: the one call a test needs when its
-    /// agents do work between their calls. `program` is called once, or twice; it must make
-    /// the same calls each time (a seeded simulator answers them the same way).
+    /// agents do work between their calls. Where the probe found the agents waiting for each
+    /// other and the verdict is short of parallel, it runs the program a third time to confirm
+    /// it (a pause of the whole process in one run does not recur: docs/judge.md, "A
+    /// confirmation run"). `program` is called one to three times; it must make the same calls
+    /// each time (a seeded simulator answers them the same way).
     ///
     /// ```
     /// # async fn run_my_agents(_: &str) {}
@@ -631,6 +656,11 @@ impl SimHandle {
         program().await;
         let probed = opts.probe_since(probe);
         let report = self.judged(&probed).await;
+        self.end_probe();
+        let Some(run) = report.confirm else { return report };
+        let confirmation = self.begin_confirmation(&probed, run);
+        program().await;
+        let report = self.judged(&probed.confirmation(confirmation)).await;
         self.end_probe();
         report
     }

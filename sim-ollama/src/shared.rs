@@ -27,6 +27,9 @@ pub(crate) struct Shared {
     pub(crate) probe: crate::probe::Probe,
     /// The first trace id of the probe run since the mark; 0: none.
     pub(crate) probe_mark: std::sync::atomic::AtomicU64,
+    /// The confirmation run since the probe run, if any (`POST /sim/confirm`): which run it
+    /// repeats and the trace id of its first request.
+    pub(crate) confirm: std::sync::Mutex<Option<(crate::judge::ConfirmRun, u64)>>,
 }
 
 impl Shared {

@@ -89,6 +89,7 @@ fn judged_with(
         stand_in: None,
         command: command.clone(),
         probe: harness::exec::ProbeMode::Auto,
+        expect: Default::default(),
     };
     let out = run(&plan).expect("exec runs");
     assert!(out.status.success(), "{command:?} failed: {:?}\n{}", out.status, out.report);
@@ -323,6 +324,30 @@ fn python_tools_that_run_together_are_parallel_whatever_their_lengths() {
         .map(|(m, l)| (format!("{m}, labelled {l}"), cmd(&[&py, &script, m], l)));
     for (what, v, _, words) in judged_in_pairs(programs.to_vec()) {
         assert_eq!(v, Verdict::Parallel, "{what}: {words}");
+    }
+}
+
+/// A pause of the whole process (SIGSTOP for 0.8 s, as a starved machine or a long garbage
+/// collection would pause it) while correct agents' tools run: in the run judged, every open
+/// gap stretches, and against the probe run the agents look as if they waited for each other;
+/// in the probe run, an agent's gap outlasts its twin, as if it waited for an answer the probe
+/// held. Read on that pair alone the programs were serialized, partly serialized or
+/// inconclusive (measured before the confirmation run existed: a cry of wolf). The
+/// confirmation run repeats the paused run, the waits do not recur: parallel.
+#[test]
+fn python_a_pause_of_the_whole_process_in_one_run_is_not_taken_for_agents_waiting() {
+    let (py, script) = (python(), fixture("python_gaps.py"));
+    let programs = [("sleep", "1"), ("uneven", "2")].map(|(m, run)| {
+        // The program counts its runs here (a fresh file: the suite's process id).
+        let runs = std::env::temp_dir().join(format!("sim-ollama-pause-{}-{m}", std::process::id()));
+        let _ = std::fs::remove_file(&runs);
+        let runs = runs.display().to_string();
+        (format!("{m}, paused in run {run}"), cmd(&[&py, &script, m, "--pause-in", run, "--runs", &runs], true))
+    });
+    for (what, v, _, words) in judged_in_pairs(programs.to_vec()) {
+        assert_eq!(v, Verdict::Parallel, "{what}: {words}");
+        // The pause did stretch the paused run's gaps, and the confirmation took it away.
+        assert!(words.contains("did not recur, as a pause of the whole process does not"), "{what}: {words}");
     }
 }
 

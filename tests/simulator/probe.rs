@@ -209,7 +209,7 @@ fn requests_of_no_known_agent_are_released_one_at_a_time_and_each_next_call_link
 }
 
 #[test]
-fn over_http_a_probe_run_is_asked_for_between_the_mark_and_the_judge() {
+fn over_http_a_probe_run_and_a_confirmation_are_asked_for_between_the_mark_and_the_judge() {
     let sim = sim();
     let addr = sim.addrs()[0];
     raw_blocking(addr, "POST", "/sim/mark", None, &[]);
@@ -235,8 +235,35 @@ fn over_http_a_probe_run_is_asked_for_between_the_mark_and_the_judge() {
     assert_eq!(doc["report"]["gaps"]["status"], "probed", "{doc}");
     assert_eq!(doc["report"]["cause"], "between_calls", "{doc}");
     assert_eq!(doc["passed"], false, "{doc}");
-    // A new mark starts over: a probe may be asked for again.
+    // A verdict resting on waits the probe found asks for a confirmation of the run judged.
+    assert_eq!(doc["report"]["confirm"], "plain", "{doc}");
+    let bad = raw_blocking(addr, "POST", "/sim/confirm?run=twice", None, &[]);
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    assert!(bad.json()["error"].as_str().is_some_and(|e| e.contains("run must be plain or probe")), "{}", bad.text());
+    let r = raw_blocking(addr, "POST", "/sim/confirm?run=plain", None, &[]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["run"], "plain", "{}", r.text());
+    let again = raw_blocking(addr, "POST", "/sim/confirm", None, &[]);
+    assert_eq!(again.status, 400, "one confirmation per probe run: {}", again.text());
+    agents(addr, Tools::OneAtATime);
+    let doc = raw_blocking(addr, "GET", "/sim/judge", None, &[]).json();
+    let c = &doc["report"]["confirmation"];
+    assert_eq!(
+        (c["run"].as_str(), c["kept"].as_str(), c["waits_recurred"].as_bool()),
+        (Some("plain"), Some("first"), Some(true)),
+        "{doc}"
+    );
+    assert_eq!(doc["report"]["cause"], "between_calls", "the tools took turns again: {doc}");
+    assert!(doc["report"].get("confirm").is_none(), "a confirmed verdict asks for no more: {doc}");
+    // A new mark starts over: a probe may be asked for again, and a confirmation only after it.
     raw_blocking(addr, "POST", "/sim/mark", None, &[]);
+    let early = raw_blocking(addr, "POST", "/sim/confirm", None, &[]);
+    assert_eq!(early.status, 400, "{}", early.text());
+    assert!(
+        early.json()["error"].as_str().is_some_and(|e| e.contains("no probe run since the mark")),
+        "{}",
+        early.text()
+    );
     let r = raw_blocking(addr, "POST", "/sim/probe", None, &[]);
     assert_eq!(r.status, 200, "{}", r.text());
 }

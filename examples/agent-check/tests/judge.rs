@@ -116,7 +116,7 @@ async fn a_blocking_call_inside_async_code_is_serialized() {
 /// Issue 36: agents on a current-thread runtime (`#[tokio::test]`'s) whose tool between two
 /// turns is `std::thread::sleep` wait for each other's tools; one run cannot tell, so
 /// `judge_program` runs the program again as a probe run, and the cause is the work between
-/// calls. The same tool awaited, or on the blocking pool, is parallel.
+/// calls (confirmed by a third run, in which the agents wait for each other again). The same tool awaited, or on the blocking pool, is parallel.
 async fn judged_with_tool(tool: Tool, labelled: bool) -> Report {
     let sim = SimBuilder::judging("gemma3").start().expect("simulator starts");
     let base = sim.url().to_string();
@@ -135,6 +135,9 @@ async fn a_tool_that_blocks_the_executor_between_calls_is_caught() {
         let report = judged_with_tool(Tool::Blocking(300), labelled).await;
         assert!(matches!(report.verdict, Verdict::PartlySerialized | Verdict::Serialized), "{report}");
         assert_eq!(report.cause, sim_ollama::judge::Cause::BetweenCalls, "{report}");
+        // Resting on waits the probe found, the verdict was confirmed by a third run.
+        let c = report.confirmation.as_ref().expect("judge_program ran a confirmation");
+        assert!(c.waits_recurred && c.kept == "first", "{c:?}");
     }
 }
 

@@ -58,4 +58,6 @@ test("a lookup that blocks the event loop is caught between the calls", async ()
   const doc = await judgedProgram(triageBlocking, { agents: 3 });
   assert.notEqual(doc.report.verdict, "parallel", explain(doc));
   assert.equal(doc.report.cause, "between_calls", explain(doc));
+  // Resting on waits the probe found, the verdict was confirmed by a third run.
+  assert.equal(doc.report.confirmation?.waits_recurred, true, explain(doc));
 });

@@ -10,6 +10,7 @@ Under pytest the `sim` fixture does the same for each test (see `sim_ollama.pyte
 from ._binary import BinaryNotFound, find_binary
 from ._sim import (
     JUDGEMENT_SCHEMA_VERSION,
+    ConfirmationNeeded,
     Deployment,
     JudgeFailure,
     Judgement,
@@ -21,6 +22,7 @@ from ._sim import (
 
 __all__ = [
     "BinaryNotFound",
+    "ConfirmationNeeded",
     "Deployment",
     "JUDGEMENT_SCHEMA_VERSION",
     "JudgeFailure",

@@ -49,6 +49,17 @@ class ProbeNeeded(JudgeFailure):
     __module__ = "sim_ollama"
 
 
+class ConfirmationNeeded(JudgeFailure):
+    """The verdict rests on waits a probe run found (the agents waited for each other between
+    their calls), and a pause of the whole process in one of the two runs (a garbage
+    collection over a large heap, a starved machine) would read the same: one more run, the
+    report's `confirm` says which, tells (docs/judge.md, "A confirmation run"). Under pytest
+    the `sim` fixture answers it by running the test a third time; elsewhere,
+    `Simulator.judge_program` does."""
+
+    __module__ = "sim_ollama"
+
+
 @dataclass(frozen=True)
 class Deployment:
     """What the deployment allows: `full`, `partial`, `no_speedup` or `unknown`, what limits
@@ -99,6 +110,17 @@ class Report:
         program whose agents the judge cannot tell apart read short of parallel (a probe run
         releasing one answer at a time tells them apart)."""
         return bool(self.raw.get("needs_probe", self.gaps == "unprobed"))
+
+    @property
+    def confirm(self) -> Optional[str]:
+        """Which run a confirmation run should repeat (`plain`: the run judged; `probe`: the
+        probe run), where the verdict rests on waits a probe run found and none ran yet."""
+        return self.raw.get("confirm")
+
+    @property
+    def needs_confirmation(self) -> bool:
+        """Whether the verdict should be confirmed by one more run (`confirm` says which)."""
+        return self.confirm is not None
 
     @classmethod
     def _from(cls, d: Dict[str, Any]) -> "Report":
@@ -351,6 +373,7 @@ class Simulator:
     def mark(self) -> int:
         """Start a new judged window: the judge reads only requests after the mark."""
         self._probing = False
+        self._confirming = False
         return int(self._request("POST", "/sim/mark", 10)["mark"])
 
     def probe(self) -> int:
@@ -367,17 +390,40 @@ class Simulator:
         """Whether a probe run was asked for since the mark."""
         return getattr(self, "_probing", False)
 
+    def confirm(self, run: Optional[str] = None) -> int:
+        """After the probe run, where the report asks for it (`Report.confirm`), the program
+        is about to run a third time, repeating `run` (`plain` or `probe`; default: what the
+        simulator's own report asks): the next `judge` judges both pairs of runs and keeps the
+        verdict closer to parallel, since waits that do not recur are not the program's
+        (docs/judge.md, "A confirmation run"). One per probe run. Returns the id of the
+        confirmation's first request."""
+        path = "/sim/confirm" + (f"?run={urllib.parse.quote(run)}" if run else "")
+        doc = self._request("POST", path, 10)
+        self._confirming = True
+        return int(doc["confirm"])
+
+    @property
+    def confirming(self) -> bool:
+        """Whether a confirmation run was asked for since the mark."""
+        return getattr(self, "_confirming", False)
+
     def judge_program(self, program: Callable[[], Any], **options: Any) -> Judgement:
         """Run `program` (a function; a coroutine function runs under `asyncio.run`), judge
         it, and where the gaps between its agents' calls decide the verdict run it once more
-        as a probe run and judge both. `options` are `judge`'s. `program` must make the same
-        calls each time."""
+        as a probe run and judge both; where the verdict then rests on waits the probe found
+        and does not pass, run it a third time to confirm them. `options` are `judge`'s.
+        `program` must make the same calls each time."""
         self.mark()
         _call(program)
         j = self.judge(**options)
         if not j.report.needs_probe:
             return j
         self.probe()
+        _call(program)
+        j = self.judge(**options)
+        if not j.report.needs_confirmation or j.passed and j.expectations:
+            return j
+        self.confirm(j.report.confirm)
         _call(program)
         return self.judge(**options)
 
@@ -417,6 +463,10 @@ class Simulator:
         if not j.passed:
             if j.report.needs_probe and not self.probing:
                 raise ProbeNeeded(j, f"the agents were not judged {expect.replace('_', ' ')} (a probe run would settle it)")
+            if j.report.needs_confirmation and self.probing and not self.confirming:
+                raise ConfirmationNeeded(
+                    j, f"the agents were not judged {expect.replace('_', ' ')} (one more run would confirm it)"
+                )
             raise JudgeFailure(j, f"the agents were not judged {expect.replace('_', ' ')}")
         return j
 

@@ -27,6 +27,54 @@ pub struct JudgeOptions {
     pub(super) probe_since: Option<u64>,
     pub(super) probe_void: Option<String>,
     pub(super) known_local: std::collections::BTreeMap<u64, u64>,
+    pub(super) confirmation: Option<Confirmation>,
+    /// The runs' windows where they are not `since`, `probe_since` and the end in order (the
+    /// pairs of a confirmation).
+    pub(super) windows: Option<Windows>,
+}
+
+/// Which run of a program a confirmation repeats (docs/judge.md, "A confirmation run").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfirmRun {
+    /// The run judged: the program runs again with no answer held, and is compared with the
+    /// probe run (waits the probe found where the run judged was slower: a pause there
+    /// would not recur).
+    Plain,
+    /// The probe run: the program runs again as a probe run, and the run judged is compared
+    /// with it (waits where a gap of the probe run outlasted its first-run length: a pause
+    /// there would not recur).
+    Probe,
+}
+
+impl ConfirmRun {
+    /// The name used in JSON and in `POST /sim/confirm`'s answer.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfirmRun::Plain => "plain",
+            ConfirmRun::Probe => "probe",
+        }
+    }
+}
+
+/// A confirmation run of a program judged with a probe run: which run it repeats, where its
+/// requests begin in the trace ([`SimHandle::begin_confirmation`](crate::SimHandle::begin_confirmation)
+/// returns one), and why it cannot be compared, if it cannot (it failed, or was stopped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirmation {
+    /// The run it repeats.
+    pub run: ConfirmRun,
+    /// The trace id of its first request.
+    pub since: u64,
+    /// Why it is void, if it is.
+    pub void: Option<String>,
+}
+
+/// Where each run of a pair lies in the trace: `[from, until)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Windows {
+    pub(super) first: (Option<u64>, Option<u64>),
+    pub(super) probe: Option<(u64, Option<u64>)>,
 }
 
 impl JudgeOptions {
@@ -91,6 +139,25 @@ impl JudgeOptions {
     pub fn known_local_work(mut self, work: impl IntoIterator<Item = (u64, Duration)>) -> Self {
         self.known_local = work.into_iter().map(|(id, d)| (id, d.as_micros() as u64)).collect();
         self
+    }
+
+    /// A confirmation run after the probe run (from [`JudgeOptions::probe_since`]): the judge
+    /// compares the run judged with the probe run, and again with the confirmation repeating
+    /// one of them, and keeps the verdict of the two that is closer to parallel, since waits
+    /// that do not recur were not the program's (docs/judge.md, "A confirmation run").
+    pub fn confirmation(mut self, c: Confirmation) -> Self {
+        self.confirmation = Some(c);
+        self
+    }
+
+    /// The run judged: `[since, until)`.
+    pub(super) fn first_window(&self) -> (Option<u64>, Option<u64>) {
+        self.windows.map_or((self.since, self.probe_since), |w| w.first)
+    }
+
+    /// The probe run, if there is one: `[since, until)`.
+    pub(super) fn probe_window(&self) -> Option<(u64, Option<u64>)> {
+        self.windows.map_or(self.probe_since.map(|s| (s, None)), |w| w.probe)
     }
 
     /// The first trace id judged, if one was given.

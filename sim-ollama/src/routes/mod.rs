@@ -65,6 +65,7 @@ pub(crate) fn app(state: AppState) -> Router {
         .route("/sim/metrics", get(sim::metrics))
         .route("/sim/mark", post(sim::post_mark))
         .route("/sim/probe", post(sim::post_probe))
+        .route("/sim/confirm", post(sim::post_confirm))
         .route("/sim/judge", get(sim::judge))
         .route(
             "/sim/script",
@@ -111,6 +112,7 @@ const KNOWN_PATHS: &[&str] = &[
     "/sim/script",
     "/sim/mark",
     "/sim/probe",
+    "/sim/confirm",
     "/sim/judge",
 ];
 

@@ -1,5 +1,5 @@
 //! The simulator's own endpoints: `GET /sim/trace`, `DELETE /sim/trace`, `GET /sim/metrics`,
-//! `POST /sim/mark`, `POST /sim/probe`, `GET /sim/judge`, and the fault and script rules. They are served by every
+//! `POST /sim/mark`, `POST /sim/probe`, `POST /sim/confirm`, `GET /sim/judge`, and the fault and script rules. They are served by every
 //! instance and cover the whole simulator.
 
 use super::http::{AppState, body_bytes, json_response};
@@ -27,10 +27,12 @@ pub(crate) async fn delete_trace(State(s): State<AppState>) -> Response {
     StatusCode::OK.into_response()
 }
 
-/// Ends a probe run, if one is in progress, and forgets where it began.
+/// Ends a probe run, if one is in progress, and forgets where it began (and any
+/// confirmation run).
 fn end_probe(shared: &Shared) {
     shared.probe.end();
     shared.probe_mark.store(0, std::sync::atomic::Ordering::Relaxed);
+    *shared.confirm.lock().unwrap_or_else(|e| e.into_inner()) = None;
 }
 
 /// `POST /sim/mark`: `GET /sim/judge` judges only requests that arrive after this, until the
@@ -73,6 +75,60 @@ pub(crate) async fn post_probe(State(s): State<AppState>) -> Result<Response, Ap
         StatusCode::OK,
         &serde_json::json!({ "probe": id, "agents": agents, "one_at_a_time": one_at_a_time }),
     ))
+}
+
+/// `POST /sim/confirm?run=plain|probe`: after the probe run, where the report asks for a
+/// confirmation (`"confirm": "plain"` or `"probe"`), the program is about to run a third time,
+/// repeating that run (docs/judge.md, "A confirmation run"): a probe run in progress ends, and
+/// a repeated probe run holds answers as the first did; `GET /sim/judge` then judges both
+/// pairs. `run` is the report's `confirm` (without it, the judge's own report on the runs since
+/// the mark decides, with no other option). Answers `{"confirm": ID, "run": RUN}`: the id the
+/// confirmation's first request gets. One per probe run; before a probe run, or where the
+/// report asks for none, a 400.
+pub(crate) async fn post_confirm(
+    State(s): State<AppState>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+) -> Result<Response, ApiError> {
+    use crate::judge::ConfirmRun;
+    use std::sync::atomic::Ordering::Relaxed;
+    let bad = |m: &str| ApiError::new(StatusCode::BAD_REQUEST, m.to_string());
+    let mut run = None;
+    for pair in query.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=').unwrap_or((pair, "")) {
+            ("run", "plain") => run = Some(ConfirmRun::Plain),
+            ("run", "probe") => run = Some(ConfirmRun::Probe),
+            ("run", v) => return Err(bad(&format!("confirm: run must be plain or probe, got {v:?}"))),
+            (k, _) => return Err(bad(&format!("confirm: unknown option {k:?}; the option is run"))),
+        }
+    }
+    let probe_mark = s.shared.probe_mark.load(Relaxed);
+    if probe_mark == 0 {
+        return Err(bad("confirm: no probe run since the mark; POST /sim/probe and run the program first"));
+    }
+    if s.shared.confirm.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+        return Err(bad(
+            "confirm: a confirmation run has already begun since the probe run; POST /sim/mark (or DELETE /sim/trace) to start over",
+        ));
+    }
+    wait_for_answers(&s.shared, JUDGE_WAIT_MS).await;
+    s.shared.probe.end();
+    let mut opts = crate::judge::JudgeOptions::new().probe_since(probe_mark);
+    if let Some(m) = marked(&s.shared) {
+        opts = opts.since(m);
+    }
+    let run = match run {
+        Some(r) => r,
+        None => crate::judge::judge(&s.shared.trace.snapshot(), &opts).confirm.ok_or_else(|| {
+            bad("confirm: the report on the runs since the mark asks for no confirmation (its verdict does not rest on waits a probe found)")
+        })?,
+    };
+    let id = s.shared.trace.next_id();
+    if run == ConfirmRun::Probe {
+        let plan = crate::judge::probe_plan(&s.shared.trace.snapshot(), &opts);
+        s.shared.probe.begin(plan, tokio::runtime::Handle::current());
+    }
+    *s.shared.confirm.lock().unwrap_or_else(|e| e.into_inner()) = Some((run, id));
+    Ok(json_response(StatusCode::OK, &serde_json::json!({ "confirm": id, "run": run.as_str() })))
 }
 
 /// The mark `GET /sim/judge` judges from by default, if one was taken.
@@ -167,6 +223,9 @@ pub(crate) async fn judge(
     match s.shared.probe_mark.load(std::sync::atomic::Ordering::Relaxed) {
         0 => {}
         p => opts = opts.probe_since(p),
+    }
+    if let Some((run, since)) = *s.shared.confirm.lock().unwrap_or_else(|e| e.into_inner()) {
+        opts = opts.confirmation(crate::judge::Confirmation { run, since, void: None });
     }
     let report = crate::judge::judge(&s.shared.trace.snapshot(), &opts);
     let failures = expect.check(&report);

@@ -2,67 +2,9 @@
 //! probe run beside it, and local work given by the program. Figures by hand in each comment;
 //! times in ms, three labelled agents a, b, c whose calls take 100 ms (their solo cost).
 
-use crate::judge::testkit::{MS, trace};
+use crate::judge::testkit::{MS, call, held, one_executor, probe_run, together, trace};
 use crate::judge::*;
 use crate::trace::RequestTrace;
-
-fn call(id: u64, agent: &str, from: u64, to: u64) -> RequestTrace {
-    RequestTrace {
-        agent: agent.into(),
-        agent_label: Some(agent.into()),
-        client: format!("127.0.0.1:{}", 5000 + id),
-        solo_us: (to - from).min(100) * MS,
-        ..RequestTrace::ran(id, from * MS, to * MS)
-    }
-}
-
-/// A held answer: the probe released it at `to`, after holding it `held` ms.
-fn held(mut r: RequestTrace, held: u64) -> RequestTrace {
-    r.held_us = held * MS;
-    r.solo_us = 100 * MS;
-    r
-}
-
-/// Three agents whose first calls end together at 100 and whose tools (`work`, ms each) ran
-/// one after another on one executor: each next call went out when the tools before it and
-/// its own were done. Ids 1-6.
-fn one_executor(work: [u64; 3]) -> Vec<RequestTrace> {
-    let mut reqs = vec![call(1, "a", 0, 100), call(2, "b", 0, 100), call(3, "c", 0, 100)];
-    let mut t = 100;
-    for (k, (agent, w)) in ["a", "b", "c"].iter().zip(work).enumerate() {
-        t += w;
-        reqs.push(call(4 + k as u64, agent, t, t + 100));
-    }
-    reqs
-}
-
-/// The same agents with their tools running together: each next call `work` after 100.
-fn together(work: [u64; 3], first_id: u64, at: u64) -> Vec<RequestTrace> {
-    let mut reqs: Vec<RequestTrace> =
-        ["a", "b", "c"].iter().enumerate().map(|(k, a)| call(first_id + k as u64, a, at, at + 100)).collect();
-    for (k, (agent, w)) in ["a", "b", "c"].iter().zip(work).enumerate() {
-        let t = at + 100 + w;
-        reqs.push(call(first_id + 3 + k as u64, agent, t, t + 100));
-    }
-    reqs
-}
-
-/// A probe run of three agents, ids from `first_id`, starting at `at`: their first answers
-/// released one at a time, each when the agent before had sent its next call, each agent
-/// working `work` ms.
-fn probe_run(work: [u64; 3], first_id: u64, at: u64) -> Vec<RequestTrace> {
-    let mut reqs = Vec::new();
-    let mut release = at + 100;
-    let mut seconds = Vec::new();
-    for (k, (agent, w)) in ["a", "b", "c"].iter().zip(work).enumerate() {
-        reqs.push(held(call(first_id + k as u64, agent, at, release), release - (at + 100)));
-        let next = release + w;
-        seconds.push(call(first_id + 3 + k as u64, agent, next, next + 100));
-        release = next;
-    }
-    reqs.extend(seconds);
-    reqs
-}
 
 #[test]
 fn tools_that_took_turns_on_one_executor_are_inconclusive_in_one_run_and_caught_by_a_probe() {
@@ -72,7 +14,7 @@ fn tools_that_took_turns_on_one_executor_are_inconclusive_in_one_run_and_caught_
     // the three gaps span 900 ms, their 1800 ms spread in proportion: at most 150, 300, 450.
     // The least of both: 150 + 300 + 300 = 750, one at a time 600 + 750 = 1350, ideal 500,
     // saving (1350 - 1100) / (1350 - 500) = 29 %: the readings disagree.
-    let first = one_executor([300, 300, 300]);
+    let first = one_executor([300, 300, 300], 1, 0);
     let r = judge(&trace(first.clone()), &JudgeOptions::new());
     assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
     assert_eq!(r.cause, Cause::UnprobedGaps, "{r}");
@@ -146,7 +88,7 @@ fn a_client_librarys_own_processing_between_calls_never_asks_for_a_probe() {
     // 60 ms of processing per answer on one executor (gaps 60, 120, 180): read one agent at a
     // time the program would save (780 - 380) / (780 - 260) = 77 %, but work under the floor
     // (150 ms) is a library's turn on the executor, not something to wait for: one reading.
-    let r = judge(&trace(one_executor([60, 60, 60])), &JudgeOptions::new());
+    let r = judge(&trace(one_executor([60, 60, 60], 1, 0)), &JudgeOptions::new());
     assert_eq!(r.verdict, Verdict::Parallel, "{r}");
     let g = r.gaps.as_ref().expect("gaps read");
     assert_eq!(g.status, GapsStatus::Settled, "{g:?}");
@@ -216,7 +158,7 @@ fn one_agents_chunk_of_work_that_held_the_others_once_is_not_counted() {
     // a worked 300 ms; b and c, 20 ms each, went out after it (gaps 320 and 340): one chunk,
     // once, the way a client library's first use holds every agent on one executor. The probe
     // finds b and c waited, but for one chunk only: not counted, the gaps stay as measured.
-    let first = one_executor([300, 20, 20]);
+    let first = one_executor([300, 20, 20], 1, 0);
     let mut both = first;
     both.extend(probe_run([300, 20, 20], 7, 2000));
     let r = judge(&trace(both), &JudgeOptions::new().probe_since(7));
@@ -305,7 +247,7 @@ fn a_barrier_that_costs_time_is_never_read_parallel() {
 
 #[test]
 fn a_probe_run_that_made_other_calls_is_void_and_the_verdict_stays_unprobed() {
-    let mut both = one_executor([300, 300, 300]);
+    let mut both = one_executor([300, 300, 300], 1, 0);
     // b makes one call only in the probe run.
     let mut probe = probe_run([300, 300, 300], 7, 2000);
     probe.retain(|r| r.id != 11);
@@ -321,7 +263,10 @@ fn a_probe_run_that_made_other_calls_is_void_and_the_verdict_stays_unprobed() {
         r.reason
     );
     // A probe run the caller knows failed is void for its reason.
-    let r = judge(&trace(one_executor([300, 300, 300])), &JudgeOptions::new().probe_since(7).probe_void("it crashed"));
+    let r = judge(
+        &trace(one_executor([300, 300, 300], 1, 0)),
+        &JudgeOptions::new().probe_since(7).probe_void("it crashed"),
+    );
     assert!(r.reason.contains("the probe run is void: it crashed"), "{}", r.reason);
     assert!(!r.needs_probe(), "a void probe is not asked for again");
 }
@@ -330,7 +275,7 @@ fn a_probe_run_that_made_other_calls_is_void_and_the_verdict_stays_unprobed() {
 fn local_work_the_program_gives_settles_the_gaps_without_a_probe() {
     // The harness knows each agent worked 300 ms before its second call.
     let known = [(4, 300), (5, 300), (6, 300)].map(|(id, ms)| (id, std::time::Duration::from_millis(ms)));
-    let r = judge(&trace(one_executor([300, 300, 300])), &JudgeOptions::new().known_local_work(known));
+    let r = judge(&trace(one_executor([300, 300, 300], 1, 0)), &JudgeOptions::new().known_local_work(known));
     assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
     assert_eq!(r.cause, Cause::BetweenCalls, "{r}");
     assert_eq!(r.gaps.as_ref().map(|g| g.status), Some(GapsStatus::Known));
@@ -344,7 +289,7 @@ fn local_work_the_program_gives_settles_the_gaps_without_a_probe() {
 
 #[test]
 fn the_probe_plan_holds_each_agents_gaps_in_order() {
-    let t = trace(one_executor([300, 300, 300]));
+    let t = trace(one_executor([300, 300, 300], 1, 0));
     let plan = probe_plan(&t, &JudgeOptions::new());
     assert_eq!(plan.gaps.get("label:a"), Some(&vec![300 * MS]));
     assert_eq!(plan.gaps.get("label:c"), Some(&vec![900 * MS]));

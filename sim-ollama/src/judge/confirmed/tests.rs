@@ -1,0 +1,119 @@
+//! A confirmation run on constructed traces: three labelled agents a, b, c whose calls take
+//! 100 ms and whose tools take 300 ms between their two calls. Times in ms; the run judged
+//! has ids 1-6 from 0, the probe run 7-12 from 2000, the confirmation 13-18 from 5000.
+
+use crate::judge::testkit::{call, one_executor, probe_run, together, trace};
+use crate::judge::*;
+
+/// A confirmation run from id 13, repeating `run`.
+fn confirmation(run: ConfirmRun) -> Confirmation {
+    Confirmation { run, since: 13, void: None }
+}
+
+fn probed() -> JudgeOptions {
+    JudgeOptions::new().probe_since(7)
+}
+
+#[test]
+fn waits_that_a_pause_of_the_run_judged_made_do_not_recur_and_are_not_counted() {
+    // The run judged: tools of 300 ms together, and the whole process paused 250 ms while they
+    // ran, so every next call went out at 650 (gaps of 550). The probe measures 300 each: each
+    // agent "waited" 250 ms for the others' work: short of parallel, and a confirmation of the
+    // run judged is asked for.
+    let mut runs = together([550, 550, 550], 1, 0);
+    runs.extend(probe_run([300, 300, 300], 7, 2000));
+    let first = judge(&trace(runs.clone()), &probed());
+    assert_ne!(first.verdict, Verdict::Parallel, "{first}");
+    assert_eq!(first.confirm, Some(ConfirmRun::Plain), "{first}");
+    assert!(first.needs_confirmation());
+    // Run again, unpaused: the gaps are 300, as the probe measured: parallel, and kept.
+    runs.extend(together([300, 302, 304], 13, 5000));
+    let r = judge(&trace(runs), &probed().confirmation(confirmation(ConfirmRun::Plain)));
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert!(!r.needs_confirmation(), "a confirmed verdict asks for no more: {r}");
+    let c = r.confirmation.as_ref().expect("confirmation reported");
+    assert_eq!(
+        (c.first, c.again, c.waits_recurred, c.kept.as_str()),
+        (first.verdict, Verdict::Parallel, false, "again")
+    );
+    assert!(r.notes.iter().any(|n| n.contains("did not recur") && n.contains("pause of the whole process")), "{r}");
+    // The figures are the confirmation's: 100 + 304 + 100.
+    assert!((r.time.took_s - 0.504).abs() < 1e-6, "{r}");
+}
+
+#[test]
+fn agents_taking_turns_wait_again_in_the_confirmation_and_the_verdict_stands() {
+    // Tools that took turns on one executor, in the run judged and again in the confirmation:
+    // the waits recur, the first pair's verdict stands.
+    let mut runs = one_executor([300, 300, 300], 1, 0);
+    runs.extend(probe_run([300, 300, 300], 7, 2000));
+    let first = judge(&trace(runs.clone()), &probed());
+    assert_eq!(first.verdict, Verdict::PartlySerialized, "{first}");
+    assert_eq!(first.confirm, Some(ConfirmRun::Plain));
+    runs.extend(one_executor([300, 300, 300], 13, 5000));
+    let r = judge(&trace(runs), &probed().confirmation(confirmation(ConfirmRun::Plain)));
+    assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
+    assert_eq!(r.cause, Cause::BetweenCalls, "{r}");
+    assert_eq!(r.reason, first.reason, "the first pair's report, unchanged but for its notes");
+    let c = r.confirmation.as_ref().expect("confirmation reported");
+    assert_eq!((c.again, c.waits_recurred, c.kept.as_str()), (Verdict::PartlySerialized, true, "first"));
+    assert!(r.notes.iter().any(|n| n.contains("waiting") && n.contains("again: the verdict stands")), "{r}");
+}
+
+#[test]
+fn a_pause_in_the_probe_run_is_confirmed_away_by_a_second_probe_run() {
+    // The run judged: tools of 300, 600 and 304 ms together, no pause. The probe run: b's
+    // tool stretched to 1400 ms by a pause, past its expiry (600 x 1.25 + the tolerance), so b
+    // "waited for an answer the probe held" and its own work cannot be told from the wait:
+    // read as waiting, b's chain is 200 and the ideal c's 504 against the 800 taken, 77 % of
+    // the saving: the verdict waits on it.
+    let mut runs = together([300, 600, 304], 1, 0);
+    runs.extend(probe_run([300, 1400, 304], 7, 2000));
+    let first = judge(&trace(runs.clone()), &probed());
+    let g = first.gaps.as_ref().expect("gaps read");
+    assert!(g.waits.iter().any(|w| w.agent == "b" && w.own_s.is_none()), "{g:?}");
+    assert_eq!(first.verdict, Verdict::Inconclusive, "{first}");
+    assert_eq!(first.confirm, Some(ConfirmRun::Probe), "{first}");
+    // The probe run again, unpaused: every gap the agent's own work.
+    runs.extend(probe_run([300, 600, 304], 13, 5000));
+    let r = judge(&trace(runs), &probed().confirmation(confirmation(ConfirmRun::Probe)));
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    let c = r.confirmation.as_ref().expect("confirmation reported");
+    assert_eq!((c.run, c.kept.as_str()), (ConfirmRun::Probe, "again"));
+    // The run judged is the same in both pairs: its figures are unchanged.
+    assert!((r.time.took_s - first.time.took_s).abs() < 1e-9, "{r}");
+}
+
+#[test]
+fn a_void_confirmation_leaves_the_first_pair_and_says_why() {
+    let mut runs = together([550, 550, 550], 1, 0);
+    runs.extend(probe_run([300, 300, 300], 7, 2000));
+    let first = judge(&trace(runs.clone()), &probed());
+    let void = Confirmation { void: Some("it exited 1".into()), ..confirmation(ConfirmRun::Plain) };
+    let r = judge(&trace(runs), &probed().confirmation(void));
+    assert_eq!(r.verdict, first.verdict, "{r}");
+    assert!(!r.needs_confirmation(), "a void confirmation is not asked for again: {r}");
+    assert_eq!(r.confirmation.as_ref().and_then(|c| c.void.as_deref()), Some("it exited 1"));
+    assert!(r.notes.iter().any(|n| n.contains("is void: it exited 1")), "{r}");
+}
+
+#[test]
+fn a_confirmation_needs_a_probe_run_and_a_parallel_or_unprobed_verdict_asks_for_none() {
+    // Without a probe run there is nothing to confirm: judged alone, and said so.
+    let runs = together([300, 302, 304], 1, 0);
+    let r = judge(&trace(runs.clone()), &JudgeOptions::new().confirmation(confirmation(ConfirmRun::Plain)));
+    assert!(r.notes.iter().any(|n| n.contains("without a probe run")), "{r}");
+    assert!(r.confirmation.is_none());
+    // Unprobed (inconclusive, asking for a probe) and probed parallel: no confirmation.
+    assert_eq!(r.confirm, None, "{r}");
+    let mut both = runs;
+    both.extend(probe_run([300, 302, 304], 7, 2000));
+    let r = judge(&trace(both), &probed());
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert_eq!(r.confirm, None, "{r}");
+    // A program serialized in the client with no gaps to probe asks for none either.
+    let serial = vec![call(1, "a", 0, 100), call(2, "b", 100, 200), call(3, "c", 200, 300)];
+    let r = judge(&trace(serial), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Serialized, "{r}");
+    assert_eq!(r.confirm, None);
+}
