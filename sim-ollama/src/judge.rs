@@ -183,7 +183,10 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         None => judged(trace, opts),
     };
     report.needs_probe = report.probe_would_settle();
-    report.confirm = confirmed::wanted(&report);
+    report.confirm = match report.confirmation {
+        Some(_) => None,
+        None => report.confirm.or_else(|| confirmed::wanted(&report)),
+    };
     report
 }
 
@@ -232,7 +235,7 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         let probe_ran = that_ran(&window(trace, Some(since), until));
         match recovered::judged(trace, opts, &ran, &probe_ran, tolerance(&reqs, opts), |t| judged(t, opts)) {
             Ok(report) => return report,
-            Err(why) => not_recovered = Some(why),
+            Err(n) => not_recovered = Some(n),
         }
     }
     if source == AgentSource::Mixed {
@@ -345,8 +348,8 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
             if let Some(why) = &opts.probe_void {
                 return Err(why.clone());
             }
-            if let Some(why) = &not_recovered {
-                return Err(why.clone());
+            if let Some(n) = &not_recovered {
+                return Err(n.why.clone());
             }
             let probe_ran = that_ran(&window(trace, Some(since), until));
             let mut probe_reqs = as_seen(&probe_ran, &client);
@@ -515,8 +518,12 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
             );
         }
     }
-    if let (Some(why), Verdict::Inconclusive) = (&not_recovered, report.verdict) {
-        report.reason.push_str(&format!("; {why}"));
+    if let (Some(n), Verdict::Inconclusive) = (&not_recovered, report.verdict) {
+        report.reason.push_str(&format!("; {}", n.why));
+        // A pause in the probe run would explain it: a second probe run may tell them apart.
+        if n.timing {
+            report.confirm = Some(ConfirmRun::Probe);
+        }
     }
     if let Some(low) = &one_at_a_time {
         let decide = |r: &reading::Reading| {

@@ -331,23 +331,38 @@ fn python_tools_that_run_together_are_parallel_whatever_their_lengths() {
 /// collection would pause it) while correct agents' tools run: in the run judged, every open
 /// gap stretches, and against the probe run the agents look as if they waited for each other;
 /// in the probe run, an agent's gap outlasts its twin, as if it waited for an answer the probe
-/// held. Read on that pair alone the programs were serialized, partly serialized or
-/// inconclusive (measured before the confirmation run existed: a cry of wolf). The
-/// confirmation run repeats the paused run, the waits do not recur: parallel.
+/// held (and, where the probe releases one answer at a time to tell unlabelled agents apart,
+/// the paused agent's call arrives with no answer out). Read on that pair alone the programs
+/// were serialized, partly serialized or inconclusive (measured before the confirmation run
+/// existed: a cry of wolf). The confirmation run repeats the paused run, the waits do not
+/// recur: parallel.
 #[test]
 fn python_a_pause_of_the_whole_process_in_one_run_is_not_taken_for_agents_waiting() {
     let (py, script) = (python(), fixture("python_gaps.py"));
-    let programs = [("sleep", "1"), ("uneven", "2")].map(|(m, run)| {
+    let programs = [("sleep", "1", true), ("uneven", "2", true), ("sleep", "2", false)].map(|(m, run, labelled)| {
         // The program counts its runs here (a fresh file: the suite's process id).
-        let runs = std::env::temp_dir().join(format!("sim-ollama-pause-{}-{m}", std::process::id()));
+        let runs = std::env::temp_dir().join(format!("sim-ollama-pause-{}-{m}-{run}", std::process::id()));
         let _ = std::fs::remove_file(&runs);
         let runs = runs.display().to_string();
-        (format!("{m}, paused in run {run}"), cmd(&[&py, &script, m, "--pause-in", run, "--runs", &runs], true))
+        let mut c = cmd(&[&py, &script, m, "--pause-in", run, "--runs", &runs], labelled);
+        if !labelled {
+            c.push("--no-history".into());
+        }
+        (format!("{m}, labelled {labelled}, paused in run {run}"), c, (!labelled).then_some(3))
     });
-    for (what, v, _, words) in judged_in_pairs(programs.to_vec()) {
-        assert_eq!(v, Verdict::Parallel, "{what}: {words}");
-        // The pause did stretch the paused run's gaps, and the confirmation took it away.
-        assert!(words.contains("did not recur, as a pause of the whole process does not"), "{what}: {words}");
+    for pair in programs.chunks(2) {
+        std::thread::scope(|s| {
+            let runs: Vec<_> = pair
+                .iter()
+                .map(|(what, c, agents)| (what, s.spawn(|| judged_with(c.clone(), *agents, Vec::new()))))
+                .collect();
+            for (what, h) in runs {
+                let (v, _, words) = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                assert_eq!(v, Verdict::Parallel, "{what}: {words}");
+                // The pause did change the paused pair's verdict, and the confirmation took it away.
+                assert!(words.contains("did not recur, as a pause of the whole process does not"), "{what}: {words}");
+            }
+        });
     }
 }
 

@@ -110,10 +110,15 @@ pub(super) fn judge(
             ConfirmRun::Plain => ("the run judged", "the time figures are the confirmation run's"),
             ConfirmRun::Probe => ("the probe run", "the gaps are as the second probe run measured them"),
         };
+        let found = match waits(&first) {
+            w if w > 0.0 => {
+                format!(" (the probe found the agents waiting {w:.2} s for each other between their calls)")
+            }
+            _ => String::new(),
+        };
         report.notes.push(format!(
-            "the first pair of runs read {} (the probe found the agents waiting {:.2} s for each other between their calls); a confirmation run ({repeated}) read {}{}: what stretched the gaps in {which} did not recur, as a pause of the whole process does not (a garbage collection over a large heap, a machine starving the program of CPU), so it is not counted: {figures}, the deployment verdict the first run's",
+            "the first pair of runs read {}{found}; a confirmation run ({repeated}) read {}{}: what stretched the gaps in {which} did not recur, as a pause of the whole process does not (a garbage collection over a large heap, a machine starving the program of CPU), so it is not counted: {figures}, the deployment verdict the first run's",
             read(first.verdict),
-            waits(&first),
             read(report.verdict),
             if recurred { format!(", with {:.2} s of such waiting", waits(&report)) } else { String::new() },
         ));

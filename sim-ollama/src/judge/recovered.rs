@@ -40,13 +40,16 @@ pub(super) fn judged(
     probe: &[&RequestTrace],
     tolerance_us: u64,
     judge: impl Fn(&TraceSnapshot) -> Report,
-) -> Result<Report, String> {
+) -> Result<Report, NotRecovered> {
     let found = relabel(trace, first, probe, tolerance_us, false)
         .and_then(|r| match opts.expected_agents {
             Some(k) if r.agents < k && r.agents + r.carrying == k => relabel(trace, first, probe, tolerance_us, true),
             _ => Ok(r),
         })
-        .map_err(|why| format!("a probe run could not tell the agents apart either: {why}"))?;
+        .map_err(|n| NotRecovered {
+            why: format!("a probe run could not tell the agents apart either: {}", n.why),
+            ..n
+        })?;
     let mut report = judge(&found.trace);
     let chains = plural(found.agents, "chain of calls", "chains of calls");
     let confirmed = opts.expected_agents.is_some_and(|k| found.agents == k || (found.initial == k && found.agents > k));
@@ -57,7 +60,7 @@ pub(super) fn judged(
         ));
         return Ok(report);
     }
-    Err(match opts.expected_agents {
+    Err(NotRecovered::from(match opts.expected_agents {
         Some(k) => format!(
             "a probe run releasing one answer at a time found {chains}, {} of them from the start, where the program runs {k} agents at once (--agents {k}), so some agents waited for others' answers (a permit, a barrier) and the chains are not the agents",
             found.initial
@@ -71,7 +74,29 @@ pub(super) fn judged(
             )),
             n = found.agents,
         ),
-    })
+    }))
+}
+
+/// Why a probe run could not tell the agents apart.
+pub(super) struct NotRecovered {
+    /// In words.
+    pub(super) why: String,
+    /// A failure a pause of the whole process in the probe run explains (a request that went
+    /// out with no answer out; a link the run judged contradicts: a call arriving late, after
+    /// the probe had let the next answer out): a second probe run may not repeat it.
+    pub(super) timing: bool,
+}
+
+impl NotRecovered {
+    fn timing(why: String) -> Self {
+        NotRecovered { why, timing: true }
+    }
+}
+
+impl From<String> for NotRecovered {
+    fn from(why: String) -> Self {
+        NotRecovered { why, timing: false }
+    }
 }
 
 /// The name given to the `k`-th agent found (0-based).
@@ -125,14 +150,14 @@ pub(super) fn relabel(
     probe: &[&RequestTrace],
     tolerance_us: u64,
     split_carrying: bool,
-) -> Result<Relabelled, String> {
+) -> Result<Relabelled, NotRecovered> {
     let mut probe: Vec<&RequestTrace> = probe.to_vec();
     probe.sort_by_key(|r| r.id);
     if probe.is_empty() {
-        return Err("the probe run made no model request".into());
+        return Err(String::from("the probe run made no model request").into());
     }
     if probe.iter().any(|r| r.agent_label.is_some()) {
-        return Err("the probe run's requests carried X-Agent labels the run judged did not".into());
+        return Err(String::from("the probe run's requests carried X-Agent labels the run judged did not").into());
     }
     // The probe run's agents: each request continues the agent whose answer it followed; a
     // second request after the same answer (two calls sent at once) starts an agent of its
@@ -148,7 +173,9 @@ pub(super) fn relabel(
         let agent = match r.probe_after {
             Some(a) => {
                 let Some(&ag) = agent_of.get(&a) else {
-                    return Err(format!("request {} followed request {a}, which the probe run did not run", r.id));
+                    return Err(
+                        format!("request {} followed request {a}, which the probe run did not run", r.id).into()
+                    );
                 };
                 links.push((a, r.id));
                 let carries = r.carries.iter().any(|c| agent_of.contains_key(c));
@@ -167,10 +194,10 @@ pub(super) fn relabel(
                 agents - 1
             }
             None => {
-                return Err(format!(
+                return Err(NotRecovered::timing(format!(
                     "request {} of the probe run went out when no answer was out (on a timer of its own, or after work longer than the run judged allowed it), so whose it was is unknown",
                     r.id
-                ));
+                )));
             }
         };
         agent_of.insert(r.id, agent);
@@ -186,23 +213,24 @@ pub(super) fn relabel(
                 ps[0].id,
                 super::figures::plural(ps.len(), "time", "times"),
                 super::figures::plural(fs.len(), "time", "times"),
-            ));
+            )
+            .into());
         }
         for (p, f) in ps.iter().zip(fs) {
             twin.insert(p.id, f);
         }
     }
     if let Some(fs) = firsts.values().next() {
-        return Err(format!("the run judged asked request {}'s prompt, and the probe run never did", fs[0].id));
+        return Err(format!("the run judged asked request {}'s prompt, and the probe run never did", fs[0].id).into());
     }
     // The run judged must allow each link: the call went out after the answer it followed.
     for (a, b) in links {
         let (fa, fb) = (twin[&a], twin[&b]);
         if fb.received_us + tolerance_us < fa.end_us.unwrap_or(fa.received_us) {
-            return Err(format!(
+            return Err(NotRecovered::timing(format!(
                 "in the probe run request {b} followed request {a}'s answer, but in the run judged their twins {} and {} overlapped",
                 fa.id, fb.id
-            ));
+            )));
         }
     }
     let label: HashMap<u64, String> = probe

@@ -122,12 +122,33 @@ fn a_probe_run_that_cannot_be_matched_says_why_and_settles_nothing() {
     let r = judged(probe);
     assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
     assert!(r.reason.contains("never did") || r.reason.contains("the same calls twice"), "{}", r.reason);
-    // A call that arrived with no answer out, after the first had gone out.
+    // The program does not send the same calls twice: a second probe run would not either.
+    assert_eq!(r.confirm, None, "{r}");
+    // A call that arrived with no answer out, after the first had gone out: a pause of the
+    // process in the probe run explains it (the probe let the next answer out meanwhile), so
+    // a second probe run is asked for.
     let mut probe = probe_run();
     probe[5].probe_after = None;
     let r = judged(probe);
     assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
     assert!(r.reason.contains("went out when no answer was out"), "{}", r.reason);
+    assert_eq!(r.confirm, Some(ConfirmRun::Probe), "{r}");
+    // The second probe run tells the agents apart: its verdict stands.
+    let mut runs = first_run([400, 400, 400]);
+    let mut paused = probe_run();
+    paused[5].probe_after = None;
+    runs.extend(paused);
+    runs.extend(probe_run().into_iter().map(|r| RequestTrace {
+        id: r.id + 6,
+        probe_after: r.probe_after.map(|a| a + 6),
+        received_us: r.received_us + 3000 * MS,
+        end_us: r.end_us.map(|e| e + 3000 * MS),
+        ..r
+    }));
+    let c = Confirmation { run: ConfirmRun::Probe, since: 13, void: None };
+    let r = judge(&trace(runs), &opts.clone().confirmation(c));
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert_eq!(r.agents_from, AgentSource::Probe, "{r}");
     // A link the run judged contradicts: a2 taken to follow b1's answer, but in the run judged
     // a2 went out before b1 ended.
     let mut first = first_run([400, 400, 400]);
