@@ -318,6 +318,9 @@ impl SimBuilder {
             .map_err(Error::Runtime)?;
         let urls = addrs.iter().map(|a| format!("http://{a}")).collect();
         let handle = SimHandle { urls, addrs, shared, shutdown: Some(tx), thread: Some(thread) };
+        for i in &handle.shared.instances {
+            i.set_instant_loads(!self.preload.is_empty());
+        }
         for model in &self.preload {
             for addr in &handle.addrs {
                 preload(*addr, model).map_err(|message| Error::Preload {
@@ -333,6 +336,9 @@ impl SimBuilder {
             }
         }
         if !self.preload.is_empty() {
+            for i in &handle.shared.instances {
+                i.set_instant_loads(false);
+            }
             handle.clear_trace();
         }
         Ok(handle)

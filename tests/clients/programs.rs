@@ -69,7 +69,9 @@ fn judge(command: Vec<String>, agents: Option<usize>) -> (Verdict, String) {
 
 /// The same with the cause.
 fn judged(command: Vec<String>, agents: Option<usize>) -> (Verdict, sim_ollama::judge::Cause, String) {
-    judged_with(command, agents, Vec::new())
+    // The fixtures' model, loaded before the program starts (at once: a preload waits for no
+    // modelled load), so no run pays a load and the client verdict is the test's subject.
+    judged_with(command, agents, vec!["gemma3".into()])
 }
 
 /// [`judged`], with models loaded before the program starts (`harness exec --preload`).
@@ -354,7 +356,7 @@ fn python_a_pause_of_the_whole_process_in_one_run_is_not_taken_for_agents_waitin
         std::thread::scope(|s| {
             let runs: Vec<_> = pair
                 .iter()
-                .map(|(what, c, agents)| (what, s.spawn(|| judged_with(c.clone(), *agents, Vec::new()))))
+                .map(|(what, c, agents)| (what, s.spawn(|| judged_with(c.clone(), *agents, vec!["gemma3".into()]))))
                 .collect();
             for (what, h) in runs {
                 let (v, _, words) = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));

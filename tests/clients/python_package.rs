@@ -37,13 +37,15 @@ struct Case {
 }
 
 /// Runs pytest in `dir` (its own configuration applies) and returns every test's outcome.
-fn pytest(dir: &Path, junit_name: &str) -> Vec<Case> {
+fn pytest(dir: &Path, junit_name: &str, extra: &[&str]) -> Vec<Case> {
     let py = python();
     let junit = root().join("target/tmp").join(junit_name);
     std::fs::create_dir_all(junit.parent().expect("a parent")).expect("target/tmp");
     let _ = std::fs::remove_file(&junit);
     let run = Command::new(&py)
-        .args(["-m", "pytest", "-p", "no:cacheprovider", "-q", "--junitxml"])
+        .args(["-m", "pytest", "-p", "no:cacheprovider", "-q"])
+        .args(extra)
+        .arg("--junitxml")
         .arg(&junit)
         .current_dir(dir)
         // The fixture must find the wheel's binaries itself, as a user's run does.
@@ -86,7 +88,9 @@ fn pytest(dir: &Path, junit_name: &str) -> Vec<Case> {
 
 #[test]
 fn the_python_packages_own_tests_pass() {
-    let cases = pytest(&root().join("python"), "python-package.xml");
+    // Two workers (pytest-xdist): its tests mostly wait on simulators and pytest subprocesses
+    // (32 s alone, 20 s on two workers, measured idle; CPU about the same).
+    let cases = pytest(&root().join("python"), "python-package.xml", &["-n", "2"]);
     let bad: Vec<&Case> = cases.iter().filter(|c| c.outcome != "passed").collect();
     assert!(bad.is_empty(), "{bad:#?}");
     // Every test of the file ran (none deselected or lost to a collection error).
@@ -95,7 +99,7 @@ fn the_python_packages_own_tests_pass() {
 
 #[test]
 fn the_sample_project_passes_correct_agents_and_fails_each_bug_with_the_report() {
-    let cases = pytest(&root().join("examples/python-project"), "python-project.xml");
+    let cases = pytest(&root().join("examples/python-project"), "python-project.xml", &[]);
     let outcome =
         |name: &str| cases.iter().find(|c| c.name == name).unwrap_or_else(|| panic!("no test {name} in {cases:#?}"));
     for name in [

@@ -300,3 +300,26 @@ fn timing_a_stream_reached_after_its_first_token_was_due_is_shifted_not_crowded(
     }
     assert!(reached_after >= 10, "only {reached_after} requests were reached two gaps after they arrived");
 }
+
+/// `preload` loads the model before the program starts, outside every judged window: its
+/// modelled load (gemma3: at least 3 s at time scale 1) is not waited for, so every test that
+/// starts a simulator with its model starts at once. Bound: half the shortest modelled load;
+/// starting the simulator and loading takes tens of milliseconds.
+#[test]
+fn timing_a_preload_waits_for_none_of_the_models_load_time() {
+    let started = Instant::now();
+    let sim = SimBuilder::new().time_scale(1.0).preload("gemma3").start().unwrap();
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(1500), "start with a preload took {took:?}");
+    // The model is resident, and a later request finds it loaded: no load in its trace.
+    let r = crate::util::raw_blocking(
+        sim.addrs()[0],
+        "POST",
+        "/api/generate",
+        Some(r#"{"model":"gemma3","prompt":"hi","stream":false,"options":{"num_predict":2}}"#),
+        &[],
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let trace = sim.trace();
+    assert!(trace.requests.iter().all(|q| q.loads.is_empty()), "{:?}", trace.requests);
+}
