@@ -88,7 +88,7 @@ pub use gate::{Expectations, JUDGEMENT_SCHEMA_VERSION, Judgement};
 pub use input::{ClientCall, ConfirmRun, Confirmation, JudgeOptions};
 pub use report::{
     AgentActivity, AgentSource, Allows, Cause, Concurrency, ConfirmationReport, DeploymentReport, GapWait, GapsReport,
-    GapsStatus, Limit, LimitCost, ProbeAgent, REPORT_SCHEMA_VERSION, Report, TimeFigures, WaitKind,
+    GapsStatus, KeptPair, Limit, LimitCost, ProbeAgent, REPORT_SCHEMA_VERSION, Report, TimeFigures, WaitKind,
 };
 
 use crate::trace::{Outcome, RequestTrace, TraceSnapshot, WaitReason};

@@ -137,7 +137,7 @@ async fn a_tool_that_blocks_the_executor_between_calls_is_caught() {
         assert_eq!(report.cause, sim_ollama::judge::Cause::BetweenCalls, "{report}");
         // Resting on waits the probe found, the verdict was confirmed by a third run.
         let c = report.confirmation.as_ref().expect("judge_program ran a confirmation");
-        assert!(c.waits_recurred && c.kept == "first", "{c:?}");
+        assert!(c.waits_recurred && c.kept == sim_ollama::judge::KeptPair::First, "{c:?}");
     }
 }
 

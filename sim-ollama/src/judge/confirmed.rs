@@ -15,7 +15,7 @@
 
 use super::decision::Verdict;
 use super::input::{ConfirmRun, Confirmation, JudgeOptions, Windows};
-use super::report::{ConfirmationReport, GapsStatus, Report};
+use super::report::{ConfirmationReport, GapsStatus, KeptPair, Report};
 use crate::trace::TraceSnapshot;
 
 /// What [`Report::confirm`] says, from the rest of the report: a probed verdict short of
@@ -82,9 +82,9 @@ pub(super) fn judge(
         first.confirmation = Some(ConfirmationReport {
             run: c.run,
             first: first.verdict,
-            again: Verdict::Inconclusive,
+            again: None,
             waits_recurred: false,
-            kept: "first".to_string(),
+            kept: KeptPair::First,
             void: Some(why.clone()),
         });
         return first;
@@ -98,9 +98,9 @@ pub(super) fn judge(
     let summary = ConfirmationReport {
         run: c.run,
         first: first.verdict,
-        again: again.verdict,
+        again: Some(again.verdict),
         waits_recurred: recurred,
-        kept: if keep_again { "again" } else { "first" }.to_string(),
+        kept: if keep_again { KeptPair::Again } else { KeptPair::First },
         void: None,
     };
     let read = |v: Verdict| v.as_str().replace('_', " ");

@@ -404,16 +404,28 @@ pub struct ConfirmationReport {
     pub run: ConfirmRun,
     /// The verdict of the run judged with the first probe run.
     pub first: Verdict,
-    /// The verdict with the confirmation run in the place of the run it repeated.
-    pub again: Verdict,
+    /// The verdict with the confirmation run in the place of the run it repeated (absent where
+    /// the confirmation is void).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub again: Option<Verdict>,
     /// Whether the agents were found waiting for each other again.
     pub waits_recurred: bool,
-    /// Which pair this report's figures and verdict are: `first` or `again` (the one closer to
-    /// parallel; on a tie, the first).
-    pub kept: String,
+    /// Which pair this report's figures and verdict are (the one closer to parallel; on a tie,
+    /// the first).
+    pub kept: KeptPair,
     /// Why it is void, if it is (the report is then the first pair's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub void: Option<String>,
+}
+
+/// Which pair of runs a confirmed report is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeptPair {
+    /// The run judged with the first probe run.
+    First,
+    /// The pair with the confirmation run in the place of the run it repeated.
+    Again,
 }
 
 /// The judge's report: a verdict, its reason, and the evidence.

@@ -33,8 +33,8 @@ fn waits_that_a_pause_of_the_run_judged_made_do_not_recur_and_are_not_counted() 
     assert!(!r.needs_confirmation(), "a confirmed verdict asks for no more: {r}");
     let c = r.confirmation.as_ref().expect("confirmation reported");
     assert_eq!(
-        (c.first, c.again, c.waits_recurred, c.kept.as_str()),
-        (first.verdict, Verdict::Parallel, false, "again")
+        (c.first, c.again, c.waits_recurred, c.kept),
+        (first.verdict, Some(Verdict::Parallel), false, KeptPair::Again)
     );
     assert!(r.notes.iter().any(|n| n.contains("did not recur") && n.contains("pause of the whole process")), "{r}");
     // The figures are the confirmation's: 100 + 304 + 100.
@@ -56,7 +56,7 @@ fn agents_taking_turns_wait_again_in_the_confirmation_and_the_verdict_stands() {
     assert_eq!(r.cause, Cause::BetweenCalls, "{r}");
     assert_eq!(r.reason, first.reason, "the first pair's report, unchanged but for its notes");
     let c = r.confirmation.as_ref().expect("confirmation reported");
-    assert_eq!((c.again, c.waits_recurred, c.kept.as_str()), (Verdict::PartlySerialized, true, "first"));
+    assert_eq!((c.again, c.waits_recurred, c.kept), (Some(Verdict::PartlySerialized), true, KeptPair::First));
     assert!(r.notes.iter().any(|n| n.contains("waiting") && n.contains("again: the verdict stands")), "{r}");
 }
 
@@ -79,7 +79,7 @@ fn a_pause_in_the_probe_run_is_confirmed_away_by_a_second_probe_run() {
     let r = judge(&trace(runs), &probed().confirmation(confirmation(ConfirmRun::Probe)));
     assert_eq!(r.verdict, Verdict::Parallel, "{r}");
     let c = r.confirmation.as_ref().expect("confirmation reported");
-    assert_eq!((c.run, c.kept.as_str()), (ConfirmRun::Probe, "again"));
+    assert_eq!((c.run, c.kept), (ConfirmRun::Probe, KeptPair::Again));
     // The run judged is the same in both pairs: its figures are unchanged.
     assert!((r.time.took_s - first.time.took_s).abs() < 1e-9, "{r}");
 }
@@ -93,7 +93,8 @@ fn a_void_confirmation_leaves_the_first_pair_and_says_why() {
     let r = judge(&trace(runs), &probed().confirmation(void));
     assert_eq!(r.verdict, first.verdict, "{r}");
     assert!(!r.needs_confirmation(), "a void confirmation is not asked for again: {r}");
-    assert_eq!(r.confirmation.as_ref().and_then(|c| c.void.as_deref()), Some("it exited 1"));
+    let c = r.confirmation.as_ref().expect("confirmation reported");
+    assert_eq!((c.void.as_deref(), c.again, c.kept), (Some("it exited 1"), None, KeptPair::First));
     assert!(r.notes.iter().any(|n| n.contains("is void: it exited 1")), "{r}");
 }
 
