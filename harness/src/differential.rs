@@ -412,6 +412,20 @@ fn wrong(kind: Kind) -> Vec<Value> {
         .collect()
 }
 
+/// Whether `v` is of the wrong JSON type for a field of `kind`, for the one-field rule: the
+/// wrong values drawn, and those Go's decoder also refuses though they look the part (a
+/// fraction for an int; an array with an element of the wrong type).
+fn is_wrong(kind: Kind, v: &Value) -> bool {
+    let elements = |ok: fn(&Value) -> bool| v.as_array().is_some_and(|a| a.iter().any(|e| !ok(e)));
+    wrong(kind).contains(v)
+        || match kind {
+            Kind::Int => v.is_f64(),
+            Kind::StrList => elements(Value::is_string),
+            Kind::IntList => elements(|e| e.is_u64() || e.is_i64()),
+            _ => false,
+        }
+}
+
 /// Values out of range, or odd, for a kind.
 fn out_of_range(kind: Kind) -> Vec<Value> {
     match kind {
@@ -514,13 +528,13 @@ pub fn cases(n: usize, seed: u64) -> Vec<Generated> {
                 };
                 // At most one value of the wrong JSON type: with two, Go's decoder names the
                 // first in the document (a type's own UnmarshalJSON failing first), which the
-                // simulator follows on the native chat and generate routes only
-                // (docs/simulator.md); elsewhere it names the first it reads. And on every
-                // route at most one wrong option: Go's FromMap ranges over the options map, in
-                // an order that changes from run to run.
+                // simulator follows on the native chat and generate routes and on
+                // /v1/completions only (docs/simulator.md); elsewhere it names the first it
+                // reads. And on every route at most one wrong option: Go's FromMap ranges over
+                // the options map, in an order that changes from run to run.
                 let wrong_typed = |c: &Change, route: &Route| match c {
                     Change::Set(p, _)
-                        if ["/api/chat", "/api/generate"].contains(&route.path)
+                        if ["/api/chat", "/api/generate", "/v1/completions"].contains(&route.path)
                             && p.first().is_none_or(|f| f != "options") =>
                     {
                         false
@@ -530,7 +544,7 @@ pub fn cases(n: usize, seed: u64) -> Vec<Generated> {
                         .iter()
                         .chain(OPTIONS)
                         .find(|f| f.path.iter().copied().eq(p.iter().map(String::as_str)))
-                        .is_some_and(|f| wrong(f.kind).contains(v)),
+                        .is_some_and(|f| is_wrong(f.kind, v)),
                     _ => false,
                 };
                 let r = &ROUTES[route];

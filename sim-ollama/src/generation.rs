@@ -557,13 +557,15 @@ impl Running {
                 self.last_at - self.prompt_done,
             )
         };
+        // The token a stop sequence began in counts once every written one is out.
+        let counted = self.emitted + usize::from(self.text.stop_token && self.emitted >= self.text.pieces.len());
         Metrics {
             total_duration: total.as_nanos() as u64,
             load_duration: (load.as_nanos() as u64).max(1),
             prompt_eval_count: u64::from(self.prompt_tokens),
             prompt_eval_duration: us(prompt),
-            eval_count: self.emitted as u64,
-            eval_duration: if self.emitted == 0 { 0 } else { us(eval) },
+            eval_count: counted as u64,
+            eval_duration: if counted == 0 { 0 } else { us(eval) },
         }
     }
 

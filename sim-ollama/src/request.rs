@@ -92,6 +92,14 @@ impl<'a> Fields<'a> {
         .from_middleware()
     }
 
+    /// Checks the body's fields in the body's order with `check` (each field's type, as its Go
+    /// struct declares it) and answers the first error: Go's decoder goes on past a field of
+    /// the wrong type and names the earliest, where no field's own `UnmarshalJSON` fails
+    /// first (the native chat and generate requests have such fields: `routes/native.rs`).
+    pub(crate) fn in_body_order(&self, check: impl Fn(&str) -> Result<(), ApiError>) -> Result<(), ApiError> {
+        self.map.keys().try_for_each(|k| check(k))
+    }
+
     pub(crate) fn string(&self, key: &str) -> Result<Option<String>, ApiError> {
         match self.get(key) {
             None => Ok(None),

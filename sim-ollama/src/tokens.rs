@@ -134,6 +134,11 @@ pub(crate) struct TextPlan {
     /// The first `thinking` pieces are the model's reasoning (a thinking model with `think`
     /// on), sent as `thinking` / `reasoning` before the answer.
     pub(crate) thinking: usize,
+    /// A stop sequence began right after the last piece: the token it began in was decoded
+    /// and is counted in `eval_count`, but none of it is written (llama-server counts every
+    /// token it decodes and cuts the text at the stop; an empty stop string: no text, one
+    /// token, on Ollama 0.33). A stop inside a piece keeps that piece's head as the last one.
+    pub(crate) stop_token: bool,
 }
 
 /// The pieces a tool call's text occupies.
@@ -195,13 +200,15 @@ pub(crate) fn generate(
     } else if *format == OutputFormat::Prose && natural_len > limit {
         done_reason = DoneReason::Length;
     }
+    let mut stop_token = false;
     if !stop.is_empty() {
-        if let Some(cut) = cut_at_stop(&pieces, stop) {
+        if let Some((cut, at_boundary)) = cut_at_stop(&pieces, stop) {
             pieces = cut;
             done_reason = DoneReason::Stop;
+            stop_token = at_boundary;
         }
     }
-    TextPlan { pieces, done_reason, calls: Vec::new(), thinking: 0 }
+    TextPlan { pieces, done_reason, calls: Vec::new(), thinking: 0, stop_token }
 }
 
 /// Puts `n` tokens of reasoning before an answer, within the same `num_predict` budget (the
@@ -212,7 +219,7 @@ pub(crate) fn think_first(rng: &mut SimRng, n: usize, num_predict: Option<usize>
     let mut pieces = prose(rng, n.min(limit));
     let thinking = pieces.len();
     let room = limit - thinking;
-    let TextPlan { pieces: mut rest, mut done_reason, mut calls, .. } = answer;
+    let TextPlan { pieces: mut rest, mut done_reason, mut calls, stop_token, .. } = answer;
     if thinking >= limit && n > 0 {
         rest.clear();
         calls.clear();
@@ -227,7 +234,9 @@ pub(crate) fn think_first(rng: &mut SimRng, n: usize, num_predict: Option<usize>
         c.end += thinking;
     }
     pieces.extend(rest);
-    TextPlan { pieces, done_reason, calls, thinking }
+    // A stop token counts only where the answer ended on its stop, within the budget.
+    let stop_token = stop_token && done_reason == DoneReason::Stop;
+    TextPlan { pieces, done_reason, calls, thinking, stop_token }
 }
 
 /// A scripted answer's text as pieces, cut at `num_predict` (done reason `length`).
@@ -238,7 +247,7 @@ pub(crate) fn scripted_text(text: &str, num_predict: Option<usize>) -> TextPlan 
         pieces.truncate(n);
         done_reason = DoneReason::Length;
     }
-    TextPlan { pieces, done_reason, calls: Vec::new(), thinking: 0 }
+    TextPlan { pieces, done_reason, calls: Vec::new(), thinking: 0, stop_token: false }
 }
 
 /// The output of a tool-calling turn: each call's text, cut at `limit` tokens; a call cut
@@ -258,7 +267,7 @@ fn call_plan(calls: Vec<ToolCall>, limit: usize) -> TextPlan {
         spans.retain(|s| s.end < limit);
         done_reason = DoneReason::Length;
     }
-    TextPlan { pieces, done_reason, calls: spans, thinking: 0 }
+    TextPlan { pieces, done_reason, calls: spans, thinking: 0, stop_token: false }
 }
 
 /// A document for a schema, its strings as long as makes the answer about `natural_len`
@@ -381,14 +390,17 @@ fn capitalise(w: &str) -> String {
     }
 }
 
-/// Cuts the text before the first occurrence of any stop sequence; `None` if none occurs.
-fn cut_at_stop(pieces: &[Cow<'static, str>], stop: &[String]) -> Option<Vec<Cow<'static, str>>> {
+/// Cuts the text before the first occurrence of any stop sequence, and says whether the cut
+/// fell between two pieces (the stop began a token of its own, decoded but not written);
+/// `None` if none occurs.
+fn cut_at_stop(pieces: &[Cow<'static, str>], stop: &[String]) -> Option<(Vec<Cow<'static, str>>, bool)> {
     let text: String = pieces.iter().map(|p| p.as_ref()).collect();
-    // An empty stop string matches at once: the real runner stops before writing anything
-    // (the CPU build: `stop_sequences: [""]` answers with no content).
+    // An empty stop string matches at once: the real runner writes nothing (the CPU build:
+    // `stop: [""]` answers with no content and `eval_count` 1).
     let at = stop.iter().filter_map(|s| text.find(s.as_str())).min()?;
     let mut out = Vec::new();
     let mut pos = 0usize;
+    let mut at_boundary = true;
     for p in pieces {
         if pos + p.len() <= at {
             out.push(p.clone());
@@ -396,11 +408,12 @@ fn cut_at_stop(pieces: &[Cow<'static, str>], stop: &[String]) -> Option<Vec<Cow<
         } else {
             if at > pos {
                 out.push(Cow::Owned(p[..at - pos].to_string()));
+                at_boundary = false;
             }
             break;
         }
     }
-    Some(out)
+    Some((out, at_boundary))
 }
 
 #[cfg(test)]
@@ -456,6 +469,22 @@ mod tests {
         let got: String = cut.pieces.iter().map(|p| p.as_ref()).collect();
         assert_eq!(got, text[..text.find('e').unwrap()]);
         assert_eq!(cut.done_reason, DoneReason::Stop);
+    }
+
+    #[test]
+    fn the_token_a_stop_sequence_begins_in_is_counted_and_never_written() {
+        // llama-server counts every token it decodes and cuts the text at the stop: where the
+        // stop begins a piece, that piece is decoded and counted, not written (an empty stop
+        // string: no text, one token); where it begins inside one, the piece's head is written.
+        let full = generate(&mut rng(4), 60, None, &[], &OutputFormat::Prose, Vec::new());
+        let at_start = generate(&mut rng(4), 60, None, &[String::new()], &OutputFormat::Prose, Vec::new());
+        assert!(at_start.pieces.is_empty() && at_start.stop_token, "{:?}", at_start.pieces);
+        let second = full.pieces[1].to_string();
+        let before_second = generate(&mut rng(4), 60, None, &[second], &OutputFormat::Prose, Vec::new());
+        assert_eq!((before_second.pieces.len(), before_second.stop_token), (1, true), "{:?}", before_second.pieces);
+        let inside = full.pieces[1][1..].to_string();
+        let cut = generate(&mut rng(4), 60, None, &[inside], &OutputFormat::Prose, Vec::new());
+        assert_eq!((cut.pieces.len(), cut.stop_token), (2, false), "{:?}", cut.pieces);
     }
 
     #[test]

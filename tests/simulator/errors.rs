@@ -797,6 +797,40 @@ fn the_differences_generated_requests_found_stay_closed() {
             "application/json",
             openai("registry.ollama.ai/library/tiny:latest does not support insert"),
         ),
+        // Two fields of the wrong type: Go's decoder names the earlier in the body.
+        (
+            "/v1/completions",
+            r#"{"model":"tiny","prompt":"x","max_tokens":2.7,"stream":1.5}"#,
+            400,
+            charset,
+            openai("json: cannot unmarshal number 2.7 into Go struct field CompletionRequest.max_tokens of type int"),
+        ),
+        // Bound whole before the name is looked at.
+        (
+            "/api/show",
+            r#"{"model":" ","options":true}"#,
+            400,
+            charset,
+            native(
+                "json: cannot unmarshal bool into Go struct field ShowRequest.options of type map[string]interface {}",
+            ),
+        ),
+        // The runner checks `format` when inference starts: streamed, its error is written
+        // in the stream (no charset); with nothing to generate, it is never seen (a load).
+        (
+            "/api/chat",
+            r#"{"model":"tiny","messages":[{"role":"user","content":"x"}],"options":{"num_predict":3},"format":7}"#,
+            500,
+            "application/json",
+            native("invalid format: \"7\"; expected \"json\" or a valid JSON Schema object"),
+        ),
+        (
+            "/api/generate",
+            r#"{"model":"tiny","prompt":"x","stream":false,"options":{"num_predict":3},"format":7}"#,
+            500,
+            charset,
+            native("invalid format: \"7\"; expected \"json\" or a valid JSON Schema object"),
+        ),
     ];
     let mut failures = Vec::new();
     for (path, body, status, ct, expected) in &cases {
@@ -810,6 +844,21 @@ fn the_differences_generated_requests_found_stay_closed() {
                 r.text()
             ));
         }
+    }
+    // A load with a bad format: the runner never sees it.
+    let r = raw_blocking(addr, "POST", "/api/generate", Some(r#"{"model":"tiny","prompt":"","format":7}"#), &[]);
+    let v: serde_json::Value = serde_json::from_str(r.text().trim()).unwrap_or(serde_json::Value::Null);
+    if r.status != 200 || v["done_reason"] != "load" {
+        failures.push(format!("a load with format 7: expected 200 done_reason load, got {} {}", r.status, r.text()));
+    }
+    // An empty stop string: no text, and the one token it began in counted (llama-server).
+    let body = r#"{"model":"tiny","prompt":"x","stream":false,"options":{"num_predict":4,"stop":[""]}}"#;
+    let r = raw_blocking(addr, "POST", "/api/generate", Some(body), &[]);
+    let v: serde_json::Value = serde_json::from_str(r.text().trim()).unwrap_or(serde_json::Value::Null);
+    if (v["response"].as_str(), v["eval_count"].as_u64(), v["done_reason"].as_str())
+        != (Some(""), Some(1), Some("stop"))
+    {
+        failures.push(format!("stop [\"\"]: expected no text, eval_count 1, done_reason stop; got {}", r.text()));
     }
     // Anthropic binding: the middleware's error (a charset), Go's texts.
     for (body, says) in [

@@ -82,6 +82,7 @@ pub(crate) async fn run_embedding(
             done_reason: crate::tokens::DoneReason::Stop,
             calls: Vec::new(),
             thinking: 0,
+            stop_token: false,
         },
         ..plan
     };

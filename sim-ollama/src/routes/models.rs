@@ -166,16 +166,22 @@ fn go_quote(s: &str) -> String {
 pub(crate) async fn show(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
     let map = json_body(&s, body, "ShowRequest", BodyErrors::Native)?;
     let f = Fields::new(&map, "ShowRequest");
+    // Bound whole before the handler looks at the name (api.ShowRequest, api/types.go
+    // v0.33.0-rc2 722-734): a field of the wrong type is named before a missing model.
+    f.in_body_order(|key| match key {
+        "model" | "name" | "system" | "template" => f.string(key).map(drop),
+        "verbose" => f.bool(key).map(drop),
+        "options" => f.object(key, "map[string]interface {}").map(drop),
+        _ => Ok(()),
+    })?;
     let model =
         f.string("model")?.filter(|m| !m.trim().is_empty()).or(f.string("name")?.filter(|m| !m.trim().is_empty()));
     let Some(model) = model else {
         return Err(ApiError::bad_request("model is required"));
     };
     let verbose = f.bool("verbose")?.unwrap_or(false);
-    // Bound (api.ShowRequest); `template` is not used by the handler.
+    // `template` and `options` are bound, not used by the handler.
     let system = f.string("system")?.unwrap_or_default();
-    f.string("template")?;
-    f.object("options", "map[string]interface {}")?;
     let name = Name::parse(&model).ok_or_else(ApiError::invalid_model_name)?;
     let m = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&name.display()))?;
     let spec = &m.spec;

@@ -233,11 +233,13 @@ async fn generate_inner(
         return Ok(nothing_generated(s, &model_s, Empty::Generate, "unload"));
     }
     let options = Options::from_map(c.options_map.as_ref())?;
-    let format = output_format(c.format.as_ref())?;
     if prompt.is_empty() {
         load(s, &model, &options, &c, trace).await?;
         return Ok(nothing_generated(s, &model_s, Empty::Generate, "load"));
     }
+    // The runner checks the format when inference starts (llm/llama_server.go v0.33.0-rc2
+    // 1583-1596): a load with no prompt never sees it, and a streamed answer carries its error.
+    let format = output_format(c.format.as_ref()).map_err(|e| e.from_runner().in_stream(c.stream))?;
     let rendered = match (&system, raw) {
         (Some(sys), false) => format!("{sys}\n{prompt}{suffix}"),
         _ => format!("{prompt}{suffix}"),
@@ -383,11 +385,12 @@ async fn chat_inner(
         return Ok(nothing_generated(s, &model_s, Empty::Chat, "unload"));
     }
     let options = Options::from_map(c.options_map.as_ref())?;
-    let format = output_format(c.format.as_ref())?;
     if messages.is_empty() {
         load(s, &model, &options, &c, trace).await?;
         return Ok(nothing_generated(s, &model_s, Empty::Chat, "load"));
     }
+    // As in generate: the runner's check, when inference starts.
+    let format = output_format(c.format.as_ref()).map_err(|e| e.from_runner().in_stream(c.stream))?;
     let input = ChatInput {
         think: c.think,
         format,

@@ -350,6 +350,19 @@ fn completion_load(s: &AppState, model: &str, stream: bool, include_usage: bool)
     })
 }
 
+/// A completion request's fields checked in the body's order, as `ShouldBindJSON` decodes
+/// them (middleware/openai.go v0.33.0-rc2; `openai.CompletionRequest`, openai/openai.go 148-163).
+fn completion_bound_in_order(f: &Fields<'_>) -> Result<(), ApiError> {
+    f.in_body_order(|key| match key {
+        "model" | "prompt" | "suffix" => f.string(key).map(drop),
+        "stream" | "_debug_render_only" => f.bool(key).map(drop),
+        "max_tokens" | "seed" | "logprobs" => f.int(key).map(drop),
+        "frequency_penalty" | "presence_penalty" | "temperature" | "top_p" => f.float_of(key, "float32").map(drop),
+        "stream_options" => f.object(key, "openai.StreamOptions").map(drop),
+        _ => Ok(()),
+    })
+}
+
 /// `POST /v1/completions`.
 pub(crate) async fn completions(
     State(s): State<AppState>,
@@ -359,6 +372,7 @@ pub(crate) async fn completions(
     let arrival = peer.arrival();
     let map = json_body(&s, body, "CompletionRequest", BodyErrors::OpenAi)?;
     let f = Fields::new(&map, "CompletionRequest");
+    completion_bound_in_order(&f).map_err(ApiError::openai)?;
     let model_s = f.string("model").map_err(ApiError::openai)?.unwrap_or_default();
     let stream = f.bool("stream").map_err(ApiError::openai)?.unwrap_or(false);
     let mut trace = None;
