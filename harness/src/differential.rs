@@ -528,13 +528,12 @@ pub fn cases(n: usize, seed: u64) -> Vec<Generated> {
                 };
                 // At most one value of the wrong JSON type: with two, Go's decoder names the
                 // first in the document (a type's own UnmarshalJSON failing first), which the
-                // simulator follows on the native chat and generate routes and on
-                // /v1/completions only (docs/simulator.md); elsewhere it names the first it
-                // reads. And on every route at most one wrong option: Go's FromMap ranges over
+                // simulator follows on the native chat and generate routes, /v1/completions and
+                // /v1/messages (docs/simulator.md); elsewhere it names the first it reads. And on every route at most one wrong option: Go's FromMap ranges over
                 // the options map, in an order that changes from run to run.
                 let wrong_typed = |c: &Change, route: &Route| match c {
                     Change::Set(p, _)
-                        if ["/api/chat", "/api/generate", "/v1/completions"].contains(&route.path)
+                        if ["/api/chat", "/api/generate", "/v1/completions", "/v1/messages"].contains(&route.path)
                             && p.first().is_none_or(|f| f != "options") =>
                     {
                         false

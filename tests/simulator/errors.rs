@@ -872,6 +872,16 @@ fn the_differences_generated_requests_found_stay_closed() {
         ),
         (r#"{"model":"tiny","max_tokens":4,"messages":[{"role":"user"}]}"#, "unexpected end of JSON input"),
         ("", "EOF"),
+        // Two wrong fields: the earlier in the body, unless a message that decodes itself
+        // fails, which ends the decoding there (the real server's answers).
+        (
+            r#"{"model":"tiny","top_p":"x","max_tokens":4,"messages":[{"role":"user","content":"hi"}],"stream":{"k":1}}"#,
+            "json: cannot unmarshal string into Go struct field MessagesRequest.top_p of type float64",
+        ),
+        (
+            r#"{"model":"tiny","stream":{"k":1},"max_tokens":4,"messages":[{"role":"user","content":5}]}"#,
+            "json: cannot unmarshal number into Go struct field MessagesRequest.messages of type []anthropic.ContentBlock",
+        ),
     ] {
         let r = raw_blocking(addr, "POST", "/v1/messages", Some(body), &[]);
         let v: serde_json::Value = serde_json::from_str(r.text().trim()).unwrap_or(serde_json::Value::Null);

@@ -132,37 +132,62 @@ fn estimate_input_tokens(map: &Map<String, Value>) -> u64 {
     if tokens == 0 && (messages.is_some_and(|m| !m.is_empty()) || map.contains_key("system")) { 1 } else { tokens }
 }
 
-/// The type errors of binding a `MessagesRequest` that the handler's own reading would not
-/// raise (anthropic/anthropic.go v0.33.0-rc2 67-82, and `MessageParam.UnmarshalJSON` 94-111:
-/// a message's content is a string, null, or a list of blocks, and a missing one is Go's
-/// "unexpected end of JSON input").
+/// Binds a `MessagesRequest` as the middleware's `ShouldBindJSON` does (anthropic/anthropic.go
+/// v0.33.0-rc2 67-82), in the body's order: Go's decoder goes on past a field of the wrong type
+/// and names the earliest, but each message decodes itself (`MessageParam.UnmarshalJSON`,
+/// 94-111), and a message that fails ends the decoding there: its role not a string, its
+/// content not a string, null or a list of blocks, or missing (Go's "unexpected end of JSON
+/// input").
 fn bind(f: &Fields<'_>) -> Result<(), ApiError> {
     let field = |key: &str, go: &str, v: &Value| f.type_error(key, v, go);
-    f.float("temperature")?;
-    f.float("top_p")?;
-    f.int("top_k")?;
-    if let Some(stops) = f.array("stop_sequences", "[]string")? {
-        if let Some(v) = stops.iter().find(|v| !v.is_string()) {
-            return Err(field("stop_sequences", "string", v));
-        }
-    }
-    for m in f.array("messages", "[]anthropic.MessageParam")?.into_iter().flatten() {
-        let Value::Object(m) = m else { continue };
-        if let Some(role) = m.get("role").filter(|r| !r.is_string() && !r.is_null()) {
-            return Err(field("messages.role", "string", role));
-        }
-        match m.get("content") {
-            None => return Err(ApiError::bad_request("unexpected end of JSON input")),
-            Some(Value::Null | Value::String(_)) => {}
-            Some(Value::Array(blocks)) => {
-                if let Some(b) = blocks.iter().find(|b| !b.is_object() && !b.is_null()) {
-                    return Err(field("messages", "anthropic.ContentBlock", b));
+    let mut first = None;
+    for key in f.map.keys() {
+        let checked = match key.as_str() {
+            "model" => f.string(key).map(drop),
+            "max_tokens" | "top_k" => f.int(key).map(drop),
+            "stream" => f.bool(key).map(drop),
+            "temperature" | "top_p" => f.float(key).map(drop),
+            "stop_sequences" => match f.array(key, "[]string") {
+                Ok(stops) => match stops.into_iter().flatten().find(|v| !v.is_string()) {
+                    Some(v) => Err(field("stop_sequences", "string", v)),
+                    None => Ok(()),
+                },
+                Err(e) => Err(e),
+            },
+            "messages" => match f.array(key, "[]anthropic.MessageParam") {
+                Ok(ms) => {
+                    // A message that fails to decode itself ends the decoding: returned at once.
+                    for m in ms.into_iter().flatten() {
+                        message_bound(m, &field)?;
+                    }
+                    Ok(())
                 }
-            }
-            Some(other) => return Err(field("messages", "[]anthropic.ContentBlock", other)),
+                Err(e) => Err(e),
+            },
+            _ => Ok(()),
+        };
+        if let Err(e) = checked {
+            first.get_or_insert(e);
         }
     }
-    Ok(())
+    first.map_or(Ok(()), Err)
+}
+
+/// One message as `MessageParam.UnmarshalJSON` decodes it.
+fn message_bound(m: &Value, field: &impl Fn(&str, &str, &Value) -> ApiError) -> Result<(), ApiError> {
+    let Value::Object(m) = m else { return Ok(()) };
+    if let Some(role) = m.get("role").filter(|r| !r.is_string() && !r.is_null()) {
+        return Err(field("messages.role", "string", role));
+    }
+    match m.get("content") {
+        None => Err(ApiError::bad_request("unexpected end of JSON input")),
+        Some(Value::Null | Value::String(_)) => Ok(()),
+        Some(Value::Array(blocks)) => match blocks.iter().find(|b| !b.is_object() && !b.is_null()) {
+            Some(b) => Err(field("messages", "anthropic.ContentBlock", b)),
+            None => Ok(()),
+        },
+        Some(other) => Err(field("messages", "[]anthropic.ContentBlock", other)),
+    }
 }
 
 /// `POST /v1/messages`.
@@ -176,10 +201,10 @@ pub(crate) async fn messages(
     let mw = ApiError::anthropic_middleware;
     let map = json_body(&s, body, "MessagesRequest", BodyErrors::AnthropicMiddleware)?;
     let f = Fields::new(&map, "MessagesRequest");
+    bind(&f).map_err(mw)?;
     let model_s = f.string("model").map_err(mw)?.unwrap_or_default();
     let stream = f.bool("stream").map_err(mw)?.unwrap_or(false);
     let max_tokens = f.int("max_tokens").map_err(mw)?.unwrap_or(0);
-    bind(&f).map_err(mw)?;
     let mut trace = None;
     let r = async {
         if model_s.is_empty() {
