@@ -510,6 +510,18 @@ fn draw(rng: &mut rand_pcg::Pcg64Mcg, route: &Route) -> Change {
     }
 }
 
+/// The routes whose fields the simulator binds in the body's order, as Go's decoder does: a
+/// case there may have several fields of the wrong type.
+const BOUND_IN_ORDER: &[&str] = &[
+    "/api/chat",
+    "/api/generate",
+    "/api/embed",
+    "/api/embeddings",
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/messages",
+];
+
 /// `n` cases from `seed`: routes in turn, one to three changes each.
 pub fn cases(n: usize, seed: u64) -> Vec<Generated> {
     let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
@@ -528,13 +540,13 @@ pub fn cases(n: usize, seed: u64) -> Vec<Generated> {
                 };
                 // At most one value of the wrong JSON type: with two, Go's decoder names the
                 // first in the document (a type's own UnmarshalJSON failing first), which the
-                // simulator follows on the native chat and generate routes, /v1/completions and
-                // /v1/messages (docs/simulator.md); elsewhere it names the first it reads. And on every route at most one wrong option: Go's FromMap ranges over
-                // the options map, in an order that changes from run to run.
+                // simulator follows on the routes of BOUND_IN_ORDER (docs/simulator.md);
+                // elsewhere it names the first it reads. And on every route at most one wrong
+                // option: Go's FromMap ranges over the options map, in an order that changes
+                // from run to run.
                 let wrong_typed = |c: &Change, route: &Route| match c {
                     Change::Set(p, _)
-                        if ["/api/chat", "/api/generate", "/v1/completions", "/v1/messages"].contains(&route.path)
-                            && p.first().is_none_or(|f| f != "options") =>
+                        if BOUND_IN_ORDER.contains(&route.path) && p.first().is_none_or(|f| f != "options") =>
                     {
                         false
                     }

@@ -93,11 +93,30 @@ impl<'a> Fields<'a> {
     }
 
     /// Checks the body's fields in the body's order with `check` (each field's type, as its Go
-    /// struct declares it) and answers the first error: Go's decoder goes on past a field of
-    /// the wrong type and names the earliest, where no field's own `UnmarshalJSON` fails
-    /// first (the native chat and generate requests have such fields: `routes/native.rs`).
+    /// struct declares it), as Go's decoder binds them: it goes on past a field of the wrong
+    /// type and answers with the earliest, unless a field whose type decodes itself (`own`: an
+    /// `UnmarshalJSON` of its own, as `keep_alive`'s `Duration`) fails, which ends the decoding
+    /// there with its error, whatever came before.
+    pub(crate) fn bound(
+        &self,
+        check: impl Fn(&str) -> Result<(), ApiError>,
+        own: impl Fn(&str) -> bool,
+    ) -> Result<(), ApiError> {
+        let mut first = None;
+        for key in self.map.keys() {
+            if let Err(e) = check(key) {
+                if own(key) {
+                    return Err(e);
+                }
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// [`Fields::bound`] for a struct with no field that decodes itself.
     pub(crate) fn in_body_order(&self, check: impl Fn(&str) -> Result<(), ApiError>) -> Result<(), ApiError> {
-        self.map.keys().try_for_each(|k| check(k))
+        self.bound(check, |_| false)
     }
 
     pub(crate) fn string(&self, key: &str) -> Result<Option<String>, ApiError> {

@@ -805,6 +805,28 @@ fn the_differences_generated_requests_found_stay_closed() {
             charset,
             openai("json: cannot unmarshal number 2.7 into Go struct field CompletionRequest.max_tokens of type int"),
         ),
+        (
+            "/v1/chat/completions",
+            r#"{"model":"tiny","max_tokens":"x","messages":[{"role":"user","content":"hi"}],"stream":5}"#,
+            400,
+            charset,
+            openai("json: cannot unmarshal string into Go struct field ChatCompletionRequest.max_tokens of type int"),
+        ),
+        (
+            "/api/embed",
+            r#"{"model":5,"input":"x","dimensions":"y"}"#,
+            400,
+            charset,
+            native("json: cannot unmarshal number into Go struct field EmbedRequest.model of type string"),
+        ),
+        // `keep_alive` decodes itself: its failure ends the binding, whatever came before.
+        (
+            "/api/embeddings",
+            r#"{"model":["x"],"prompt":"Say hi.","keep_alive":"forever"}"#,
+            400,
+            charset,
+            native("time: invalid duration \"forever\""),
+        ),
         // Bound whole before the name is looked at.
         (
             "/api/show",

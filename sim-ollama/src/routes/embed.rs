@@ -233,6 +233,19 @@ pub(crate) async fn embed(
     let arrival = peer.arrival();
     let map = json_body(&s, body, "EmbedRequest", BodyErrors::Native)?;
     let f = Fields::new(&map, "EmbedRequest");
+    // Bound in the body's order (api.EmbedRequest, api/types.go v0.33.0-rc2 599-620):
+    // `keep_alive` decodes itself, and its failure ends the binding there.
+    f.bound(
+        |key| match key {
+            "model" => f.string(key).map(drop),
+            "keep_alive" => f.keep_alive().map(drop),
+            "truncate" => f.bool(key).map(drop),
+            "dimensions" => f.int(key).map(drop),
+            "options" => f.object(key, "map[string]interface {}").map(drop),
+            _ => Ok(()),
+        },
+        |key| key == "keep_alive",
+    )?;
     let model_s = f.string("model")?.unwrap_or_default();
     let keep_alive = f.keep_alive()?;
     let truncate = f.bool("truncate")?.unwrap_or(true);
@@ -324,6 +337,16 @@ pub(crate) async fn embeddings(
     let arrival = peer.arrival();
     let map = json_body(&s, body, "EmbeddingRequest", BodyErrors::Native)?;
     let f = Fields::new(&map, "EmbeddingRequest");
+    // Bound in the body's order (api.EmbeddingRequest, api/types.go v0.33.0-rc2 631-644).
+    f.bound(
+        |key| match key {
+            "model" | "prompt" => f.string(key).map(drop),
+            "keep_alive" => f.keep_alive().map(drop),
+            "options" => f.object(key, "map[string]interface {}").map(drop),
+            _ => Ok(()),
+        },
+        |key| key == "keep_alive",
+    )?;
     let model_s = f.string("model")?.unwrap_or_default();
     let prompt = f.string("prompt")?.unwrap_or_default();
     let keep_alive = f.keep_alive()?;

@@ -12,6 +12,7 @@
 pub(crate) mod anthropic;
 pub(crate) mod audio;
 pub(crate) mod body;
+pub(crate) mod bound;
 pub(crate) mod embed;
 pub(crate) mod history;
 pub(crate) mod http;

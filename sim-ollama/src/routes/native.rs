@@ -65,9 +65,8 @@ fn chat_generate_fields(f: &Fields<'_>) -> Result<ChatGenerateFields, ApiError> 
 /// they read are checked here first, in the body's order, each with the error its handler gives.
 fn bound_in_order(f: &Fields<'_>, endpoint: &str) -> Result<(), ApiError> {
     let chat = endpoint == "/api/chat";
-    let mut first = None;
-    for key in f.map.keys() {
-        let checked = match key.as_str() {
+    f.bound(
+        |key| match key {
             "model" => f.string(key).map(|_| ()),
             "stream" | "shift" | "truncate" | "logprobs" => f.bool(key).map(|_| ()),
             "keep_alive" => f.keep_alive().map(|_| ()),
@@ -81,17 +80,11 @@ fn bound_in_order(f: &Fields<'_>, endpoint: &str) -> Result<(), ApiError> {
             "context" if !chat => f.int_array(key).map(|_| ()),
             "images" if !chat => f.string_array(key).map(|_| ()),
             _ => Ok(()),
-        };
-        if let Err(e) = checked {
-            let own_unmarshal = matches!(key.as_str(), "keep_alive" | "think")
-                || (key == "messages" && f.map.get(key).is_some_and(Value::is_array));
-            if own_unmarshal {
-                return Err(e);
-            }
-            first.get_or_insert(e);
-        }
-    }
-    first.map_or(Ok(()), Err)
+        },
+        |key| {
+            matches!(key, "keep_alive" | "think") || (key == "messages" && f.map.get(key).is_some_and(Value::is_array))
+        },
+    )
 }
 
 /// A generate or chat request as far as the two read it alike: its body, its model's name,

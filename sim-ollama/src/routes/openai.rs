@@ -3,6 +3,7 @@
 //! ones (`stream` defaults to false, `temperature` and `top_p` to 1.0, `max_tokens` becomes
 //! `num_predict`) and errors are wrapped in OpenAI's error object.
 
+use super::bound::{chat_completion_bound_in_order, completion_bound_in_order};
 use super::embed;
 use super::history::ChatMessage;
 use super::http::{AppState, BodyErrors, bytes_response, json_body};
@@ -218,6 +219,7 @@ pub(crate) async fn chat_completions(
     let arrival = peer.arrival();
     let map = json_body(&s, body, "ChatCompletionRequest", BodyErrors::OpenAi)?;
     let f = Fields::new(&map, "ChatCompletionRequest");
+    chat_completion_bound_in_order(&f).map_err(ApiError::openai)?;
     let model_s = f.string("model").map_err(ApiError::openai)?.unwrap_or_default();
     let stream = f.bool("stream").map_err(ApiError::openai)?.unwrap_or(false);
     let mut trace = None;
@@ -347,19 +349,6 @@ fn completion_load(s: &AppState, model: &str, stream: bool, include_usage: bool)
         system_fingerprint: "fp_ollama",
         choices: [TextChoice { text: "", index: 0, finish_reason: "load" }],
         usage: Usage::new(0, 0),
-    })
-}
-
-/// A completion request's fields checked in the body's order, as `ShouldBindJSON` decodes
-/// them (middleware/openai.go v0.33.0-rc2; `openai.CompletionRequest`, openai/openai.go 148-163).
-fn completion_bound_in_order(f: &Fields<'_>) -> Result<(), ApiError> {
-    f.in_body_order(|key| match key {
-        "model" | "prompt" | "suffix" => f.string(key).map(drop),
-        "stream" | "_debug_render_only" => f.bool(key).map(drop),
-        "max_tokens" | "seed" | "logprobs" => f.int(key).map(drop),
-        "frequency_penalty" | "presence_penalty" | "temperature" | "top_p" => f.float_of(key, "float32").map(drop),
-        "stream_options" => f.object(key, "openai.StreamOptions").map(drop),
-        _ => Ok(()),
     })
 }
 
