@@ -517,8 +517,10 @@ const BOUND_IN_ORDER: &[&str] = &[
     "/api/generate",
     "/api/embed",
     "/api/embeddings",
+    "/api/show",
     "/v1/chat/completions",
     "/v1/completions",
+    "/v1/embeddings",
     "/v1/messages",
 ];
 

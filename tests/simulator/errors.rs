@@ -813,6 +813,13 @@ fn the_differences_generated_requests_found_stay_closed() {
             openai("json: cannot unmarshal string into Go struct field ChatCompletionRequest.max_tokens of type int"),
         ),
         (
+            "/v1/embeddings",
+            r#"{"input":"x","dimensions":"y","model":5}"#,
+            400,
+            charset,
+            openai("json: cannot unmarshal string into Go struct field EmbedRequest.dimensions of type int"),
+        ),
+        (
             "/api/embed",
             r#"{"model":5,"input":"x","dimensions":"y"}"#,
             400,

@@ -2,7 +2,7 @@
 //! `ShouldBindJSON` decodes them (middleware/openai.go v0.33.0-rc2) before the handler reads
 //! them in an order of its own: Go's decoder goes on past a field of the wrong type and names
 //! the earliest in the body, and neither request has a field that decodes itself to end it
-//! sooner (openai/openai.go 105-124, 148-163). Only each field's own JSON type is checked
+//! sooner (openai/openai.go 90-95, 105-124, 148-163). Only each field's own JSON type is checked
 //! here; what is inside (a message, a tool) the handlers check as they read it.
 
 use crate::error::ApiError;
@@ -32,6 +32,15 @@ pub(crate) fn chat_completion_bound_in_order(f: &Fields<'_>) -> Result<(), ApiEr
         "stream_options" => f.object(key, "openai.StreamOptions").map(drop),
         "response_format" => f.object(key, "openai.ResponseFormat").map(drop),
         "reasoning" => f.object(key, "openai.Reasoning").map(drop),
+        _ => Ok(()),
+    })
+}
+
+/// `openai.EmbedRequest`.
+pub(crate) fn embed_bound_in_order(f: &Fields<'_>) -> Result<(), ApiError> {
+    f.in_body_order(|key| match key {
+        "model" | "encoding_format" => f.string(key).map(drop),
+        "dimensions" => f.int(key).map(drop),
         _ => Ok(()),
     })
 }

@@ -3,7 +3,7 @@
 //! ones (`stream` defaults to false, `temperature` and `top_p` to 1.0, `max_tokens` becomes
 //! `num_predict`) and errors are wrapped in OpenAI's error object.
 
-use super::bound::{chat_completion_bound_in_order, completion_bound_in_order};
+use super::bound::{chat_completion_bound_in_order, completion_bound_in_order, embed_bound_in_order};
 use super::embed;
 use super::history::ChatMessage;
 use super::http::{AppState, BodyErrors, bytes_response, json_body};
@@ -471,6 +471,7 @@ pub(crate) async fn embeddings(
     let map = json_body(&s, body, "EmbedRequest", BodyErrors::OpenAi)?;
     let f = Fields::new(&map, "EmbedRequest");
     let r = async {
+        embed_bound_in_order(&f)?;
         let model_s = f.string("model")?.unwrap_or_default();
         let dimensions = f.int("dimensions")?;
         // The real middleware binds the request, checks the format (middleware/openai.go
