@@ -199,9 +199,9 @@ pub fn run(plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
         // The probe run holds answers back for at most the gaps of the first run, so it takes
         // at most about twice as long; a program that takes far longer is stopped.
         let limit = Duration::from_secs_f64((process_wall_s * 5.0 + 30.0).min(600.0));
-        let (run, void) = rerun(&sim, plan, limit, "the probe run")?;
+        let run = rerun(&sim, plan, limit, "the probe run")?;
         opts = opts.probe_since(since);
-        if let Some(why) = &void {
+        if let Some(why) = &run.void {
             opts = opts.probe_void(why.clone());
         }
         report = sim_ollama::judge::judge(&sim.trace(), &opts);
@@ -211,8 +211,8 @@ pub fn run(plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
         if let Some(which) = report.confirm.filter(|_| plan.expect.is_empty() || !plan.expect.check(&report).is_empty())
         {
             let mut c = sim.begin_confirmation(&opts, which);
-            let (run, void) = rerun(&sim, plan, limit, "the confirmation run")?;
-            c.void = void;
+            let run = rerun(&sim, plan, limit, "the confirmation run")?;
+            c.void = run.void.clone();
             report = sim_ollama::judge::judge(&sim.trace(), &opts.confirmation(c));
             confirmation = Some(run);
         }
@@ -221,13 +221,8 @@ pub fn run(plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
 }
 
 /// Runs the command again (a probe or confirmation run, `what`), at most `limit`, ending any
-/// probe once it is done: the run, and why it cannot be compared, if it cannot.
-fn rerun(
-    sim: &sim_ollama::SimHandle,
-    plan: &ExecPlan,
-    limit: Duration,
-    what: &str,
-) -> Result<(ProbeRun, Option<String>), ExecError> {
+/// probe once it is done: the run, with why it cannot be compared, if it cannot.
+fn rerun(sim: &sim_ollama::SimHandle, plan: &ExecPlan, limit: Duration, what: &str) -> Result<ProbeRun, ExecError> {
     let started = Instant::now();
     let status = wait_at_most(spawn(sim, plan)?, limit).map_err(|e| ExecError::Spawn(program(plan), e))?;
     let wall_s = started.elapsed().as_secs_f64();
@@ -241,7 +236,7 @@ fn rerun(
             limit.as_secs_f64()
         )),
     };
-    Ok((ProbeRun { exit_code: status.and_then(|s| s.code()), wall_s, void: void.clone() }, void))
+    Ok(ProbeRun { exit_code: status.and_then(|s| s.code()), wall_s, void })
 }
 
 /// The command's program, for errors.

@@ -617,13 +617,7 @@ impl SimHandle {
         opts: &crate::judge::JudgeOptions,
         run: crate::judge::ConfirmRun,
     ) -> crate::judge::Confirmation {
-        self.shared.probe.end();
-        let since = self.shared.trace.next_id();
-        if run == crate::judge::ConfirmRun::Probe {
-            let plan = crate::judge::probe_plan(&self.trace(), opts);
-            self.shared.probe.begin(plan, self.shared.rt.clone());
-        }
-        crate::judge::Confirmation { run, since, void: None }
+        self.shared.begin_confirmation(opts, run)
     }
 
     /// Runs a program, judges it, and where the gaps between its agents' calls decide the

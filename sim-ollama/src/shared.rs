@@ -33,6 +33,23 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Starts a confirmation run of the program judged by `opts` with its probe run (the
+    /// program must have finished): a probe run in progress ends, and a repeated probe run
+    /// holds answers as the first did (its plan from the run judged). Its requests begin with
+    /// the next one. `SimHandle::begin_confirmation` and `POST /sim/confirm` both start it so.
+    pub(crate) fn begin_confirmation(
+        &self,
+        opts: &crate::judge::JudgeOptions,
+        run: crate::judge::ConfirmRun,
+    ) -> crate::judge::Confirmation {
+        self.probe.end();
+        let since = self.trace.next_id();
+        if run == crate::judge::ConfirmRun::Probe {
+            self.probe.begin(crate::judge::probe_plan(&self.trace.snapshot(), opts), self.rt.clone());
+        }
+        crate::judge::Confirmation { run, since, void: None }
+    }
+
     /// Live state and token lateness, as `GET /sim/metrics` answers.
     pub(crate) fn metrics(&self) -> SimMetrics {
         let instances = self

@@ -18,13 +18,13 @@ use super::input::{ConfirmRun, Confirmation, JudgeOptions, Windows};
 use super::report::{ConfirmationReport, GapsStatus, KeptPair, Report};
 use crate::trace::TraceSnapshot;
 
-/// What [`Report::confirm`] says, from the rest of the report: a probed verdict short of
-/// parallel with waits found. Where a gap of the probe run outlasted its first-run length
+/// What [`Report::confirm`] says, from the rest of the report, where no confirmation ran yet
+/// (`judge` asks it only then): a probed verdict short of parallel with waits found. Where a gap of the probe run outlasted its first-run length
 /// (a wait whose own work the probe could not measure), the probe run is repeated; else
 /// the run judged.
 pub(super) fn wanted(report: &Report) -> Option<ConfirmRun> {
     let g = report.gaps.as_ref().filter(|g| g.status == GapsStatus::Probed && !g.waits.is_empty())?;
-    if report.verdict == Verdict::Parallel || report.confirmation.is_some() {
+    if report.verdict == Verdict::Parallel {
         return None;
     }
     Some(if g.waits.iter().any(|w| w.own_s.is_none()) { ConfirmRun::Probe } else { ConfirmRun::Plain })

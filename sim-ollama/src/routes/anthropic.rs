@@ -140,37 +140,26 @@ fn estimate_input_tokens(map: &Map<String, Value>) -> u64 {
 /// input").
 fn bind(f: &Fields<'_>) -> Result<(), ApiError> {
     let field = |key: &str, go: &str, v: &Value| f.type_error(key, v, go);
-    let mut first = None;
-    for key in f.map.keys() {
-        let checked = match key.as_str() {
+    f.bound(
+        |key| match key {
             "model" => f.string(key).map(drop),
             "max_tokens" | "top_k" => f.int(key).map(drop),
             "stream" => f.bool(key).map(drop),
             "temperature" | "top_p" => f.float(key).map(drop),
-            "stop_sequences" => match f.array(key, "[]string") {
-                Ok(stops) => match stops.into_iter().flatten().find(|v| !v.is_string()) {
-                    Some(v) => Err(field("stop_sequences", "string", v)),
-                    None => Ok(()),
-                },
-                Err(e) => Err(e),
+            "stop_sequences" => match f.array(key, "[]string")?.into_iter().flatten().find(|v| !v.is_string()) {
+                Some(v) => Err(field("stop_sequences", "string", v)),
+                None => Ok(()),
             },
-            "messages" => match f.array(key, "[]anthropic.MessageParam") {
-                Ok(ms) => {
-                    // A message that fails to decode itself ends the decoding: returned at once.
-                    for m in ms.into_iter().flatten() {
-                        message_bound(m, &field)?;
-                    }
-                    Ok(())
-                }
-                Err(e) => Err(e),
-            },
+            "messages" => f
+                .array(key, "[]anthropic.MessageParam")?
+                .into_iter()
+                .flatten()
+                .try_for_each(|m| message_bound(m, &field)),
             _ => Ok(()),
-        };
-        if let Err(e) = checked {
-            first.get_or_insert(e);
-        }
-    }
-    first.map_or(Ok(()), Err)
+        },
+        // Each message decodes itself: its failure ends the decoding.
+        |key| key == "messages" && f.map.get(key).is_some_and(Value::is_array),
+    )
 }
 
 /// One message as `MessageParam.UnmarshalJSON` decodes it.

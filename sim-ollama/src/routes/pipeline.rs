@@ -332,9 +332,6 @@ pub(crate) fn runner_options(s: &AppState, model: &Installed, options: &Options,
     RunnerOptions::from_options(options, &model.spec, shift, s.instance.device.spec.default_num_ctx())
 }
 
-/// The model of a chat request, checked as the chat handler checks it (server/routes.go
-/// v0.33.0-rc2, `ChatHandler`): the completion capability, thinking when asked for (`None`: not
-/// checked), tools when offered.
 /// The chat handler's first check after binding: it trims the model's name, and a blank one is
 /// missing (server/routes.go v0.33.0-rc2 2457-2461). Every route that hands a request to it
 /// (`/api/chat`, `/v1/chat/completions`, `/v1/responses`, `/v1/messages`) asks it before its
@@ -346,6 +343,9 @@ pub(crate) fn chat_model_named(model_s: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The model of a chat request, checked as the chat handler checks it (server/routes.go
+/// v0.33.0-rc2, `ChatHandler`): the completion capability, thinking when asked for (`None`: not
+/// checked), tools when offered.
 pub(crate) fn chat_model(
     s: &AppState,
     model_s: &str,

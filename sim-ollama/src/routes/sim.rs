@@ -111,7 +111,6 @@ pub(crate) async fn post_confirm(
         ));
     }
     wait_for_answers(&s.shared, JUDGE_WAIT_MS).await;
-    s.shared.probe.end();
     let mut opts = crate::judge::JudgeOptions::new().probe_since(probe_mark);
     if let Some(m) = marked(&s.shared) {
         opts = opts.since(m);
@@ -122,13 +121,9 @@ pub(crate) async fn post_confirm(
             bad("confirm: the report on the runs since the mark asks for no confirmation (its verdict does not rest on waits a probe found)")
         })?,
     };
-    let id = s.shared.trace.next_id();
-    if run == ConfirmRun::Probe {
-        let plan = crate::judge::probe_plan(&s.shared.trace.snapshot(), &opts);
-        s.shared.probe.begin(plan, tokio::runtime::Handle::current());
-    }
-    *s.shared.confirm.lock().unwrap_or_else(|e| e.into_inner()) = Some((run, id));
-    Ok(json_response(StatusCode::OK, &serde_json::json!({ "confirm": id, "run": run.as_str() })))
+    let c = s.shared.begin_confirmation(&opts, run);
+    *s.shared.confirm.lock().unwrap_or_else(|e| e.into_inner()) = Some((run, c.since));
+    Ok(json_response(StatusCode::OK, &serde_json::json!({ "confirm": c.since, "run": run.as_str() })))
 }
 
 /// The mark `GET /sim/judge` judges from by default, if one was taken.
