@@ -3,6 +3,7 @@
 
 use bytes::{BufMut, BytesMut};
 use serde::Serialize;
+use serde_json::Value;
 use std::io::Write;
 
 /// A serde_json formatter that escapes `<`, `>`, `&`, U+2028 and U+2029 the way Go's
@@ -51,6 +52,19 @@ pub(crate) fn write_go_json<W: Write, T: Serialize + ?Sized>(out: &mut W, v: &T)
 pub(crate) fn write_json_str(out: &mut BytesMut, s: &str) {
     let mut w = out.writer();
     write_go_json(&mut w, s);
+}
+
+/// Sorts an object's keys, all the way down: how Go writes a `map[string]any`.
+pub(crate) fn sorted(v: Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut pairs: Vec<(String, Value)> = m.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+            pairs.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(pairs.into_iter().collect())
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(sorted).collect()),
+        other => other,
+    }
 }
 
 /// Go's `strconv.Quote` (the `%q` of its errors): `"` and `\\` escaped, printable characters as

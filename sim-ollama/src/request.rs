@@ -21,48 +21,32 @@ pub(crate) fn decode_body(body: &[u8], go_type: &str, empty: &str) -> Result<Map
             "json: cannot unmarshal {} into Go value of type {go_type}",
             json_kind(&other)
         ))),
-        Some(Err(e)) => Err(ApiError::bad_request(go_syntax_error(body, &e))),
-    }
-}
-
-/// Go's text for a JSON syntax error.
-fn go_syntax_error(body: &[u8], e: &serde_json::Error) -> String {
-    if e.is_eof() {
-        return "unexpected EOF".into();
-    }
-    // serde_json reports a 1-based line and column of the offending character.
-    let (line, col) = (e.line(), e.column());
-    let offset = body.split(|b| *b == b'\n').take(line.saturating_sub(1)).map(|l| l.len() + 1).sum::<usize>()
-        + col.saturating_sub(1);
-    let c = std::str::from_utf8(&body[offset.min(body.len())..])
-        .ok()
-        .and_then(|s| s.chars().next())
-        .or_else(|| body.get(offset).map(|b| char::from(*b)));
-    match c {
-        Some(c) => {
-            let shown = match c {
-                '\'' => "'\\''".to_string(),
-                '"' => "'\"'".to_string(),
-                c if c.is_control() => format!("'\\x{:02x}'", c as u32),
-                c => format!("'{c}'"),
-            };
-            format!("invalid character {shown} looking for beginning of value")
+        // serde_json refuses what Go's scanner accepts only past Go's own limits (nesting).
+        Some(Err(e)) => {
+            Err(ApiError::bad_request(crate::gotype::syntax_error(body, false).unwrap_or_else(|| e.to_string())))
         }
-        None => "unexpected EOF".into(),
     }
 }
 
-/// Go's name for a JSON value's kind in `cannot unmarshal` errors.
-pub(crate) fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
+/// `decodeImageURL` (openai/openai.go v0.33.0-rc2 738-766), which the OpenAI-compatible routes
+/// read an image with: a web URL is refused, a data URL must be base64 of a JPEG, PNG or WebP
+/// (or name no type: `data:;base64,`), and its data must decode.
+pub(crate) fn decode_image_url(url: &str) -> Result<(), ApiError> {
+    use base64::Engine;
+    let bad = |m: &str| ApiError::bad_request(m).from_middleware();
+    if url.starts_with("http://") || url.starts_with("https://") {
+        return Err(bad("image URLs are not currently supported, please use base64 encoded data instead"));
+    }
+    let data = url.strip_prefix("data:;base64,").or_else(|| {
+        ["jpeg", "jpg", "png", "webp"].iter().find_map(|t| url.strip_prefix(&format!("data:image/{t};base64,")))
+    });
+    match data {
+        Some(d) if base64::engine::general_purpose::STANDARD.decode(d).is_ok() => Ok(()),
+        _ => Err(bad("invalid image input")),
     }
 }
+
+pub(crate) use crate::gotype::json_kind;
 
 /// Typed access to a request object's fields, with Go's type errors.
 #[derive(Debug)]

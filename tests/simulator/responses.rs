@@ -161,3 +161,27 @@ fn frozen_clock_responses_stream_matches_its_snapshot() {
         post(&sim, &json!({"model": "llama3.2:1b", "input": "Hi", "stream": true, "max_output_tokens": 5}));
     snapshot_settings().bind(|| insta::assert_snapshot!("frozen_responses_stream", text));
 }
+
+#[test]
+fn an_input_with_nothing_to_generate_loads_the_model_and_answers_with_an_empty_response() {
+    // As the real server answers (captured 2026-11-26): the chat handler's load, written by the
+    // Responses writer as an empty message with no usage; streamed, no item at all and a
+    // `response.completed` whose output is null.
+    let sim = sim();
+    for input in [json!(""), Value::Null] {
+        let (status, ct, text) = post(&sim, &json!({"model": "llama3.2:1b", "input": input}));
+        assert_eq!((status, ct.as_str()), (200, "application/json"), "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["output"][0]["content"][0]["text"], "", "{text}");
+        assert_eq!(v["usage"]["total_tokens"], 0, "{text}");
+    }
+    let (status, ct, text) = post(&sim, &json!({"model": "llama3.2:1b", "input": "", "stream": true}));
+    assert_eq!((status, ct.as_str()), (200, "text/event-stream"), "{text}");
+    let ev = events(&text);
+    let names: Vec<&str> = ev.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(names, ["response.created", "response.in_progress", "response.completed"]);
+    assert_eq!(ev[2].1["response"]["output"], Value::Null, "{text}");
+    assert_eq!(ev[2].1["response"]["usage"]["total_tokens"], 0);
+    let t = sim.trace();
+    assert!(t.requests.iter().all(|r| r.status == 200 && r.prompt_tokens == 0), "loads, not errors: {:?}", t.requests);
+}

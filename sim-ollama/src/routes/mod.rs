@@ -22,6 +22,7 @@ pub(crate) mod openai;
 pub(crate) mod peer;
 pub(crate) mod pipeline;
 pub(crate) mod responses;
+pub(crate) mod responses_request;
 pub(crate) mod sim;
 
 pub(crate) use http::AppState;

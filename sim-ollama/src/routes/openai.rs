@@ -108,17 +108,16 @@ fn message_content(v: Option<&Value>, tool_calls: bool) -> Result<(String, usize
             for p in parts {
                 match p.get("type").and_then(Value::as_str) {
                     Some("text") => text.push_str(p.get("text").and_then(Value::as_str).unwrap_or("")),
+                    // A URL string, or an object with one (openai/openai.go v0.33.0-rc2 579-596).
                     Some("image_url") => {
-                        let url = p
-                            .get("image_url")
-                            .and_then(|u| u.as_str().or_else(|| u.get("url").and_then(Value::as_str)))
-                            .unwrap_or("");
-                        if url.starts_with("http://") || url.starts_with("https://") {
-                            return Err(ApiError::bad_request(
-                                "image URLs are not currently supported, please use base64 encoded data instead",
-                            )
-                            .from_middleware());
-                        }
+                        let url = match p.get("image_url") {
+                            Some(Value::Object(u)) => u.get("url").and_then(Value::as_str),
+                            Some(u) => u.as_str(),
+                            None => None,
+                        };
+                        let url =
+                            url.ok_or_else(|| ApiError::bad_request("invalid message format").from_middleware())?;
+                        crate::request::decode_image_url(url)?;
                         images += 1;
                     }
                     // Audio, passed to the model as its multimodal data (openai/openai.go

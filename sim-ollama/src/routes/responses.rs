@@ -4,102 +4,49 @@
 //! 416-621): the request becomes a chat turn through the same pipeline as `/api/chat`, and the
 //! answer is written as a response object or Responses events ([`crate::wire::responses`]).
 
-use super::history::ChatMessage;
-use super::http::{AppState, BodyErrors, encoder_response, json_body};
+use super::http::{AppState, BodyErrors, bytes_response, encoder_response, json_body, streaming_middleware_headers};
 use super::peer::Peer;
-use super::pipeline::{self, ChatInput, Started, begin_trace, traced};
+use super::pipeline::{self, ChatInput, Started, begin_trace, output_format, traced};
+use super::responses_request::{bind, chat_tools};
 use crate::error::ApiError;
 use crate::request::{Fields, Options, Think};
-use crate::tokens::OutputFormat;
+use crate::tokens::DoneReason;
 use crate::wire::Wire;
 use crate::wire::responses::{Echo, Ids, Stream, output, tool_echo, usage};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
-/// The text of a message's content: a string, or its `input_text` / `output_text` parts.
-fn content_text(v: Option<&Value>) -> (String, usize) {
-    match v {
-        Some(Value::String(s)) => (s.clone(), 0),
-        Some(Value::Array(parts)) => {
-            let mut text = String::new();
-            let mut images = 0;
-            for p in parts {
-                match p.get("type").and_then(Value::as_str) {
-                    Some("input_text" | "output_text") => {
-                        text.push_str(p.get("text").and_then(Value::as_str).unwrap_or(""))
-                    }
-                    Some("input_image")
-                        if p.get("image_url").and_then(Value::as_str).is_some_and(|u| !u.is_empty()) =>
-                    {
-                        images += 1
-                    }
-                    _ => {}
-                }
-            }
-            (text, images)
-        }
-        _ => (String::new(), 0),
+/// A response's ids: the real ones are random numbers below 999999 (`rand.Intn`); here from
+/// the seed.
+fn ids(seed: u64) -> Ids {
+    let n = |salt: u64| crate::seed::mix(seed ^ salt) % 999_999;
+    Ids {
+        response: format!("resp_{}", n(1)),
+        item: format!("msg_{}", n(2)),
+        reasoning: format!("rs_{}", n(3)),
+        call_base: format!("fc_{}", n(4)),
     }
 }
 
-/// `input`: a string (one user message) or items: messages (`type` absent when a role is
-/// given), `function_call` (merged into the assistant message before it), `function_call_output`
-/// (a tool message), `reasoning` (kept out of the prompt).
-fn convert_input(input: Option<&Value>, out: &mut Vec<ChatMessage>) -> Result<(), ApiError> {
-    let msg = |role: &str, content: String, images: usize, tool_text: String| ChatMessage {
-        role: role.to_string(),
-        content,
-        images,
-        tool_text,
-    };
-    match input {
-        Some(Value::String(s)) if !s.is_empty() => out.push(msg("user", s.clone(), 0, String::new())),
-        Some(Value::Array(items)) => {
-            for (i, item) in items.iter().enumerate() {
-                let role = item.get("role").and_then(Value::as_str).unwrap_or("");
-                let kind = match item.get("type").and_then(Value::as_str).unwrap_or("") {
-                    "" if !role.is_empty() => "message",
-                    k => k,
-                };
-                match kind {
-                    "message" => {
-                        let (text, images) = content_text(item.get("content"));
-                        out.push(msg(role, text, images, String::new()));
-                    }
-                    "function_call" => {
-                        let call = json!({"id": item.get("call_id"), "function": {"name": item.get("name"),
-                            "arguments": item.get("arguments")}});
-                        match out.last_mut().filter(|m| m.role == "assistant") {
-                            Some(m) => m.tool_text.push_str(&call.to_string()),
-                            None => out.push(msg("assistant", String::new(), 0, call.to_string())),
-                        }
-                    }
-                    "function_call_output" => {
-                        let id = item.get("call_id").and_then(Value::as_str).unwrap_or("").to_string();
-                        let (text, _) = content_text(item.get("output"));
-                        out.push(msg("tool", text, 0, id));
-                    }
-                    "reasoning" | "web_search_call" => {}
-                    "" => {
-                        return Err(ApiError::bad_request(format!(
-                            "input[{i}]: input item missing required 'type' field"
-                        )));
-                    }
-                    other => {
-                        return Err(ApiError::bad_request(format!(
-                            "input[{i}]: unknown input item type: {}",
-                            Value::String(other.to_string())
-                        )));
-                    }
-                }
-            }
-        }
-        _ => {}
+/// The answer to a request with nothing to generate (the chat handler's load, written by the
+/// Responses writer): an empty message; streamed, no item at all (`response.completed`'s
+/// `output` is null, `buildFinalOutput` having nothing), with the middleware's headers.
+fn loaded(s: &AppState, model: &str, echo: Echo) -> Response {
+    let created = crate::clock::unix_seconds(s.shared.clock.now());
+    let ids = ids(s.shared.cfg.seed);
+    if echo.streamed {
+        let mut out = bytes::BytesMut::new();
+        Stream::new(ids, model.to_string(), echo).finish(&mut out, DoneReason::Stop, 0, 0, created);
+        let mut r = bytes_response(StatusCode::OK, "text/event-stream", out.to_vec());
+        streaming_middleware_headers(&mut r);
+        return r;
     }
-    Ok(())
+    let out = output(&ids, "", "", &[]);
+    encoder_response(&echo.response(&ids, model, created, "completed", out, usage(0, 0), Some(created)))
 }
 
 /// `POST /v1/responses`.
@@ -110,22 +57,14 @@ pub(crate) async fn responses(
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
     let map = json_body(&s, body, "ResponsesRequest", BodyErrors::OpenAi)?;
+    // The binding and the history's conversion, before anything else.
+    let messages = bind(&map).map_err(ApiError::openai)?;
     let f = Fields::new(&map, "ResponsesRequest");
     let model_s = f.string("model").map_err(ApiError::openai)?.unwrap_or_default();
     let stream = f.bool("stream").map_err(ApiError::openai)?.unwrap_or(false);
     let mut trace = None;
     let r = async {
-        let mut messages = Vec::new();
         let instructions = f.string("instructions")?.filter(|i| !i.is_empty());
-        if let Some(i) = &instructions {
-            messages.push(ChatMessage {
-                role: "system".into(),
-                content: i.clone(),
-                images: 0,
-                tool_text: String::new(),
-            });
-        }
-        convert_input(map.get("input"), &mut messages)?;
         let temperature = f.float("temperature")?;
         let top_p = f.float("top_p")?;
         let max_output_tokens = f.int("max_output_tokens")?;
@@ -141,50 +80,27 @@ pub(crate) async fn responses(
         let reasoning = f.object("reasoning", "openai.ResponsesReasoning")?;
         let effort = reasoning.and_then(|r| r.get("effort")).and_then(Value::as_str).filter(|e| !e.is_empty());
         let summary = reasoning.and_then(|r| r.get("summary")).and_then(Value::as_str).filter(|e| !e.is_empty());
-        let think = Think::from_effort(effort.unwrap_or(""))?;
+        let think = Think::from_effort(effort.unwrap_or("")).map_err(ApiError::from_middleware)?;
         let request_tools: Vec<Map<String, Value>> = f
             .array("tools", "[]openai.ResponsesTool")?
             .into_iter()
             .flatten()
             .filter_map(|t| t.as_object().cloned())
             .collect();
-        let tools: Vec<Value> = request_tools
-            .iter()
-            .filter(|t| t.get("type").and_then(Value::as_str) == Some("function"))
-            .map(|t| {
-                json!({"type": "function", "function": {"name": t.get("name"),
-                "description": t.get("description"), "parameters": t.get("parameters")}})
-            })
-            .collect();
+        let tools = chat_tools(f.array("tools", "[]openai.ResponsesTool")?.map_or(&[][..], Vec::as_slice))?;
         let offered = tools.len();
         let tools = crate::tools::parse(Some(&tools))?;
         let text_format = map.get("text").and_then(|t| t.get("format")).filter(|v| v.is_object());
-        let format = match text_format {
-            Some(tf) if tf.get("type").and_then(Value::as_str) == Some("json_schema") => tf
-                .get("schema")
-                .filter(|s| s.is_object())
-                .map_or(OutputFormat::Prose, |s| OutputFormat::Schema(s.clone())),
-            _ => OutputFormat::Prose,
-        };
+        // `text.format.schema` of a `json_schema` format is the chat request's format, as given
+        // (a JSON `null` is no format); the runner checks it when inference starts.
+        let schema = text_format
+            .filter(|tf| tf.get("type").and_then(Value::as_str) == Some("json_schema"))
+            .and_then(|tf| tf.get("schema"))
+            .filter(|s| !s.is_null());
         // The chat handler's checks.
         pipeline::chat_model_named(&model_s)?;
         trace = Some(begin_trace(&s, arrival, "/v1/responses", &model_s, peer, stream, Some(&o)));
         let model = pipeline::chat_model(&s, &model_s, think, offered)?;
-        let input = ChatInput {
-            default_temperature: 1.0,
-            format,
-            think,
-            ..ChatInput::new("/v1/responses", messages, options, tools, arrival)
-        };
-        let Started { run, fault, seed } = pipeline::chat(&s, input, model, &mut trace).await?;
-        // The real ids are random numbers below 999999 (`rand.Intn`); here from the seed.
-        let n = |salt: u64| crate::seed::mix(seed ^ salt) % 999_999;
-        let ids = Ids {
-            response: format!("resp_{}", n(1)),
-            item: format!("msg_{}", n(2)),
-            reasoning: format!("rs_{}", n(3)),
-            call_base: format!("fc_{}", n(4)),
-        };
         let echo = Echo {
             instructions,
             truncation: f.string("truncation")?.unwrap_or_else(|| "disabled".into()),
@@ -198,6 +114,22 @@ pub(crate) async fn responses(
             background: f.bool("background")?.unwrap_or(false),
             streamed: stream,
         };
+        if messages.is_empty() {
+            // Nothing to generate: the chat handler loads the model and answers with an empty
+            // message (done_reason "load"), which the writer turns into an empty response.
+            let mut t = trace.take().unwrap_or_else(|| unreachable!("the trace is taken once"));
+            pipeline::load_only(&s, &model, &options, true, None, &mut t).await?;
+            return Ok(loaded(&s, &model_s, echo));
+        }
+        let format = output_format(schema).map_err(|e| e.from_runner().in_stream(stream))?;
+        let input = ChatInput {
+            default_temperature: 1.0,
+            format,
+            think,
+            ..ChatInput::new("/v1/responses", messages, options, tools, arrival)
+        };
+        let Started { run, fault, seed } = pipeline::chat(&s, input, model, &mut trace).await?;
+        let ids = ids(seed);
         let wire = Wire::Responses(Box::new(Stream::new(ids.clone(), model_s.clone(), echo.clone())));
         Ok(pipeline::respond(run, wire, stream, fault, move |run, text, now| {
             let m = run.metrics(now);

@@ -6,7 +6,7 @@
 //! Stream events are Go maps, so their keys are written sorted; every event carries a
 //! `sequence_number`.
 
-use crate::gojson::to_go_json;
+use crate::gojson::{sorted, to_go_json};
 use crate::tokens::DoneReason;
 use crate::tools::ToolCall;
 use bytes::{BufMut, BytesMut};
@@ -64,19 +64,6 @@ pub(crate) struct Stream {
     pub(crate) model: String,
     pub(crate) echo: Echo,
     state: RefCell<State>,
-}
-
-/// Sorts an object's keys, all the way down: how Go writes a `map[string]any`.
-fn sorted(v: Value) -> Value {
-    match v {
-        Value::Object(m) => {
-            let mut pairs: Vec<(String, Value)> = m.into_iter().map(|(k, v)| (k, sorted(v))).collect();
-            pairs.sort_by(|a, b| a.0.cmp(&b.0));
-            Value::Object(pairs.into_iter().collect())
-        }
-        Value::Array(a) => Value::Array(a.into_iter().map(sorted).collect()),
-        other => other,
-    }
 }
 
 /// A float as Go writes it: integral values without a fraction (`1`, not `1.0`).
@@ -288,8 +275,13 @@ impl Stream {
         if st.content_started {
             all.push(message_item(&id, "completed", &text));
         }
-        let r =
+        let nothing = all.is_empty();
+        let mut r =
             self.echo.response(&self.ids, &self.model, created, "completed", all, usage(input, output), Some(created));
+        if nothing {
+            // `buildFinalOutput`'s nil slice (a load with nothing to generate).
+            r["output"] = Value::Null;
+        }
         Self::event(out, st, "response.completed", json!({"response": r}));
     }
 }
