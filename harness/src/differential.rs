@@ -44,6 +44,8 @@ enum Kind {
     Think,
     /// An embedding input: a string or a list of them.
     Input,
+    /// A Responses request's input: a string or a list of items.
+    ResponsesInput,
     /// A free-form object (`options`, `response_format`, `stream_options`, `tools`' items).
     Object,
 }
@@ -199,6 +201,21 @@ const ANTHROPIC: &[Field] = &[
     f(&["stop_sequences"], Kind::StrList),
 ];
 
+const RESPONSES: &[Field] = &[
+    f(&["model"], Kind::Str),
+    f(&["input"], Kind::ResponsesInput),
+    f(&["instructions"], Kind::Str),
+    f(&["stream"], Kind::Bool),
+    f(&["max_output_tokens"], Kind::Int),
+    f(&["temperature"], Kind::Float),
+    f(&["top_p"], Kind::Float),
+    f(&["truncation"], Kind::Str),
+    f(&["background"], Kind::Bool),
+    f(&["include"], Kind::StrList),
+    f(&["reasoning"], Kind::Object),
+    f(&["text"], Kind::Object),
+];
+
 const ROUTES: &[Route] = &[
     Route {
         name: "chat",
@@ -259,6 +276,13 @@ const ROUTES: &[Route] = &[
         base: |m| json!({"model": m, "max_tokens": 4, "messages": [{"role": "user", "content": "Say hi."}]}),
         fields: ANTHROPIC,
         caps: &["max_tokens"],
+    },
+    Route {
+        name: "responses",
+        path: "/v1/responses",
+        base: |m| json!({"model": m, "input": "Say hi.", "max_output_tokens": 4}),
+        fields: RESPONSES,
+        caps: &["max_output_tokens"],
     },
 ];
 
@@ -389,6 +413,13 @@ fn valid(kind: Kind) -> Vec<Value> {
         }
         Kind::Think => vec![json!(true), json!(false), json!("high")],
         Kind::Input => vec![json!("hello"), json!(["a", "b"]), json!([])],
+        Kind::ResponsesInput => vec![
+            json!("hello"),
+            json!([{"role": "user", "content": "Hi"}]),
+            json!([{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}]}]),
+            json!([{"role": "user", "content": "Hi"}, {"type": "function_call", "call_id": "c", "name": "f",
+                "arguments": "{}"}, {"type": "function_call_output", "call_id": "c", "output": "ok"}]),
+        ],
         Kind::Object => vec![json!({}), json!({"type": "json_object"}), json!({"include_usage": true})],
     }
 }
@@ -406,7 +437,7 @@ fn wrong(kind: Kind) -> Vec<Value> {
             Kind::Duration => !v.is_string() && !v.is_number(),
             Kind::Format => !v.is_string() && !v.is_object(),
             Kind::Think => !v.is_boolean() && !v.is_string(),
-            Kind::Input => !v.is_string() && !v.is_array(),
+            Kind::Input | Kind::ResponsesInput => !v.is_string() && !v.is_array(),
             Kind::Object => !v.is_object(),
         })
         .collect()
@@ -442,6 +473,17 @@ fn out_of_range(kind: Kind) -> Vec<Value> {
             json!([{"role": "user", "content": 5}]),
         ],
         Kind::Input => vec![json!([1, 2]), json!([""]), json!("")],
+        Kind::ResponsesInput => vec![
+            json!(["hi"]),
+            json!([null]),
+            json!([{"role": "user", "content": 5}]),
+            json!([{"role": "user", "content": [{"type": "mystery"}]}]),
+            json!([{"role": "user", "content": [{"type": "input_file", "file_data": "x"}]}]),
+            json!([{"type": "mystery"}]),
+            json!([{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{bad"}]),
+            json!([{"type": "function_call_output", "call_id": 5, "output": "ok"}]),
+            json!(""),
+        ],
         Kind::StrList => vec![json!([1]), json!([""])],
         Kind::IntList => vec![json!(["a"]), json!([-1])],
         Kind::Bool | Kind::Object => vec![],
@@ -522,6 +564,7 @@ const BOUND_IN_ORDER: &[&str] = &[
     "/v1/completions",
     "/v1/embeddings",
     "/v1/messages",
+    "/v1/responses",
 ];
 
 /// `n` cases from `seed`: routes in turn, one to three changes each.
