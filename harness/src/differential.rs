@@ -46,6 +46,10 @@ enum Kind {
     Input,
     /// A Responses request's input: a string or a list of items.
     ResponsesInput,
+    /// A chat's `tools` (`[]api.Tool`).
+    Tools,
+    /// A Responses request's `tools` (flat function tools, namespaces).
+    ResponsesTools,
     /// A free-form object (`options`, `response_format`, `stream_options`, `tools`' items).
     Object,
 }
@@ -107,6 +111,7 @@ const CHAT: &[Field] = &[
     f(&["logprobs"], Kind::Bool),
     f(&["top_logprobs"], Kind::Int),
     f(&["options"], Kind::Object),
+    f(&["tools"], Kind::Tools),
 ];
 
 const GENERATE: &[Field] = &[
@@ -167,6 +172,7 @@ const OPENAI_CHAT: &[Field] = &[
     f(&["logprobs"], Kind::Bool),
     f(&["top_logprobs"], Kind::Int),
     f(&["reasoning_effort"], Kind::Str),
+    f(&["tools"], Kind::Tools),
 ];
 
 const OPENAI_COMPLETIONS: &[Field] = &[
@@ -214,6 +220,7 @@ const RESPONSES: &[Field] = &[
     f(&["include"], Kind::StrList),
     f(&["reasoning"], Kind::Object),
     f(&["text"], Kind::Object),
+    f(&["tools"], Kind::ResponsesTools),
 ];
 
 const ROUTES: &[Route] = &[
@@ -420,6 +427,16 @@ fn valid(kind: Kind) -> Vec<Value> {
             json!([{"role": "user", "content": "Hi"}, {"type": "function_call", "call_id": "c", "name": "f",
                 "arguments": "{}"}, {"type": "function_call_output", "call_id": "c", "output": "ok"}]),
         ],
+        Kind::Tools => vec![
+            json!([]),
+            json!([{"type": "function", "function": {"name": "f", "description": "Finds.",
+                "parameters": {"type": "object", "required": ["a"], "properties": {"a": {"type": "string"}}}}}]),
+        ],
+        Kind::ResponsesTools => vec![
+            json!([]),
+            json!([{"type": "function", "name": "f", "parameters": {"type": "object",
+                "properties": {"a": {"type": ["string", "null"]}}}}]),
+        ],
         Kind::Object => vec![json!({}), json!({"type": "json_object"}), json!({"include_usage": true})],
     }
 }
@@ -438,6 +455,7 @@ fn wrong(kind: Kind) -> Vec<Value> {
             Kind::Format => !v.is_string() && !v.is_object(),
             Kind::Think => !v.is_boolean() && !v.is_string(),
             Kind::Input | Kind::ResponsesInput => !v.is_string() && !v.is_array(),
+            Kind::Tools | Kind::ResponsesTools => !v.is_array(),
             Kind::Object => !v.is_object(),
         })
         .collect()
@@ -473,6 +491,24 @@ fn out_of_range(kind: Kind) -> Vec<Value> {
             json!([{"role": "user", "content": 5}]),
         ],
         Kind::Input => vec![json!([1, 2]), json!([""]), json!("")],
+        Kind::Tools => vec![
+            json!([5]),
+            json!([{"type": 5, "function": {"name": "f"}}]),
+            json!([{"function": {"name": 5}}]),
+            json!([{"function": {"name": "f", "parameters": 5}}]),
+            json!([{"function": {"name": "f", "parameters": {"required": [5]}}}]),
+            json!([{"function": {"name": "f", "parameters": {"properties": {"a": 5}}}}]),
+            json!([{"function": {"name": "f", "parameters": {"properties": 5}}}]),
+            json!([{"function": {"name": "f", "parameters": {"properties": {"a": {"type": [5]}}}}}]),
+        ],
+        Kind::ResponsesTools => vec![
+            json!([5]),
+            json!([{"type": "function", "name": 5}]),
+            json!([{"type": "function", "name": "f", "parameters": 5}]),
+            json!([{"type": "function", "name": "f", "parameters": {"properties": {"a": {"type": 5}}}}]),
+            json!([{"type": "namespace", "name": "n", "tools": [{"type": "function", "name": "g", "strict": "yes"}]}]),
+            json!([{"type": "web_search"}]),
+        ],
         Kind::ResponsesInput => vec![
             json!(["hi"]),
             json!([null]),

@@ -34,9 +34,9 @@
 //!   to it (a burst of connections) is not added to its schedule.
 //! - `http1`: each connection served by hyper, the response head written as Go writes it
 //!   (canonical header case and order, chunked above Go's 2 KB buffer).
-//! - `request`, `wire`, `error`, `gojson`, `gotype`: decoding with Go's errors, the streaming
-//!   formats, error shapes, JSON encoded as Go encodes it, what Go's decoder says of JSON that
-//!   does not parse or does not fit a nested Go type.
+//! - `request`, `wire`, `error`, `gojson`, `gotype`, `goscan`: decoding with Go's errors, the
+//!   streaming formats, error shapes, JSON encoded as Go encodes it, what Go's decoder says of
+//!   JSON that does not fit a nested Go type and of JSON that does not parse.
 //! - `trace`, `metrics`: what the server saw, and how late it emitted tokens.
 //! - `carried`: answers recognised in later prompts, the data flow between agents.
 //! - `probe`: probe runs, in which the simulator holds answers back so that the agents do their
@@ -75,6 +75,7 @@ mod faults;
 mod generation;
 mod gguf;
 mod gojson;
+mod goscan;
 mod gotype;
 mod http1;
 mod keepalive;

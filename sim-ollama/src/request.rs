@@ -3,6 +3,7 @@
 //! body"), then each field is checked for its type with Go's `cannot unmarshal` message.
 
 use crate::error::ApiError;
+use crate::gotype::Decoded;
 use crate::keepalive::KeepAlive;
 use serde_json::{Map, Value};
 
@@ -23,7 +24,7 @@ pub(crate) fn decode_body(body: &[u8], go_type: &str, empty: &str) -> Result<Map
         ))),
         // serde_json refuses what Go's scanner accepts only past Go's own limits (nesting).
         Some(Err(e)) => {
-            Err(ApiError::bad_request(crate::gotype::syntax_error(body, false).unwrap_or_else(|| e.to_string())))
+            Err(ApiError::bad_request(crate::goscan::syntax_error(body, false).unwrap_or_else(|| e.to_string())))
         }
     }
 }
@@ -101,6 +102,23 @@ impl<'a> Fields<'a> {
     /// [`Fields::bound`] for a struct with no field that decodes itself.
     pub(crate) fn in_body_order(&self, check: impl Fn(&str) -> Result<(), ApiError>) -> Result<(), ApiError> {
         self.bound(check, |_| false)
+    }
+
+    /// `tools` decoded as a field of struct `strukt` (`ChatRequest`, `ChatCompletionRequest`), nested
+    /// types and all (`ToolFunctionParameters.tools.function.parameters.required`): its error,
+    /// and whether that error ends the decoding (one inside `properties`, which decode
+    /// themselves) or is saved while the decoding goes on.
+    pub(crate) fn tools_bound(&self, strukt: &'static str) -> (Result<(), ApiError>, bool) {
+        let ty = if strukt == "ChatRequest" { crate::gotype::NATIVE_TOOLS } else { crate::gotype::OPENAI_TOOLS };
+        let decoded = match self.get("tools") {
+            None => return (Ok(()), false),
+            Some(v) => crate::gotype::decode_field(v, ty, strukt, "tools"),
+        };
+        match decoded {
+            Decoded::Fits => (Ok(()), false),
+            Decoded::Saved(e) => (Err(ApiError::bad_request(e.text()).from_middleware()), false),
+            Decoded::Ended(e) => (Err(ApiError::bad_request(e.text()).from_middleware()), true),
+        }
     }
 
     pub(crate) fn string(&self, key: &str) -> Result<Option<String>, ApiError> {

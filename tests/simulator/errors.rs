@@ -613,6 +613,62 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
         "application/json; charset=utf-8",
         r#"{"error":"invalid character '2' after array element"}"#,
     ),
+    // A chat's tools decoded to the bottom: the innermost struct named, an error inside a
+    // tool's `properties` (an ordered map decoding itself) ending the decoding.
+    (
+        "POST",
+        "/api/chat",
+        Some(
+            r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"required":[5]}}}]}"#,
+        ),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"json: cannot unmarshal number into Go struct field ToolFunctionParameters.tools.function.parameters.required of type string"}"#,
+    ),
+    (
+        "POST",
+        "/api/chat",
+        Some(
+            r#"{"model":"tiny","stream":"x","tools":[{"function":{"name":"f","parameters":{"properties":{"a":5}}}}],"messages":[]}"#,
+        ),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"json: cannot unmarshal number into Go struct field ToolFunctionParameters.tools.function.parameters.properties of type api.ToolProperty"}"#,
+    ),
+    (
+        "POST",
+        "/api/chat",
+        Some(r#"{"model":"tiny","tools":[{"function":{"name":5}}],"stream":"x","messages":[]}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"json: cannot unmarshal number into Go struct field ToolFunction.tools.function.name of type string"}"#,
+    ),
+    (
+        "POST",
+        "/v1/chat/completions",
+        Some(r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"tools":[5]}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":{"message":"json: cannot unmarshal number into Go struct field ChatCompletionRequest.tools of type api.Tool","type":"invalid_request_error","param":null,"code":null}}"#,
+    ),
+    (
+        "POST",
+        "/v1/chat/completions",
+        Some(
+            r#"{"model":"tiny","stream":"x","messages":[{"role":"user","content":"hi"}],"tools":[{"function":{"name":"f","parameters":{"properties":{"a":{"type":[5]}}}}}]}"#,
+        ),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":{"message":"json: cannot unmarshal number into Go struct field ToolFunctionParameters.tools.function.parameters.properties.type of type string","type":"invalid_request_error","param":null,"code":null}}"#,
+    ),
+    (
+        "POST",
+        "/api/chat",
+        Some(r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"tools":"x"}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"json: cannot unmarshal string into Go struct field ChatRequest.tools of type api.Tools"}"#,
+    ),
 ];
 
 #[test]

@@ -74,7 +74,7 @@ fn bound_in_order(f: &Fields<'_>, endpoint: &str) -> Result<(), ApiError> {
             "top_logprobs" => f.int(key).map(|_| ()),
             "options" => f.object(key, "map[string]interface {}").map(|_| ()),
             "messages" if chat => messages_bound(f),
-            "tools" if chat => f.array(key, "[]api.Tool").and_then(crate::tools::parse).map(|_| ()),
+            "tools" if chat => f.tools_bound("ChatRequest").0,
             "prompt" | "suffix" | "system" | "template" if !chat => f.string(key).map(|_| ()),
             "raw" if !chat => f.bool(key).map(|_| ()),
             "context" if !chat => f.int_array(key).map(|_| ()),
@@ -82,7 +82,9 @@ fn bound_in_order(f: &Fields<'_>, endpoint: &str) -> Result<(), ApiError> {
             _ => Ok(()),
         },
         |key| {
-            matches!(key, "keep_alive" | "think") || (key == "messages" && f.map.get(key).is_some_and(Value::is_array))
+            matches!(key, "keep_alive" | "think")
+                || (key == "messages" && f.map.get(key).is_some_and(Value::is_array))
+                || (key == "tools" && chat && f.tools_bound("ChatRequest").1)
         },
     )
 }
@@ -369,7 +371,7 @@ async fn chat_inner(
     trace: &mut Option<TraceGuard>,
 ) -> Result<Response, ApiError> {
     let messages = parse_messages(f)?;
-    let offered_tools = f.array("tools", "[]api.Tool")?;
+    let offered_tools = f.array("tools", "api.Tools")?;
     let offered = offered_tools.map_or(0, Vec::len);
     let tools = crate::tools::parse(offered_tools)?;
     let model = chat_model(s, &model_s, c.think, offered)?;

@@ -263,7 +263,7 @@ fn function_arguments(arguments: &str) -> Result<(), ApiError> {
     let why = match serde_json::from_str::<Value>(arguments) {
         Ok(Value::Object(_)) => return Ok(()),
         Ok(_) => "Value looks like object, but can't find closing '}' symbol".to_string(),
-        Err(e) => crate::gotype::syntax_error(arguments.as_bytes(), true).unwrap_or_else(|| e.to_string()),
+        Err(e) => crate::goscan::syntax_error(arguments.as_bytes(), true).unwrap_or_else(|| e.to_string()),
     };
     Err(ApiError::bad_request(format!("failed to parse function call arguments: {why}")).from_middleware())
 }
