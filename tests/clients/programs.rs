@@ -1,8 +1,8 @@
 //! Each test runs one program (fixtures/clients/) in each of its modes, with and without
 //! X-Agent labels, through `harness::exec::run` (what `harness exec` runs), and checks the
-//! judge's verdict. The Python environment with the official client is installed by
-//! `scripts/setup-clients.sh` (run by `.ci/run`, or here when it is missing); a missing tool is
-//! a failure, never a skip.
+//! judge's verdict (Python, Node and Go programs). The Python environment with the official
+//! client is installed by `scripts/setup-clients.sh` (run by `.ci/run`, or here when it is
+//! missing); a missing tool is a failure, never a skip.
 
 use harness::exec::{ExecPlan, run};
 use sim_ollama::Verdict;
@@ -59,6 +59,23 @@ fn node() -> String {
     let ok = Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
     assert!(ok, "node is needed for the Node client tests (Node 18+ with built-in fetch)");
     "node".to_string()
+}
+
+/// The Go fixture, built into a path of the calling test's own (tests in other processes may
+/// build at the same time; Go's build cache makes every build after the first instant, and
+/// `.ci/run` warms it while the suite compiles). Only the standard library: nothing to fetch.
+fn go_agents(test: &str) -> String {
+    let out = root().join("target/go-clients").join(test);
+    let built = Command::new("go")
+        .args(["build", "-buildvcs=false", "-o"])
+        .arg(&out)
+        .arg(root().join("fixtures/clients/go_agents/main.go"))
+        .status();
+    assert!(
+        built.as_ref().is_ok_and(|s| s.success()),
+        "go is needed for the Go client tests ({built:?}; Go 1.22+, the standard library only)"
+    );
+    out.display().to_string()
 }
 
 /// Runs a program under exec with the ideal deployment, returns (verdict, report in words).
@@ -204,6 +221,29 @@ fn node_fetch_every_serialization_bug_is_caught_labelled_or_not() {
         modes
             .iter()
             .flat_map(|m| [true, false].map(|l| (format!("{m}, labelled {l}"), cmd(&[&node, &script, m], l))))
+            .collect(),
+    );
+}
+
+#[test]
+fn go_net_http_correct_agents_are_parallel_labelled_or_not() {
+    let program = go_agents("correct");
+    for labelled in [true, false] {
+        let (v, words) = judge(cmd(&[&program, "correct"], labelled), None);
+        assert_eq!(v, Verdict::Parallel, "{words}");
+    }
+}
+
+#[test]
+fn go_net_http_every_serialization_bug_is_caught_labelled_or_not() {
+    // Goroutines cannot block each other as an event loop can; Go's bugs are a loop, a lock,
+    // a pool of one connection and a worker of one.
+    let program = go_agents("bugs");
+    let modes = ["awaited", "mutex", "one-connection", "one-worker"];
+    all_serialized(
+        modes
+            .iter()
+            .flat_map(|m| [true, false].map(|l| (format!("{m}, labelled {l}"), cmd(&[&program, m], l))))
             .collect(),
     );
 }
