@@ -1,11 +1,11 @@
 //! Differential testing for `harness conformance --generated N` (issue 38): requests built from
 //! the fields of Ollama's request types instead of picked by hand, sent to the real server and
 //! to the simulator, and every difference shrunk to the fewest changes that still show it.
-//! About 700 lines, a third of them the tables of the request types' fields and their values,
-//! a sixth its unit tests: one concept, kept whole.
+//! About 850 lines, a third of them the tables of the request types' fields and their values,
+//! a seventh its unit tests: one concept, kept whole.
 //!
 //! Each case starts from a small valid request of one route (the `ROUTES` table: the native
-//! API of `api/types.go`, the OpenAI-compatible one of `openai/openai.go`, the Anthropic one of
+//! API of `api/types.go`, the OpenAI-compatible ones of `openai/openai.go` and `openai/responses.go`, the Anthropic one of
 //! `anthropic/anthropic.go`, as of v0.33.0-rc2) and applies one to three changes drawn with a
 //! seeded generator: a field set to another valid value, removed, given a value of the wrong
 //! JSON type or out of range, an unknown field, an odd header (`Origin`, `Content-Type`), or a
