@@ -9,7 +9,8 @@
 //! `openai/responses.go`, the Anthropic one of `anthropic/anthropic.go`, as of v0.33.0-rc2) and
 //! applies one to three changes drawn with a seeded generator: a field set to another valid
 //! value, removed, given a value of the wrong JSON type or out of range, an unknown field, an odd
-//! header (`Origin`, `Content-Type`), or a body that is not a JSON object at all. The same seed gives the same cases.
+//! header (`Origin`, `Content-Type`), or a body that is not a JSON object at all. The same seed
+//! gives the same cases.
 //!
 //! A case whose responses differ (as [`crate::conformance::compare`] sees them) is shrunk: each change is
 //! dropped in turn and kept out while the first difference's place still differs, so what is
