@@ -51,6 +51,8 @@ enum Kind {
     Tools,
     /// A Responses request's `tools` (flat function tools, namespaces).
     ResponsesTools,
+    /// An Anthropic request's `tools` (`input_schema`, built-in web search).
+    AnthropicTools,
     /// A free-form object (`options`, `response_format`, `stream_options`, `tools`' items).
     Object,
 }
@@ -206,6 +208,10 @@ const ANTHROPIC: &[Field] = &[
     f(&["top_p"], Kind::Float),
     f(&["top_k"], Kind::Int),
     f(&["stop_sequences"], Kind::StrList),
+    f(&["tools"], Kind::AnthropicTools),
+    f(&["tool_choice"], Kind::Object),
+    f(&["thinking"], Kind::Object),
+    f(&["metadata"], Kind::Object),
 ];
 
 const RESPONSES: &[Field] = &[
@@ -433,6 +439,11 @@ fn valid(kind: Kind) -> Vec<Value> {
             json!([{"type": "function", "function": {"name": "f", "description": "Finds.",
                 "parameters": {"type": "object", "required": ["a"], "properties": {"a": {"type": "string"}}}}}]),
         ],
+        Kind::AnthropicTools => vec![
+            json!([]),
+            json!([{"name": "f", "description": "Finds.", "input_schema": {"type": "object",
+                "properties": {"a": {"type": "string"}}, "required": ["a"]}}]),
+        ],
         Kind::ResponsesTools => vec![
             json!([]),
             json!([{"type": "function", "name": "f", "parameters": {"type": "object",
@@ -456,7 +467,7 @@ fn wrong(kind: Kind) -> Vec<Value> {
             Kind::Format => !v.is_string() && !v.is_object(),
             Kind::Think => !v.is_boolean() && !v.is_string(),
             Kind::Input | Kind::ResponsesInput => !v.is_string() && !v.is_array(),
-            Kind::Tools | Kind::ResponsesTools => !v.is_array(),
+            Kind::Tools | Kind::ResponsesTools | Kind::AnthropicTools => !v.is_array(),
             Kind::Object => !v.is_object(),
         })
         .collect()
@@ -501,6 +512,14 @@ fn out_of_range(kind: Kind) -> Vec<Value> {
             json!([{"function": {"name": "f", "parameters": {"properties": {"a": 5}}}}]),
             json!([{"function": {"name": "f", "parameters": {"properties": 5}}}]),
             json!([{"function": {"name": "f", "parameters": {"properties": {"a": {"type": [5]}}}}}]),
+        ],
+        Kind::AnthropicTools => vec![
+            json!([5]),
+            json!([{"name": 5}]),
+            json!([{"name": "f", "max_uses": "x"}]),
+            json!([{"name": "f", "input_schema": 5}]),
+            json!([{"name": "f", "input_schema": {"properties": {"a": {"type": 5}}}}]),
+            json!([{"type": "web_search_20250305", "name": "web_search"}]),
         ],
         Kind::ResponsesTools => vec![
             json!([5]),

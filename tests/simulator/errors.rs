@@ -1121,6 +1121,23 @@ fn the_differences_generated_requests_found_stay_closed() {
             r#"{"model":"tiny","stream":{"k":1},"max_tokens":4,"messages":[{"role":"user","content":5}]}"#,
             "json: cannot unmarshal number into Go struct field MessagesRequest.messages of type []anthropic.ContentBlock",
         ),
+        // Nested types bound, and a tool's input_schema decoded by the conversion (2026-11-26).
+        (
+            r#"{"model":"tiny","max_tokens":4,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":5}]}"#,
+            "json: cannot unmarshal number into Go struct field Tool.tools.name of type string",
+        ),
+        (
+            r#"{"model":"tiny","max_tokens":4,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","input_schema":{"properties":{"a":{"type":5}}}}]}"#,
+            "invalid input_schema for tool \"f\": json: cannot unmarshal number into Go struct field ToolFunctionParameters.properties.type of type []string",
+        ),
+        (
+            r#"{"model":"tiny","max_tokens":4,"messages":[{"role":"user","content":"hi"}],"tool_choice":{"type":"auto","disable_parallel_tool_use":"x"}}"#,
+            "json: cannot unmarshal string into Go struct field ToolChoice.tool_choice.disable_parallel_tool_use of type bool",
+        ),
+        (
+            r#"{"model":"tiny","max_tokens":4,"messages":[{"role":"user","content":"hi"}],"thinking":{"type":"enabled","budget_tokens":"x"}}"#,
+            "json: cannot unmarshal string into Go struct field ThinkingConfig.thinking.budget_tokens of type int",
+        ),
     ] {
         let r = raw_blocking(addr, "POST", "/v1/messages", Some(body), &[]);
         let v: serde_json::Value = serde_json::from_str(r.text().trim()).unwrap_or(serde_json::Value::Null);

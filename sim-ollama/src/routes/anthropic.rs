@@ -9,6 +9,7 @@ use super::http::{AppState, BodyErrors, encoder_response, json_body};
 use super::peer::Peer;
 use super::pipeline::{self, ChatInput, Started, begin_trace, traced};
 use crate::error::ApiError;
+use crate::gotype::{self, Decoded, Go, GoStruct};
 use crate::request::{Effort, Fields, Options, Think};
 use crate::wire::Wire;
 use crate::wire::anthropic::{Stream, Usage, stop_reason};
@@ -18,6 +19,36 @@ use axum::extract::rejection::BytesRejection;
 use axum::response::Response;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
+
+/// The request's nested types (anthropic/anthropic.go v0.33.0-rc2 67-82, 178-205), as the
+/// binding decodes them ([`crate::gotype`]).
+static TOOLS: Go = Go::Slice("[]anthropic.Tool", &TOOL_TYPE);
+static TOOL_TYPE: Go = Go::Struct(&TOOL);
+static TOOL: GoStruct = GoStruct {
+    name: "Tool",
+    type_name: "anthropic.Tool",
+    fields: &[
+        ("type", Go::String),
+        ("name", Go::String),
+        ("description", Go::String),
+        ("input_schema", Go::Any),
+        ("max_uses", Go::Int),
+    ],
+};
+static TOOL_CHOICE: GoStruct = GoStruct {
+    name: "ToolChoice",
+    type_name: "anthropic.ToolChoice",
+    fields: &[("type", Go::String), ("name", Go::String), ("disable_parallel_tool_use", Go::Bool)],
+};
+static THINKING: GoStruct = GoStruct {
+    name: "ThinkingConfig",
+    type_name: "anthropic.ThinkingConfig",
+    fields: &[("type", Go::String), ("budget_tokens", Go::Int)],
+};
+static METADATA: GoStruct =
+    GoStruct { name: "Metadata", type_name: "anthropic.Metadata", fields: &[("user_id", Go::String)] };
+static OUTPUT_CONFIG: GoStruct =
+    GoStruct { name: "OutputConfig", type_name: "anthropic.OutputConfig", fields: &[("effort", Go::String)] };
 
 /// The non-streaming answer (`MessagesResponse`, anthropic/anthropic.go 207-217).
 #[derive(Serialize)]
@@ -155,6 +186,19 @@ fn bind(f: &Fields<'_>) -> Result<(), ApiError> {
                 .into_iter()
                 .flatten()
                 .try_for_each(|m| message_bound(m, &field)),
+            "tools" | "tool_choice" | "thinking" | "metadata" | "output_config" => {
+                let (ty, name) = match key {
+                    "tools" => (TOOLS, "tools"),
+                    "tool_choice" => (Go::Struct(&TOOL_CHOICE), "tool_choice"),
+                    "thinking" => (Go::Struct(&THINKING), "thinking"),
+                    "metadata" => (Go::Struct(&METADATA), "metadata"),
+                    _ => (Go::Struct(&OUTPUT_CONFIG), "output_config"),
+                };
+                match f.map.get(key).map(|v| gotype::decode_field(v, ty, "MessagesRequest", name)) {
+                    Some(Decoded::Saved(e) | Decoded::Ended(e)) => Err(ApiError::bad_request(e.text())),
+                    _ => Ok(()),
+                }
+            }
             _ => Ok(()),
         },
         // Each message decodes itself: its failure ends the decoding.
@@ -177,6 +221,43 @@ fn message_bound(m: &Value, field: &impl Fn(&str, &str, &Value) -> ApiError) -> 
         },
         Some(other) => Err(field("messages", "[]anthropic.ContentBlock", other)),
     }
+}
+
+/// The chat request's tools from the request's (`FromMessagesRequest` 351-373, `convertTool`
+/// 616-653): a built-in `web_search_*` tool as a function of that name (a declared tool of the
+/// same name then left out), every other tool a function whose `input_schema` must decode into
+/// `api.ToolFunctionParameters` (in the body's order: it is kept raw until then).
+fn chat_tools(tools: &[Value]) -> Result<Vec<Value>, ApiError> {
+    let kind = |t: &Map<String, Value>| gotype::string_field(t, "type");
+    let objects: Vec<&Map<String, Value>> = tools.iter().filter_map(Value::as_object).collect();
+    let builtin = objects.iter().any(|t| kind(t).starts_with("web_search"));
+    let mut out = Vec::new();
+    for t in objects {
+        let name = gotype::string_field(t, "name");
+        if kind(t).starts_with("web_search") {
+            out.push(json!({"type": "function", "function": {"name": "web_search",
+                "description": "Search the web for current information. Use this to find up-to-date information about any topic.",
+                "parameters": {"type": "object", "required": ["query"], "properties": {"query": {"type": "string",
+                    "description": "The search query to look up on the web"}}}}}));
+            continue;
+        }
+        if builtin && name == "web_search" {
+            continue;
+        }
+        let schema = gotype::field(t, "input_schema");
+        if let Some(s) = schema {
+            gotype::check(s, Go::Struct(&gotype::TOOL_FUNCTION_PARAMETERS)).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "invalid input_schema for tool {}: {}",
+                    crate::gojson::go_quote(&name),
+                    e.text()
+                ))
+            })?;
+        }
+        out.push(json!({"type": "function", "function": {"name": name,
+            "description": gotype::field(t, "description"), "parameters": schema.filter(|s| s.is_object())}}));
+    }
+    Ok(out)
 }
 
 /// `POST /v1/messages`.
@@ -220,6 +301,8 @@ pub(crate) async fn messages(
             };
             convert(m, &mut messages).map_err(mw)?;
         }
+        // The tools, converted by the middleware (its errors before any of the chat handler's).
+        let tools = chat_tools(f.array("tools", "[]anthropic.Tool")?.map_or(&[][..], Vec::as_slice)).map_err(mw)?;
         // Sampling: max_tokens is num_predict; the chat handler's defaults otherwise.
         let mut o = Map::new();
         o.insert("num_predict".into(), Value::from(max_tokens));
@@ -229,14 +312,6 @@ pub(crate) async fn messages(
             }
         }
         let options = Options::from_map(Some(&o))?;
-        // Tools: name, description, input_schema, as function tools.
-        let tools: Vec<Value> = f
-            .array("tools", "[]anthropic.Tool")?
-            .into_iter()
-            .flatten()
-            .map(|t| json!({"type": "function", "function": {"name": t.get("name"),
-                "description": t.get("description"), "parameters": t.get("input_schema")}}))
-            .collect();
         let offered = tools.len();
         let tools = crate::tools::parse(Some(&tools))?;
         // `thinking` enabled / disabled, else `output_config.effort`.
