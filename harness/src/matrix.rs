@@ -542,8 +542,10 @@ fn record(
         summary.reason = format!("{} (a control whose bug cannot act here: {why})", summary.reason);
         summary.control_idle = Some(why.to_string());
     }
-    let in_doubt = summary.verdict == Verdict::Inconclusive
-        && interval.is_some_and(|(lo, hi)| sim_ollama::judge::decision::crosses_parallel_line(lo, hi));
+    let live = matches!(plan.target, Target::Live { .. });
+    let in_doubt = (summary.verdict == Verdict::Inconclusive
+        && interval.is_some_and(|(lo, hi)| sim_ollama::judge::decision::crosses_parallel_line(lo, hi)))
+        || (live && deployment_in_doubt(&summary));
     summary.cell = cell;
     results.summary.retain(|c| !(c.runtime == rt && c.scenario == sc));
     results.summary.push(summary);
@@ -552,6 +554,17 @@ fn record(
         report::write_all(dir, results).map_err(MatrixError::Output)?;
     }
     Ok(in_doubt)
+}
+
+/// Whether the noise of the rounds alone leaves a live cell's deployment verdict `unknown`: its
+/// share of an ideal server's saving has an interval, and its ends lie in two bands (the
+/// verdict is `unknown` for that reason only when it has one: [`sim_ollama::judge::measured_deployment`]).
+/// More rounds narrow it, as they narrow the client's saving.
+fn deployment_in_doubt(summary: &report::CellSummary) -> bool {
+    summary
+        .deployment
+        .as_ref()
+        .is_some_and(|d| d.verdict == sim_ollama::judge::Allows::Unknown && d.share_interval.is_some())
 }
 
 /// Live mode: judges a cell (`judge` says whether the noise leaves it in doubt) and, while it

@@ -353,6 +353,10 @@ fn a_cell_in_doubt_gets_more_rounds_up_to_the_budget() {
         let runs = r.runs.iter().filter(|x| x.runtime == c.runtime).count();
         assert_eq!(runs, 2 + (n - 3), "{what}");
         assert!(n == 8 || !c.reason.starts_with("too noisy to tell"), "rounds to spare, yet in doubt: {what}");
+        // Nor is its deployment verdict left to the noise (its share's interval across a band's line).
+        let d = c.deployment.as_ref().expect("live cells measure what the servers allow");
+        let noise = d.verdict == sim_ollama::judge::Allows::Unknown && d.share_interval.is_some();
+        assert!(n == 8 || !noise, "rounds to spare, yet the deployment is unknown: {what}: {}", d.reason);
     }
     let r = judged(3);
     let rounds: Vec<usize> = r.runs.iter().flat_map(|x| x.agents.iter().map(|a| a.solo_rounds)).collect();
