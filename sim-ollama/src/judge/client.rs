@@ -268,6 +268,13 @@ fn client_cause(
         Some(p) if c.max_in_flight < p => {
             format!("at most {} of {p} agents' requests were in flight at once", c.max_in_flight)
         }
+        // Overlapping most of the time, yet slower than the deployment allows: the time was
+        // lost around the calls (before the first, between them), not by keeping them apart.
+        _ if c.overlap >= 0.5 => format!(
+            "up to {} requests were in flight at once ({} of the busy time with two or more), yet the agents took longer than the deployment allows",
+            c.max_in_flight,
+            pct(c.overlap)
+        ),
         _ => format!(
             "up to {} requests were in flight at once, but not for long ({} of the busy time)",
             c.max_in_flight,

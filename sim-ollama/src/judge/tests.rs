@@ -1,6 +1,6 @@
 //! The judge on constructed traces, with the figures computed by hand in each test's comment.
 //!
-//! About 700 lines: the judge's unit tests, each trace built by hand beside the figures it
+//! About 800 lines: the judge's unit tests, each trace built by hand beside the figures it
 //! must give, kept out of the judge's own files so they read as the judge.
 
 use super::*;
@@ -776,4 +776,18 @@ fn an_unlabelled_program_told_its_agents_is_blamed_only_for_what_a_permit_shows(
     assert!(matches!(r.verdict, Verdict::PartlySerialized | Verdict::Serialized), "{r}");
     assert_eq!(r.cause, Cause::Client, "{r}");
     assert!(r.reason.contains("at most 2 of 4 agents' requests were in flight at once"), "{}", r.reason);
+}
+
+#[test]
+fn calls_that_overlapped_most_of_the_time_yet_took_too_long_are_not_said_to_overlap_briefly() {
+    // a 0-150, b 5-155, c 10-160 ms, each 100 ms solo: two or more in flight from 5 to 155 ms,
+    // 150 of the 160 busy ms (94 %). One at a time 300 ms, ideal 100 ms, took 160 ms: saving
+    // (300 - 160) / (300 - 100) = 0.70, partly serialized; the calls were not apart, so the
+    // reason says they overlapped and still took longer, not that they overlapped briefly.
+    let reqs = vec![req(1, Some("a"), 0, 150, 100), req(2, Some("b"), 5, 155, 100), req(3, Some("c"), 10, 160, 100)];
+    let r = judge(&snap(reqs), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
+    assert!(close(r.concurrency.overlap, 150.0 / 160.0), "{r}");
+    assert!(r.reason.contains("(94% of the busy time with two or more), yet the agents took longer"), "{}", r.reason);
+    assert!(!r.reason.contains("not for long"), "{}", r.reason);
 }
