@@ -417,12 +417,12 @@ impl Running {
     /// Polls for the next token; `None` after the last one.
     pub(crate) fn poll_token(&mut self, cx: &mut Context<'_>) -> Poll<Option<Emitted>> {
         match self.pacer.poll_step(cx) {
-            Poll::Ready(Some(Step { index, at, intended, .. })) => {
+            Poll::Ready(Some(Step { index, at, intended, due })) => {
                 self.last_at = at;
                 self.last_intended = intended;
                 self.emitted = index - 1;
                 self.trace.solo(self.lease.ping + intended);
-                self.trace.token(at, self.pacer.speed());
+                self.trace.token(at, due, self.pacer.speed());
                 if self.pacer.member().seen_version != self.seen_version {
                     let m = self.pacer.member();
                     self.seen_version = m.seen_version;

@@ -146,6 +146,21 @@ pub(super) fn verdict(
             };
             (Verdict::Parallel, Cause::None, how)
         }
+        // Short of parallel by less time than the simulator itself was late: the machine's,
+        // not the client's (never read parallel for it: the rerun on a quieter machine can).
+        Decision::Timed(a) if simulator_late(reqs, t.took_s - t.allowed_s).is_some() => {
+            let (late_s, lost_s) = simulator_late(reqs, t.took_s - t.allowed_s).unwrap_or_default();
+            (
+                Verdict::Inconclusive,
+                Cause::NothingToJudge,
+                format!(
+                    "{who} overlapped ({overlapped}), and the {:.0} ms lost against the deployment are within how late the simulator itself sent an answer ({:.0} ms): a machine too busy to run it on time, which cannot be told from the client's doing; run again on a quieter machine or at a longer time scale ({})",
+                    lost_s * 1e3,
+                    late_s * 1e3,
+                    figures(&a)
+                ),
+            )
+        }
         Decision::Timed(a) => {
             let (cause, why) = client_cause(rep, reqs, client, handoffs, a.verdict);
             let reason = match a.saving {
@@ -292,6 +307,15 @@ fn client_cause(
     let words =
         if verdict == Verdict::Serialized { "serialized in the client" } else { "partly serialized in the client" };
     (Cause::Client, format!("{limit}{waits}: {words}"))
+}
+
+/// The simulator's own lateness (the latest token of a request sent late against its schedule,
+/// [`crate::trace::RequestTrace::late_us`]) where it is at least half the time the run lost
+/// against what the deployment allows (`lost_s`): `(latest lateness, lost)`, seconds. The
+/// lateness of the latest answer of any chain is a lower bound of what that chain lost to it.
+fn simulator_late(reqs: &[Req<'_>], lost_s: f64) -> Option<(f64, f64)> {
+    let late_s = secs(reqs.iter().map(|q| q.r.late_us).max().unwrap_or(0));
+    (lost_s > 0.0 && late_s >= 0.5 * lost_s).then_some((late_s, lost_s))
 }
 
 /// Whether the answers reached the agents late throughout: the median lag between the server

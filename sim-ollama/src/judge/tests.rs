@@ -791,3 +791,28 @@ fn calls_that_overlapped_most_of_the_time_yet_took_too_long_are_not_said_to_over
     assert!(r.reason.contains("(94% of the busy time with two or more), yet the agents took longer"), "{}", r.reason);
     assert!(!r.reason.contains("not for long"), "{}", r.reason);
 }
+
+#[test]
+fn time_lost_within_how_late_the_simulator_itself_was_is_not_blamed_on_the_client() {
+    // The run above (took 160 ms, allowed 100 ms: 60 ms lost), its last answer sent 40 ms late
+    // by a simulator the machine starved: 40 >= 60 / 2, so the lost time cannot be told from
+    // the machine's, and the verdict is inconclusive (not parallel: the machine may hide a
+    // client's doing). 20 ms late explains too little: partly serialized, the client's.
+    let run = |late_ms: u64| {
+        let mut reqs =
+            vec![req(1, Some("a"), 0, 150, 100), req(2, Some("b"), 5, 155, 100), req(3, Some("c"), 10, 160, 100)];
+        reqs[2].late_us = late_ms * MS;
+        judge(&snap(reqs), &JudgeOptions::new())
+    };
+    let r = run(40);
+    assert_eq!((r.verdict, r.cause), (Verdict::Inconclusive, Cause::NothingToJudge), "{r}");
+    assert!(
+        r.reason.contains(
+            "the 60 ms lost against the deployment are within how late the simulator itself sent an answer (40 ms)"
+        ),
+        "{}",
+        r.reason
+    );
+    let r = run(20);
+    assert_eq!((r.verdict, r.cause), (Verdict::PartlySerialized, Cause::Client), "{r}");
+}

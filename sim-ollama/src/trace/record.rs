@@ -218,6 +218,12 @@ pub struct RequestTrace {
     /// `sim_ollama`'s `probe` module). 0 outside probe runs.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub held_us: u64,
+    /// How late the simulator emitted this request's latest token against its schedule, µs of
+    /// wall time: the simulator itself behind (a machine too busy to run it on time), or a
+    /// client that stopped reading a long stream (TCP pushing back on its writes). 0 when on
+    /// time, and in traces older than it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub late_us: u64,
     /// A fingerprint of what the model was asked (its model and rendered prompt), hex: the same
     /// request sent again, in a probe run, has the same one. Absent for requests that render no
     /// prompt (embeddings) and in traces older than it.
@@ -331,6 +337,7 @@ impl RequestTrace {
             carries: Vec::new(),
             hints: Vec::new(),
             held_us: 0,
+            late_us: 0,
             prompt_key: None,
             probe_after: None,
             loads: Vec::new(),

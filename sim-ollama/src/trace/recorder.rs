@@ -123,6 +123,7 @@ impl Trace {
             speed_min: 1.0,
             tokens: 0,
             solo_us: 0,
+            late_us: 0,
         }
     }
 
@@ -186,6 +187,8 @@ pub(crate) struct TraceGuard {
     tokens: u64,
     /// Modelled solo cost so far (written with the token batches and at the end).
     solo_us: u64,
+    /// How late the latest token went out against its schedule, µs.
+    late_us: u64,
 }
 
 /// Token times are copied into the shared record this many at a time (and at the end), so a
@@ -241,7 +244,9 @@ impl TraceGuard {
         self.solo_us = work.as_micros() as u64;
     }
 
-    pub(crate) fn token(&mut self, at: Instant, speed: f64) {
+    /// A token went out at `at`, due at `due`, its stream at `speed` of its solo speed.
+    pub(crate) fn token(&mut self, at: Instant, due: Instant, speed: f64) {
+        self.late_us = at.saturating_duration_since(due).as_micros() as u64;
         self.pending.push(self.us(at));
         self.tokens += 1;
         self.speed_sum += speed;
@@ -256,10 +261,11 @@ impl TraceGuard {
         if self.pending.is_empty() {
             return;
         }
-        let (tokens, sum, min, solo) = (self.tokens, self.speed_sum, self.speed_min, self.solo_us);
+        let (tokens, sum, min, solo, late) = (self.tokens, self.speed_sum, self.speed_min, self.solo_us, self.late_us);
         let pending = std::mem::take(&mut self.pending);
         self.with(|r| {
             r.solo_us = solo;
+            r.late_us = late;
             if r.first_token_us.is_none() {
                 r.first_token_us = pending.first().copied();
             }
