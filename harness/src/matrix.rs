@@ -558,8 +558,9 @@ fn record(
 
 /// Whether the noise of the rounds alone leaves a live cell's deployment verdict `unknown`: its
 /// share of an ideal server's saving has an interval, and its ends lie in two bands (the
-/// verdict is `unknown` for that reason only when it has one: [`sim_ollama::judge::measured_deployment`]).
-/// More rounds narrow it, as they narrow the client's saving.
+/// verdict is `unknown` for that reason only when it has one:
+/// [`sim_ollama::judge::measured_deployment`]). More rounds narrow it, as they narrow the
+/// client's saving.
 fn deployment_in_doubt(summary: &report::CellSummary) -> bool {
     summary
         .deployment
