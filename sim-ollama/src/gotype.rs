@@ -92,7 +92,7 @@ impl Failure {
 
 /// `json.Unmarshal(v, &T)`: the first failure, as Go reports it.
 pub(crate) fn check(v: &Value, ty: Go) -> Result<(), Failure> {
-    let mut d = Decoder { strukt: None, stack: Vec::new(), saved: None };
+    let mut d = Decoder::default();
     d.value(v, ty)?;
     d.saved.map_or(Ok(()), Err)
 }
@@ -118,7 +118,7 @@ pub(crate) fn decode_field(v: &Value, ty: Go, strukt: &'static str, field: &'sta
 
 /// [`check`] of an object into a struct.
 pub(crate) fn check_object(obj: &Map<String, Value>, s: &'static GoStruct) -> Result<(), Failure> {
-    let mut d = Decoder { strukt: None, stack: Vec::new(), saved: None };
+    let mut d = Decoder::default();
     d.fields(obj, s)?;
     d.saved.map_or(Ok(()), Err)
 }
@@ -151,6 +151,7 @@ fn kind(v: &Value) -> String {
     json_kind(v).to_string()
 }
 
+#[derive(Default)]
 struct Decoder {
     strukt: Option<&'static str>,
     stack: Vec<&'static str>,

@@ -76,6 +76,8 @@ pub(super) fn verdict(
             t.took_s, t.allowed_s, t.sequential_s
         ),
     };
+    // The simulator's own lateness, where it explains the run's shortfall.
+    let late = simulator_late(reqs, t.took_s - t.allowed_s);
     match decision::decide(&evidence) {
         Decision::OneAgent => (
             Verdict::Inconclusive,
@@ -148,8 +150,8 @@ pub(super) fn verdict(
         }
         // Short of parallel by less time than the simulator itself was late: the machine's,
         // not the client's (never read parallel for it: the rerun on a quieter machine can).
-        Decision::Timed(a) if simulator_late(reqs, t.took_s - t.allowed_s).is_some() => {
-            let (late_s, lost_s) = simulator_late(reqs, t.took_s - t.allowed_s).unwrap_or_default();
+        Decision::Timed(a) if late.is_some() => {
+            let (late_s, lost_s) = late.unwrap_or_default();
             (
                 Verdict::Inconclusive,
                 Cause::NothingToJudge,

@@ -49,6 +49,14 @@ static METADATA: GoStruct =
     GoStruct { name: "Metadata", type_name: "anthropic.Metadata", fields: &[("user_id", Go::String)] };
 static OUTPUT_CONFIG: GoStruct =
     GoStruct { name: "OutputConfig", type_name: "anthropic.OutputConfig", fields: &[("effort", Go::String)] };
+/// The request's fields of these types, by name.
+static NESTED: [(&str, Go); 5] = [
+    ("tools", TOOLS),
+    ("tool_choice", Go::Struct(&TOOL_CHOICE)),
+    ("thinking", Go::Struct(&THINKING)),
+    ("metadata", Go::Struct(&METADATA)),
+    ("output_config", Go::Struct(&OUTPUT_CONFIG)),
+];
 
 /// The non-streaming answer (`MessagesResponse`, anthropic/anthropic.go 207-217).
 #[derive(Serialize)]
@@ -186,20 +194,13 @@ fn bind(f: &Fields<'_>) -> Result<(), ApiError> {
                 .into_iter()
                 .flatten()
                 .try_for_each(|m| message_bound(m, &field)),
-            "tools" | "tool_choice" | "thinking" | "metadata" | "output_config" => {
-                let (ty, name) = match key {
-                    "tools" => (TOOLS, "tools"),
-                    "tool_choice" => (Go::Struct(&TOOL_CHOICE), "tool_choice"),
-                    "thinking" => (Go::Struct(&THINKING), "thinking"),
-                    "metadata" => (Go::Struct(&METADATA), "metadata"),
-                    _ => (Go::Struct(&OUTPUT_CONFIG), "output_config"),
-                };
-                match f.map.get(key).map(|v| gotype::decode_field(v, ty, "MessagesRequest", name)) {
-                    Some(Decoded::Saved(e) | Decoded::Ended(e)) => Err(ApiError::bad_request(e.text())),
-                    _ => Ok(()),
-                }
-            }
-            _ => Ok(()),
+            _ => match (NESTED.iter().find(|(name, _)| *name == key), f.map.get(key)) {
+                (Some((name, ty)), Some(v)) => match gotype::decode_field(v, *ty, "MessagesRequest", name) {
+                    Decoded::Saved(e) | Decoded::Ended(e) => Err(ApiError::bad_request(e.text())),
+                    Decoded::Fits => Ok(()),
+                },
+                _ => Ok(()),
+            },
         },
         // Each message decodes itself: its failure ends the decoding.
         |key| key == "messages" && f.map.get(key).is_some_and(Value::is_array),

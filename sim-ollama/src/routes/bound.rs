@@ -23,19 +23,20 @@ pub(crate) fn completion_bound_in_order(f: &Fields<'_>) -> Result<(), ApiError> 
 
 /// `openai.ChatCompletionRequest`: its tools' parameters' `properties` decode themselves.
 pub(crate) fn chat_completion_bound_in_order(f: &Fields<'_>) -> Result<(), ApiError> {
+    let (tools, tools_end) = f.tools_bound("ChatCompletionRequest");
     let check = |key: &str| match key {
         "model" | "reasoning_effort" => f.string(key).map(drop),
         "stream" | "logprobs" | "_debug_render_only" => f.bool(key).map(drop),
         "max_tokens" | "seed" | "top_logprobs" => f.int(key).map(drop),
         "temperature" | "frequency_penalty" | "presence_penalty" | "top_p" => f.float(key).map(drop),
         "messages" => f.array(key, "[]openai.Message").map(drop),
-        "tools" => f.tools_bound("ChatCompletionRequest").0,
+        "tools" => tools.clone(),
         "stream_options" => f.object(key, "openai.StreamOptions").map(drop),
         "response_format" => f.object(key, "openai.ResponseFormat").map(drop),
         "reasoning" => f.object(key, "openai.Reasoning").map(drop),
         _ => Ok(()),
     };
-    f.bound(check, |key| key == "tools" && f.tools_bound("ChatCompletionRequest").1)
+    f.bound(check, |key| key == "tools" && tools_end)
 }
 
 /// `openai.EmbedRequest`.
