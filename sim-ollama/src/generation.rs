@@ -375,6 +375,7 @@ impl Running {
         let (overhead, prompt_work) = (timing.overhead, timing.prompt);
         // The per-call overhead on a loaded runner is part of what the call costs alone.
         let ping = lease.ping;
+        trace.with(|r| r.ping_us = ping.as_micros() as u64);
         let mut pacer = Pacer::new(member, slot_at, timing, text.pieces.len(), timer, lateness);
         // When its schedule starts: when it had its slot, or later when the simulator got to
         // it after its first token was due.

@@ -12,7 +12,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ._binary import find_binary
 
@@ -64,17 +64,21 @@ class ConfirmationNeeded(JudgeFailure):
 class Deployment:
     """What the deployment allows: `full`, `partial`, `no_speedup` or `unknown`, what limits
     it (`none`, `slots`, `queue`, `shared_device`, `batch`, `loads`, `cpu`, `unknown`) and
-    the speedup a perfectly concurrent client gets on it."""
+    the speedup a perfectly concurrent client gets on it. `costs`: what each limit costs,
+    seconds, the largest first, whatever the verdict (a `full` deployment's one slot still
+    costs its queueing)."""
 
     verdict: str
     limit: str
     reason: str
     speedup: Optional[float]
     ideal_speedup: Optional[float]
+    costs: List[Tuple[str, float]] = field(default_factory=list)
 
     @classmethod
     def _from(cls, d: Dict[str, Any]) -> "Deployment":
-        return cls(d["verdict"], d["limit"], d["reason"], d.get("speedup"), d.get("ideal_speedup"))
+        costs = [(c["limit"], float(c["seconds"])) for c in d.get("costs", [])]
+        return cls(d["verdict"], d["limit"], d["reason"], d.get("speedup"), d.get("ideal_speedup"), costs)
 
 
 @dataclass(frozen=True)

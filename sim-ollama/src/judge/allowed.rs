@@ -13,7 +13,12 @@
 //!   [`DeviceSharing::speed`]`(n, m)`, the formula the simulator's devices run streams at
 //!   (`crate::device`), tracked as processor sharing (each stream's remaining solo work falls
 //!   at its speed, recomputed whenever a stream starts or ends);
-//! - optionally at most `permits` calls at once (a program that says it runs that many agents);
+//! - before it queues for a slot, a call on a loaded runner pays its per-call overhead
+//!   (`RequestTrace::ping_us`: the scheduler's check of the runner, in the request's own
+//!   goroutine), off the slots and the device, so it overlaps other calls' slots even on a
+//!   server with one;
+//! - optionally at most `permits` calls at once (a program that says it runs that many agents),
+//!   each holding its permit from when it is sent to its end;
 //! - where the run's server had to reload or evict to serve the calls, the calls that need
 //!   different runners cannot share the server ([`Exclusive`]): as the real scheduler keeps
 //!   one runner per model (reloaded when options change) and at most `OLLAMA_MAX_LOADED_MODELS`
@@ -35,8 +40,10 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 /// One call to replay.
 #[derive(Debug, Clone)]
 pub(super) struct Call {
-    /// Modelled solo cost, µs at the run's time scale.
+    /// Modelled solo cost in its slot, µs at the run's time scale.
     pub(super) work: f64,
+    /// Its per-call overhead before it queues for a slot, µs (`RequestTrace::ping_us`).
+    pub(super) ping: f64,
     /// The calls it follows: the same agent's previous call and the calls whose answers it
     /// carries. It starts `local` after the last of them ends; with none, it is ready at
     /// `local` from the start.
@@ -137,6 +144,9 @@ pub(super) fn makespan(calls: &[Call], devices: &[DeviceSharing], permits: Optio
     }
     let mut queued = BinaryHeap::new();
     let mut running: Vec<(usize, f64)> = Vec::new();
+    // Calls sent (holding a permit: pinging, queued for a slot after it, or running).
+    let mut sent = vec![false; n];
+    let mut holding = 0usize;
     let mut busy = vec![0usize; runners.len()];
     // Per exclusion domain: the resident configurations and their running calls.
     let mut resident: BTreeMap<usize, BTreeMap<&str, usize>> = BTreeMap::new();
@@ -146,18 +156,29 @@ pub(super) fn makespan(calls: &[Call], devices: &[DeviceSharing], permits: Optio
         while future.peek().is_some_and(|r: &Ready| r.0 <= t) {
             queued.push(future.pop().expect("peeked"));
         }
-        // Start what the slots (and permits) allow, in FIFO order. A call that finds its
-        // runner's slots taken waits, and so do the calls behind it: each runner's queue is
-        // FIFO, and so is the permit queue.
+        // Send what the permits allow and start what the slots allow, in FIFO order. A call
+        // that finds its runner's slots taken waits, and so do the calls behind it: each
+        // runner's queue is FIFO, and so is the permit queue. A call sent pays its ping, off
+        // the slots, then queues for one.
         let mut held = Vec::new();
+        let mut permits_out = false;
         while let Some(r) = queued.pop() {
-            let k = runner_of[r.1];
-            let permit = permits.is_none_or(|p| running.len() < p);
-            if !permit {
-                held.push(r);
-                break;
+            let i = r.1;
+            let k = runner_of[i];
+            if !sent[i] {
+                permits_out = permits_out || permits.is_some_and(|p| holding >= p);
+                if permits_out {
+                    held.push(r);
+                    continue;
+                }
+                sent[i] = true;
+                holding += 1;
+                if calls[i].ping > 0.0 {
+                    future.push(Ready(t + calls[i].ping, i));
+                    continue;
+                }
             }
-            if busy[k] < slots[k] && admit(&mut resident, exclusive(r.1)) {
+            if busy[k] < slots[k] && admit(&mut resident, exclusive(i)) {
                 busy[k] += 1;
                 running.push((r.1, calls[r.1].work.max(0.0)));
             } else {
@@ -201,6 +222,7 @@ pub(super) fn makespan(calls: &[Call], devices: &[DeviceSharing], permits: Optio
             // A relative epsilon: remaining work within a nanosecond's worth is done.
             if left <= 1e-6 * (1.0 + calls[i].work.abs()) {
                 busy[runner_of[i]] -= 1;
+                holding -= 1;
                 if let Some(n) =
                     exclusive(i).and_then(|ex| resident.get_mut(&ex.domain).and_then(|d| d.get_mut(ex.config.as_str())))
                 {
@@ -305,6 +327,7 @@ mod tests {
     fn call(work: f64, after: Option<usize>, local: f64, instance: usize, slots: usize, device: usize) -> Call {
         Call {
             work,
+            ping: 0.0,
             after: after.into_iter().collect(),
             local,
             runner: (instance, "m".into()),
@@ -401,6 +424,20 @@ mod tests {
         // Batching lifted: each at its solo speed, the longest alone.
         let relax = Relax { batch: true, ..Relax::default() };
         assert!((makespan(&calls, &[dev], None, relax) - 400.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_ping_before_a_slot_overlaps_other_calls_slots() {
+        // One slot, three agents' calls sent at once, each 100 µs of ping then 100 µs in the
+        // slot: the pings run together (0-100), then the slot serves one after another:
+        // 100-200, 200-300, 300-400. Counted as slot work, the same calls take 600.
+        let pinged = vec![Call { ping: 100.0, ..call(100.0, None, 0.0, 0, 1, 0) }; 3];
+        let got = makespan(&pinged, &[IDEAL], None, Relax::default());
+        assert!((got - 400.0).abs() < 1e-6, "{got}");
+        let in_slot = vec![call(200.0, None, 0.0, 0, 1, 0); 3];
+        assert!((makespan(&in_slot, &[IDEAL], None, Relax::default()) - 600.0).abs() < 1e-6);
+        // Its permit is held from when it is sent: one permit, one call at a time, 600.
+        assert!((makespan(&pinged, &[IDEAL], Some(1), Relax::default()) - 600.0).abs() < 1e-6);
     }
 
     #[test]

@@ -100,7 +100,8 @@ impl Basis<'_> {
             .iter()
             .enumerate()
             .map(|(i, q)| allowed::Call {
-                work: q.r.solo_us as f64,
+                work: q.r.solo_us.saturating_sub(q.r.ping_us) as f64,
+                ping: q.r.ping_us.min(q.r.solo_us) as f64,
                 after: after[i].clone(),
                 local: if self.program { 0.0 } else { local[i] as f64 },
                 runner: (q.r.instance, q.r.model.clone()),

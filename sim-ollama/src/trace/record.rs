@@ -197,6 +197,14 @@ pub struct RequestTrace {
     /// without loads, waits or injected stalls. 0 for requests that never got a slot.
     #[serde(default)]
     pub solo_us: u64,
+    /// The part of `solo_us` spent before the request queued for a slot: the per-call
+    /// overhead a request pays on a runner already loaded (the scheduler's check of it,
+    /// `needsReload`'s `Ping` in `getRunner`, server/sched.go v0.33.0-rc2 199-201 and
+    /// 1420-1427), in the request's own goroutine, so it overlaps other requests' slots
+    /// whatever `OLLAMA_NUM_PARALLEL` is. 0 for a request that loaded its runner, and in
+    /// traces older than it (then its whole solo cost is taken to need a slot).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ping_us: u64,
     /// How much longer a token takes at this request's mean context than at none, as a share
     /// of the empty-context time (`decode_slowdown_per_1k` x mean context / 1000): attention
     /// over each stream's own context, the part of a step that does not batch
@@ -332,6 +340,7 @@ impl RequestTrace {
             tokens: 0,
             token_us: Vec::new(),
             solo_us: 0,
+            ping_us: 0,
             attention: 0.0,
             conversation: None,
             carries: Vec::new(),
