@@ -309,6 +309,9 @@ enum Change {
     Remove(Vec<String>),
     /// Adds a request header.
     Header(String, String),
+    /// Renames the field at this path to the name given, the same but for case (Go binds a
+    /// struct's field ignoring case; a map's keys, as `options`', it keeps).
+    Rename(Vec<String>, String),
     /// Sends this text as the body instead of the request's JSON.
     Body(String),
 }
@@ -320,6 +323,7 @@ impl Change {
             Change::Set(p, v) => format!("{}={}", p.join("."), v),
             Change::Remove(p) => format!("no {}", p.join(".")),
             Change::Header(n, v) => format!("{n}: {v}"),
+            Change::Rename(p, to) => format!("{} as {to}", p.join(".")),
             Change::Body(b) => format!("body {b:?}"),
         }
     }
@@ -339,10 +343,14 @@ impl Generated {
         let mut body = (route.base)("{model}");
         let mut headers = Vec::new();
         let mut raw = None;
-        for c in &self.changes {
+        // Renames last, so a field set by another change is renamed too (never sent twice, under
+        // two names: Go would report an earlier one's type error, which the simulator does not).
+        let renames = self.changes.iter().filter(|c| matches!(c, Change::Rename(..)));
+        for c in self.changes.iter().filter(|c| !matches!(c, Change::Rename(..))).chain(renames) {
             match c {
                 Change::Set(p, v) => set(&mut body, p, v.clone()),
                 Change::Remove(p) => remove(&mut body, p),
+                Change::Rename(p, to) => rename(&mut body, p, to),
                 Change::Header(n, v) => headers.push((n.clone(), v.clone())),
                 Change::Body(b) => raw = Some(b.clone()),
             }
@@ -399,6 +407,37 @@ fn remove(body: &mut Value, path: &[String]) {
     if let Some(o) = at.as_object_mut() {
         o.remove(last);
     }
+}
+
+/// Moves the field at `path`, if there, to the key `to` in the same object (at the end).
+fn rename(body: &mut Value, path: &[String], to: &str) {
+    let Some((last, parents)) = path.split_last() else { return };
+    let mut at = body;
+    for p in parents {
+        match at.get_mut(p) {
+            Some(next) => at = next,
+            None => return,
+        }
+    }
+    if let Some(o) = at.as_object_mut()
+        && let Some(v) = o.remove(last)
+    {
+        o.insert(to.to_string(), v);
+    }
+}
+
+/// A field's name in another case: capitalised (an untagged Go struct's), all capitals, or
+/// with the long s `ſ` for an `s` (which Go's folding takes for one) where it has one.
+fn recased(rng: &mut rand_pcg::Pcg64Mcg, name: &str) -> String {
+    let mut forms = vec![name.to_uppercase()];
+    let mut c = name.chars();
+    if let Some(first) = c.next() {
+        forms.push(first.to_uppercase().chain(c).collect());
+    }
+    if name.contains('s') {
+        forms.push(name.replacen('s', "\u{17F}", 1));
+    }
+    forms.swap_remove(rng.random_range(0..forms.len()))
 }
 
 /// Valid values of a kind.
@@ -592,7 +631,13 @@ fn draw(rng: &mut rand_pcg::Pcg64Mcg, route: &Route) -> Change {
                 Change::Set(path(), pick(rng, &odd))
             }
         }
-        85..92 => {
+        85..88 => {
+            // A field the body lacks (not in the base request, nor set by another change) stays
+            // absent.
+            let to = recased(rng, field.path.last().copied().unwrap_or_default());
+            Change::Rename(path(), to)
+        }
+        88..92 => {
             let at = if rng.random_range(0..2) == 0 || !route.path.starts_with("/api/") {
                 vec!["no_such_field".to_string()]
             } else {
@@ -636,6 +681,7 @@ pub fn cases(n: usize, seed: u64) -> Vec<Generated> {
                 // One change per place: a later one would undo an earlier one.
                 let place = |c: &Change| match c {
                     Change::Set(p, _) | Change::Remove(p) => p.join("."),
+                    Change::Rename(p, _) => format!("rename {}", p.join(".")),
                     Change::Header(n, _) => format!("header {n}"),
                     Change::Body(_) => "body".into(),
                 };
@@ -815,6 +861,24 @@ mod tests {
         // A body change replaces the JSON.
         let raw = Generated { route: 2, changes: vec![Change::Body("{".into())] }.case();
         assert_eq!(raw.body.as_deref(), Some("{"));
+        // A rename applies last, to a field another change set too.
+        let renamed = Generated {
+            route: 0,
+            changes: vec![
+                Change::Rename(vec!["model".into()], "Model".into()),
+                Change::Rename(vec!["options".into(), "num_predict".into()], "NUM_PREDICT".into()),
+                Change::Set(vec!["keep_alive".into()], json!("1m")),
+                Change::Rename(vec!["keep_alive".into()], "KEEP_ALIVE".into()),
+            ],
+        }
+        .case();
+        let body: Value = serde_json::from_str(renamed.body.as_deref().unwrap()).unwrap();
+        assert_eq!(body["Model"], "{model}");
+        assert_eq!(body["KEEP_ALIVE"], "1m");
+        assert!(body.get("model").is_none() && body.get("keep_alive").is_none());
+        assert_eq!(body["options"], json!({"NUM_PREDICT": 4}));
+        // The generator draws renames.
+        assert!(cases(400, 1).iter().any(|g| g.changes.iter().any(|c| matches!(c, Change::Rename(..)))));
     }
 
     #[test]

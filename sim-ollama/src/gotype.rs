@@ -13,7 +13,7 @@
 //!   own, the enclosing decoder renames it to its own struct and prefixes its own path
 //!   (`addErrorContext`): `ToolFunctionParameters.tools.function.parameters.properties.type`.
 //!
-//! Object keys match a field's name exactly, else ignoring ASCII case, as Go's do.
+//! Object keys match a field's name exactly, else ignoring case ([`folds_to`]), as Go's do.
 
 use serde_json::{Map, Value};
 
@@ -124,9 +124,46 @@ pub(crate) fn check_object(obj: &Map<String, Value>, s: &'static GoStruct) -> Re
 }
 
 /// A field of a JSON object as Go's decoder binds it: the last key naming it, exactly or but
-/// for ASCII case.
+/// for case ([`folds_to`]).
 pub(crate) fn field<'a>(obj: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
-    obj.iter().filter(|(k, _)| k.as_str() == name || k.eq_ignore_ascii_case(name)).map(|(_, v)| v).next_back()
+    obj.iter().filter(|(k, _)| folds_to(k, name)).map(|(_, v)| v).next_back()
+}
+
+/// Whether Go's decoder binds `key` to the field named `name`: equal, or equal under Unicode
+/// simple case folding (`foldName`, encoding/json/fold.go: `bytes.EqualFold`), where beyond
+/// ASCII's case the long s `ſ` folds to `s` and the Kelvin sign to `k`. For the ASCII names
+/// the request types have, no other character folds to one.
+pub(crate) fn folds_to(key: &str, name: &str) -> bool {
+    key == name || {
+        let mut k = key.chars().map(fold_char);
+        let mut n = name.chars().map(fold_char);
+        loop {
+            match (k.next(), n.next()) {
+                (None, None) => break true,
+                (a, b) if a == b => continue,
+                _ => break false,
+            }
+        }
+    }
+}
+
+/// [`folds_to`]'s folding of one character, onto the lower-case ASCII letter it folds with.
+fn fold_char(c: char) -> char {
+    match c {
+        '\u{17F}' => 's',
+        '\u{212A}' => 'k',
+        c => c.to_ascii_lowercase(),
+    }
+}
+
+/// `key` as the lower-case field name Go binds it to ([`folds_to`]): the key itself when it
+/// has no character to fold.
+pub(crate) fn folded(key: &str) -> std::borrow::Cow<'_, str> {
+    if key.chars().all(|c| fold_char(c) == c) {
+        std::borrow::Cow::Borrowed(key)
+    } else {
+        std::borrow::Cow::Owned(key.chars().map(fold_char).collect())
+    }
 }
 
 /// A string field (type-checked before): its value, empty when absent or null.
@@ -204,7 +241,7 @@ impl Decoder {
                 .fields
                 .iter()
                 .find(|(n, _)| *n == key)
-                .or_else(|| s.fields.iter().find(|(n, _)| n.eq_ignore_ascii_case(key)));
+                .or_else(|| s.fields.iter().find(|(n, _)| folds_to(key, n)));
             let Some((name, fty)) = found else { continue };
             let outer = self.strukt.replace(s.name);
             self.stack.push(name);

@@ -61,6 +61,32 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
         r#"{"error":"Unsupported type: 'bool'"}"#,
     ),
     ("POST", "/api/generate", Some(""), 400, "application/json; charset=utf-8", r#"{"error":"missing request body"}"#),
+    // Go binds a key to a field ignoring its case (an untagged struct's `Model`), names the
+    // field by its own name in a type error, and reads a message's keys the same way.
+    (
+        "POST",
+        "/api/generate",
+        Some(r#"{"MODEL":"nosuchmodel","prompt":"hi"}"#),
+        404,
+        "application/json; charset=utf-8",
+        r#"{"error":"model 'nosuchmodel' not found"}"#,
+    ),
+    (
+        "POST",
+        "/api/generate",
+        Some(r#"{"Model":5,"prompt":"hi"}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"json: cannot unmarshal number into Go struct field GenerateRequest.model of type string"}"#,
+    ),
+    (
+        "POST",
+        "/api/chat",
+        Some(r#"{"Model":"tiny","Messages":[{"Role":"user","Content":5}],"Stream":false}"#),
+        400,
+        "application/json; charset=utf-8",
+        r#"{"error":"json: cannot unmarshal number into Go struct field ChatRequest.messages.content of type string"}"#,
+    ),
     // Two fields of the wrong type: Go's decoder names the first in the body, whichever the
     // handler reads first (seen on Ollama 0.33 by the generated conformance run, seed 11).
     (
@@ -265,6 +291,16 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
         404,
         "application/json",
         "{\"error\":{\"message\":\"model 'nosuchmodel' not found\",\"type\":\"not_found_error\",\"param\":null,\"code\":null}}\n",
+    ),
+    // A message's content parts are read as maps, so `Type` is no type (2026-11-26), though the
+    // message's own keys bind ignoring case.
+    (
+        "POST",
+        "/v1/chat/completions",
+        Some(r#"{"Model":"tiny","Messages":[{"Role":"user","Content":[{"Type":"image_url","Image_Url":{"Url":"http://x"}}]}]}"#),
+        400,
+        "application/json; charset=utf-8",
+        "{\"error\":{\"message\":\"invalid message format\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}",
     ),
     (
         "POST",
@@ -1137,6 +1173,11 @@ fn the_differences_generated_requests_found_stay_closed() {
         (
             r#"{"model":"tiny","max_tokens":4,"messages":[{"role":"user","content":"hi"}],"thinking":{"type":"enabled","budget_tokens":"x"}}"#,
             "json: cannot unmarshal string into Go struct field ThinkingConfig.thinking.budget_tokens of type int",
+        ),
+        // Keys bind ignoring case, as Go binds them; the error names the field (2026-11-26).
+        (
+            r#"{"Model":"tiny","Max_Tokens":"x","Messages":[{"Role":"user","Content":"hi"}]}"#,
+            "json: cannot unmarshal string into Go struct field MessagesRequest.max_tokens of type int",
         ),
     ] {
         let r = raw_blocking(addr, "POST", "/v1/messages", Some(body), &[]);
