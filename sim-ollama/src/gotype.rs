@@ -237,11 +237,8 @@ impl Decoder {
     /// An object into a struct: each key to the field it names, the others ignored.
     fn fields(&mut self, obj: &Map<String, Value>, s: &'static GoStruct) -> Result<(), Failure> {
         for (key, item) in obj {
-            let found = s
-                .fields
-                .iter()
-                .find(|(n, _)| *n == key)
-                .or_else(|| s.fields.iter().find(|(n, _)| folds_to(key, n)));
+            let found =
+                s.fields.iter().find(|(n, _)| *n == key).or_else(|| s.fields.iter().find(|(n, _)| folds_to(key, n)));
             let Some((name, fty)) = found else { continue };
             let outer = self.strukt.replace(s.name);
             self.stack.push(name);

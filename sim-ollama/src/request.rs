@@ -546,7 +546,10 @@ mod tests {
         // An OpenAI message's content parts are an `any` (maps): their keys stay.
         let body = br#"{"Model":"tiny","Messages":[{"Role":"user","Content":[{"Type":"text","Text":"hi"}]}]}"#;
         let m = decode_body(body, "openai.ChatCompletionRequest", "EOF").unwrap();
-        assert_eq!(Value::Object(m), json!({"model":"tiny","messages":[{"role":"user","content":[{"Type":"text","Text":"hi"}]}]}));
+        assert_eq!(
+            Value::Object(m),
+            json!({"model":"tiny","messages":[{"role":"user","content":[{"Type":"text","Text":"hi"}]}]})
+        );
         // Anthropic's content blocks are structs, a tool_use's input a map.
         let body = br#"{"Messages":[{"Content":[{"Type":"tool_use","Input":{"Q":1}}]}]}"#;
         let m = decode_body(body, "anthropic.MessagesRequest", "EOF").unwrap();

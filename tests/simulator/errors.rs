@@ -297,7 +297,9 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
     (
         "POST",
         "/v1/chat/completions",
-        Some(r#"{"Model":"tiny","Messages":[{"Role":"user","Content":[{"Type":"image_url","Image_Url":{"Url":"http://x"}}]}]}"#),
+        Some(
+            r#"{"Model":"tiny","Messages":[{"Role":"user","Content":[{"Type":"image_url","Image_Url":{"Url":"http://x"}}]}]}"#,
+        ),
         400,
         "application/json; charset=utf-8",
         "{\"error\":{\"message\":\"invalid message format\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}",
