@@ -407,11 +407,27 @@ impl Instance {
         // `processPending` receives it from `pendingReqCh`): it no longer counts.
         drop(pending);
         let mut steps = Steps::default();
+        // The wait in progress: one wait for as long as the decisions give the same reason (each
+        // change of the scheduler's state decides again), so the trace never shows the request
+        // between two waits of one cause.
+        let mut open: Option<(usize, WaitReason)> = None;
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            match self.schedule_step(&req, &mut steps) {
+            let decision = self.schedule_step(&req, &mut steps);
+            match (&decision, open) {
+                (Decision::Retry, _) => continue,
+                (Decision::Wait(reason, detail), Some((w, r))) if *reason == r => {
+                    req.trace.wait_detail(w, detail.clone());
+                }
+                (_, Some((w, _))) => {
+                    req.trace.end_wait(w, Instant::now());
+                    open = None;
+                }
+                (_, None) => {}
+            }
+            match decision {
                 Decision::Retry => continue,
                 Decision::Attached(runner) => {
                     drop(sched);
@@ -437,9 +453,10 @@ impl Instance {
                     return Ok(lease);
                 }
                 Decision::Wait(reason, detail) => {
-                    let w = req.trace.begin_wait(reason, Instant::now(), detail);
+                    if open.is_none() {
+                        open = Some((req.trace.begin_wait(reason, Instant::now(), detail), reason));
+                    }
                     notified.await;
-                    req.trace.end_wait(w, Instant::now());
                 }
                 Decision::Settle(at) => {
                     let detail = format!("{} releasing the unloaded model's memory", self.device.spec.name);

@@ -123,6 +123,10 @@ async fn a_runner_waiting_for_its_reload_still_serves_requests_with_its_options(
     assert!(rc.loads.is_empty() && rc.waits.iter().all(|w| w.reason != WaitReason::ReloadForOptions), "{rc:#?}");
     assert!(rc.end_us.unwrap() < ra.end_us.unwrap(), "c was served alongside a, before the reload");
     assert!(rb.runner_us.unwrap() >= ra.end_us.unwrap(), "the reload waited for every request on the runner");
+    // One wait, from b's arrival to the reload: c's coming and going decided b's case again
+    // without ending it (the trace never shows b between two waits of one cause).
+    let reloads: Vec<_> = rb.waits.iter().filter(|w| w.reason == WaitReason::ReloadForOptions).collect();
+    assert_eq!(reloads.len(), 1, "{:#?}", rb.waits);
     assert_eq!(rb.loads.len(), 1, "{:?}", rb.loads);
     // One reload in all: the runner now has b's options.
     let ps: Value = client().get(format!("{u}/api/ps")).send().await?.json().await?;

@@ -213,6 +213,15 @@ impl TraceGuard {
         })
     }
 
+    /// Rewrites an open wait's detail (the same cause, its figures changed).
+    pub(crate) fn wait_detail(&self, index: usize, detail: String) {
+        self.with(|r| {
+            if let Some(w) = r.waits.get_mut(index) {
+                w.detail = detail;
+            }
+        });
+    }
+
     pub(crate) fn end_wait(&self, index: usize, at: Instant) {
         let to = self.us(at);
         self.with(|r| {
