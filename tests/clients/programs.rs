@@ -55,6 +55,39 @@ fn python() -> String {
     py.display().to_string()
 }
 
+/// The Python of target/pycrewai (CrewAI in an environment of its own: it requires openai<3,
+/// the other clients openai>=3), installed by scripts/setup-crewai.sh when missing, one
+/// installer at a time as [`python`]'s.
+fn crewai_python() -> String {
+    let py = root().join("target/pycrewai/bin/python");
+    let ok = |p: &Path| {
+        let find = "import importlib.util as u, sys\nsys.exit(0 if u.find_spec('crewai') else 1)";
+        Command::new(p).args(["-c", find]).status().is_ok_and(|s| s.success())
+    };
+    if !ok(&py) {
+        let lock = root().join("target/pycrewai.lock");
+        let started = std::time::Instant::now();
+        while std::fs::create_dir(&lock).is_err() {
+            assert!(started.elapsed().as_secs() < 600, "another test held {} for 10 minutes", lock.display());
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+        let status = if ok(&py) {
+            None
+        } else {
+            Some(Command::new("bash").arg(root().join("scripts/setup-crewai.sh")).status())
+        };
+        let _ = std::fs::remove_dir(&lock);
+        if let Some(status) = status {
+            assert!(
+                status.as_ref().is_ok_and(|s| s.success()),
+                "scripts/setup-crewai.sh failed ({status:?}): CrewAI is needed for its client test"
+            );
+        }
+        assert!(ok(&py), "{} cannot find crewai after setup", py.display());
+    }
+    py.display().to_string()
+}
+
 fn node() -> String {
     let ok = Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
     assert!(ok, "node is needed for the Node client tests (Node 18+ with built-in fetch)");
@@ -180,6 +213,45 @@ fn python_official_client_every_serialization_bug_is_caught_labelled_or_not() {
             .flat_map(|m| [true, false].map(|l| (format!("{m}, labelled {l}"), cmd(&[&py, &script, m], l))))
             .collect(),
     );
+}
+
+/// CrewAI 1.15 (its OpenAI-compatible provider; a crew's LLM call on a worker thread): crews
+/// kicked off together, or one crew over its inputs with `akickoff_for_each`, are parallel;
+/// crews awaited in turn, or `kickoff_for_each` (which runs the copies one by one), are
+/// serialized in the client. Unlabelled, one call per crew, as CrewAI sends them. One process
+/// runs every mode, each judged over HTTP in a window of its own (one import of CrewAI, 3.6 s
+/// of CPU, instead of four).
+#[test]
+fn python_crewai_crews_together_are_parallel_and_crews_in_turn_are_caught() {
+    let (py, script) = (crewai_python(), fixture("python_crewai.py"));
+    let sim = sim_ollama::SimBuilder::new()
+        .preset("ideal")
+        .expect("the ideal preset")
+        .time_scale(0.1)
+        .preload("gemma3")
+        .start()
+        .expect("the simulator starts");
+    let modes = ["together", "for-each-async", "in-turn", "for-each"];
+    let out = Command::new(&py)
+        .arg(&script)
+        .args(modes)
+        .env("OLLAMA_HOST", sim.url())
+        .output()
+        .unwrap_or_else(|e| panic!("{py} {script} runs: {e}"));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    let judged: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert_eq!(judged.len(), modes.len(), "{text}");
+    for (mode, j) in modes.iter().zip(&judged) {
+        assert_eq!(j["mode"], *mode, "{text}");
+        let expected = if mode.contains("together") || mode.ends_with("async") {
+            ("parallel", "none")
+        } else {
+            ("serialized", "client")
+        };
+        assert_eq!((j["verdict"].as_str(), j["cause"].as_str()), (Some(expected.0), Some(expected.1)), "{mode}: {j}");
+    }
 }
 
 #[test]
