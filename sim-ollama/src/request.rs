@@ -463,6 +463,13 @@ mod tests {
             Value::Object(m),
             json!({"model":"tiny","stream":false,"options":{"Num_Predict":3},"messages":[{"role":"user","content":"hi","tool_calls":[{"function":{"name":"f","arguments":{"A":1}}}]}]})
         );
+        // A tool's parameters are a struct, its properties a map of names.
+        let body = br#"{"tools":[{"Type":"function","Function":{"Name":"f","Parameters":{"Type":"object","Properties":{"Path":{"type":"string"}}}}}]}"#;
+        let m = decode_body(body, "api.ChatRequest", "x").unwrap();
+        assert_eq!(
+            Value::Object(m),
+            json!({"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"Path":{"type":"string"}}}}}]})
+        );
         // An OpenAI message's content parts are an `any` (maps): their keys stay.
         let body = br#"{"Model":"tiny","Messages":[{"Role":"user","Content":[{"Type":"text","Text":"hi"}]}]}"#;
         let m = decode_body(body, "openai.ChatCompletionRequest", "EOF").unwrap();

@@ -18,8 +18,10 @@ struct Nest(&'static [(&'static str, &'static Nest)]);
 
 /// A struct with no struct below it that the simulator reads by its keys.
 const FLAT: &Nest = &Nest(&[]);
-/// A tool (`api.Tool`): its function (whose `parameters` gotype reads, folding itself).
-const TOOLS: &Nest = &Nest(&[("function", FLAT)]);
+/// A tool (`api.Tool`): its function and the function's `parameters` (a struct,
+/// `ToolFunctionParameters`, whose `properties` are a map: their names stay), or a tool call's
+/// function (whose `arguments` are a map).
+const TOOLS: &Nest = &Nest(&[("function", &Nest(&[("parameters", FLAT)]))]);
 /// `api.ChatRequest` (and every native request: only chats and creates have messages):
 /// `api.Message`, its `tool_calls`, their `function` (whose `arguments` are a map).
 const NATIVE: &Nest = &Nest(&[("messages", &Nest(&[("tool_calls", TOOLS)])), ("tools", TOOLS)]);
