@@ -170,7 +170,7 @@ def test_a_bad_ini_time_scale_is_a_usage_error(pytester):
 def test_the_public_names():
     assert sorted(sim_ollama.__all__) == sorted(
         ["BinaryNotFound", "ConfirmationNeeded", "Deployment", "JUDGEMENT_SCHEMA_VERSION", "JudgeFailure", "Judgement",
-         "ProbeNeeded", "Report", "Simulator", "SimulatorError", "find_binary"]
+         "ProbeNeeded", "Report", "RerunNeeded", "Simulator", "SimulatorError", "find_binary"]
     )
 
 
@@ -215,6 +215,25 @@ def test_judge_program_runs_a_program_again_when_the_gaps_between_calls_decide()
         assert confirmation.get("waits_recurred") is True and confirmation.get("kept") == "first", j.explain()
         j = sim.judge_program(lambda: namespace["agents"](sim.url, False))
         assert j.verdict == "parallel", j.explain()
+
+
+def test_judge_program_runs_the_program_again_when_the_simulator_itself_was_late():
+    # As the fixture's test below: the simulator stopped for 0.6 s inside the first run's
+    # first calls; the first verdict is the machine's (simulator_late), the second run's stands.
+    namespace = {}
+    exec(AGENTS_WITH_TOOLS, namespace)
+    runs = []
+    with Simulator(time_scale=0.5) as sim:
+
+        def program():
+            runs.append(1)
+            if len(runs) == 1:
+                stop = f"sleep 0.05; kill -STOP {sim._proc.pid}; sleep 0.6; kill -CONT {sim._proc.pid}"
+                subprocess.Popen(["sh", "-c", stop])
+            asyncio.run(namespace["agents"](sim.url, False, 0.05))
+
+        j = sim.judge_program(program)
+        assert len(runs) == 2 and j.verdict == "parallel", j.explain()
 
 
 def test_judge_program_tells_unlabelled_agents_apart_by_a_probe_run():
@@ -291,3 +310,32 @@ def test_paused_once(sim):
     # parallel.
     result.stdout.fnmatch_lines(["*runs: 3; first pair: *"])
     result.stdout.no_fnmatch_line("*first pair: parallel*")
+
+
+def test_the_fixture_runs_the_test_again_when_the_simulator_itself_was_late(pytester):
+    # Correct agents; in the test's first run the simulator process stops for 0.6 s while their
+    # first calls stream (SIGSTOP from a sibling shell: a machine too busy to run it on time).
+    # Their answers come late by as much as the run lost: the verdict is the machine's (cause
+    # simulator_late), the fixture runs the test again in a new window, and that run passes.
+    # Time scale 0.5: the first calls stream ~0.25 s, so the stop at 0.05 s lands inside them.
+    pytester.makepyfile(
+        AGENTS_WITH_TOOLS
+        + """
+import subprocess
+import pytest
+RUNS = []
+
+@pytest.mark.sim_ollama(time_scale=0.5)
+def test_late_once(sim):
+    RUNS.append(1)
+    if len(RUNS) == 1:
+        pid = sim._proc.pid
+        subprocess.Popen(["sh", "-c", f"sleep 0.05; kill -STOP {pid}; sleep 0.6; kill -CONT {pid}"])
+    asyncio.run(agents(sim.url, False, 0.05))
+    print(f"run {len(RUNS)}: {sim.judge().report.cause}")
+    sim.assert_parallel()
+"""
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*run 1: simulator_late*", "*run 2: none*"])

@@ -380,6 +380,7 @@ impl Running {
         // When its schedule starts: when it had its slot, or later when the simulator got to
         // it after its first token was due.
         trace.with(|r| r.slot_us = Some(trace.us(pacer.start())));
+        trace.started_late(pacer.start().saturating_duration_since(slot_at));
         // Step 0: the overhead is over; step 1: the prompt is evaluated. Neither writes
         // anything, so a step that came late (the schedule started before the simulator got
         // to the request) is dated when it was due.

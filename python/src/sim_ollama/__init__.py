@@ -16,6 +16,7 @@ from ._sim import (
     Judgement,
     ProbeNeeded,
     Report,
+    RerunNeeded,
     Simulator,
     SimulatorError,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "Judgement",
     "ProbeNeeded",
     "Report",
+    "RerunNeeded",
     "Simulator",
     "SimulatorError",
     "find_binary",

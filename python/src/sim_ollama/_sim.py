@@ -49,6 +49,15 @@ class ProbeNeeded(JudgeFailure):
     __module__ = "sim_ollama"
 
 
+class RerunNeeded(JudgeFailure):
+    """The run lost no more time than the simulator itself was late sending answers (cause
+    `simulator_late`: a machine too busy to run it on time), so the verdict is the machine's,
+    not the program's. Under pytest the `sim` fixture answers it by running the test once
+    more in a new window, whose verdict stands; elsewhere, `Simulator.judge_program` does."""
+
+    __module__ = "sim_ollama"
+
+
 class ConfirmationNeeded(JudgeFailure):
     """The verdict rests on waits a probe run found (the agents waited for each other between
     their calls), and a pause of the whole process in one of the two runs (a garbage
@@ -86,7 +95,7 @@ class Report:
     """The judge's report on the client: `parallel`, `partly_serialized`, `serialized` or
     `inconclusive`, the cause it blames in the client (`none`, `client`, `connection_pool`,
     `client_lag`, `unknown_agents`, `unknown_deployment`, `between_calls`, `unprobed_gaps`,
-    `nothing_to_judge`), why, and the figures. `gaps` says whether the gaps between the
+    `simulator_late`, `nothing_to_judge`), why, and the figures. `gaps` says whether the gaps between the
     agents' calls were their own work (`settled`, `unprobed`, `probed`, `known`, `void`, or
     None where the agents could not be told apart). `raw` is the whole report as the
     simulator sent it."""
@@ -378,7 +387,21 @@ class Simulator:
         """Start a new judged window: the judge reads only requests after the mark."""
         self._probing = False
         self._confirming = False
+        self._rerunning = False
         return int(self._request("POST", "/sim/mark", 10)["mark"])
+
+    def rerun(self) -> int:
+        """The program judged since the mark is about to run again because the simulator
+        itself was late (cause `simulator_late`): a new window (a mark), whose verdict
+        stands; one rerun per mark. Returns the mark."""
+        mark = self.mark()
+        self._rerunning = True
+        return mark
+
+    @property
+    def rerunning(self) -> bool:
+        """Whether this window is a rerun after the simulator's own lateness."""
+        return getattr(self, "_rerunning", False)
 
     def probe(self) -> int:
         """The program judged since the mark is about to run again as a probe run: the
@@ -416,7 +439,15 @@ class Simulator:
         it, and where the gaps between its agents' calls decide the verdict run it once more
         as a probe run and judge both; where the verdict then rests on waits the probe found
         and does not pass, run it a third time to confirm them. `options` are `judge`'s.
-        `program` must make the same calls each time."""
+        `program` must make the same calls each time. Where the simulator itself was late
+        (cause `simulator_late`), the whole is done once more in a new window, whose verdict
+        stands."""
+        j = self._judge_program_once(program, **options)
+        if j.report.cause != "simulator_late":
+            return j
+        return self._judge_program_once(program, **options)
+
+    def _judge_program_once(self, program: Callable[[], Any], **options: Any) -> Judgement:
         self.mark()
         _call(program)
         j = self.judge(**options)
@@ -465,6 +496,10 @@ class Simulator:
         __tracebackhide__ = True  # pytest shows the test's line, not this module's
         j = self.judge(expect=expect, **options)
         if not j.passed:
+            if j.report.cause == "simulator_late" and not self.rerunning:
+                raise RerunNeeded(
+                    j, f"the agents were not judged {expect.replace('_', ' ')} (the simulator was late: run again)"
+                )
             if j.report.needs_probe and not self.probing:
                 raise ProbeNeeded(j, f"the agents were not judged {expect.replace('_', ' ')} (a probe run would settle it)")
             if j.report.needs_confirmation and self.probing and not self.confirming:

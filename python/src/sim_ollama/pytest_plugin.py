@@ -26,7 +26,10 @@ answers back so the agents do their local work one at a time, and the second
 other and fails (`ConfirmationNeeded`: a pause of the whole process in one run reads the same),
 the plugin runs the body a third time, repeating the run the waits would blame, and the third
 `assert_parallel()` keeps the verdict of the two pairs closer to parallel (waits that do not
-recur are not the program's). The test body must make the same calls each time.
+recur are not the program's). Where the run lost no more time than the simulator itself was
+late sending answers (`RerunNeeded`, cause `simulator_late`: a machine too busy to run it on
+time), the plugin runs the test once more in a new window, and that run's verdict stands. The
+test body must make the same calls each time.
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ from typing import Any, Dict, Iterator
 
 import pytest
 
-from ._sim import ConfirmationNeeded, ProbeNeeded, Simulator
+from ._sim import ConfirmationNeeded, ProbeNeeded, RerunNeeded, Simulator
 
 _MARKER = "sim_ollama"
 
@@ -107,23 +110,28 @@ def sim(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iter
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    """Runs the test body once more as a probe run when its judge asked for one, and a third
-    time when the probed verdict asks to be confirmed."""
+    """Runs the test body once more as a probe run when its judge asked for one, a third time
+    when the probed verdict asks to be confirmed, and the whole once more in a new window
+    when the simulator itself was late (cause `simulator_late`): each at most once per window."""
     try:
         return (yield)
-    except ProbeNeeded:
+    except (ProbeNeeded, ConfirmationNeeded, RerunNeeded) as e:
         s = getattr(item, "funcargs", {}).get("sim")
-        if not isinstance(s, Simulator) or s.probing:
+        if not isinstance(s, Simulator):
             raise
-    # Outside the handler, so a failure of the second run is reported on its own.
-    s.probe()
-    try:
-        item.runtest()  # the body again: its assert_parallel() now judges both runs
-        return None
-    except ConfirmationNeeded as e:
-        if s.confirming:
-            raise
-        run = e.judgement.report.confirm
-    s.confirm(run)
-    item.runtest()  # a third time: its assert_parallel() judges both pairs of runs
-    return None
+        wanted = e
+    while True:
+        # Outside the handler, so a failure of a later run is reported on its own.
+        if isinstance(wanted, RerunNeeded) and not s.rerunning:
+            s.rerun()  # a new window: the body from its start, its verdict standing
+        elif isinstance(wanted, ProbeNeeded) and not s.probing:
+            s.probe()  # the body again: its assert_parallel() now judges both runs
+        elif isinstance(wanted, ConfirmationNeeded) and s.probing and not s.confirming:
+            s.confirm(wanted.judgement.report.confirm)  # a third time: both pairs judged
+        else:
+            raise wanted
+        try:
+            item.runtest()
+            return None
+        except (ProbeNeeded, ConfirmationNeeded, RerunNeeded) as e:
+            wanted = e

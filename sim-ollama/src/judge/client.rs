@@ -154,7 +154,7 @@ pub(super) fn verdict(
             let (late_s, lost_s) = late.unwrap_or_default();
             (
                 Verdict::Inconclusive,
-                Cause::NothingToJudge,
+                Cause::SimulatorLate,
                 format!(
                     "{who} overlapped ({overlapped}), and the {:.0} ms lost against the deployment are within how late the simulator itself sent an answer ({:.0} ms): a machine too busy to run it on time, which cannot be told from the client's doing; run again on a quieter machine or at a longer time scale ({})",
                     lost_s * 1e3,

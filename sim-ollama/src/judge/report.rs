@@ -41,6 +41,10 @@ pub enum Cause {
     /// The gaps between the agents' calls could be their own work or waiting for each other,
     /// and the verdict depends on which: inconclusive until a probe run settles it.
     UnprobedGaps,
+    /// The run lost no more time than the simulator itself was late sending answers
+    /// ([`crate::trace::RequestTrace::late_us`]: a machine too busy to run it on time):
+    /// inconclusive, the measurement the machine's; run again (the pytest fixture does, once).
+    SimulatorLate,
 }
 
 impl Cause {
@@ -56,6 +60,7 @@ impl Cause {
             Cause::UnknownDeployment => "unknown_deployment",
             Cause::BetweenCalls => "between_calls",
             Cause::UnprobedGaps => "unprobed_gaps",
+            Cause::SimulatorLate => "simulator_late",
         }
     }
 }

@@ -805,7 +805,7 @@ fn time_lost_within_how_late_the_simulator_itself_was_is_not_blamed_on_the_clien
         judge(&snap(reqs), &JudgeOptions::new())
     };
     let r = run(40);
-    assert_eq!((r.verdict, r.cause), (Verdict::Inconclusive, Cause::NothingToJudge), "{r}");
+    assert_eq!((r.verdict, r.cause), (Verdict::Inconclusive, Cause::SimulatorLate), "{r}");
     assert!(
         r.reason.contains(
             "the 60 ms lost against the deployment are within how late the simulator itself sent an answer (40 ms)"

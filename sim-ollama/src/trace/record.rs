@@ -228,8 +228,10 @@ pub struct RequestTrace {
     pub held_us: u64,
     /// How late the simulator emitted this request's latest token against its schedule, µs of
     /// wall time: the simulator itself behind (a machine too busy to run it on time), or a
-    /// client that stopped reading a long stream (TCP pushing back on its writes). 0 when on
-    /// time, and in traces older than it.
+    /// client that stopped reading a long stream (TCP pushing back on its writes). The schedule
+    /// is the one the request had when it got its slot: a stream the simulator got to only
+    /// after its first token was due starts later, and that delay counts. 0 when on time, and
+    /// in traces older than it.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub late_us: u64,
     /// A fingerprint of what the model was asked (its model and rendered prompt), hex: the same

@@ -124,6 +124,7 @@ impl Trace {
             tokens: 0,
             solo_us: 0,
             late_us: 0,
+            start_late_us: 0,
         }
     }
 
@@ -189,6 +190,9 @@ pub(crate) struct TraceGuard {
     solo_us: u64,
     /// How late the latest token went out against its schedule, µs.
     late_us: u64,
+    /// How late the stream's schedule started against when the request had its slot (the
+    /// simulator got to it after its first token was due, so the schedule was moved), µs.
+    start_late_us: u64,
 }
 
 /// Token times are copied into the shared record this many at a time (and at the end), so a
@@ -253,9 +257,16 @@ impl TraceGuard {
         self.solo_us = work.as_micros() as u64;
     }
 
+    /// The stream's schedule started `by` later than the request had its slot: the simulator
+    /// got to it after its first token was due (a machine too busy to run it on time). Every
+    /// token's lateness counts it.
+    pub(crate) fn started_late(&mut self, by: std::time::Duration) {
+        self.start_late_us = by.as_micros() as u64;
+    }
+
     /// A token went out at `at`, due at `due`, its stream at `speed` of its solo speed.
     pub(crate) fn token(&mut self, at: Instant, due: Instant, speed: f64) {
-        self.late_us = at.saturating_duration_since(due).as_micros() as u64;
+        self.late_us = self.start_late_us + at.saturating_duration_since(due).as_micros() as u64;
         self.pending.push(self.us(at));
         self.tokens += 1;
         self.speed_sum += speed;
