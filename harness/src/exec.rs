@@ -10,7 +10,9 @@
 //! simulator holding answers back so the agents do their local work one at a time, and the
 //! judge compares the two runs (docs/judge.md, "The gaps between calls"); `--probe` says when.
 //! Where the probed verdict rests on the agents waiting for each other, the command runs a
-//! third time to confirm it (docs/judge.md, "A confirmation run").
+//! third time to confirm it (docs/judge.md, "A confirmation run"). Where the run lost no more
+//! time than the simulator itself was late (cause `simulator_late`), the whole is done once
+//! more in a new window, whose verdict stands.
 
 use serde::Serialize;
 use sim_ollama::advanced::trace::TraceSnapshot;
@@ -115,6 +117,9 @@ pub struct ExecOutcome {
     pub probe: Option<ProbeRun>,
     /// The confirmation run, if the command ran a third time.
     pub confirmation: Option<ProbeRun>,
+    /// The first window's reason, when the simulator itself was late in it (cause
+    /// `simulator_late`) and the command ran again in a new window, whose verdict this is.
+    pub late_rerun: Option<String>,
 }
 
 /// The `--json` document.
@@ -140,6 +145,10 @@ pub struct ExecJson<'a> {
     /// The confirmation run, when the command ran a third time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub confirmation: Option<&'a ProbeRun>,
+    /// The first window's reason, when the simulator itself was late in it and the command
+    /// ran again in a new window ([`ExecOutcome::late_rerun`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub late_rerun: Option<&'a str>,
 }
 
 impl ExecPlan {
@@ -176,12 +185,25 @@ pub fn run(plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
         sim_ollama::Error::Preload { .. } | sim_ollama::Error::Config(_) => ExecError::Config(e.to_string()),
         _ => ExecError::Start(e.to_string()),
     })?;
+    let first = judged_window(&sim, plan)?;
+    if first.report.cause != sim_ollama::judge::Cause::SimulatorLate || !first.status.success() {
+        return Ok(first);
+    }
+    // The run's loss was the simulator's own lateness: the machine's, not the program's. Once
+    // more in a new window, whose verdict stands.
+    let again = judged_window(&sim, plan)?;
+    Ok(ExecOutcome { late_rerun: Some(first.report.reason), ..again })
+}
+
+/// Runs the command in a window of its own (a mark first) and judges it, with its probe and
+/// confirmation runs where the verdict asks for them.
+fn judged_window(sim: &sim_ollama::SimHandle, plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
     let mut opts = JudgeOptions::new().since(sim.trace_mark());
     if let Some(n) = plan.agents {
         opts = opts.expected_agents(n);
     }
     let started = Instant::now();
-    let status = spawn(&sim, plan)?.wait().map_err(|e| ExecError::Spawn(program(plan), e))?;
+    let status = spawn(sim, plan)?.wait().map_err(|e| ExecError::Spawn(program(plan), e))?;
     let process_wall_s = started.elapsed().as_secs_f64();
     // Answers the program stopped reading finish on the server shortly after it exits; the
     // judge notes any that are still running.
@@ -199,7 +221,7 @@ pub fn run(plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
         // The probe run holds answers back for at most the gaps of the first run, so it takes
         // at most about twice as long; a program that takes far longer is stopped.
         let limit = Duration::from_secs_f64((process_wall_s * 5.0 + 30.0).min(600.0));
-        let run = rerun(&sim, plan, limit, "the probe run")?;
+        let run = rerun(sim, plan, limit, "the probe run")?;
         opts = opts.probe_since(since);
         if let Some(why) = &run.void {
             opts = opts.probe_void(why.clone());
@@ -211,13 +233,13 @@ pub fn run(plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
         if let Some(which) = report.confirm.filter(|_| plan.expect.is_empty() || !plan.expect.check(&report).is_empty())
         {
             let mut c = sim.begin_confirmation(&opts, which);
-            let run = rerun(&sim, plan, limit, "the confirmation run")?;
+            let run = rerun(sim, plan, limit, "the confirmation run")?;
             c.void = run.void.clone();
             report = sim_ollama::judge::judge(&sim.trace(), &opts.confirmation(c));
             confirmation = Some(run);
         }
     }
-    Ok(ExecOutcome { status, process_wall_s, trace: sim.trace(), report, probe, confirmation })
+    Ok(ExecOutcome { status, process_wall_s, trace: sim.trace(), report, probe, confirmation, late_rerun: None })
 }
 
 /// Runs the command again (a probe or confirmation run, `what`), at most `limit`, ending any
@@ -280,6 +302,9 @@ pub fn render(o: &ExecOutcome) -> String {
             p.wall_s,
             p.void.as_ref().map_or(String::new(), |v| format!(" (void: {v})"))
         ));
+    }
+    if let Some(first) = &o.late_rerun {
+        s.push_str(&format!("  it ran twice: the first run's verdict was the machine's ({first})\n"));
     }
     if let Some(p) = &o.confirmation {
         s.push_str(&format!(

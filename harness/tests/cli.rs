@@ -231,6 +231,50 @@ fn exec_passes_a_correct_python_asyncio_program_and_catches_a_blocking_one() {
     assert_eq!(bad.status.code(), Some(4), "{}", String::from_utf8_lossy(&bad.stderr));
 }
 
+/// Three labelled agents, one call each on threads; in its first run (no marker file yet) the
+/// program stops its parent, `harness exec` and the simulator in it, for 0.6 s while the calls
+/// stream (a machine too busy to run the simulator on time).
+const STOPS_ITS_PARENT_ONCE: &str = r#"
+import json, os, subprocess, sys, threading, urllib.request
+marker = sys.argv[1]
+if not os.path.exists(marker):
+    open(marker, "w").close()
+    ppid = os.getppid()
+    subprocess.Popen(["sh", "-c", f"sleep 0.05; kill -STOP {ppid}; sleep 0.6; kill -CONT {ppid}"])
+def call(agent):
+    body = json.dumps({"model": "gemma3", "prompt": agent, "stream": False, "options": {"num_predict": 20}}).encode()
+    req = urllib.request.Request(os.environ["OLLAMA_HOST"] + "/api/generate", data=body, method="POST")
+    req.add_header("X-Agent", agent)
+    urllib.request.urlopen(req, timeout=60).read()
+threads = [threading.Thread(target=call, args=(a,)) for a in ("a", "b", "c")]
+[t.start() for t in threads]
+[t.join() for t in threads]
+"#;
+
+#[test]
+fn exec_runs_the_command_again_when_the_simulator_itself_was_late() {
+    let dir = std::env::temp_dir().join(format!("harness-exec-late-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let (marker, json) = (dir.join("ran-once"), dir.join("report.json"));
+    // Time scale 0.5: the calls stream ~0.2 s, so the stop at 0.05 s lands inside them.
+    let out = harness()
+        .args(["exec", "--time-scale", "0.5", "--preload", "gemma3", "--expect", "parallel", "--json"])
+        .arg(&json)
+        .args(["--", "python3", "-c", STOPS_ITS_PARENT_ONCE])
+        .arg(&marker)
+        .output()
+        .expect("harness exec runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("it ran twice: the first run's verdict was the machine's"), "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("--json written")).expect("JSON");
+    assert_eq!(doc["report"]["verdict"], "parallel", "{doc}");
+    let first = doc["late_rerun"].as_str().unwrap_or_default();
+    assert!(first.contains("within how late the simulator itself sent an answer"), "{doc}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn exec_min_saving_fails_a_run_that_saved_too_little_and_nothing_to_judge_fails_expect_parallel() {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/clients/python_asyncio.py");
