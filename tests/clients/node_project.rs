@@ -44,6 +44,7 @@ fn the_node_project_passes_correct_agents_and_fails_the_bug_with_the_report() {
             (true, "an unknown model is refused with the names of the known ones"),
             (true, "triagers whose lookups await run together"),
             (true, "a lookup that blocks the event loop is caught between the calls"),
+            (true, "a run the simulator itself was late for is run again, and the second verdict stands"),
         ],
         "{tap}\n{}",
         String::from_utf8_lossy(&out.stderr)

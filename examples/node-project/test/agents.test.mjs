@@ -1,5 +1,6 @@
 // The project's tests: each runs the team against a fresh simulator and asserts that the judge
 // calls the reviewers parallel. `reviewInTurn` fails on purpose, with the report as message.
+import { spawn } from "node:child_process";
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { startSim, explain } from "../sim.mjs";
@@ -21,10 +22,14 @@ test("review runs the reviewers together", async () => {
   assert.ok(doc.passed, explain(doc));
 });
 
+// The reviewers' calls are short (30 tokens): their per-call overhead, paid before a slot,
+// still overlaps, so the deployment allows part of an ideal server's saving (`partial`) or,
+// where the program's own time between calls hides the queueing, most of it (`full`); either
+// way the slot's queueing is its largest cost.
 test("one slot is the server's limit, not the program's fault", async () => {
   const doc = await judged(review, { preset: "single-1slot" });
   assert.ok(doc.passed, explain(doc));
-  assert.equal(doc.report.deployment.limit, "slots", explain(doc));
+  assert.equal(doc.report.deployment.costs[0]?.limit, "slots", explain(doc));
 });
 
 test("reviewInTurn runs the reviewers together", async () => {
@@ -60,4 +65,24 @@ test("a lookup that blocks the event loop is caught between the calls", async ()
   assert.equal(doc.report.cause, "between_calls", explain(doc));
   // Resting on waits the probe found, the verdict was confirmed by a third run.
   assert.equal(doc.report.confirmation?.waits_recurred, true, explain(doc));
+});
+
+// A machine too busy to run the simulator on time, made on purpose: in the first run the
+// simulator's process stops for 0.6 s while the reviewers' first calls stream (time scale 0.5:
+// they take ~0.3 s). The run's loss is the simulator's own lateness (`simulator_late`), so
+// judgeProgram runs the program once more in a new window, whose verdict stands.
+test("a run the simulator itself was late for is run again, and the second verdict stands", async () => {
+  const sim = await startSim({ timeScale: 0.5 });
+  let runs = 0;
+  try {
+    const doc = await sim.judgeProgram(async (url) => {
+      runs += 1;
+      if (runs === 1) spawn("sh", ["-c", `sleep 0.05; kill -STOP ${sim.pid}; sleep 0.6; kill -CONT ${sim.pid}`]);
+      await review(url);
+    });
+    assert.equal(runs, 2, explain(doc));
+    assert.equal(doc.report.verdict, "parallel", explain(doc));
+  } finally {
+    await sim.stop();
+  }
 });
