@@ -2,9 +2,10 @@
 //! simulator (one per scenario, with the scenario's deployment preset) or against live
 //! servers. Results are written after every run.
 //!
-//! About 720 lines, 60 of them its tests: one concept, running the matrix and keeping what it
+//! About 880 lines, 100 of them its tests: one concept, running the matrix and keeping what it
 //! measured, whatever fails later; each step (solo rounds, a run, judging, recording, the
-//! rounds added while a cell is in doubt) is a function of its own.
+//! rounds added while a cell is in doubt, a run the simulator was late for run again) is a
+//! function of its own.
 
 use crate::baseline::{Rounds, RunShape};
 use crate::measure::{self, CallMetrics};
@@ -429,6 +430,20 @@ fn reference_round(exec: &mut dyn Executor, d: &Deployment, agents: &[AgentPlan]
     Some(end.saturating_duration_since(start).as_secs_f64())
 }
 
+/// Runs `attempt` (one concurrent run, judged) and, where its loss was the simulator's own
+/// lateness (cause `simulator_late`: a machine too busy to run the simulator on time, so the
+/// verdict is the machine's), once more: the second attempt stands, its reason naming the
+/// first's. As the pytest fixture and `harness exec` do.
+fn unless_late<T, E>(mut attempt: impl FnMut() -> Result<(T, RunResult), E>) -> Result<(T, RunResult), E> {
+    let first = attempt()?;
+    if !first.1.judge.as_ref().is_some_and(|j| j.cause == sim_ollama::judge::Cause::SimulatorLate) {
+        return Ok(first);
+    }
+    let (t, mut run) = attempt()?;
+    run.reason.push_str(&format!(" (run twice: the first attempt's verdict was the machine's: {})", first.1.reason));
+    Ok((t, run))
+}
+
 /// Judges one concurrent run against the solo rounds so far: on the simulator by the judge on
 /// its trace, in live mode by the client's view ([`verdict::judge_live`]).
 #[allow(clippy::too_many_arguments)]
@@ -708,20 +723,25 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
                     break;
                 }
                 let r = slot + 1;
-                if let Some(sim) = &d.sim {
-                    sim.clear_trace();
-                }
-                let recs = exec.run(&job(&d, agents.clone(), blocking_gap(&solo_itl), plan.timeout));
-                let trace = d.sim.as_ref().map(|sim| {
-                    // Answers the agents have read may still be finishing on the server.
-                    let _ = sim.wait_idle(Duration::from_secs(2));
-                    sim.trace()
-                });
-                let timeline = match (&plan.out, &trace) {
-                    (Some(dir), Some(t)) => Some(write_timeline(dir, rt, &s.name, r, t)?),
-                    _ => None,
-                };
-                let run = judge_run(rt, &s.name, r, &d, &recs, &rounds, trace.as_ref(), timeline);
+                // On the simulator, a run whose loss was the simulator's own lateness is run once
+                // more ([`unless_late`]).
+                let (recs, run) = unless_late(|| {
+                    if let Some(sim) = &d.sim {
+                        sim.clear_trace();
+                    }
+                    let recs = exec.run(&job(&d, agents.clone(), blocking_gap(&solo_itl), plan.timeout));
+                    let trace = d.sim.as_ref().map(|sim| {
+                        // Answers the agents have read may still be finishing on the server.
+                        let _ = sim.wait_idle(Duration::from_secs(2));
+                        sim.trace()
+                    });
+                    let timeline = match (&plan.out, &trace) {
+                        (Some(dir), Some(t)) => Some(write_timeline(dir, rt, &s.name, r, t)?),
+                        _ => None,
+                    };
+                    let run = judge_run(rt, &s.name, r, &d, &recs, &rounds, trace.as_ref(), timeline);
+                    Ok((recs, run))
+                })?;
                 if live {
                     // Judged again when the cell's last solo round is in; shown then.
                     progress.step("concurrent run");
@@ -782,6 +802,45 @@ mod tests {
         move |r: &mut Rounds| {
             r.push(BTreeMap::from([("a".to_string(), a), ("b".to_string(), 1.0)]));
             r.push_reference(1.0);
+        }
+    }
+
+    #[test]
+    fn a_run_the_simulator_was_late_for_runs_once_more_and_the_second_attempt_stands() {
+        use sim_ollama::advanced::trace::TraceSnapshot;
+        use sim_ollama::judge::Cause;
+        let empty = TraceSnapshot { schema_version: 2, time_scale: 1.0, dropped: 0, requests: vec![], devices: vec![] };
+        let run = |cause: Cause, reason: &str| {
+            let mut report = sim_ollama::judge::judge(&empty, &sim_ollama::JudgeOptions::new());
+            report.cause = cause;
+            RunResult {
+                judge: Some(report),
+                reason: reason.into(),
+                ..RunResult::judged("rt", "s", 0.9, Verdict::Parallel)
+            }
+        };
+        // Late, then on time: two attempts, the second standing with the first's reason.
+        let mut n = 0;
+        let (k, r) = unless_late(|| {
+            n += 1;
+            Ok::<_, ()>((n, if n == 1 { run(Cause::SimulatorLate, "late") } else { run(Cause::None, "fine") }))
+        })
+        .unwrap();
+        assert_eq!(k, 2);
+        assert!(
+            r.reason.starts_with("fine (run twice: the first attempt's verdict was the machine's: late"),
+            "{}",
+            r.reason
+        );
+        // On time: one attempt. Late twice: the second stands, no third.
+        for (cause, attempts) in [(Cause::None, 1), (Cause::SimulatorLate, 2)] {
+            let mut n = 0;
+            let (k, _) = unless_late(|| {
+                n += 1;
+                Ok::<_, ()>((n, run(cause, "r")))
+            })
+            .unwrap();
+            assert_eq!(k, attempts, "{cause:?}");
         }
     }
 
