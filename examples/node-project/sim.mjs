@@ -45,11 +45,11 @@ export async function startSim({ preset = "ideal", models = ["gemma3"], timeScal
     // confirm them (a pause of the whole process in one run reads the same: docs/judge.md, "A
     // confirmation run"). `program` must make the same calls each time (the simulator answers
     // them the same way).
-    // Where the run lost no more than the simulator itself was late (a starved machine), the
-    // whole once more in a new window, whose verdict stands.
+    // Where the verdict may be the machine's (`rerun`: the simulator itself late, a stall
+    // reading the last answer), the whole once more in a new window, whose verdict stands.
     judgeProgram: async (program, params = {}) => {
       const doc = await judgeOnce(program, params);
-      return doc.report.cause === "simulator_late" ? judgeOnce(program, params) : doc;
+      return doc.report.rerun ? judgeOnce(program, params) : doc;
     },
     stop: () => new Promise((resolve) => { child.removeAllListeners("exit"); child.on("exit", resolve); child.kill("SIGTERM"); }),
   };

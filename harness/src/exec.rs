@@ -10,9 +10,9 @@
 //! simulator holding answers back so the agents do their local work one at a time, and the
 //! judge compares the two runs (docs/judge.md, "The gaps between calls"); `--probe` says when.
 //! Where the probed verdict rests on the agents waiting for each other, the command runs a
-//! third time to confirm it (docs/judge.md, "A confirmation run"). Where the run lost no more
-//! time than the simulator itself was late (cause `simulator_late`), the whole is done once
-//! more in a new window, whose verdict stands.
+//! third time to confirm it (docs/judge.md, "A confirmation run"). Where the verdict may be the
+//! machine's (the report's `rerun`: the simulator itself late, a stall reading the last
+//! answer), the whole is done once more in a new window, whose verdict stands.
 
 use serde::Serialize;
 use sim_ollama::advanced::trace::TraceSnapshot;
@@ -117,8 +117,9 @@ pub struct ExecOutcome {
     pub probe: Option<ProbeRun>,
     /// The confirmation run, if the command ran a third time.
     pub confirmation: Option<ProbeRun>,
-    /// The first window's reason, when the simulator itself was late in it (cause
-    /// `simulator_late`) and the command ran again in a new window, whose verdict this is.
+    /// The first window's reason, when its verdict may have been the machine's (the judge's
+    /// `rerun`: the simulator itself late, a stall reading the last answer) and the command ran
+    /// again in a new window, whose verdict this is.
     pub late_rerun: Option<String>,
 }
 
@@ -186,11 +187,11 @@ pub fn run(plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
         _ => ExecError::Start(e.to_string()),
     })?;
     let first = judged_window(&sim, plan)?;
-    if first.report.cause != sim_ollama::judge::Cause::SimulatorLate || !first.status.success() {
+    if !first.report.needs_rerun() || !first.status.success() {
         return Ok(first);
     }
-    // The run's loss was the simulator's own lateness: the machine's, not the program's. Once
-    // more in a new window, whose verdict stands.
+    // The run's loss may be the machine's (the simulator itself late, a stall reading the last
+    // answer): once more in a new window, whose verdict stands.
     let again = judged_window(&sim, plan)?;
     Ok(ExecOutcome { late_rerun: Some(first.report.reason), ..again })
 }

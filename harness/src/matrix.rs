@@ -430,13 +430,13 @@ fn reference_round(exec: &mut dyn Executor, d: &Deployment, agents: &[AgentPlan]
     Some(end.saturating_duration_since(start).as_secs_f64())
 }
 
-/// Runs `attempt` (one concurrent run, judged) and, where its loss was the simulator's own
-/// lateness (cause `simulator_late`: a machine too busy to run the simulator on time, so the
-/// verdict is the machine's), once more: the second attempt stands, its reason naming the
-/// first's. As the pytest fixture and `harness exec` do.
+/// Runs `attempt` (one concurrent run, judged) and, where the judge asks for another run
+/// ([`sim_ollama::Report::needs_rerun`]: the simulator itself late, a stall reading the last
+/// answer: what a busy machine does), once more: the second attempt stands, its reason naming
+/// the first's. As the pytest fixture and `harness exec` do.
 fn unless_late<T, E>(mut attempt: impl FnMut() -> Result<(T, RunResult), E>) -> Result<(T, RunResult), E> {
     let first = attempt()?;
-    if !first.1.judge.as_ref().is_some_and(|j| j.cause == sim_ollama::judge::Cause::SimulatorLate) {
+    if !first.1.judge.as_ref().is_some_and(sim_ollama::Report::needs_rerun) {
         return Ok(first);
     }
     let (t, mut run) = attempt()?;
@@ -723,8 +723,8 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
                     break;
                 }
                 let r = slot + 1;
-                // On the simulator, a run whose loss was the simulator's own lateness is run once
-                // more ([`unless_late`]).
+                // On the simulator, a run whose verdict may be the machine's is run once more
+                // ([`unless_late`]).
                 let (recs, run) = unless_late(|| {
                     if let Some(sim) = &d.sim {
                         sim.clear_trace();
@@ -813,6 +813,7 @@ mod tests {
         let run = |cause: Cause, reason: &str| {
             let mut report = sim_ollama::judge::judge(&empty, &sim_ollama::JudgeOptions::new());
             report.cause = cause;
+            report.rerun = cause == Cause::SimulatorLate;
             RunResult {
                 judge: Some(report),
                 reason: reason.into(),

@@ -183,6 +183,7 @@ pub fn judge(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         None => judged(trace, opts),
     };
     report.needs_probe = report.probe_would_settle();
+    report.rerun = report.rerun_would_settle();
     report.confirm = match report.confirmation {
         Some(_) => None,
         None => report.confirm.or_else(|| confirmed::wanted(&report)),
@@ -487,6 +488,7 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         time,
         gaps: None,
         needs_probe: false,
+        rerun: false,
         confirm: None,
         confirmation: None,
     };

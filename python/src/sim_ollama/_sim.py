@@ -50,10 +50,11 @@ class ProbeNeeded(JudgeFailure):
 
 
 class RerunNeeded(JudgeFailure):
-    """The run lost no more time than the simulator itself was late sending answers (cause
-    `simulator_late`: a machine too busy to run it on time), so the verdict is the machine's,
-    not the program's. Under pytest the `sim` fixture answers it by running the test once
-    more in a new window, whose verdict stands; elsewhere, `Simulator.judge_program` does."""
+    """The verdict may be the machine's, not the program's (`Report.needs_rerun`: the run lost
+    no more time than the simulator itself was late sending answers, cause `simulator_late`,
+    or its whole shortfall is one stall reading the last answer, `client_lag`). Under pytest
+    the `sim` fixture answers it by running the test once more in a new window, whose verdict
+    stands; elsewhere, `Simulator.judge_program` does."""
 
     __module__ = "sim_ollama"
 
@@ -116,6 +117,14 @@ class Report:
     saving: Optional[float]
     raw: Dict[str, Any] = field(repr=False, compare=False)
     gaps: Optional[str] = None
+
+    @property
+    def needs_rerun(self) -> bool:
+        """Whether the verdict may be the machine's, not the program's: inconclusive because
+        the run lost no more than the simulator itself was late (`simulator_late`) or its whole
+        shortfall is one stall reading the last answer (`client_lag`). The program is to run
+        again in a new window, whose verdict stands."""
+        return bool(self.raw.get("rerun"))
 
     @property
     def needs_probe(self) -> bool:
@@ -391,16 +400,16 @@ class Simulator:
         return int(self._request("POST", "/sim/mark", 10)["mark"])
 
     def rerun(self) -> int:
-        """The program judged since the mark is about to run again because the simulator
-        itself was late (cause `simulator_late`): a new window (a mark), whose verdict
-        stands; one rerun per mark. Returns the mark."""
+        """The program judged since the mark is about to run again because its verdict may
+        be the machine's (`Report.needs_rerun`): a new window (a mark), whose verdict stands;
+        one rerun per mark. Returns the mark."""
         mark = self.mark()
         self._rerunning = True
         return mark
 
     @property
     def rerunning(self) -> bool:
-        """Whether this window is a rerun after the simulator's own lateness."""
+        """Whether this window is a rerun after a verdict that may have been the machine's."""
         return getattr(self, "_rerunning", False)
 
     def probe(self) -> int:
@@ -439,11 +448,11 @@ class Simulator:
         it, and where the gaps between its agents' calls decide the verdict run it once more
         as a probe run and judge both; where the verdict then rests on waits the probe found
         and does not pass, run it a third time to confirm them. `options` are `judge`'s.
-        `program` must make the same calls each time. Where the simulator itself was late
-        (cause `simulator_late`), the whole is done once more in a new window, whose verdict
-        stands."""
+        `program` must make the same calls each time. Where the verdict may be the machine's
+        (`Report.needs_rerun`: the simulator itself late, a stall reading the last answer),
+        the whole is done once more in a new window, whose verdict stands."""
         j = self._judge_program_once(program, **options)
-        if j.report.cause != "simulator_late":
+        if not j.report.needs_rerun:
             return j
         return self._judge_program_once(program, **options)
 
@@ -496,9 +505,9 @@ class Simulator:
         __tracebackhide__ = True  # pytest shows the test's line, not this module's
         j = self.judge(expect=expect, **options)
         if not j.passed:
-            if j.report.cause == "simulator_late" and not self.rerunning:
+            if j.report.needs_rerun and not self.rerunning:
                 raise RerunNeeded(
-                    j, f"the agents were not judged {expect.replace('_', ' ')} (the simulator was late: run again)"
+                    j, f"the agents were not judged {expect.replace('_', ' ')} (maybe the machine's doing: run again)"
                 )
             if j.report.needs_probe and not self.probing:
                 raise ProbeNeeded(j, f"the agents were not judged {expect.replace('_', ' ')} (a probe run would settle it)")

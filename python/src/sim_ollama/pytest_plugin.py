@@ -28,7 +28,9 @@ the plugin runs the body a third time, repeating the run the waits would blame, 
 `assert_parallel()` keeps the verdict of the two pairs closer to parallel (waits that do not
 recur are not the program's). Where the run lost no more time than the simulator itself was
 late sending answers (`RerunNeeded`, cause `simulator_late`: a machine too busy to run it on
-time), the plugin runs the test once more in a new window, and that run's verdict stands. The
+time), or whose whole shortfall is one stall reading the last answer (`client_lag`,
+inconclusive), the plugin runs the test once more in a new window, and that run's verdict
+stands: what recurs is the program's, what does not was the machine's. The
 test body must make the same calls each time.
 """
 from __future__ import annotations
@@ -112,7 +114,7 @@ def sim(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iter
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Runs the test body once more as a probe run when its judge asked for one, a third time
     when the probed verdict asks to be confirmed, and the whole once more in a new window
-    when the simulator itself was late (cause `simulator_late`): each at most once per window."""
+    when the verdict may be the machine's (`Report.needs_rerun`): each at most once per window."""
     try:
         return (yield)
     except (ProbeNeeded, ConfirmationNeeded, RerunNeeded) as e:

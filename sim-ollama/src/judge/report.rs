@@ -468,6 +468,9 @@ pub struct Report {
     /// [`Report::needs_probe`].
     #[serde(default)]
     pub needs_probe: bool,
+    /// [`Report::needs_rerun`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rerun: bool,
     /// Which run a confirmation run should repeat, where the verdict rests on waits a probe
     /// found and no confirmation ran yet ([`Report::needs_confirmation`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -530,6 +533,20 @@ impl Report {
     /// parallel (a probe releasing one answer at a time can tell its agents apart).
     pub fn needs_probe(&self) -> bool {
         self.needs_probe
+    }
+
+    /// Whether the verdict is inconclusive for what the machine may have done, not the program:
+    /// the run lost no more than the simulator itself was late ([`Cause::SimulatorLate`]), or
+    /// its whole shortfall is one stall reading the last answer ([`Cause::ClientLag`],
+    /// inconclusive). The program is to run again in a new window, whose verdict stands: what
+    /// recurs is the program's (it stays inconclusive), what does not was the machine's.
+    pub fn needs_rerun(&self) -> bool {
+        self.rerun
+    }
+
+    /// What [`Report::needs_rerun`] says, from the rest of the report.
+    pub(super) fn rerun_would_settle(&self) -> bool {
+        self.verdict == Verdict::Inconclusive && matches!(self.cause, Cause::SimulatorLate | Cause::ClientLag)
     }
 
     /// Whether the verdict rests on waits a probe run found and should be confirmed by one more

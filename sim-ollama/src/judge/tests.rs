@@ -505,6 +505,7 @@ fn a_stall_reading_the_last_answer_is_inconclusive_not_blamed() {
     assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
     assert_eq!(r.cause, Cause::ClientLag, "{r}");
     assert!(r.reason.contains("read it 40 ms later") && r.reason.contains("busy machine"), "{}", r.reason);
+    assert!(r.needs_rerun(), "a stall that may be the machine's asks for another run: {r}");
     // A call held back as well (B sent at 30 ms, so B's server side ends at 130): the shortfall
     // is not all in reading, and the client is blamed.
     let calls = read_by_client(&[(1, 0, 100), (2, 30, 170)]);
@@ -512,6 +513,7 @@ fn a_stall_reading_the_last_answer_is_inconclusive_not_blamed() {
     let r = judge(&snap(reqs), &JudgeOptions::new().client_calls(calls));
     assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
     assert_eq!(r.cause, Cause::Client, "{r}");
+    assert!(!r.needs_rerun(), "the client's own shortfall is not run again: {r}");
 }
 
 #[test]
@@ -806,6 +808,7 @@ fn time_lost_within_how_late_the_simulator_itself_was_is_not_blamed_on_the_clien
     };
     let r = run(40);
     assert_eq!((r.verdict, r.cause), (Verdict::Inconclusive, Cause::SimulatorLate), "{r}");
+    assert!(r.needs_rerun(), "{r}");
     assert!(
         r.reason.contains(
             "the 60 ms lost against the deployment are within how late the simulator itself sent an answer (40 ms)"
