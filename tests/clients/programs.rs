@@ -240,8 +240,11 @@ fn python_crewai_crews_together_are_parallel_and_crews_in_turn_are_caught() {
         .unwrap_or_else(|e| panic!("{py} {script} runs: {e}"));
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{text}");
-    let judged: Vec<serde_json::Value> =
-        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let judged: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("judged: "))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{text}")))
+        .collect();
     assert_eq!(judged.len(), modes.len(), "{text}");
     for (mode, j) in modes.iter().zip(&judged) {
         assert_eq!(j["mode"], *mode, "{text}");
