@@ -57,6 +57,8 @@ fn agents_awaited_one_after_another_are_serialized_with_hand_computed_figures() 
     assert_eq!(r.verdict, Verdict::Serialized, "{r}");
     assert_eq!(r.cause, Cause::Client);
     assert!(r.reason.contains("no two were ever in flight at once"), "{}", r.reason);
+    // Gaps of 10 ms between 100 ms calls: no hint about the time scale.
+    assert!(!r.reason.contains("a longer time scale tells"), "{}", r.reason);
     assert!(close(r.time.took_s, 0.650), "{r}");
     assert!(close(r.time.local_s, 0.030), "{r}");
     assert!(close(r.time.sequential_s, 0.630), "{r}");
@@ -479,6 +481,22 @@ fn calls_made_together_but_received_one_at_a_time_blame_the_connection_pool() {
     // Without the client's view, the same trace blames the client in general.
     let r = judge(&snap(vec![a, b]), &JudgeOptions::new());
     assert_eq!(r.cause, Cause::Client, "{r}");
+}
+
+#[test]
+fn calls_that_never_overlapped_after_gaps_longer_than_themselves_hint_at_the_time_scale() {
+    // Three crews' calls of 50 ms, each started 200 ms after the previous one ended (a
+    // framework polling a lock between starts, at time scale 0.1): serialized, as they never
+    // overlapped, with the hint that a longer time scale tells whether that gap was waiting.
+    let reqs = vec![req(1, Some("a"), 0, 50, 50), req(2, Some("b"), 250, 300, 50), req(3, Some("c"), 500, 550, 50)];
+    let r = judge(&snap(reqs), &JudgeOptions::new());
+    assert_eq!((r.verdict, r.cause), (Verdict::Serialized, Cause::Client), "{r}");
+    assert!(
+        r.reason.contains("each call started 200 ms after the previous one ended (median), longer than a call (50 ms)")
+            && r.reason.contains("a longer time scale tells"),
+        "{}",
+        r.reason
+    );
 }
 
 #[test]
