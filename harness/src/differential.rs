@@ -396,30 +396,24 @@ fn set(body: &mut Value, path: &[String], v: Value) {
 }
 
 fn remove(body: &mut Value, path: &[String]) {
-    let Some((last, parents)) = path.split_last() else { return };
-    let mut at = body;
-    for p in parents {
-        match at.get_mut(p) {
-            Some(next) => at = next,
-            None => return,
-        }
-    }
-    if let Some(o) = at.as_object_mut() {
+    if let Some((o, last)) = parent(body, path) {
         o.remove(last);
     }
 }
 
-/// Moves the field at `path`, if there, to the key `to` in the same object (at the end).
-fn rename(body: &mut Value, path: &[String], to: &str) {
-    let Some((last, parents)) = path.split_last() else { return };
+/// The object holding the field at `path`, and the field's name, when every parent is there.
+fn parent<'a, 'p>(body: &'a mut Value, path: &'p [String]) -> Option<(&'a mut Map<String, Value>, &'p str)> {
+    let (last, parents) = path.split_last()?;
     let mut at = body;
     for p in parents {
-        match at.get_mut(p) {
-            Some(next) => at = next,
-            None => return,
-        }
+        at = at.get_mut(p)?;
     }
-    if let Some(o) = at.as_object_mut()
+    Some((at.as_object_mut()?, last))
+}
+
+/// Moves the field at `path`, if there, to the key `to` in the same object (at the end).
+fn rename(body: &mut Value, path: &[String], to: &str) {
+    if let Some((o, last)) = parent(body, path)
         && let Some(v) = o.remove(last)
     {
         o.insert(to.to_string(), v);

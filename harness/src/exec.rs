@@ -120,7 +120,7 @@ pub struct ExecOutcome {
     /// The first window's reason, when its verdict may have been the machine's (the judge's
     /// `rerun`: the simulator itself late, a stall reading the last answer) and the command ran
     /// again in a new window, whose verdict this is.
-    pub late_rerun: Option<String>,
+    pub rerun_after: Option<String>,
 }
 
 /// The `--json` document.
@@ -146,10 +146,10 @@ pub struct ExecJson<'a> {
     /// The confirmation run, when the command ran a third time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub confirmation: Option<&'a ProbeRun>,
-    /// The first window's reason, when the simulator itself was late in it and the command
-    /// ran again in a new window ([`ExecOutcome::late_rerun`]).
+    /// The first window's reason, when its report asked for a run again and the command ran
+    /// once more in a new window ([`ExecOutcome::rerun_after`]).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub late_rerun: Option<&'a str>,
+    pub rerun_after: Option<&'a str>,
 }
 
 impl ExecPlan {
@@ -193,7 +193,7 @@ pub fn run(plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
     // The run's loss may be the machine's (the simulator itself late, a stall reading the last
     // answer): once more in a new window, whose verdict stands.
     let again = judged_window(&sim, plan)?;
-    Ok(ExecOutcome { late_rerun: Some(first.report.reason), ..again })
+    Ok(ExecOutcome { rerun_after: Some(first.report.reason), ..again })
 }
 
 /// Runs the command in a window of its own (a mark first) and judges it, with its probe and
@@ -240,7 +240,7 @@ fn judged_window(sim: &sim_ollama::SimHandle, plan: &ExecPlan) -> Result<ExecOut
             confirmation = Some(run);
         }
     }
-    Ok(ExecOutcome { status, process_wall_s, trace: sim.trace(), report, probe, confirmation, late_rerun: None })
+    Ok(ExecOutcome { status, process_wall_s, trace: sim.trace(), report, probe, confirmation, rerun_after: None })
 }
 
 /// Runs the command again (a probe or confirmation run, `what`), at most `limit`, ending any
@@ -304,7 +304,7 @@ pub fn render(o: &ExecOutcome) -> String {
             p.void.as_ref().map_or(String::new(), |v| format!(" (void: {v})"))
         ));
     }
-    if let Some(first) = &o.late_rerun {
+    if let Some(first) = &o.rerun_after {
         s.push_str(&format!("  it ran twice: the first run's verdict was the machine's ({first})\n"));
     }
     if let Some(p) = &o.confirmation {

@@ -547,7 +547,7 @@ fn exec(a: ExecArgs) -> ExitCode {
             report,
             probe: outcome.probe.as_ref(),
             confirmation: outcome.confirmation.as_ref(),
-            late_rerun: outcome.late_rerun.as_deref(),
+            rerun_after: outcome.rerun_after.as_deref(),
         };
         if !write_json("exec", p, &doc) {
             return ExitCode::from(1);

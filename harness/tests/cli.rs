@@ -270,7 +270,7 @@ fn exec_runs_the_command_again_when_the_simulator_itself_was_late() {
     assert!(err.contains("it ran twice: the first run's verdict was the machine's"), "{err}");
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("--json written")).expect("JSON");
     assert_eq!(doc["report"]["verdict"], "parallel", "{doc}");
-    let first = doc["late_rerun"].as_str().unwrap_or_default();
+    let first = doc["rerun_after"].as_str().unwrap_or_default();
     assert!(first.contains("within how late the simulator itself sent an answer"), "{doc}");
     let _ = std::fs::remove_dir_all(&dir);
 }

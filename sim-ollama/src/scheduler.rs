@@ -416,16 +416,13 @@ impl Instance {
             tokio::pin!(notified);
             notified.as_mut().enable();
             let decision = self.schedule_step(&req, &mut steps);
-            match (&decision, open) {
-                (Decision::Retry, _) => continue,
-                (Decision::Wait(reason, detail), Some((w, r))) if *reason == r => {
-                    req.trace.wait_detail(w, detail.clone());
-                }
-                (_, Some((w, _))) => {
-                    req.trace.end_wait(w, Instant::now());
-                    open = None;
-                }
-                (_, None) => {}
+            // Any decision but another look or a wait of the same cause ends the wait in progress.
+            if let Some((w, r)) = open
+                && !matches!(&decision, Decision::Retry)
+                && !matches!(&decision, Decision::Wait(reason, _) if *reason == r)
+            {
+                req.trace.end_wait(w, Instant::now());
+                open = None;
             }
             match decision {
                 Decision::Retry => continue,
@@ -453,8 +450,9 @@ impl Instance {
                     return Ok(lease);
                 }
                 Decision::Wait(reason, detail) => {
-                    if open.is_none() {
-                        open = Some((req.trace.begin_wait(reason, Instant::now(), detail), reason));
+                    match open {
+                        Some((w, _)) => req.trace.wait_detail(w, detail),
+                        None => open = Some((req.trace.begin_wait(reason, Instant::now(), detail), reason)),
                     }
                     notified.await;
                 }

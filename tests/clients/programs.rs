@@ -17,73 +17,46 @@ fn fixture(name: &str) -> String {
     root().join("fixtures/clients").join(name).display().to_string()
 }
 
-/// The Python of target/pyclients, installed by scripts/setup-clients.sh when missing (the
-/// script is idempotent; tests in other processes may run it at the same time, so it installs
-/// into a temporary directory and moves it into place).
+/// The Python of target/pyclients, installed by scripts/setup-clients.sh when missing.
+/// Found, not imported: importing the SDKs costs 3 s of CPU (anthropic alone 2.3 s), paid again
+/// by every program that uses one; finding them costs 20 ms. setup-clients.sh imports them once
+/// after installing, so a broken install is caught there.
 fn python() -> String {
-    let py = root().join("target/pyclients/bin/python");
-    // Found, not imported: importing the SDKs costs 3 s of CPU (anthropic alone 2.3 s), paid
-    // again by every program that uses one; finding them costs 20 ms. setup-clients.sh imports
-    // them once after installing, so a broken install is caught there.
-    let ok = |p: &Path| {
-        let find = "import importlib.util as u, sys\n\
-                    sys.exit(0 if all(u.find_spec(m) for m in ('ollama', 'httpx', 'openai', 'anthropic')) else 1)";
-        Command::new(p).args(["-c", find]).status().is_ok_and(|s| s.success())
-    };
-    if !ok(&py) {
-        let lock = root().join("target/pyclients.lock");
-        // One installer at a time: mkdir is atomic.
-        let started = std::time::Instant::now();
-        while std::fs::create_dir(&lock).is_err() {
-            assert!(started.elapsed().as_secs() < 600, "another test held {} for 10 minutes", lock.display());
-            std::thread::sleep(std::time::Duration::from_millis(500));
-        }
-        let status = if ok(&py) {
-            None
-        } else {
-            Some(Command::new("bash").arg(root().join("scripts/setup-clients.sh")).status())
-        };
-        let _ = std::fs::remove_dir(&lock);
-        if let Some(status) = status {
-            assert!(
-                status.as_ref().is_ok_and(|s| s.success()),
-                "scripts/setup-clients.sh failed ({status:?}): the Python clients are needed for these tests"
-            );
-        }
-        assert!(ok(&py), "{} cannot import ollama, openai and anthropic after setup", py.display());
-    }
-    py.display().to_string()
+    venv_python("pyclients", &["ollama", "httpx", "openai", "anthropic"], "setup-clients.sh")
 }
 
 /// The Python of target/pycrewai (CrewAI in an environment of its own: it requires openai<3,
-/// the other clients openai>=3), installed by scripts/setup-crewai.sh when missing, one
-/// installer at a time as [`python`]'s.
+/// the other clients openai>=3), installed by scripts/setup-crewai.sh when missing.
 fn crewai_python() -> String {
-    let py = root().join("target/pycrewai/bin/python");
-    let ok = |p: &Path| {
-        let find = "import importlib.util as u, sys\nsys.exit(0 if u.find_spec('crewai') else 1)";
-        Command::new(p).args(["-c", find]).status().is_ok_and(|s| s.success())
-    };
+    venv_python("pycrewai", &["crewai"], "setup-crewai.sh")
+}
+
+/// The Python of the virtual environment target/`venv`, where `modules` are found, made by
+/// `scripts/{setup}` when they are not. The script is idempotent; tests in other processes may
+/// run it at the same time, so it installs into a temporary directory and moves it into place,
+/// and one installer runs at a time here (mkdir is atomic).
+fn venv_python(venv: &str, modules: &[&str], setup: &str) -> String {
+    let py = root().join("target").join(venv).join("bin/python");
+    let find =
+        format!("import importlib.util as u, sys\nsys.exit(0 if all(u.find_spec(m) for m in {modules:?}) else 1)");
+    let ok = |p: &Path| Command::new(p).args(["-c", &find]).status().is_ok_and(|s| s.success());
     if !ok(&py) {
-        let lock = root().join("target/pycrewai.lock");
+        let lock = root().join("target").join(format!("{venv}.lock"));
         let started = std::time::Instant::now();
         while std::fs::create_dir(&lock).is_err() {
             assert!(started.elapsed().as_secs() < 600, "another test held {} for 10 minutes", lock.display());
             std::thread::sleep(std::time::Duration::from_millis(500));
         }
-        let status = if ok(&py) {
-            None
-        } else {
-            Some(Command::new("bash").arg(root().join("scripts/setup-crewai.sh")).status())
-        };
+        let status =
+            if ok(&py) { None } else { Some(Command::new("bash").arg(root().join("scripts").join(setup)).status()) };
         let _ = std::fs::remove_dir(&lock);
         if let Some(status) = status {
             assert!(
                 status.as_ref().is_ok_and(|s| s.success()),
-                "scripts/setup-crewai.sh failed ({status:?}): CrewAI is needed for its client test"
+                "scripts/{setup} failed ({status:?}): these tests need {modules:?}"
             );
         }
-        assert!(ok(&py), "{} cannot find crewai after setup", py.display());
+        assert!(ok(&py), "{} cannot find {modules:?} after setup", py.display());
     }
     py.display().to_string()
 }
@@ -224,20 +197,8 @@ fn python_official_client_every_serialization_bug_is_caught_labelled_or_not() {
 #[test]
 fn python_crewai_crews_together_are_parallel_and_crews_in_turn_are_caught() {
     let (py, script) = (crewai_python(), fixture("python_crewai.py"));
-    let sim = sim_ollama::SimBuilder::new()
-        .preset("ideal")
-        .expect("the ideal preset")
-        .time_scale(0.1)
-        .preload("gemma3")
-        .start()
-        .expect("the simulator starts");
     let modes = ["together", "for-each-async", "in-turn", "for-each"];
-    let out = Command::new(&py)
-        .arg(&script)
-        .args(modes)
-        .env("OLLAMA_HOST", sim.url())
-        .output()
-        .unwrap_or_else(|e| panic!("{py} {script} runs: {e}"));
+    let out = against_ideal_sim(&[&[py.as_str(), script.as_str()][..], &modes].concat());
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{text}");
     let judged: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
@@ -360,10 +321,9 @@ fn python_tool_loops_on_the_anthropic_sdk_run_to_completion_and_are_judged() {
     tool_loops_are_judged("anthropic");
 }
 
-/// Runs a program against a simulator of its own (ideal deployment, gemma3 preloaded), with
-/// OLLAMA_HOST pointing at it and no `harness exec` around it: the program asks
-/// `GET /sim/judge` itself. Returns (passed, its output).
-fn judged_over_http(command: &[&str]) -> (bool, String) {
+/// Runs `command` against a simulator of its own (the ideal deployment, gemma3 loaded, time
+/// scale 0.1; `OLLAMA_HOST` pointing at it): the program asks the judge itself, over HTTP.
+fn against_ideal_sim(command: &[&str]) -> std::process::Output {
     let sim = sim_ollama::SimBuilder::new()
         .preset("ideal")
         .expect("the ideal preset")
@@ -371,11 +331,18 @@ fn judged_over_http(command: &[&str]) -> (bool, String) {
         .preload("gemma3")
         .start()
         .expect("the simulator starts");
-    let out = Command::new(command[0])
+    Command::new(command[0])
         .args(&command[1..])
         .env("OLLAMA_HOST", sim.url())
         .output()
-        .unwrap_or_else(|e| panic!("{command:?} runs: {e}"));
+        .unwrap_or_else(|e| panic!("{command:?} runs: {e}"))
+}
+
+/// Runs a program against a simulator of its own (ideal deployment, gemma3 preloaded), with
+/// OLLAMA_HOST pointing at it and no `harness exec` around it: the program asks
+/// `GET /sim/judge` itself. Returns (passed, its output).
+fn judged_over_http(command: &[&str]) -> (bool, String) {
+    let out = against_ideal_sim(command);
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     match out.status.code() {
         Some(0) => (true, text),

@@ -74,7 +74,12 @@ fn nest_of(go_type: &str) -> &'static Nest {
 fn fold_struct(m: Map<String, Value>, nest: &Nest) -> Map<String, Value> {
     let mut out = Map::with_capacity(m.len());
     for (k, v) in m {
-        let k = crate::gotype::folded(&k).into_owned();
+        // A key with nothing to fold (nearly all of them) is kept, not copied.
+        let folded = match crate::gotype::folded(&k) {
+            std::borrow::Cow::Owned(f) => Some(f),
+            std::borrow::Cow::Borrowed(_) => None,
+        };
+        let k = folded.unwrap_or(k);
         let v = match nest.0.iter().find(|(name, _)| *name == k) {
             Some((_, below)) => fold_nested(v, below),
             None => v,
