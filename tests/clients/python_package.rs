@@ -126,9 +126,11 @@ fn the_sample_project_passes_correct_agents_and_fails_each_bug_with_the_report()
         assert!(m.contains("deployment: full (limit: none): "), "{name}: {m}");
     }
     // Tool-calling reviewers on LangGraph's ReAct agent, the OpenAI Agents SDK (Chat
-    // Completions and Responses), pydantic-ai and AutoGen, unlabelled: together they pass
-    // assert_parallel, awaited in turn the judge calls them serialized in the client.
-    for framework in ["langgraph", "openai-agents-chat", "openai-agents-responses", "pydantic-ai", "autogen"] {
+    // Completions and Responses), pydantic-ai, AutoGen and a tool loop over LiteLLM,
+    // unlabelled: together they pass assert_parallel, awaited in turn the judge calls them
+    // serialized in the client.
+    for framework in ["langgraph", "openai-agents-chat", "openai-agents-responses", "pydantic-ai", "autogen", "litellm"]
+    {
         for test in ["test_reviewers_together_are_parallel", "test_reviewers_in_turn_are_caught"] {
             let c = outcome(&format!("{test}[{framework}]"));
             assert_eq!(c.outcome, "passed", "{c:#?}");
@@ -139,11 +141,23 @@ fn the_sample_project_passes_correct_agents_and_fails_each_bug_with_the_report()
     // their calls. One run cannot
     // tell that from their own work: the fixture runs the test again as a probe run, and the
     // failure names the work between calls. The same tool awaited passes.
-    let c = outcome("test_reviewers_with_a_blocking_tool_are_caught[langgraph]");
-    assert_eq!(c.outcome, "failure", "a tool that holds the event loop must fail: {c:#?}");
-    assert!(c.message.contains("serialized (cause: between_calls): "), "{c:#?}");
-    assert!(!c.message.contains("ProbeNeeded"), "the probe run settled it: {c:#?}");
-    let c = outcome("test_reviewers_with_an_awaited_tool_are_parallel[langgraph]");
-    assert_eq!(c.outcome, "passed", "{c:#?}");
-    assert_eq!(cases.len(), 20, "every test of the sample project ran: {cases:#?}");
+    // The same with LiteLLM, where the tool loop is the reviewer's own code.
+    for framework in ["langgraph", "litellm"] {
+        let c = outcome(&format!("test_reviewers_with_a_blocking_tool_are_caught[{framework}]"));
+        assert_eq!(c.outcome, "failure", "a tool that holds the event loop must fail: {c:#?}");
+        assert!(c.message.contains("serialized (cause: between_calls): "), "{c:#?}");
+        assert!(!c.message.contains("ProbeNeeded"), "the probe run settled it: {c:#?}");
+        let c = outcome(&format!("test_reviewers_with_an_awaited_tool_are_parallel[{framework}]"));
+        assert_eq!(c.outcome, "passed", "{c:#?}");
+    }
+    // LiteLLM reviewers through a Router: parallel, and caught in the client when the router's
+    // deployment lets one request through at a time (`max_parallel_requests=1`).
+    for name in [
+        "test_reviewers_through_a_litellm_router_are_parallel",
+        "test_a_litellm_router_of_one_request_at_a_time_is_caught",
+    ] {
+        let c = outcome(name);
+        assert_eq!(c.outcome, "passed", "{c:#?}");
+    }
+    assert_eq!(cases.len(), 26, "every test of the sample project ran: {cases:#?}");
 }

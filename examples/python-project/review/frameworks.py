@@ -1,13 +1,15 @@
-"""The review team on four agent frameworks, unlabelled, each reviewer a tool-calling agent
+"""The review team on five agent frameworks, unlabelled, each reviewer a tool-calling agent
 (it looks the change up with a tool, then answers): LangGraph's ReAct agent over ChatOllama,
 the OpenAI Agents SDK (Chat Completions and Responses models), pydantic-ai (a typed output,
-as a JSON schema the server enforces) and AutoGen AgentChat over its Ollama client.
+as a JSON schema the server enforces), AutoGen AgentChat over its Ollama client, and a tool
+loop of the reviewer's own over LiteLLM (`litellm.acompletion` with the `ollama_chat/`
+provider, Ollama's /api/chat).
 
 `review(framework, together=True)` runs the three reviewers at once (asyncio.gather);
 `together=False` awaits each before the next, the bug. `tool="blocking"` gives the reviewers
 a lookup tool that takes 0.3 s with `time.sleep` inside `async def`, the bug that holds the
 event loop between two calls (issue 36); `tool="awaited"` the same tool with
-`await asyncio.sleep`, its correct twin. Every client reads the simulator's address from the
+`await asyncio.sleep`, its correct twin (LangGraph, the OpenAI Agents SDK, LiteLLM). Every client reads the simulator's address from the
 environment the `sim` fixture sets (OLLAMA_HOST, OPENAI_BASE_URL)."""
 import asyncio
 import os
@@ -16,7 +18,7 @@ import time
 REVIEWERS = ["security", "performance", "style"]
 TASK = "Review this change: the cache now expires entries lazily. Look the change up first."
 MODEL = "llama3.2:1b"  # gemma3 has no tool support (as in real Ollama)
-FRAMEWORKS = ["langgraph", "openai-agents-chat", "openai-agents-responses", "pydantic-ai", "autogen"]
+FRAMEWORKS = ["langgraph", "openai-agents-chat", "openai-agents-responses", "pydantic-ai", "autogen", "litellm"]
 
 
 def lookup_change(topic: str) -> str:
@@ -124,9 +126,53 @@ def _autogen(name):
     return run
 
 
+# LiteLLM reads its model price list from its own package, not from GitHub at import.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def _tool_spec(fn):
+    """An OpenAI-style function tool for `fn(topic: str)`."""
+    parameters = {"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]}
+    return {"type": "function", "function": {"name": fn.__name__, "description": fn.__doc__, "parameters": parameters}}
+
+
+def _litellm(name, tool, router=None):
+    import json
+
+    import litellm
+
+    fn = TOOLS[tool]
+    # Through a LiteLLM Router (its deployments named "reviewer"), or straight to the server.
+    complete = router.acompletion if router else litellm.acompletion
+    model = "reviewer" if router else f"ollama_chat/{MODEL}"
+
+    async def run():
+        messages = [{"role": "system", "content": f"You are the {name} reviewer."}, {"role": "user", "content": TASK}]
+        for _ in range(4):
+            response = await complete(
+                model=model,
+                api_base=os.environ["OLLAMA_HOST"],
+                messages=messages,
+                tools=[_tool_spec(fn)],
+                max_tokens=30,
+            )
+            message = response.choices[0].message
+            if not message.tool_calls:
+                return message.content
+            messages.append(message.model_dump())
+            for call in message.tool_calls:
+                out = fn(**json.loads(call.function.arguments or "{}"))
+                if asyncio.iscoroutine(out):
+                    out = await out
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": out})
+        raise RuntimeError(f"the {name} reviewer never answered")
+
+    return run
+
+
 def reviewer(framework: str, name: str, tool: str = "plain"):
     """One reviewer agent of `framework`: an async callable that runs it once. `tool`: the
-    lookup tool, `plain`, `blocking` or `awaited` (LangGraph and the OpenAI Agents SDK)."""
+    lookup tool, `plain`, `blocking` or `awaited` (LangGraph, the OpenAI Agents SDK and LiteLLM)."""
     if framework == "langgraph":
         return _langgraph(name, tool)
     if framework in ("openai-agents-chat", "openai-agents-responses"):
@@ -135,7 +181,23 @@ def reviewer(framework: str, name: str, tool: str = "plain"):
         return _pydantic_ai(name)
     if framework == "autogen":
         return _autogen(name)
+    if framework == "litellm":
+        return _litellm(name, tool)
     raise ValueError(f"unknown framework {framework!r}: one of {', '.join(FRAMEWORKS)}")
+
+
+async def review_routed(max_parallel_requests=None) -> list:
+    """The LiteLLM reviewers together, through one `litellm.Router` whose deployment is the
+    server; `max_parallel_requests=1` (a per-deployment limit, set for a server thought to run
+    one call at a time) lets one call through at a time: the client's serialization, whatever
+    the server allows."""
+    import litellm
+
+    params = {"model": f"ollama_chat/{MODEL}", "api_base": os.environ["OLLAMA_HOST"]}
+    if max_parallel_requests is not None:
+        params["max_parallel_requests"] = max_parallel_requests
+    router = litellm.Router(model_list=[{"model_name": "reviewer", "litellm_params": params}])
+    return await asyncio.gather(*(_litellm(n, "plain", router)() for n in REVIEWERS))
 
 
 async def review(framework: str, together: bool = True, tool: str = "plain") -> list:
