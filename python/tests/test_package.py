@@ -312,6 +312,59 @@ def test_paused_once(sim):
     result.stdout.no_fnmatch_line("*first pair: parallel*")
 
 
+SPACED = """
+import asyncio, json, threading, time, urllib.request
+
+def chat(url, agent):
+    body = json.dumps({"model": "gemma3", "stream": False, "options": {"num_predict": 20},
+                       "messages": [{"role": "user", "content": f"{agent}: review"}]}).encode()
+    req = urllib.request.Request(url + "/api/chat", data=body, method="POST", headers={"X-Agent": agent})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+async def on_timers(url):
+    # Three agents on their own timers, 0.3 s apart (a framework's start-up): at time scale 0.1
+    # their calls (~45 ms) never overlap, though none waits for another's answer.
+    async def one(i, name):
+        await asyncio.sleep(0.3 * i)
+        await asyncio.to_thread(chat, url, name)
+    await asyncio.gather(*(one(i, n) for i, n in enumerate("abc")))
+"""
+
+
+def test_calls_that_never_overlapped_are_probed_and_the_program_not_blamed_for_its_own_delays():
+    namespace = {}
+    exec(SPACED, namespace)
+    with Simulator() as sim:
+        # (Agents waiting for each other's answers stay serialized: the Rust suite's
+        # probe::calls_that_never_overlapped_are_probed_by_holding_every_answer.)
+        j = sim.judge_program(lambda: namespace["on_timers"](sim.url))
+        held = j.report.raw.get("held") or {}
+        assert (j.verdict, j.report.cause, held.get("status")) == ("inconclusive", "time_scale", "did_not_wait"), j.explain()
+
+
+def test_an_error_in_a_probe_run_says_it_came_in_one(pytester):
+    # Agents whose calls never overlapped, after delays longer than a call: the fixture runs
+    # the body again as a probe run holding every answer, and there the body raises (as a
+    # program with a timeout shorter than a real call would): the failure says where it came.
+    pytester.makepyfile(
+        SPACED
+        + """
+RUNS = []
+
+def test_fails_when_probed(sim):
+    RUNS.append(1)
+    if len(RUNS) == 2:
+        raise TimeoutError("the reviewer timed out")
+    asyncio.run(on_timers(sim.url))
+    sim.assert_parallel()
+"""
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*TimeoutError: the reviewer timed out*", "*this error came in a probe run*"])
+
+
 def test_the_fixture_runs_the_test_again_when_the_simulator_itself_was_late(pytester):
     # Correct agents; in the test's first run the simulator process stops for 0.6 s while their
     # first calls stream (SIGSTOP from a sibling shell: a machine too busy to run it on time).

@@ -69,6 +69,7 @@ mod deployment;
 mod figures;
 mod gaps;
 mod gate;
+mod held;
 mod input;
 mod probed;
 mod reading;
@@ -78,7 +79,7 @@ mod report;
 mod testkit;
 mod text;
 
-pub use crate::probe::{ProbePlan, SerialCall, SerialPlan};
+pub use crate::probe::{HoldPlan, ProbePlan, SerialCall, SerialPlan};
 pub use decision::{
     AgainstAllowed, NO_ROOM_SLACK, PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING, Verdict, against_allowed,
 };
@@ -88,72 +89,15 @@ pub use gate::{Expectations, JUDGEMENT_SCHEMA_VERSION, Judgement};
 pub use input::{ClientCall, ConfirmRun, Confirmation, JudgeOptions};
 pub use report::{
     AgentActivity, AgentSource, Allows, Cause, Concurrency, ConfirmationReport, DeploymentReport, GapWait, GapsReport,
-    GapsStatus, KeptPair, Limit, LimitCost, ProbeAgent, REPORT_SCHEMA_VERSION, Report, TimeFigures, WaitKind,
+    GapsStatus, HeldReport, HeldStatus, KeptPair, Limit, LimitCost, ProbeAgent, REPORT_SCHEMA_VERSION, Report,
+    TimeFigures, WaitKind,
 };
 
 use crate::trace::{Outcome, RequestTrace, TraceSnapshot, WaitReason};
 use allowed::Exclusions;
 use figures::{median, plural, secs, sweep, union_len};
-use input::Req;
+use input::{as_seen, that_ran, tolerance, window};
 use std::collections::{BTreeMap, BTreeSet};
-
-/// Endpoints whose requests are model work.
-const MODEL_ENDPOINTS: &[&str] = &[
-    "/api/generate",
-    "/api/chat",
-    "/api/embed",
-    "/api/embeddings",
-    "/v1/chat/completions",
-    "/v1/completions",
-    "/v1/embeddings",
-    "/v1/responses",
-    "/v1/messages",
-];
-
-/// The model requests of the window `[since, until)` of a trace.
-fn window(trace: &TraceSnapshot, since: Option<u64>, until: Option<u64>) -> Vec<&RequestTrace> {
-    trace
-        .requests
-        .iter()
-        .filter(|r| since.is_none_or(|s| r.id >= s) && until.is_none_or(|u| r.id < u))
-        .filter(|r| MODEL_ENDPOINTS.contains(&r.endpoint.as_str()))
-        .collect()
-}
-
-/// Work is what got a slot; loads and unloads (no slot, no tokens) are not requests of the
-/// program's agents, and requests refused before they ran are failures with no work.
-fn that_ran<'a>(model_reqs: &[&'a RequestTrace]) -> Vec<&'a RequestTrace> {
-    model_reqs.iter().copied().filter(|r| r.outcome != Outcome::Active && r.slot_us.is_some()).collect()
-}
-
-/// The requests that ran as the judge sees them, in start order, on the program's clock (the
-/// client's where observed, else the server's).
-fn as_seen<'a>(ran: &[&'a RequestTrace], client: &BTreeMap<u64, ClientCall>) -> Vec<Req<'a>> {
-    let mut reqs: Vec<Req<'a>> = ran
-        .iter()
-        .map(|r| {
-            let server_end = r.end_us.unwrap_or(r.received_us);
-            let (start, end) = match client.get(&r.id) {
-                Some(c) => (c.sent_us.min(r.received_us), c.end_us.max(server_end)),
-                None => (r.received_us, server_end),
-            };
-            Req { r, start, end, server_end, group: 0 }
-        })
-        .collect();
-    reqs.sort_by_key(|q| (q.start, q.r.id));
-    reqs
-}
-
-/// Hand-off tolerance: scaled to the requests' size, bounded.
-fn tolerance(reqs: &[Req<'_>], opts: &JudgeOptions) -> u64 {
-    opts.handoff_tolerance.map_or_else(
-        || {
-            let med = median(reqs.iter().map(|q| q.r.solo_us as f64).collect()).unwrap_or(0.0);
-            (med / 4.0).clamp(1_000.0, 20_000.0) as u64
-        },
-        |d| d.as_micros() as u64,
-    )
-}
 
 /// The plan of a probe run of the program whose requests are `opts`'s window (from its
 /// `since` on): each agent's gaps between calls, to hold answers against (see
@@ -166,6 +110,12 @@ pub fn probe_plan(trace: &TraceSnapshot, opts: &JudgeOptions) -> ProbePlan {
     let mut reqs = as_seen(&ran, &client);
     let agents::Grouping { names, source, .. } = agents::group(&mut reqs);
     let tolerance_us = tolerance(&reqs, opts);
+    if let Some(hold) =
+        held::never_overlapped(&reqs, source, names.len(), opts).and_then(|s| held::plan(&s, tolerance_us))
+    {
+        // Calls that never overlapped: every answer held (the rest of a plan is for gaps).
+        return ProbePlan { hold: Some(hold), tolerance_us, ..ProbePlan::default() };
+    }
     let links = agents::links(&reqs, tolerance_us);
     let keys = agents::keys(&reqs, names.len());
     let mut plan = probed::plan(&probed::Run { reqs: &reqs, links: &links, keys: &keys, names: &names }, tolerance_us);
@@ -230,9 +180,14 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     // Agents.
     let agents::Grouping { names, source, labelled } = agents::group(&mut reqs);
     let groups = names.len();
+    // Calls that never overlapped, each after a gap longer than a call: a probe run, if there is
+    // one, held every answer (`held.rs`), and is read for that alone.
+    let spacing = held::never_overlapped(&reqs, source, groups, opts);
+    let hold = spacing.and_then(|s| held::plan(&s, tolerance(&reqs, opts)));
+    let gaps_probe = opts.probe_window().filter(|_| hold.is_none());
     // Agents the judge cannot tell apart, told apart by a probe run (one answer at a time).
     let mut not_recovered = None;
-    if let (AgentSource::Program, Some((since, until)), None) = (source, opts.probe_window(), &opts.probe_void) {
+    if let (AgentSource::Program, Some((since, until)), None) = (source, gaps_probe, &opts.probe_void) {
         let probe_ran = that_ran(&window(trace, Some(since), until));
         match recovered::judged(trace, opts, &ran, &probe_ran, tolerance(&reqs, opts), |t| judged(t, opts)) {
             Ok(report) => return report,
@@ -345,7 +300,7 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let findings = if let Some(k) = known {
         Some(Ok(k))
     } else {
-        opts.probe_window().map(|(since, until)| {
+        gaps_probe.map(|(since, until)| {
             if let Some(why) = &opts.probe_void {
                 return Err(why.clone());
             }
@@ -487,6 +442,7 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         concurrency,
         time,
         gaps: None,
+        held: None,
         needs_probe: false,
         rerun: false,
         confirm: None,
@@ -500,6 +456,16 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     report.verdict = verdict;
     report.cause = cause;
     report.reason = reason;
+    if let Some(spacing) = spacing {
+        // Calls that never overlapped: whether they waited for each other's answers.
+        let probe_ran = match (hold, opts.probe_window(), &opts.probe_void) {
+            (Some(_), Some((since, until)), None) => Some(that_ran(&window(trace, Some(since), until))),
+            _ => None,
+        };
+        let probe = probe_ran.as_ref().map(|ran| as_seen(ran, &client));
+        let void = opts.probe_window().and(opts.probe_void.clone());
+        held::settle(&mut report, &spacing, hold, probe.as_deref(), void, trace.time_scale);
+    }
     if program && report.verdict == Verdict::Parallel && idle_us >= gaps::LOCAL_WORK_FLOOR_US {
         // An unlabelled program whose requests paused: the pauses read as its agents' own work
         // done together. Done one agent at a time (a blocking tool holding the executor), the

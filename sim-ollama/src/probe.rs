@@ -45,6 +45,17 @@
 //! longer for its own work; where no call of the first run is left to come after it, the
 //! agent has finished and the next answer goes out at once.
 //!
+//! A program whose calls never overlapped, each starting longer after the one before ended
+//! than a call lasts, is probed by **holding every answer** ([`HoldPlan`]): each answer's end
+//! waits [`HoldPlan::hold_us`] (longer than the longest of those gaps), or until the next
+//! request arrives, whichever is first. A call that waited for the answer before it still comes
+//! after that answer; one that did not (the program's own fixed delay before it: a framework's
+//! start-up, a lock it polls, a timer) comes while the answer is held, and the two are in
+//! flight together. The judge reads which (`judge/held.rs`). Holding stops once a call has
+//! come while an answer was held, or once [`HOLD_ANSWERS`] answers were held to the end of
+//! their hold with none coming: either is the finding, and every further hold would only
+//! lengthen the run.
+//!
 //! The probe's plan (each agent's gaps in the first run) comes from the judge
 //! (`judge::probe_plan`); `SimHandle::begin_probe` and `POST /sim/probe` start one, and the
 //! judge compares the two runs (`JudgeOptions::probe_since`).
@@ -81,6 +92,22 @@ pub struct ProbePlan {
     /// (see the module's words).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serial: Option<SerialPlan>,
+    /// A program whose calls never overlapped: hold every answer (see the module's words). The
+    /// rest of the plan is then unused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<HoldPlan>,
+}
+
+/// How many answers a probe run holding every answer holds to the end of their hold, no call
+/// coming, before it stops holding: each call waited for the one before, three times over.
+pub(crate) const HOLD_ANSWERS: usize = 3;
+
+/// What a probe run holding every answer needs: how long.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldPlan {
+    /// How long each answer's end is held back at most, µs of wall time: it goes out sooner
+    /// when another request arrives.
+    pub hold_us: u64,
 }
 
 /// What a probe run that releases answers one at a time needs of the first run: its calls.
@@ -148,7 +175,8 @@ struct State {
     open: Option<Open>,
     /// Answers ready and held, oldest first.
     held: VecDeque<Held>,
-    /// Numbers the open gaps, so a stale expiry is ignored.
+    /// Numbers the open gaps, so a stale expiry is ignored (and, holding every answer, the
+    /// held answers, so a hold's end releases its own).
     serial: u64,
     /// One answer at a time: each prompt key's calls of the first run (indices into
     /// `plan.serial.calls`), and which of them the probe run has sent so far.
@@ -157,6 +185,10 @@ struct State {
     /// One answer at a time: whether the program's start is over ([`START_US`] after its first
     /// request): until then every answer is held.
     started: Started,
+    /// Holding every answer: whether a call came while one was held, and how many were held
+    /// to the end of their hold (see [`HOLD_ANSWERS`]).
+    overtaken: bool,
+    held_through: usize,
     rt: tokio::runtime::Handle,
 }
 
@@ -182,6 +214,8 @@ struct Held {
     agent: Option<String>,
     one: Option<One>,
     release: oneshot::Sender<()>,
+    /// Holding every answer: its number (`State::serial`); 0 otherwise.
+    serial: u64,
 }
 
 /// A request of a probe run releasing answers one at a time: its id and its twin in the first
@@ -217,6 +251,8 @@ impl Probe {
             sent,
             started: if plan.serial.is_some() { Started::NoRequestYet } else { Started::Over },
             plan,
+            overtaken: false,
+            held_through: 0,
             conversations: HashMap::new(),
             released: HashMap::new(),
             ready: HashMap::new(),
@@ -257,6 +293,14 @@ impl Probe {
     ) -> Option<Ticket> {
         let mut guard = self.lock();
         let s = guard.as_mut()?;
+        if s.plan.hold.is_some() {
+            // A request arrived: every answer held so far has been overtaken, and goes out.
+            s.overtaken |= !s.held.is_empty();
+            for h in s.held.drain(..) {
+                let _ = h.release.send(());
+            }
+            return Some(Ticket { probe: self.clone(), agent: None, one: None, after: None });
+        }
         if s.plan.serial.is_some() && label.is_none() {
             return Some(self.arrive_one(s, id, prompt_key));
         }
@@ -332,7 +376,7 @@ impl Probe {
             self.released(s, agent, one);
             return Some(release);
         }
-        s.held.push_back(Held { agent, one, release });
+        s.held.push_back(Held { agent, one, release, serial: 0 });
         None
     }
 
@@ -428,6 +472,12 @@ impl Ticket {
         let mut guard = self.probe.lock();
         // The probe ended: nothing is held any more.
         let s = guard.as_mut()?;
+        if let Some(hold) = s.plan.hold {
+            if s.overtaken || s.held_through >= HOLD_ANSWERS {
+                return None;
+            }
+            return Some(self.probe.hold(s, hold.hold_us));
+        }
         if let Some(agent) = &self.agent {
             let n = s.ready.entry(agent.clone()).or_insert(0);
             let index = *n;
@@ -453,6 +503,29 @@ impl Ticket {
 }
 
 impl Probe {
+    /// Holding every answer: this one waits `hold_us`, or until a request arrives.
+    fn hold(&self, s: &mut State, hold_us: u64) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        s.serial += 1;
+        let serial = s.serial;
+        s.held.push_back(Held { agent: None, one: None, release: tx, serial });
+        let probe = self.clone();
+        s.rt.spawn(async move {
+            tokio::time::sleep(Duration::from_micros(hold_us)).await;
+            let mut guard = probe.lock();
+            if let Some(s) = guard.as_mut() {
+                if let Some(i) = s.held.iter().position(|h| h.serial == serial) {
+                    if let Some(h) = s.held.remove(i) {
+                        // Held to the end: no call came while it was.
+                        s.held_through += 1;
+                        let _ = h.release.send(());
+                    }
+                }
+            }
+        });
+        rx
+    }
+
     /// An answer whose delay is over: out now if no other agent's gap is open, else held.
     fn offer(&self, agent: Option<String>, release: oneshot::Sender<()>) {
         let mut guard = self.lock();

@@ -195,9 +195,9 @@ fn python_official_client_every_serialization_bug_is_caught_labelled_or_not() {
 /// runs every mode, each judged over HTTP in a window of its own (one import of CrewAI, 3.6 s
 /// of CPU, instead of four).
 #[test]
-fn python_crewai_crews_together_are_parallel_and_crews_in_turn_are_caught() {
+fn python_crewai_crews_together_are_parallel_and_crews_in_turn_are_caught_and_thread_copies_not_blamed() {
     let (py, script) = (crewai_python(), fixture("python_crewai.py"));
-    let modes = ["together", "for-each-async", "in-turn", "for-each"];
+    let modes = ["together", "for-each-async", "for-each-async-threads", "in-turn", "for-each"];
     let out = against_ideal_sim(&[&[py.as_str(), script.as_str()][..], &modes].concat());
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{text}");
@@ -209,12 +209,19 @@ fn python_crewai_crews_together_are_parallel_and_crews_in_turn_are_caught() {
     assert_eq!(judged.len(), modes.len(), "{text}");
     for (mode, j) in modes.iter().zip(&judged) {
         assert_eq!(j["mode"], *mode, "{text}");
-        let expected = if mode.contains("together") || mode.ends_with("async") {
-            ("parallel", "none")
-        } else {
-            ("serialized", "client")
+        let expected = match *mode {
+            "together" | "for-each-async" => ("parallel", "none"),
+            // Copies on threads whose starts poll a file lock, ~0.2 s apart, longer than a call
+            // at time scale 0.1: they never overlap, and the probe run holding every answer
+            // shows they did not wait for each other: not the client's fault at this time
+            // scale, never "serialized" (it was before the probe).
+            "for-each-async-threads" => ("inconclusive", "time_scale"),
+            _ => ("serialized", "client"),
         };
         assert_eq!((j["verdict"].as_str(), j["cause"].as_str()), (Some(expected.0), Some(expected.1)), "{mode}: {j}");
+        if *mode == "for-each-async-threads" {
+            assert_eq!(j["probed"], true, "{j}");
+        }
     }
 }
 
@@ -296,9 +303,12 @@ fn tool_loops_are_judged(client: &str) {
     for labelled in [true, false] {
         let (v, words) = judge(cmd(&[&py, &script, client, "correct"], labelled), None);
         assert_eq!(v, Verdict::Parallel, "{client}: {words}");
-        let (v, words) = judge(cmd(&[&py, &script, client, "lock"], labelled), None);
-        assert_eq!(v, Verdict::Serialized, "{client}: {words}");
     }
+    // The bug unlabelled, its agents told apart by their conversations in this API's shape (a
+    // label would tell them apart whatever the shape; the labelled correct run shows the
+    // label reaches the server with tools): a fourth run per API cost the suite ~8 s.
+    let (v, words) = judge(cmd(&[&py, &script, client, "lock"], false), None);
+    assert_eq!(v, Verdict::Serialized, "{client}: {words}");
 }
 
 #[test]

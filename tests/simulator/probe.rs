@@ -299,3 +299,71 @@ fn an_answer_a_first_call_went_out_right_after_is_held_back_its_delay_in_the_pro
     assert!(g.handoffs.iter().all(|h| h.depended == Some(true)), "{g:?}");
     assert_ne!(r.verdict, Verdict::Parallel, "no data behind the wait: {r}");
 }
+
+/// How three labelled agents, one call each, come to call one after another.
+#[derive(Clone, Copy)]
+enum Spaced {
+    /// Each on its own timer, 250 ms after the one before started: a fixed delay of the
+    /// program's own (a framework's start-up), which calls this short (~45 ms) outlast.
+    Timer,
+    /// Each once the one before has its answer, and 200 ms of work more: waiting.
+    Answer,
+}
+
+fn spaced(addr: SocketAddr, how: Spaced) {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let rx = Arc::new(Mutex::new(rx));
+    std::thread::scope(|s| {
+        for (i, agent) in ["a", "b", "c"].into_iter().enumerate() {
+            let (tx, rx) = (tx.clone(), Arc::clone(&rx));
+            s.spawn(move || {
+                match how {
+                    Spaced::Timer => std::thread::sleep(Duration::from_millis(250 * i as u64)),
+                    Spaced::Answer if i > 0 => {
+                        rx.lock().unwrap_or_else(|e| e.into_inner()).recv().expect("the agent before answered");
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                    Spaced::Answer => {}
+                }
+                call(addr, Some(agent), 1);
+                let _ = tx.send(());
+            });
+        }
+    });
+}
+
+#[test]
+fn calls_that_never_overlapped_are_probed_by_holding_every_answer() {
+    use sim_ollama::judge::HeldStatus;
+    for (how, verdict, cause, status, held) in [
+        // On their own timers: the first held answer is overtaken, the program's own delay (not
+        // waiting) kept its calls apart at this time scale; the probe holds no more.
+        (Spaced::Timer, Verdict::Inconclusive, Cause::TimeScale, HeldStatus::DidNotWait, 1),
+        // Waiting for the answer before: no call comes while an answer is held (all three).
+        (Spaced::Answer, Verdict::Serialized, Cause::Client, HeldStatus::Waited, 3),
+    ] {
+        let sim = sim();
+        let opts = JudgeOptions::new().since(sim.trace_mark());
+        spaced(sim.addrs()[0], how);
+        sim.wait_idle(Duration::from_secs(5)).unwrap();
+        let first = sim.judge(&opts);
+        // One run cannot tell: serialized as the calls were, a probe asked for.
+        assert_eq!((first.verdict, first.cause), (Verdict::Serialized, Cause::Client), "{first}");
+        assert_eq!(first.held.as_ref().map(|h| h.status), Some(HeldStatus::Unprobed), "{first}");
+        assert!(first.needs_probe, "{first}");
+        let probe = sim.begin_probe(&opts);
+        let t = Instant::now();
+        spaced(sim.addrs()[0], how);
+        sim.wait_idle(Duration::from_secs(5)).unwrap();
+        sim.end_probe();
+        let probed = sim.judge(&opts.probe_since(probe));
+        let h = probed.held.clone().expect("held read");
+        assert_eq!((probed.verdict, probed.cause, h.status, h.held), (verdict, cause, status, held), "{probed}");
+        assert!(!probed.needs_probe, "{probed}");
+        // Bounded: each of the three answers held at most its hold (the longest gap, ~0.2 s, a
+        // quarter more and the tolerance: under 0.5 s on an idle machine, 0.6 s allowed), the
+        // program's own 0.5 s besides; 3 s leaves room for a loaded machine.
+        assert!(h.hold_s > 0.0 && h.hold_s < 0.6, "{h:?}");
+        assert!(t.elapsed() < Duration::from_secs(3), "the probe run took {:?}", t.elapsed());
+    }
+}

@@ -154,7 +154,10 @@ def _litellm(name, tool, router=None):
                 api_base=os.environ["OLLAMA_HOST"],
                 messages=messages,
                 tools=[_tool_spec(fn)],
-                max_tokens=30,
+                # Longer answers than the other frameworks' 30 tokens: LiteLLM's own work per
+                # call (a Router's most of all) is milliseconds of Python, which calls of 20 ms
+                # (30 tokens at time scale 0.1) do not outlast on a busy machine.
+                max_tokens=100,
             )
             message = response.choices[0].message
             if not message.tool_calls:

@@ -23,6 +23,15 @@ JUDGEMENT_SCHEMA_VERSION = 2
 START_TIMEOUT_S = 60.0
 
 
+# Said with an error a program raised in a probe run (its first run raised none).
+PROBE_FAILED = (
+    "sim-ollama: this error came in a probe run: the program ran again, the simulator holding "
+    "answers back (as longer calls would be) to tell what its first run could not; the first "
+    "run's verdict asked for it. A program that fails when answers come later may fail at real "
+    "speed too (docs/judge.md, 'The probe run')."
+)
+
+
 class SimulatorError(RuntimeError):
     """The simulator could not start, or answered a request with an error (Ollama's shape:
     the message is its `error` text)."""
@@ -463,7 +472,12 @@ class Simulator:
         if not j.report.needs_probe:
             return j
         self.probe()
-        _call(program)
+        try:
+            _call(program)
+        except Exception as e:
+            if hasattr(e, "add_note"):  # Python 3.11+
+                e.add_note(PROBE_FAILED)
+            raise
         j = self.judge(**options)
         if not j.report.needs_confirmation or j.passed and j.expectations:
             return j

@@ -22,7 +22,11 @@ Where the verdict waits on a probe run (the gaps between the agents' calls could
 work or waiting for each other's, and one run cannot tell: `sim.assert_parallel()` raises
 `ProbeNeeded`), the plugin runs the test body once more as a probe run, the simulator holding
 answers back so the agents do their local work one at a time, and the second
-`assert_parallel()` judges both runs. Where that verdict rests on the agents waiting for each
+`assert_parallel()` judges both runs. (Calls that never overlapped, each starting longer after
+the one before than a call lasts, are probed the same way, every answer held: whether they
+waited for each other's answers or only for a delay of the program's own. A program that
+fails in a probe run, where answers come later as longer calls would, fails the test with a
+note saying so.) Where that verdict rests on the agents waiting for each
 other and fails (`ConfirmationNeeded`: a pause of the whole process in one run reads the same),
 the plugin runs the body a third time, repeating the run the waits would blame, and the third
 `assert_parallel()` keeps the verdict of the two pairs closer to parallel (waits that do not
@@ -40,7 +44,7 @@ from typing import Any, Dict, Iterator
 
 import pytest
 
-from ._sim import ConfirmationNeeded, ProbeNeeded, RerunNeeded, Simulator
+from ._sim import PROBE_FAILED, ConfirmationNeeded, ProbeNeeded, RerunNeeded, Simulator
 
 _MARKER = "sim_ollama"
 
@@ -137,3 +141,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
             return None
         except (ProbeNeeded, ConfirmationNeeded, RerunNeeded) as e:
             wanted = e
+        except Exception as e:
+            if s.probing and not isinstance(e, AssertionError) and hasattr(e, "add_note"):  # Python 3.11+
+                e.add_note(PROBE_FAILED)
+            raise

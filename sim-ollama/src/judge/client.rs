@@ -32,12 +32,7 @@ pub(super) fn verdict(
     let c = &rep.concurrency;
     let t = &rep.time;
     let n = rep.requests;
-    let agents = rep.agents.len();
-    let who = match rep.agents_from {
-        AgentSource::Program => "the program".to_string(),
-        AgentSource::Conversations => plural(agents, "conversation", "conversations"),
-        _ => plural(agents, "agent", "agents"),
-    };
+    let who = who(rep);
     if n == 0 {
         let reason = if rep.failed > 0 {
             format!("every model request failed before it ran ({}): nothing to judge", rep.failed)
@@ -104,9 +99,9 @@ pub(super) fn verdict(
             (
                 Verdict::Serialized,
                 Cause::Client,
+                // What a probe run holding the answers tells is added by `held.rs`.
                 format!(
-                    "{who} made {n} requests, but no two were ever in flight at once: each reached the server only after the previous one had finished: serialized in the client{unlabelled}{}",
-                    gaps_longer_than_calls(reqs)
+                    "{who} made {n} requests, but no two were ever in flight at once: each reached the server only after the previous one had finished: serialized in the client{unlabelled}"
                 ),
             )
         }
@@ -181,6 +176,16 @@ pub(super) fn verdict(
             };
             (a.verdict, cause, reason)
         }
+    }
+}
+
+/// Who made the calls, in words: the program, or its conversations or agents.
+pub(super) fn who(rep: &Report) -> String {
+    let agents = rep.agents.len();
+    match rep.agents_from {
+        AgentSource::Program => "the program".to_string(),
+        AgentSource::Conversations => plural(agents, "conversation", "conversations"),
+        _ => plural(agents, "agent", "agents"),
     }
 }
 
@@ -319,27 +324,6 @@ fn client_cause(
 fn simulator_late(reqs: &[Req<'_>], lost_s: f64) -> Option<(f64, f64)> {
     let late_s = secs(reqs.iter().map(|q| q.r.late_us).max().unwrap_or(0));
     (lost_s > 0.0 && late_s >= 0.5 * lost_s).then_some((late_s, lost_s))
-}
-
-/// Where calls that never overlapped each started after a gap longer than the calls
-/// themselves (medians: the gap from one call's end to the next one's start), a hint in words:
-/// if that gap was the program's own fixed work and not waiting for an answer (a framework's
-/// start-up, a lock it polls), calls of real length would have overlapped it, which a run at
-/// a longer time scale shows. Empty otherwise. The verdict stands either way: this run's calls
-/// did not overlap.
-fn gaps_longer_than_calls(reqs: &[Req<'_>]) -> String {
-    let mut spans: Vec<(u64, u64)> = reqs.iter().map(|q| (q.start, q.end)).collect();
-    spans.sort_unstable();
-    let gaps: Vec<f64> = spans.windows(2).map(|w| secs(w[1].0.saturating_sub(w[0].1))).collect();
-    let calls: Vec<f64> = spans.iter().map(|(s, e)| secs(e.saturating_sub(*s))).collect();
-    match (median(gaps), median(calls)) {
-        (Some(gap), Some(call)) if gap > call => format!(
-            "; each call started {:.0} ms after the previous one ended (median), longer than a call ({:.0} ms): if that was the program's own work and not waiting for an answer, calls of real length would have overlapped it: a longer time scale tells",
-            gap * 1e3,
-            call * 1e3
-        ),
-        _ => String::new(),
-    }
 }
 
 /// Whether the answers reached the agents late throughout: the median lag between the server

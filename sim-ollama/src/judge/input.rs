@@ -1,8 +1,10 @@
 //! What the judge reads besides the trace: its options and the client's view of each call;
-//! and one request as the judge sees it.
+//! one request as the judge sees it, and which of a trace's requests it reads.
 
-use crate::trace::RequestTrace;
+use super::figures::median;
+use crate::trace::{Outcome, RequestTrace, TraceSnapshot};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// What the client saw of one request (optional: the harness knows it, `harness exec` does
@@ -181,4 +183,62 @@ pub(super) struct Req<'a> {
     /// Server-side end.
     pub(super) server_end: u64,
     pub(super) group: usize,
+}
+
+/// Endpoints whose requests are model work.
+const MODEL_ENDPOINTS: &[&str] = &[
+    "/api/generate",
+    "/api/chat",
+    "/api/embed",
+    "/api/embeddings",
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/embeddings",
+    "/v1/responses",
+    "/v1/messages",
+];
+
+/// The model requests of the window `[since, until)` of a trace.
+pub(super) fn window(trace: &TraceSnapshot, since: Option<u64>, until: Option<u64>) -> Vec<&RequestTrace> {
+    trace
+        .requests
+        .iter()
+        .filter(|r| since.is_none_or(|s| r.id >= s) && until.is_none_or(|u| r.id < u))
+        .filter(|r| MODEL_ENDPOINTS.contains(&r.endpoint.as_str()))
+        .collect()
+}
+
+/// Work is what got a slot; loads and unloads (no slot, no tokens) are not requests of the
+/// program's agents, and requests refused before they ran are failures with no work.
+pub(super) fn that_ran<'a>(model_reqs: &[&'a RequestTrace]) -> Vec<&'a RequestTrace> {
+    model_reqs.iter().copied().filter(|r| r.outcome != Outcome::Active && r.slot_us.is_some()).collect()
+}
+
+/// The requests that ran as the judge sees them, in start order, on the program's clock (the
+/// client's where observed, else the server's).
+pub(super) fn as_seen<'a>(ran: &[&'a RequestTrace], client: &BTreeMap<u64, ClientCall>) -> Vec<Req<'a>> {
+    let mut reqs: Vec<Req<'a>> = ran
+        .iter()
+        .map(|r| {
+            let server_end = r.end_us.unwrap_or(r.received_us);
+            let (start, end) = match client.get(&r.id) {
+                Some(c) => (c.sent_us.min(r.received_us), c.end_us.max(server_end)),
+                None => (r.received_us, server_end),
+            };
+            Req { r, start, end, server_end, group: 0 }
+        })
+        .collect();
+    reqs.sort_by_key(|q| (q.start, q.r.id));
+    reqs
+}
+
+/// Hand-off tolerance: scaled to the requests' size, bounded.
+pub(super) fn tolerance(reqs: &[Req<'_>], opts: &JudgeOptions) -> u64 {
+    opts.handoff_tolerance.map_or_else(
+        || {
+            let med = median(reqs.iter().map(|q| q.r.solo_us as f64).collect()).unwrap_or(0.0);
+            (med / 4.0).clamp(1_000.0, 20_000.0) as u64
+        },
+        |d| d.as_micros() as u64,
+    )
 }

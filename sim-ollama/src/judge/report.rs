@@ -6,6 +6,9 @@ use super::input::ConfirmRun;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+mod held;
+pub use held::{HeldReport, HeldStatus};
+
 /// Version of the [`Report`]'s JSON schema (`harness exec --json`).
 pub const REPORT_SCHEMA_VERSION: u32 = 3;
 
@@ -45,6 +48,10 @@ pub enum Cause {
     /// ([`crate::trace::RequestTrace::late_us`]: a machine too busy to run it on time):
     /// inconclusive, the measurement the machine's; run again (the pytest fixture does, once).
     SimulatorLate,
+    /// The calls never overlapped, but a probe run holding every answer showed they did not
+    /// wait for each other's answers: the program's own delay before its calls outlasts calls
+    /// this short (at real speed they would overlap it): inconclusive at this time scale.
+    TimeScale,
 }
 
 impl Cause {
@@ -61,6 +68,7 @@ impl Cause {
             Cause::BetweenCalls => "between_calls",
             Cause::UnprobedGaps => "unprobed_gaps",
             Cause::SimulatorLate => "simulator_late",
+            Cause::TimeScale => "time_scale",
         }
     }
 }
@@ -465,6 +473,10 @@ pub struct Report {
     /// a whole, whose agents the judge cannot tell apart).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gaps: Option<GapsReport>,
+    /// Calls that never overlapped, each after a gap longer than a call: whether they waited
+    /// for each other's answers (a probe run holding every answer tells).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<HeldReport>,
     /// [`Report::needs_probe`].
     #[serde(default)]
     pub needs_probe: bool,
@@ -560,6 +572,7 @@ impl Report {
     /// What [`Report::needs_probe`] says, from the rest of the report.
     pub(super) fn probe_would_settle(&self) -> bool {
         self.gaps.as_ref().is_some_and(|g| g.status == GapsStatus::Unprobed)
+            || self.held.as_ref().is_some_and(|h| h.status == HeldStatus::Unprobed)
             || (self.agents_from == AgentSource::Program
                 && self.requests > 1
                 && self.concurrency.max_in_flight > 1

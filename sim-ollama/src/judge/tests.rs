@@ -484,19 +484,36 @@ fn calls_made_together_but_received_one_at_a_time_blame_the_connection_pool() {
 }
 
 #[test]
-fn calls_that_never_overlapped_after_gaps_longer_than_themselves_hint_at_the_time_scale() {
+fn calls_that_never_overlapped_after_gaps_longer_than_themselves_ask_for_a_probe_holding_answers() {
     // Three crews' calls of 50 ms, each started 200 ms after the previous one ended (a
     // framework polling a lock between starts, at time scale 0.1): serialized, as they never
-    // overlapped, with the hint that a longer time scale tells whether that gap was waiting.
+    // overlapped, and a probe run holding each answer (the longest gap, a quarter more, and the
+    // tolerance: 200 * 1.25 + 12.5 ms) asked for to tell whether that gap was waiting.
     let reqs = vec![req(1, Some("a"), 0, 50, 50), req(2, Some("b"), 250, 300, 50), req(3, Some("c"), 500, 550, 50)];
     let r = judge(&snap(reqs), &JudgeOptions::new());
     assert_eq!((r.verdict, r.cause), (Verdict::Serialized, Cause::Client), "{r}");
     assert!(
         r.reason.contains("each call started 200 ms after the previous one ended (median), longer than a call (50 ms)")
-            && r.reason.contains("a longer time scale tells"),
+            && r.reason.contains("a probe run holding each answer 262 ms tells"),
         "{}",
         r.reason
     );
+    assert_eq!(r.held.as_ref().map(|h| h.status), Some(HeldStatus::Unprobed), "{r}");
+    assert!(r.needs_probe, "{r}");
+    // Gaps of 6 s: a hold that long is not made; a longer time scale tells (4 x 6000 / 50 x
+    // the trace's time scale 1: real speed at most).
+    let reqs = vec![req(1, Some("a"), 0, 50, 50), req(2, Some("b"), 6050, 6100, 50)];
+    let r = judge(&snap(reqs), &JudgeOptions::new());
+    assert_eq!((r.verdict, r.cause), (Verdict::Serialized, Cause::Client), "{r}");
+    assert_eq!(r.held.as_ref().map(|h| h.status), Some(HeldStatus::TooLong), "{r}");
+    assert!(r.reason.contains("a longer time scale tells (about 1, real speed)"), "{}", r.reason);
+    assert!(!r.needs_probe, "{r}");
+    // Gaps shorter than the calls, or than a client's own turnaround (150 ms): no hint, no probe.
+    for second in [60, 150] {
+        let reqs = vec![req(1, Some("a"), 0, 50, 50), req(2, Some("b"), second, second + 50, 50)];
+        let r = judge(&snap(reqs), &JudgeOptions::new());
+        assert_eq!((r.verdict, r.held.is_none(), r.needs_probe), (Verdict::Serialized, true, false), "{r}");
+    }
 }
 
 #[test]
