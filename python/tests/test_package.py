@@ -339,8 +339,7 @@ def test_calls_that_never_overlapped_are_probed_and_the_program_not_blamed_for_i
         # (Agents waiting for each other's answers stay serialized: the Rust suite's
         # probe::calls_that_never_overlapped_are_probed_by_holding_every_answer.)
         j = sim.judge_program(lambda: namespace["on_timers"](sim.url))
-        held = j.report.raw.get("held") or {}
-        assert (j.verdict, j.report.cause, held.get("status")) == ("inconclusive", "time_scale", "did_not_wait"), j.explain()
+        assert (j.verdict, j.report.cause, j.report.held) == ("inconclusive", "time_scale", "did_not_wait"), j.explain()
 
 
 def test_an_error_in_a_probe_run_says_it_came_in_one(pytester):

@@ -105,7 +105,7 @@ class Report:
     """The judge's report on the client: `parallel`, `partly_serialized`, `serialized` or
     `inconclusive`, the cause it blames in the client (`none`, `client`, `connection_pool`,
     `client_lag`, `unknown_agents`, `unknown_deployment`, `between_calls`, `unprobed_gaps`,
-    `simulator_late`, `nothing_to_judge`), why, and the figures. `gaps` says whether the gaps between the
+    `simulator_late`, `time_scale`, `nothing_to_judge`), why, and the figures. `gaps` says whether the gaps between the
     agents' calls were their own work (`settled`, `unprobed`, `probed`, `known`, `void`, or
     None where the agents could not be told apart). `raw` is the whole report as the
     simulator sent it."""
@@ -136,10 +136,19 @@ class Report:
         return bool(self.raw.get("rerun"))
 
     @property
+    def held(self) -> Optional[str]:
+        """For calls that never overlapped, each after a gap longer than a call: whether they
+        waited for each other's answers (`unprobed`, `waited`, `did_not_wait`, `void`,
+        `too_long`), as a probe run holding every answer shows; None otherwise."""
+        return (self.raw.get("held") or {}).get("status")
+
+    @property
     def needs_probe(self) -> bool:
-        """Whether the verdict waits on a probe run: the gaps between calls decide it, or a
+        """Whether the verdict waits on a probe run: the gaps between calls decide it, a
         program whose agents the judge cannot tell apart read short of parallel (a probe run
-        releasing one answer at a time tells them apart)."""
+        releasing one answer at a time tells them apart), or calls that never overlapped came
+        after gaps longer than themselves (a probe run holding every answer tells whether they
+        waited for each other)."""
         return bool(self.raw.get("needs_probe", self.gaps == "unprobed"))
 
     @property
