@@ -209,19 +209,33 @@ fn python_crewai_crews_together_are_parallel_and_crews_in_turn_are_caught_and_th
     assert_eq!(judged.len(), modes.len(), "{text}");
     for (mode, j) in modes.iter().zip(&judged) {
         assert_eq!(j["mode"], *mode, "{text}");
+        let verdict = (j["verdict"].as_str().unwrap_or(""), j["cause"].as_str().unwrap_or(""));
+        if *mode == "for-each-async-threads" {
+            // Copies on threads whose starts poll a file lock, ~0.2 s apart, mostly longer than
+            // a call at time scale 0.1. Where they never overlapped, the probe run holding every
+            // answer shows they did not wait for each other (time_scale); where two overlapped
+            // (once in CI), the unlabelled program's shortfall cannot be pinned on the client
+            // (unknown_agents). Never serialized: it was, before the probe.
+            assert!(
+                matches!(
+                    verdict,
+                    ("inconclusive", "time_scale") | ("inconclusive", "unknown_agents") | ("parallel", _)
+                ),
+                "{mode}: {j}"
+            );
+            if j["reason"].as_str().is_some_and(|r| r.contains("never in flight together")) {
+                assert_eq!(verdict, ("inconclusive", "time_scale"), "{j}");
+            }
+            if verdict.0 != "parallel" {
+                assert_eq!(j["probed"], true, "{j}");
+            }
+            continue;
+        }
         let expected = match *mode {
             "together" | "for-each-async" => ("parallel", "none"),
-            // Copies on threads whose starts poll a file lock, ~0.2 s apart, longer than a call
-            // at time scale 0.1: they never overlap, and the probe run holding every answer
-            // shows they did not wait for each other: not the client's fault at this time
-            // scale, never "serialized" (it was before the probe).
-            "for-each-async-threads" => ("inconclusive", "time_scale"),
             _ => ("serialized", "client"),
         };
-        assert_eq!((j["verdict"].as_str(), j["cause"].as_str()), (Some(expected.0), Some(expected.1)), "{mode}: {j}");
-        if *mode == "for-each-async-threads" {
-            assert_eq!(j["probed"], true, "{j}");
-        }
+        assert_eq!(verdict, expected, "{mode}: {j}");
     }
 }
 
