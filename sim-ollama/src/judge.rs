@@ -182,14 +182,19 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let groups = names.len();
     // Calls that never overlapped, each after a gap longer than a call: a probe run, if there is
     // one, held every answer (`held.rs`), and is read for that alone.
+    let tolerance_us = tolerance(&reqs, opts);
     let spacing = held::never_overlapped(&reqs, source, groups, opts);
-    let hold = spacing.and_then(|s| held::plan(&s, tolerance(&reqs, opts)));
+    let hold = spacing.and_then(|s| held::plan(&s, tolerance_us));
     let gaps_probe = opts.probe_window().filter(|_| hold.is_none());
+    // The probe run's requests that ran, read once by whichever reading it was made for.
+    let probe_ran = match (opts.probe_window(), &opts.probe_void) {
+        (Some((since, until)), None) => Some(that_ran(&window(trace, Some(since), until))),
+        _ => None,
+    };
     // Agents the judge cannot tell apart, told apart by a probe run (one answer at a time).
     let mut not_recovered = None;
-    if let (AgentSource::Program, Some((since, until)), None) = (source, gaps_probe, &opts.probe_void) {
-        let probe_ran = that_ran(&window(trace, Some(since), until));
-        match recovered::judged(trace, opts, &ran, &probe_ran, tolerance(&reqs, opts), |t| judged(t, opts)) {
+    if let (AgentSource::Program, Some(_), Some(probe_ran)) = (source, gaps_probe, &probe_ran) {
+        match recovered::judged(trace, opts, &ran, probe_ran, tolerance_us, |t| judged(t, opts)) {
             Ok(report) => return report,
             Err(n) => not_recovered = Some(n),
         }
@@ -230,8 +235,6 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         .into_iter()
         .collect();
     let connections = reqs.iter().map(|q| q.r.client.as_str()).collect::<BTreeSet<_>>().len();
-
-    let tolerance_us = tolerance(&reqs, opts);
 
     let links = agents::links(&reqs, tolerance_us);
     let carried = links.carried;
@@ -300,15 +303,15 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let findings = if let Some(k) = known {
         Some(Ok(k))
     } else {
-        gaps_probe.map(|(since, until)| {
+        gaps_probe.map(|_| {
             if let Some(why) = &opts.probe_void {
                 return Err(why.clone());
             }
             if let Some(n) = &not_recovered {
                 return Err(n.why.clone());
             }
-            let probe_ran = that_ran(&window(trace, Some(since), until));
-            let mut probe_reqs = as_seen(&probe_ran, &client);
+            // Not void: the probe run was read above.
+            let mut probe_reqs = as_seen(probe_ran.as_deref().unwrap_or(&[]), &client);
             let probe_names = agents::group(&mut probe_reqs).names;
             let probe_links = agents::links(&probe_reqs, tolerance_us);
             let probe_keys = agents::keys(&probe_reqs, probe_names.len());
@@ -458,11 +461,7 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     report.reason = reason;
     if let Some(spacing) = spacing {
         // Calls that never overlapped: whether they waited for each other's answers.
-        let probe_ran = match (hold, opts.probe_window(), &opts.probe_void) {
-            (Some(_), Some((since, until)), None) => Some(that_ran(&window(trace, Some(since), until))),
-            _ => None,
-        };
-        let probe = probe_ran.as_ref().map(|ran| as_seen(ran, &client));
+        let probe = probe_ran.as_ref().filter(|_| hold.is_some()).map(|ran| as_seen(ran, &client));
         let void = opts.probe_window().and(opts.probe_void.clone());
         held::settle(&mut report, &spacing, hold, probe.as_deref(), void, trace.time_scale);
     }

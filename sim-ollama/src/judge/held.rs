@@ -128,31 +128,30 @@ fn read(plan: HoldPlan, spacing: &Spacing, probe: &[Req<'_>]) -> HeldReport {
         open_until = open_until.max(end);
     }
     let held = probe.iter().filter(|q| q.r.held_us > 0).count();
-    HeldReport {
-        status: if overtook > 0 { HeldStatus::DidNotWait } else { HeldStatus::Waited },
-        hold_s: secs(plan.hold_us),
-        gap_s: secs(spacing.gap_us as u64),
-        call_s: secs(spacing.call_us as u64),
-        overtook,
-        held,
-        void: None,
-    }
+    let status = if overtook > 0 { HeldStatus::DidNotWait } else { HeldStatus::Waited };
+    HeldReport { overtook, held, ..report(status, Some(plan), spacing) }
 }
 
 /// The report before (or without) a probe run.
 fn unprobed(plan: Option<HoldPlan>, spacing: &Spacing, void: Option<String>) -> HeldReport {
+    let status = match (&void, plan) {
+        (Some(_), _) => HeldStatus::Void,
+        (None, Some(_)) => HeldStatus::Unprobed,
+        (None, None) => HeldStatus::TooLong,
+    };
+    HeldReport { void, ..report(status, plan, spacing) }
+}
+
+/// A report of `status` with the run judged's spacing and the hold (none counted yet).
+fn report(status: HeldStatus, plan: Option<HoldPlan>, spacing: &Spacing) -> HeldReport {
     HeldReport {
-        status: match (&void, plan) {
-            (Some(_), _) => HeldStatus::Void,
-            (None, Some(_)) => HeldStatus::Unprobed,
-            (None, None) => HeldStatus::TooLong,
-        },
+        status,
         hold_s: plan.map_or(0.0, |p| secs(p.hold_us)),
         gap_s: secs(spacing.gap_us as u64),
         call_s: secs(spacing.call_us as u64),
         overtook: 0,
         held: 0,
-        void,
+        void: None,
     }
 }
 
