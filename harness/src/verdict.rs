@@ -213,6 +213,9 @@ pub(crate) fn judge_live(
         agents_known: true,
         interval,
         read_stall: false,
+        // A limit on the calls in flight needs the calls replayed under it, which a live
+        // server's measurements cannot.
+        limited: None,
     };
     let mut effs = match (interval, against.and_then(|a| a.saving)) {
         (Some((lo, hi)), Some(saving)) => {
@@ -254,6 +257,11 @@ pub(crate) fn judge_live(
         // Live mode sees no server clock, so it never gives this evidence; worded all the same.
         Decision::ReadStall(_) => format!(
             "calls overlapped, and the time lost lies in reading the last answers after the servers wrote them: a stall of the client's executor or of a busy machine, which calls this short cannot tell apart ({effs})"
+        ),
+        // Live mode gives no limit to test (`limited: None`); worded all the same.
+        Decision::Limited(_, l) => format!(
+            "calls overlapped, but at most {} of {} agents' calls were in flight at once, and a client held to that many explains the time lost: partly serialized in the client ({effs})",
+            l.k, l.of
         ),
         Decision::UnknownAllowance(_) | Decision::UnknownAgents(_) => format!(
             "calls overlapped, but the agents took longer together than an ideal server would, and what the servers allow is unknown (every round of {REFERENCE_WORDS} failed): the time lost may be the servers' (their slots, a shared device or CPU) as well as the client's ({effs})"

@@ -453,7 +453,16 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     };
     let read_after_s = secs(read_after_us);
     // The client verdict's figures of one reading.
-    let figures_of = |r: &reading::Reading| client::Figures { against: r.against, served: r.served, read_after_s };
+    // Fewer in flight at once than agents could run, on a deployment the trace describes: what
+    // a client held to that many would take is tested against the time lost.
+    let limit = report.concurrency.possible.filter(|&p| described && max_in_flight < p).map(|_| max_in_flight);
+    let figures_of = |r: &reading::Reading| client::Figures {
+        against: r.against,
+        served: r.served,
+        read_after_s,
+        allowed_s: secs(r.allowed_us),
+        limited_s: limit.map(|k| secs(basis.limited(r, k))),
+    };
     let figures = figures_of(&measured);
     let (verdict, cause, reason) = client::verdict(&report, &reqs, &client, handoffs, opts, described, figures);
     report.verdict = verdict;

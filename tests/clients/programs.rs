@@ -539,3 +539,19 @@ fn python_agents_behind_a_permit_of_two_are_never_read_parallel() {
     let (v, _, words) = judged(cmd(&[&py, &script, "permit"], true), None);
     assert!(matches!(v, Verdict::PartlySerialized | Verdict::Inconclusive), "{words}");
 }
+
+/// Twelve agents bridging the synchronous ollama-python client into asyncio through a thread
+/// pool: with a thread for each they are parallel; through eight threads the last four agents'
+/// first calls wait for a free thread, and the run, though it saves ~95 % of what one call at a
+/// time would take, takes about half as long again as the deployment allows: partly
+/// serialized, the limit named (a client held to eight calls at a time explains the time
+/// lost). Python's default executor, behind asyncio.to_thread, has min(32, CPUs + 4) threads.
+#[test]
+fn python_agents_through_a_thread_pool_smaller_than_their_number_are_partly_serialized() {
+    let (py, script) = (python(), fixture("python_executor.py"));
+    let (v, words) = judge(cmd(&[&py, &script, "12"], false), None);
+    assert_eq!(v, Verdict::Parallel, "{words}");
+    let (v, cause, words) = judged(cmd(&[&py, &script, "8"], true), None);
+    assert_eq!((v, cause), (Verdict::PartlySerialized, sim_ollama::judge::Cause::Client), "{words}");
+    assert!(words.contains("at most 8 of 12 agents"), "{words}");
+}

@@ -2,7 +2,7 @@
 //! with the cause in the client named from what the trace and the client's observations show.
 
 use super::decision::Verdict;
-use super::decision::{self, AgainstAllowed, Decision, Evidence, Order};
+use super::decision::{self, AgainstAllowed, Decision, Evidence, Limited, Order};
 use super::figures::{median, pct, plural, secs};
 use super::input::{ClientCall, JudgeOptions, Req};
 use super::report::{AgentSource, Cause, Report};
@@ -16,6 +16,11 @@ pub(super) struct Figures {
     pub(super) served: Option<AgainstAllowed>,
     /// How long after the server wrote the run's last answer the client finished reading, s.
     pub(super) read_after_s: f64,
+    /// What a perfectly concurrent client takes on the deployment, s.
+    pub(super) allowed_s: f64,
+    /// What one holding at most as many calls at a time as were in flight takes, s (where
+    /// fewer were than agents could run, on a deployment the trace describes).
+    pub(super) limited_s: Option<f64>,
 }
 
 /// The client verdict, its cause and its reason: the trace's evidence gathered for the
@@ -27,8 +32,9 @@ pub(super) fn verdict(
     handoffs: usize,
     opts: &JudgeOptions,
     described: bool,
-    Figures { against, served, read_after_s }: Figures,
+    figures_in: Figures,
 ) -> (Verdict, Cause, String) {
+    let read_after_s = figures_in.read_after_s;
     let c = &rep.concurrency;
     let t = &rep.time;
     let n = rep.requests;
@@ -49,7 +55,7 @@ pub(super) fn verdict(
             "one request: nothing could have run alongside it, nothing to judge".to_string(),
         );
     }
-    let evidence = evidence(rep, reqs, client, opts, described, &Figures { against, served, read_after_s });
+    let evidence = evidence(rep, reqs, client, opts, described, &figures_in);
     let agents_known = evidence.agents_known;
     // "Of" as many as could: where more went out at once than agents run at once (an agent
     // sending two calls together), the count alone.
@@ -146,7 +152,7 @@ pub(super) fn verdict(
         }
         // Short of parallel by less time than the simulator itself was late: the machine's,
         // not the client's (never read parallel for it: the rerun on a quieter machine can).
-        Decision::Timed(a) if late.is_some() => {
+        Decision::Timed(a) | Decision::Limited(a, _) if late.is_some() => {
             let (late_s, lost_s) = late.unwrap_or_default();
             (
                 Verdict::Inconclusive,
@@ -158,6 +164,10 @@ pub(super) fn verdict(
                     figures(&a)
                 ),
             )
+        }
+        Decision::Limited(a, l) => {
+            let (cause, why) = client_cause(rep, reqs, client, handoffs, Verdict::PartlySerialized);
+            (Verdict::PartlySerialized, cause, limited(&why, &l, &figures(&a)))
         }
         Decision::Timed(a) => {
             let (cause, why) = client_cause(rep, reqs, client, handoffs, a.verdict);
@@ -222,7 +232,22 @@ pub(super) fn evidence(
     // A stall, not an executor blocked throughout: parallel to where the server wrote its last
     // answer, and the answers otherwise reached the agents on time.
     let read_stall = f.served.is_some_and(|s| s.verdict == Verdict::Parallel) && !answers_read_late(rep, reqs);
-    Evidence { order, against: f.against, allowance_known: described, agents_known, interval: None, read_stall }
+    // Fewer in flight at once than agents could run: what a client held to that many takes.
+    let limited = match (f.limited_s, c.possible) {
+        (Some(limited), Some(of)) if c.max_in_flight < of && !answers_read_late(rep, reqs) => {
+            Some(Limited { k: c.max_in_flight, of, took: rep.time.took_s, allowed: f.allowed_s, limited })
+        }
+        _ => None,
+    };
+    Evidence {
+        order,
+        against: f.against,
+        allowance_known: described,
+        agents_known,
+        interval: None,
+        read_stall,
+        limited,
+    }
 }
 
 /// A shortfall of a program whose agents the judge could not tell apart: inconclusive, since
@@ -242,6 +267,19 @@ fn unknown_agents(overlapped: &str, figures: &str, told: Option<usize>) -> (Verd
         format!(
             "requests overlapped ({overlapped}), but the judge could not tell the agents apart (no X-Agent labels, no conversations to chain), so it cannot say whether the time lost was held back by the client or is one agent's calls following each other: {fix} ({figures})"
         ),
+    )
+}
+
+/// A limit on the calls in flight that explains the time lost, in words: `why` says where the
+/// calls were held ([`client_cause`]).
+fn limited(why: &str, l: &Limited, figures: &str) -> String {
+    let k = l.k;
+    format!(
+        "{why}: a client holding {k} calls at a time takes {:.2} s on this deployment, against the {:.2} s it allows; the program took {:.2} s ({:.1}x): that limit, not the deployment, cost the time, though it saved most of what running together can (a semaphore or connection pool of {k}, or an executor of {k} workers: Python's default one, behind asyncio.to_thread and LangChain's batch, has min(32, CPUs + 4)) ({figures})",
+        l.limited,
+        l.allowed,
+        l.took,
+        l.took / l.allowed.max(1e-9)
     )
 }
 

@@ -140,6 +140,15 @@ impl Basis<'_> {
         (allowed::makespan(&r.calls, self.devices, self.permits, relax).round() as u64 + idle).max(r.ideal_core)
     }
 
+    /// What a client that never has more than `k` calls in flight at once (and otherwise
+    /// holds none back) takes on the deployment, loads included.
+    pub(super) fn limited(&self, r: &Reading, k: usize) -> u64 {
+        let permits = Some(self.permits.map_or(k, |p| p.min(k)));
+        let idle = if self.program { self.idle_in_ideal } else { 0 };
+        let core = allowed::makespan(&r.calls, self.devices, permits, allowed::Relax::default()).round() as u64 + idle;
+        core.max(r.ideal_core) + self.load_us
+    }
+
     /// What lifting `relax`'s limits alone would save against what the deployment allows.
     pub(super) fn lift(&self, r: &Reading, relax: allowed::Relax) -> u64 {
         if self.described { r.allowed_core.saturating_sub(self.replay(r, relax)) } else { 0 }

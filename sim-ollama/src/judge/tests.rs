@@ -1,6 +1,6 @@
 //! The judge on constructed traces, with the figures computed by hand in each test's comment.
 //!
-//! About 800 lines: the judge's unit tests, each trace built by hand beside the figures it
+//! About 900 lines: the judge's unit tests, each trace built by hand beside the figures it
 //! must give, kept out of the judge's own files so they read as the judge.
 
 use super::*;
@@ -116,6 +116,63 @@ fn a_two_permit_semaphore_over_four_agents_is_degraded_not_parallel() {
     // Saying the program runs two agents at a time by design makes it parallel.
     let r2 = judge(&snap(reqs), &JudgeOptions::new().expected_agents(2));
     assert_eq!(r2.verdict, Verdict::Parallel, "{r2}");
+}
+
+#[test]
+fn eight_agents_through_six_workers_are_partly_serialized_though_they_saved_most_of_the_time() {
+    // Two calls each of 100 ms, at most six in flight (an executor of six workers, FIFO):
+    // a1-f1 0-100; g1 h1 a2 b2 c2 d2 100-200 (g and h queued first); e2 f2 g2 h2 200-300.
+    // One at a time 1600, ideal 200 (two calls each, no local work), took 300: a saving of
+    // 1300 / 1400 = 0.93, parallel by the times alone; but a client holding six calls at a
+    // time takes 300 here, half as long again as the 200 allowed: the limit cost the time.
+    let names = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    let mut reqs = Vec::new();
+    let mut id = 0;
+    let mut call = |agent: &str, from: u64| {
+        id += 1;
+        reqs.push(req(id, Some(agent), from, from + 100, 100));
+    };
+    for a in &names[..6] {
+        call(a, 0);
+    }
+    for a in ["g", "h", "a", "b", "c", "d"] {
+        call(a, 100);
+    }
+    for a in ["e", "f", "g", "h"] {
+        call(a, 200);
+    }
+    // g's and h's first calls went out as f's answer ended: from one run, a hand-off (their
+    // tasks came from it) or a wait; the agents' own work, known here as a probe run measures
+    // it (none before any call), says they waited.
+    let known = (1..=16).map(|id| (id, std::time::Duration::ZERO));
+    let opts = JudgeOptions::new().known_local_work(known);
+    let r = judge(&snap(reqs.clone()), &opts);
+    assert!(close(r.time.saving.unwrap(), 1.3 / 1.4), "{r}");
+    assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
+    assert_eq!(r.cause, Cause::Client, "{r}");
+    assert!(r.reason.contains("at most 6 of 8 agents"), "{}", r.reason);
+    assert!(r.reason.contains("a client holding 6 calls at a time takes 0.30 s"), "{}", r.reason);
+    assert!(r.reason.contains("(1.5x)"), "{}", r.reason);
+    // Six at a time by design (the program says it runs six agents at once): parallel.
+    let r6 = judge(&snap(reqs), &opts.expected_agents(6));
+    assert_eq!(r6.verdict, Verdict::Parallel, "{r6}");
+}
+
+#[test]
+fn a_pause_that_kept_one_agent_from_the_others_is_not_taken_for_a_limit() {
+    // Eight agents, one call each; a's takes 20 ms, the others 100 ms; h's went out at 50 (a
+    // pause of the program), after a's had ended: at most 7 in flight at once. Took 150
+    // against 100 allowed, one at a time 720: a saving of 570 / 620 = 0.92. A client held to
+    // seven at a time takes 120 (h after a): the limit costs a fifth, not the quarter that
+    // would explain the time lost.
+    let mut reqs = vec![req(1, Some("a"), 0, 20, 20)];
+    for (i, a) in ["b", "c", "d", "e", "f", "g"].iter().enumerate() {
+        reqs.push(req(i as u64 + 2, Some(a), 0, 100, 100));
+    }
+    reqs.push(req(8, Some("h"), 50, 150, 100));
+    let r = judge(&snap(reqs), &JudgeOptions::new());
+    assert_eq!(r.concurrency.max_in_flight, 7, "{r}");
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
 }
 
 fn r_reqs() -> Vec<RequestTrace> {
