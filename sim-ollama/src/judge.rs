@@ -455,7 +455,7 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     // The client verdict's figures of one reading.
     // Fewer in flight at once than agents could run, on a deployment the trace describes: what
     // a client held to that many would take is tested against the time lost.
-    let limit = report.concurrency.possible.filter(|&p| described && max_in_flight < p).map(|_| max_in_flight);
+    let limit = client::could_run_at_once(&report).filter(|&p| described && max_in_flight < p).map(|_| max_in_flight);
     let figures_of = |r: &reading::Reading| client::Figures {
         against: r.against,
         served: r.served,

@@ -770,6 +770,41 @@ fn a_trailing_slash_redirects_like_gin() {
     let sim = SimBuilder::new().start().unwrap();
     let r = raw_blocking(sim.addrs()[0], "GET", "/api/tags/", None, &[]);
     assert_eq!((r.status, r.header("location")), (301, Some("/api/tags")));
+    // As a real Ollama 0.33 answered (http.Redirect's body for GET).
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    assert_eq!(r.body, b"<a href=\"/api/tags\">Moved Permanently</a>.\n");
+}
+
+/// A path that is not clean (a base URL ending in `/` joined to `/api/chat`, `.` or `..`
+/// elements) gets Go's ServeMux redirect to the clean path, as a real Ollama 0.33 answered
+/// (`curl --path-as-is`, 2026-11-26): 307 for every method, with http.Redirect's body for GET.
+#[test]
+fn a_path_that_is_not_clean_redirects_like_gos_serve_mux() {
+    let sim = SimBuilder::new().start().unwrap();
+    let addr = sim.addrs()[0];
+    let body = r#"{"model":"gemma3","messages":[{"role":"user","content":"hi"}],"stream":false}"#;
+    for (method, path, to) in [
+        ("POST", "//api/chat", "/api/chat"),
+        ("POST", "//v1/chat/completions", "/v1/chat/completions"),
+        ("POST", "/api//generate/", "/api/generate/"),
+        ("GET", "/api/../api/version", "/api/version"),
+        ("GET", "/./api/tags?x=1", "/api/tags?x=1"),
+    ] {
+        let r = raw_blocking(addr, method, path, (method == "POST").then_some(body), &[]);
+        assert_eq!((r.status, r.header("location")), (307, Some(to)), "{method} {path}");
+        if method == "GET" {
+            assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+            assert_eq!(
+                String::from_utf8_lossy(&r.body),
+                format!("<a href=\"{}\">Temporary Redirect</a>.\n", to.replace('&', "&amp;"))
+            );
+        } else {
+            assert!(r.body.is_empty() && r.header("content-type").is_none(), "{method} {path}: {r:?}");
+        }
+    }
+    // Clean paths are served, or are gin's 404.
+    assert_eq!(raw_blocking(addr, "GET", "/api/version", None, &[]).status, 200);
+    assert_eq!(raw_blocking(addr, "GET", "/api/foo", None, &[]).status, 404);
 }
 
 #[test]

@@ -199,6 +199,12 @@ pub(super) fn who(rep: &Report) -> String {
     }
 }
 
+/// How many requests could have run at once: the agents, or for a program whose agents the
+/// judge cannot tell apart (and was not told how many), every request, as it is judged.
+pub(super) fn could_run_at_once(rep: &Report) -> Option<usize> {
+    rep.concurrency.possible.or((rep.agents_from == AgentSource::Program).then_some(rep.requests))
+}
+
 /// The evidence the decision core rests on, for one reading of the time figures.
 pub(super) fn evidence(
     rep: &Report,
@@ -232,8 +238,9 @@ pub(super) fn evidence(
     // A stall, not an executor blocked throughout: parallel to where the server wrote its last
     // answer, and the answers otherwise reached the agents on time.
     let read_stall = f.served.is_some_and(|s| s.verdict == Verdict::Parallel) && !answers_read_late(rep, reqs);
-    // Fewer in flight at once than agents could run: what a client held to that many takes.
-    let limited = match (f.limited_s, c.possible) {
+    // Fewer in flight at once than agents could run (a program whose agents are unknown: than
+    // requests, as it is judged): what a client held to that many takes.
+    let limited = match (f.limited_s, could_run_at_once(rep)) {
         (Some(limited), Some(of)) if c.max_in_flight < of && !answers_read_late(rep, reqs) => {
             Some(Limited { k: c.max_in_flight, of, took: rep.time.took_s, allowed: f.allowed_s, limited })
         }

@@ -191,7 +191,8 @@ pub enum Decision {
     },
     /// Short of parallel against an ideal server, with what the deployment allows unknown.
     UnknownAllowance(AgainstAllowed),
-    /// Short of parallel in a program whose agents could not be told apart.
+    /// Short of parallel in a program whose agents could not be told apart (or parallel by the
+    /// times, but with fewer in flight than requests and a limit that would explain it).
     UnknownAgents(AgainstAllowed),
     /// Short of parallel only by a stall in reading the last answers.
     ReadStall(AgainstAllowed),
@@ -234,8 +235,10 @@ pub fn decide(e: &Evidence) -> Decision {
         }
     }
     if a.verdict == Verdict::Parallel {
-        match e.limited.filter(|l| l.explains() && e.allowance_known && e.agents_known) {
-            Some(l) => Decision::Limited(a, l),
+        match e.limited.filter(|l| l.explains() && e.allowance_known) {
+            Some(l) if e.agents_known => Decision::Limited(a, l),
+            // Agents not told apart: the limit may be one agent's calls following each other.
+            Some(_) => Decision::UnknownAgents(a),
             None => Decision::Timed(a),
         }
     } else if !e.allowance_known {
@@ -462,8 +465,12 @@ mod tests {
             let e = Evidence { limited: Some(l), ..evidence(Order::Overlapped, against) };
             assert_eq!(decide(&e), Decision::Timed(against.unwrap()), "{l:?}");
         }
-        // Nor where the agents or what the deployment allows are unknown.
+        // Where the agents are unknown, the limit may be one agent's calls following each
+        // other: inconclusive, never parallel; where what the deployment allows is unknown,
+        // there is no replay to test.
         let e = Evidence { limited: Some(six), agents_known: false, ..evidence(Order::Overlapped, against) };
+        assert_eq!(decide(&e), Decision::UnknownAgents(against.unwrap()));
+        let e = Evidence { limited: Some(six), allowance_known: false, ..evidence(Order::Overlapped, against) };
         assert_eq!(decide(&e).verdict(), Verdict::Parallel);
     }
 

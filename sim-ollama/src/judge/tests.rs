@@ -830,9 +830,14 @@ fn an_unlabelled_programs_pauses_never_back_parallel_alone() {
         assert!(r.reason.contains("for 1.20 s none was in flight"), "{}", r.reason);
         assert!(r.reason.contains("label each agent's requests with X-Agent"), "{}", r.reason);
     }
-    // A pause below the floor of local work worth examining (100 ms): parallel, as before.
-    let r = judge(&snap(two_rounds_with_a_pause(100)), &JudgeOptions::new());
+    // A pause below the floor of local work worth examining (100 ms): parallel, as before,
+    // told there are four agents. Not told, the eight requests in two rounds of four (took
+    // 300 against 200 allowed) could as well be eight agents held to four at a time, which a
+    // replay held to four explains: inconclusive, and a probe run tells the agents apart.
+    let r = judge(&snap(two_rounds_with_a_pause(100)), &JudgeOptions::new().expected_agents(4));
     assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    let r = judge(&snap(two_rounds_with_a_pause(100)), &JudgeOptions::new());
+    assert_eq!((r.verdict, r.cause, r.needs_probe), (Verdict::Inconclusive, Cause::UnknownAgents, true), "{r}");
     // Labelled, the judge knows whose pauses they are: the gaps' own rules decide (here the
     // scenario says how long each agent worked, 1,200 ms each: parallel).
     let mut labelled = two_rounds_with_a_pause(1200);

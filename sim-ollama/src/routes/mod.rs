@@ -118,15 +118,67 @@ const KNOWN_PATHS: &[&str] = &[
     "/sim/judge",
 ];
 
-/// Unknown paths: gin's text/plain 404, or its redirect for a trailing slash.
+/// Unknown paths: Go's redirect to the clean path (a doubled slash, `.` or `..`), gin's for a
+/// trailing slash, or gin's text/plain 404.
+///
+/// The real server serves gin's routes through Go's `http.DefaultServeMux` (server/routes.go
+/// v0.33.0-rc2 2000, `http.Handle("/", h)`), which answers a path that is not clean (Go's
+/// `cleanPath`: `//api/chat`, a base URL ending in `/` joined to `/api/chat`) with a 307 to the
+/// clean one before gin sees it; gin then redirects a known path with a trailing slash (301
+/// for GET, 307 otherwise). Both write with `http.Redirect`. A clean path matches no route
+/// only when it is unknown, so the check lives here.
 async fn fallback(method: Method, uri: axum::http::Uri) -> Response {
     let path = uri.path();
+    let clean = go_clean_path(path);
+    if clean != path {
+        let to = match uri.query() {
+            Some(q) => format!("{clean}?{q}"),
+            None => clean,
+        };
+        return go_redirect(&method, StatusCode::TEMPORARY_REDIRECT, &to);
+    }
     if path.len() > 1 && path.ends_with('/') && KNOWN_PATHS.contains(&path.trim_end_matches('/')) {
         let status = if method == Method::GET { StatusCode::MOVED_PERMANENTLY } else { StatusCode::TEMPORARY_REDIRECT };
-        let to = path.trim_end_matches('/');
-        return (status, [(header::LOCATION, to.to_string())]).into_response();
+        return go_redirect(&method, status, path.trim_end_matches('/'));
     }
     text(StatusCode::NOT_FOUND, "404 page not found")
+}
+
+/// Go's `cleanPath` (net/http/server.go): runs of slashes as one, `.` elements dropped, `..`
+/// dropping the element before it (never above the root), a trailing slash kept.
+fn go_clean_path(p: &str) -> String {
+    let mut kept: Vec<&str> = Vec::new();
+    for element in p.split('/') {
+        match element {
+            "" | "." => {}
+            ".." => {
+                kept.pop();
+            }
+            e => kept.push(e),
+        }
+    }
+    let mut clean = format!("/{}", kept.join("/"));
+    if p.ends_with('/') && clean != "/" {
+        clean.push('/');
+    }
+    clean
+}
+
+/// Go's `http.Redirect`: the status and `Location`, and for GET and HEAD a short HTML body
+/// (`<a href="/api/tags">Moved Permanently</a>.`) with its content type.
+fn go_redirect(method: &Method, status: StatusCode, to: &str) -> Response {
+    let location = HeaderValue::from_str(to).unwrap_or_else(|_| HeaderValue::from_static("/"));
+    let mut r = if method == Method::GET || method == Method::HEAD {
+        let href = to.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&#34;");
+        let body = format!("<a href=\"{href}\">{}</a>.\n", status.canonical_reason().unwrap_or(""));
+        let mut r = (status, body).into_response();
+        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+        r
+    } else {
+        status.into_response()
+    };
+    r.headers_mut().insert(header::LOCATION, location);
+    r
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response {
