@@ -74,6 +74,7 @@ mod error;
 mod faults;
 mod generation;
 mod gguf;
+mod gobase64;
 mod gojson;
 mod goscan;
 mod gotype;

@@ -181,19 +181,28 @@ impl<'a> Fields<'a> {
         }
     }
 
-    pub(crate) fn string_array(&self, key: &str) -> Result<Option<Vec<String>>, ApiError> {
-        let Some(a) = self.array(key, "[]string")? else {
+    /// A native request's `images` (`[]api.ImageData`, each a Go `[]byte`, which Go's decoder
+    /// reads from a base64 string): their number. A string that is not base64 as Go reads it
+    /// gets Go's error for it (a data URL: `illegal base64 data at input byte 4`,
+    /// [`crate::gobase64`]), `null` none.
+    pub(crate) fn images(&self, key: &str) -> Result<Option<usize>, ApiError> {
+        let Some(a) = self.array(key, "[]api.ImageData")? else {
             return Ok(None);
         };
-        a.iter()
-            .map(|v| match v {
-                Value::String(s) => Ok(s.clone()),
-                // Go leaves an element it reads `null` into as it was, with no error.
-                Value::Null => Ok(String::new()),
-                other => Err(self.type_error(key, other, "string")),
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map(Some)
+        for v in a {
+            match v {
+                Value::String(s) => {
+                    if let Some(at) = crate::gobase64::corrupt_at(s.as_bytes()) {
+                        return Err(
+                            ApiError::bad_request(format!("illegal base64 data at input byte {at}")).from_middleware()
+                        );
+                    }
+                }
+                Value::Null => {}
+                other => return Err(self.type_error(key, other, "api.ImageData")),
+            }
+        }
+        Ok(Some(a.len()))
     }
 
     /// An array of Go `int`s (`GenerateRequest.context`): its length. An element that is no

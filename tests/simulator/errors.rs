@@ -772,7 +772,7 @@ fn a_trailing_slash_redirects_like_gin() {
     assert_eq!((r.status, r.header("location")), (301, Some("/api/tags")));
     // As a real Ollama 0.33 answered (http.Redirect's body for GET).
     assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
-    assert_eq!(r.body, b"<a href=\"/api/tags\">Moved Permanently</a>.\n");
+    assert_eq!(r.body, b"<a href=\"/api/tags\">Moved Permanently</a>.\n\n");
 }
 
 /// A path that is not clean (a base URL ending in `/` joined to `/api/chat`, `.` or `..`
@@ -796,7 +796,7 @@ fn a_path_that_is_not_clean_redirects_like_gos_serve_mux() {
             assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
             assert_eq!(
                 String::from_utf8_lossy(&r.body),
-                format!("<a href=\"{}\">Temporary Redirect</a>.\n", to.replace('&', "&amp;"))
+                format!("<a href=\"{}\">Temporary Redirect</a>.\n\n", to.replace('&', "&amp;"))
             );
         } else {
             assert!(r.body.is_empty() && r.header("content-type").is_none(), "{method} {path}: {r:?}");
@@ -1328,4 +1328,26 @@ fn the_differences_generated_requests_found_stay_closed() {
         failures.push(format!("/api/show with a system: {}", v["system"]));
     }
     assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// Native `images` are Go `[]byte`s, decoded from base64 while the request is bound: a data URL
+/// (what OpenAI-style code sends, and Ollama's native API does not take) or any string that is
+/// not base64 gets 400 `illegal base64 data at input byte N` before any model is looked at,
+/// as a real Ollama 0.33 answered (the conformance battery holds the cases), even for a model
+/// with vision, which the simulator had answered. Bare base64 is answered.
+#[test]
+fn images_that_are_not_base64_are_refused_as_gos_decoder_refuses_them() {
+    let sim = SimBuilder::new().seed(1).time_scale(0.01).start().unwrap();
+    let addr = sim.addrs()[0];
+    let chat = |image: &str| {
+        let body = serde_json::json!({"model": "gemma3", "stream": false, "options": {"num_predict": 2},
+            "messages": [{"role": "user", "content": "hi", "images": [image]}]});
+        raw_blocking(addr, "POST", "/api/chat", Some(&body.to_string()), &[])
+    };
+    let r = chat("data:image/png;base64,iVBORw0KGgo=");
+    assert_eq!((r.status, r.json()), (400, serde_json::json!({"error": "illegal base64 data at input byte 4"})));
+    assert_eq!(chat("iVBORw0KGgo=").status, 200);
+    let body = r#"{"model":"nosuchmodel","prompt":"x","images":["ok==","@@@"],"stream":false}"#;
+    let r = raw_blocking(addr, "POST", "/api/generate", Some(body), &[]);
+    assert_eq!((r.status, r.json()), (400, serde_json::json!({"error": "illegal base64 data at input byte 0"})));
 }

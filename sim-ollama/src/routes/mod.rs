@@ -165,12 +165,13 @@ fn go_clean_path(p: &str) -> String {
 }
 
 /// Go's `http.Redirect`: the status and `Location`, and for GET and HEAD a short HTML body
-/// (`<a href="/api/tags">Moved Permanently</a>.`) with its content type.
+/// (`<a href="/api/tags">Moved Permanently</a>.`, written with `fmt.Fprintln` after a line
+/// that already ends in a newline: two of them) with its content type.
 fn go_redirect(method: &Method, status: StatusCode, to: &str) -> Response {
     let location = HeaderValue::from_str(to).unwrap_or_else(|_| HeaderValue::from_static("/"));
     let mut r = if method == Method::GET || method == Method::HEAD {
         let href = to.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&#34;");
-        let body = format!("<a href=\"{href}\">{}</a>.\n", status.canonical_reason().unwrap_or(""));
+        let body = format!("<a href=\"{href}\">{}</a>.\n\n", status.canonical_reason().unwrap_or(""));
         let mut r = (status, body).into_response();
         r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
         r
