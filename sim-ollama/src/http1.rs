@@ -49,7 +49,8 @@ pub(crate) async fn serve(mut listener: Stamping, app: Router, mut stop: watch::
         let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
             req.extensions_mut().insert(ConnectInfo(conn.clone()));
             // After every layer: axum's method router adds `Allow` to its 405 last of all.
-            app.clone().oneshot(req.map(Body::new)).map_ok(go_head)
+            let path = req.uri().path().to_owned();
+            app.clone().oneshot(req.map(Body::new)).map_ok(move |r| go_head(gin_allow(r, &path)))
         });
         let open = open_rx.clone();
         let mut shutdown = shutdown_tx.subscribe();
@@ -78,6 +79,31 @@ pub(crate) async fn serve(mut listener: Stamping, app: Router, mut stop: watch::
     let _ = shutdown_tx.send(true);
     drop(open_rx);
     open_tx.closed().await;
+}
+
+/// The paths the real server registers HEAD on (server/routes.go v0.33.0-rc2 1877-1887); a HEAD
+/// anywhere else is gin's 405, where axum answers it as a GET (`routes::edge`).
+pub(crate) const HEAD_PATHS: &[&str] = &["/", "/api/version", "/api/tags"];
+
+/// A 405's `Allow` as gin writes it (gin.go `handleHTTPRequest`): the path's methods in the
+/// order gin first saw each registered, its method trees' order (HEAD, GET, POST, DELETE), HEAD
+/// only where it is registered, joined by ", "; axum writes `GET,HEAD` for every GET route.
+fn gin_allow(mut r: Response<Body>, path: &str) -> Response<Body> {
+    if r.status() != StatusCode::METHOD_NOT_ALLOWED {
+        return r;
+    }
+    let Some(listed) = r.headers().get(header::ALLOW).and_then(|v| v.to_str().ok()).map(str::to_owned) else {
+        return r;
+    };
+    let listed: Vec<&str> = listed.split(',').map(str::trim).collect();
+    let gin: Vec<&str> = ["HEAD", "GET", "POST", "DELETE"]
+        .into_iter()
+        .filter(|m| listed.contains(m) && (*m != "HEAD" || HEAD_PATHS.contains(&path)))
+        .collect();
+    if let Ok(v) = HeaderValue::from_str(&gin.join(", ")) {
+        r.headers_mut().insert(header::ALLOW, v);
+    }
+    r
 }
 
 /// The response head as Go writes it (see the module's header): the handler's headers sorted

@@ -33,6 +33,33 @@ fn root_and_version_answer_like_ollama_including_head() {
     assert_eq!(hv.header("content-length"), Some("24"));
 }
 
+/// HEAD only where the real server registers it (server/routes.go v0.33.0-rc2 1877-1887: `/`,
+/// `/api/version`, `/api/tags`); on its other GET routes gin answers 405 naming GET, where
+/// axum would answer as a GET. A 405 lists the methods as gin does, `HEAD, GET` in the order
+/// gin saw them registered (a real Ollama 0.33, 2026-11-26; the conformance battery holds the
+/// cases).
+#[test]
+fn head_only_where_ollama_registers_it_and_405s_list_methods_as_gin_does() {
+    let sim = SimBuilder::new().start().unwrap();
+    let addr = sim.addrs()[0];
+    assert_eq!(raw_blocking(addr, "HEAD", "/api/tags", None, &[]).status, 200);
+    for path in ["/api/ps", "/v1/models", "/v1/models/gemma3"] {
+        let r = raw_blocking(addr, "HEAD", path, None, &[]);
+        assert_eq!(
+            (r.status, r.header("allow"), r.header("content-type")),
+            (405, Some("GET"), Some("text/plain")),
+            "{path}"
+        );
+    }
+    for (method, path, allow) in
+        [("POST", "/api/version", "HEAD, GET"), ("POST", "/api/ps", "GET"), ("GET", "/api/chat", "POST")]
+    {
+        let r = raw_blocking(addr, method, path, Some("{}"), &[]);
+        assert_eq!((r.status, r.header("allow")), (405, Some(allow)), "{method} {path}");
+        assert_eq!(r.text(), "405 method not allowed");
+    }
+}
+
 #[tokio::test]
 async fn tags_lists_the_catalogue_with_details_and_capabilities() -> Result {
     let sim = SimBuilder::new().start()?;

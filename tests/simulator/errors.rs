@@ -356,7 +356,9 @@ const CASES: &[(&str, &str, Option<&str>, u16, &str, &str)] = &[
         None,
         404,
         "application/json",
-        "{\"error\":{\"message\":\"model 'nosuchmodel' not found\",\"type\":\"not_found_error\",\"param\":null,\"code\":null}}\n",
+        // Named with its tag, as the show handler behind the middleware names it (a real
+        // Ollama 0.33 answered `model 'missing:latest' not found`, 2026-11-26).
+        "{\"error\":{\"message\":\"model 'nosuchmodel:latest' not found\",\"type\":\"not_found_error\",\"param\":null,\"code\":null}}\n",
     ),
     (
         "POST",

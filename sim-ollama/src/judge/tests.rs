@@ -568,8 +568,7 @@ fn calls_that_never_overlapped_after_gaps_longer_than_themselves_ask_for_a_probe
     // The same crews on a machine too busy to run the simulator on time: each call measured
     // 300 ms where its modelled length is 50 ms. The gaps are held against the calls' modelled
     // length, so the probe is still asked for (it was not, and the run read serialized).
-    let reqs =
-        vec![req(1, Some("a"), 0, 300, 50), req(2, Some("b"), 500, 800, 50), req(3, Some("c"), 1000, 1300, 50)];
+    let reqs = vec![req(1, Some("a"), 0, 300, 50), req(2, Some("b"), 500, 800, 50), req(3, Some("c"), 1000, 1300, 50)];
     let r = judge(&snap(reqs), &JudgeOptions::new());
     assert_eq!(r.held.as_ref().map(|h| h.status), Some(HeldStatus::Unprobed), "{r}");
     assert!(r.needs_probe, "{r}");

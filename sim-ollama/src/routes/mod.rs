@@ -216,14 +216,22 @@ async fn edge(req: Request, next: Next) -> Response {
         Cors::Pass(origin) => origin,
         Cors::Answered(refused_or_preflight) => return refused_or_preflight,
     };
-    let r = go_style_errors(catch_panics(req, next).await);
+    // axum answers HEAD on every GET route (as a GET); gin only where HEAD is registered.
+    let head_by_get = req.method() == Method::HEAD && !crate::http1::HEAD_PATHS.contains(&req.uri().path());
+    let mut r = catch_panics(req, next).await;
+    if head_by_get && r.status().is_success() {
+        r = StatusCode::METHOD_NOT_ALLOWED.into_response();
+        r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET"));
+    }
+    let r = go_style_errors(r);
     match origin {
         Some(origin) => with_cors(r, &origin, false),
         None => r,
     }
 }
 
-/// Gives axum's bare 405 gin's text body (the `Allow` header is already there).
+/// Gives axum's bare 405 gin's text body (gin's `Allow` is written after every layer:
+/// [`crate::http1::gin_allow`]).
 fn go_style_errors(r: Response) -> Response {
     if r.status() == StatusCode::METHOD_NOT_ALLOWED {
         let (mut parts, _) = r.into_parts();

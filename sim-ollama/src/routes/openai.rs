@@ -576,10 +576,11 @@ pub(crate) async fn models(State(s): State<AppState>) -> Response {
     v1_json(&ModelList { object: "list", data: if data.is_empty() { None } else { Some(data) } })
 }
 
-/// `GET /v1/models/{model}`: the id is echoed as requested.
+/// `GET /v1/models/{model}`: the id is echoed as requested. An unknown one is named as the
+/// show handler behind the middleware names it, its shortest display (`missing:latest`).
 pub(crate) async fn model(State(s): State<AppState>, Path(model): Path<String>) -> Result<Response, ApiError> {
     let name = Name::parse(&model).ok_or_else(|| ApiError::invalid_model_name().openai())?;
-    let m = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&model).openai())?;
+    let m = s.instance.store.get(&name).ok_or_else(|| ApiError::model_not_found(&name.display()).openai())?;
     Ok(v1_json(&ModelObject {
         id: model,
         object: "model",
