@@ -757,6 +757,9 @@ fn a_foreign_origin_is_forbidden_and_a_local_one_allowed() {
     );
     assert_eq!(ok.status, 204);
     assert_eq!(ok.header("access-control-allow-origin"), Some("http://localhost:3000"));
+    // A preflight varies by the three things it was asked, as the real server's does.
+    let vary: Vec<&str> = ok.headers.iter().filter(|(k, _)| k == "vary").map(|(_, v)| v.as_str()).collect();
+    assert_eq!(vary, ["Origin", "Access-Control-Request-Method", "Access-Control-Request-Headers"]);
     // Not only preflights: an allowed origin's request is answered with the CORS headers, a
     // foreign one's refused before any handler runs.
     let get = raw_blocking(addr, "GET", "/api/version", None, &[("Origin", "http://localhost:3000")]);

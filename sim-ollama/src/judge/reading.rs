@@ -136,17 +136,20 @@ impl Basis<'_> {
     /// The makespan of a perfectly concurrent client on the deployment, with `relax`'s limits
     /// lifted, loads aside.
     pub(super) fn replay(&self, r: &Reading, relax: allowed::Relax) -> u64 {
-        let idle = if self.program { self.idle_in_ideal } else { 0 };
-        (allowed::makespan(&r.calls, self.devices, self.permits, relax).round() as u64 + idle).max(r.ideal_core)
+        self.replay_held(r, relax, self.permits)
     }
 
     /// What a client that never has more than `k` calls in flight at once (and otherwise
     /// holds none back) takes on the deployment, loads included.
     pub(super) fn limited(&self, r: &Reading, k: usize) -> u64 {
         let permits = Some(self.permits.map_or(k, |p| p.min(k)));
+        self.replay_held(r, allowed::Relax::default(), permits) + self.load_us
+    }
+
+    /// [`Basis::replay`] with at most `permits` calls at once.
+    fn replay_held(&self, r: &Reading, relax: allowed::Relax, permits: Option<usize>) -> u64 {
         let idle = if self.program { self.idle_in_ideal } else { 0 };
-        let core = allowed::makespan(&r.calls, self.devices, permits, allowed::Relax::default()).round() as u64 + idle;
-        core.max(r.ideal_core) + self.load_us
+        (allowed::makespan(&r.calls, self.devices, permits, relax).round() as u64 + idle).max(r.ideal_core)
     }
 
     /// What lifting `relax`'s limits alone would save against what the deployment allows.

@@ -309,13 +309,18 @@ fn with_cors(mut r: Response, origin: &str, preflight: bool) -> Response {
     }
     h.insert(header::VARY, HeaderValue::from_static("Origin"));
     if preflight {
+        // A preflight varies by what it was asked too, and gin-contrib/cors lists the allowed
+        // headers in canonical form (a real Ollama 0.33, 2026-11-26); `X-Agent` is the
+        // simulator's own, last, so a browser program can label its agents.
+        h.append(header::VARY, HeaderValue::from_static("Access-Control-Request-Method"));
+        h.append(header::VARY, HeaderValue::from_static("Access-Control-Request-Headers"));
         h.insert(
             header::ACCESS_CONTROL_ALLOW_METHODS,
             HeaderValue::from_static("GET,POST,PUT,PATCH,DELETE,HEAD,OPTIONS"),
         );
         h.insert(
             header::ACCESS_CONTROL_ALLOW_HEADERS,
-            HeaderValue::from_static("Authorization,Content-Type,User-Agent,Accept,X-Requested-With,OpenAI-Beta,X-Agent,x-stainless-lang,x-stainless-package-version,x-stainless-os,x-stainless-arch,x-stainless-retry-count,x-stainless-runtime,x-stainless-runtime-version,x-stainless-async,x-stainless-helper-method,x-stainless-poll-helper,x-stainless-custom-poll-interval,x-stainless-timeout"),
+            HeaderValue::from_static("Authorization,Content-Type,User-Agent,Accept,X-Requested-With,Openai-Beta,X-Stainless-Arch,X-Stainless-Async,X-Stainless-Custom-Poll-Interval,X-Stainless-Helper-Method,X-Stainless-Lang,X-Stainless-Os,X-Stainless-Package-Version,X-Stainless-Poll-Helper,X-Stainless-Retry-Count,X-Stainless-Runtime,X-Stainless-Runtime-Version,X-Stainless-Timeout,X-Agent"),
         );
         h.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("43200"));
     }
