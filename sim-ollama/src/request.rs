@@ -182,14 +182,11 @@ impl<'a> Fields<'a> {
     }
 
     /// A native request's `images` (`[]api.ImageData`, each a Go `[]byte`, which Go's decoder
-    /// reads from a base64 string): their number. A string that is not base64 as Go reads it
-    /// gets Go's error for it (a data URL: `illegal base64 data at input byte 4`,
+    /// reads from a base64 string), checked as Go binds them: a string that is not base64 as
+    /// Go reads it gets Go's error for it (a data URL: `illegal base64 data at input byte 4`,
     /// [`crate::gobase64`]), `null` none.
-    pub(crate) fn images(&self, key: &str) -> Result<Option<usize>, ApiError> {
-        let Some(a) = self.array(key, "[]api.ImageData")? else {
-            return Ok(None);
-        };
-        for v in a {
+    pub(crate) fn images(&self, key: &str) -> Result<(), ApiError> {
+        for v in self.array(key, "[]api.ImageData")?.into_iter().flatten() {
             match v {
                 Value::String(s) => {
                     if let Some(at) = crate::gobase64::corrupt_at(s.as_bytes()) {
@@ -202,7 +199,7 @@ impl<'a> Fields<'a> {
                 other => return Err(self.type_error(key, other, "api.ImageData")),
             }
         }
-        Ok(Some(a.len()))
+        Ok(())
     }
 
     /// An array of Go `int`s (`GenerateRequest.context`): its length. An element that is no

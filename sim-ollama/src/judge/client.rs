@@ -237,11 +237,12 @@ pub(super) fn evidence(
     };
     // A stall, not an executor blocked throughout: parallel to where the server wrote its last
     // answer, and the answers otherwise reached the agents on time.
-    let read_stall = f.served.is_some_and(|s| s.verdict == Verdict::Parallel) && !answers_read_late(rep, reqs);
+    let read_late = answers_read_late(rep, reqs);
+    let read_stall = f.served.is_some_and(|s| s.verdict == Verdict::Parallel) && !read_late;
     // Fewer in flight at once than agents could run (a program whose agents are unknown: than
     // requests, as it is judged): what a client held to that many takes.
     let limited = match (f.limited_s, could_run_at_once(rep)) {
-        (Some(limited), Some(of)) if c.max_in_flight < of && !answers_read_late(rep, reqs) => {
+        (Some(limited), Some(of)) if c.max_in_flight < of && !read_late => {
             Some(Limited { k: c.max_in_flight, of, took: rep.time.took_s, allowed: f.allowed_s, limited })
         }
         _ => None,

@@ -80,7 +80,7 @@ fn bound_in_order(f: &Fields<'_>, endpoint: &str) -> Result<(), ApiError> {
             "prompt" | "suffix" | "system" | "template" if !chat => f.string(key).map(|_| ()),
             "raw" if !chat => f.bool(key).map(|_| ()),
             "context" if !chat => f.int_array(key).map(|_| ()),
-            "images" if !chat => f.images(key).map(|_| ()),
+            "images" if !chat => f.images(key),
             _ => Ok(()),
         },
         |key| {
@@ -209,7 +209,8 @@ async fn generate_inner(
     let template = f.string("template")?;
     let context = f.int_array("context")?.unwrap_or(0);
     let raw = f.bool("raw")?.unwrap_or(false);
-    let images = f.images("images")?.unwrap_or(0);
+    // Checked as Go decodes them when the body was bound (`begin`): counted here.
+    let images = f.array("images", "[]api.ImageData")?.map_or(0, Vec::len);
     let model = resolve(s, &model_s)?;
     if raw && (template.is_some() || system.is_some() || context > 0) {
         return Err(ApiError::bad_request("raw mode does not support template, system, or context"));
@@ -299,7 +300,7 @@ fn messages_bound(f: &Fields<'_>) -> Result<(), ApiError> {
         for key in mf.map.keys() {
             match key.as_str() {
                 "role" | "content" | "tool_name" | "tool_call_id" => mf.string(key).map(|_| ())?,
-                "images" => mf.images(key).map(|_| ())?,
+                "images" => mf.images(key)?,
                 "tool_calls" => mf.array(key, "[]api.ToolCall").map(|_| ())?,
                 _ => {}
             }
@@ -328,7 +329,8 @@ fn parse_messages(f: &Fields<'_>) -> Result<Vec<ChatMessage>, ApiError> {
         let mf = Fields::new(message_object(v)?, "ChatRequest.messages");
         let role = mf.string("role")?.unwrap_or_default().to_lowercase();
         let content = mf.string("content")?.unwrap_or_default();
-        let images = mf.images("images")?.unwrap_or(0);
+        // Checked as Go decodes them by `messages_bound`: counted here.
+        let images = mf.array("images", "[]api.ImageData")?.map_or(0, Vec::len);
         let mut tool_text = String::new();
         if let Some(calls) = mf.array("tool_calls", "[]api.ToolCall")? {
             tool_text = Value::Array(calls.clone()).to_string();
