@@ -322,17 +322,25 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     };
     // The figures shown: the gaps as the probe measured them (with the hand-offs it showed, and
     // those it could not test read both ways), or as measured.
-    let (measured, least) = match &findings {
+    let (measured_links, least) = match &findings {
         Some(Ok(f)) => {
             let most = gaps::with_handoffs(&reqs, &links, f.own_most.clone(), |i| f.depended[i] != Some(false));
             // A first call that depended on another agent's answer with no data behind it
             // may have been handed its task, or held back by a permit that answer released:
             // taken for the design at most, never at least.
             let least = gaps::with_handoffs(&reqs, &links, f.own_least.clone(), |_| false);
-            (basis.read(most), Some(basis.read(least)))
+            (most, Some(basis.read(least)))
         }
-        _ => (basis.read(as_linked(links.local.clone())), None),
+        _ => (as_linked(links.local.clone()), None),
     };
+    // What the deployment allows is read without the gaps' waits at the client's own limit of
+    // calls in flight, where they show (`gaps::AtLimit`): the workload's own work, not its
+    // client's queue.
+    let deployed = (!program)
+        .then(|| gaps::at_limit(&reqs, &links, groups, tolerance_us))
+        .flatten()
+        .and_then(|at| at.take_out(&measured_links).map(|(chained, taken)| (basis.read(chained), at.k, taken)));
+    let measured = basis.read(measured_links);
 
     let agents: Vec<AgentActivity> = (0..groups)
         .map(|g| {
@@ -401,13 +409,15 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     }
     let handoffs: usize = agents.iter().map(|a| a.handoffs).sum();
 
-    let lift = |relax: allowed::Relax| basis.lift(&measured, relax);
+    let for_deployment = deployed.as_ref().map_or(&measured, |d| &d.0);
+    let lift = |relax: allowed::Relax| basis.lift(for_deployment, relax);
     let deployment = deployment::report(&deployment::Inputs {
         described,
         requests: reqs.len(),
-        sequential_us: measured.sequential_us,
-        ideal_us: measured.ideal_core.min(measured.sequential_us),
-        allowed_us: measured.allowed_us,
+        sequential_us: for_deployment.sequential_us,
+        ideal_us: for_deployment.ideal_core.min(for_deployment.sequential_us),
+        allowed_us: for_deployment.allowed_us,
+        client_waits: deployed.as_ref().map(|&(_, k, taken)| (k, taken)),
         // The loads, and the turns that runners which displace each other impose.
         load_us: load_us + lift(allowed::Relax { exclusive: true, ..Default::default() }),
         replayed: [

@@ -37,6 +37,10 @@ pub(super) struct Inputs<'a> {
     pub(super) ideal_us: u64,
     /// A perfectly concurrent client on this deployment, loads included.
     pub(super) allowed_us: u64,
+    /// The most calls the client had in flight, fewer than its agents, and the time its agents
+    /// waited at that limit between their calls, taken out of their own work in the figures
+    /// above (`gaps::AtLimit`).
+    pub(super) client_waits: Option<(usize, u64)>,
     /// Loads during the run.
     pub(super) load_us: u64,
     /// What lifting each replayed limit alone saves: slots, batching, time-slicing.
@@ -130,6 +134,13 @@ pub(super) fn report(i: &Inputs<'_>) -> DeploymentReport {
         secs(i.ideal_us),
         ideal_speedup.map_or("n/a".into(), |s| format!("{s:.2}x")),
     );
+    let figures = match i.client_waits {
+        Some((k, us)) => format!(
+            "{figures}, the {:.2} s the agents waited between their calls while the client had {k} in flight (its most; a pool or limit of its own) not counted as their own work",
+            secs(us)
+        ),
+        None => figures,
+    };
     // The limits that matter: the largest, and any other costing at least a quarter of it.
     let lost = (allowed - ideal).max(0.0);
     let top = costs.first().map_or(0.0, |c| c.seconds);
@@ -445,6 +456,7 @@ mod tests {
             sequential_us: 2_000_000,
             ideal_us: 1_000_000,
             allowed_us: 1_800_000,
+            client_waits: None,
             load_us: 0,
             replayed: [(Limit::Slots, 0), (Limit::Batch, 800_000), (Limit::SharedDevice, 0)],
             queue_refused: 0,

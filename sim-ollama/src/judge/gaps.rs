@@ -103,6 +103,81 @@ pub(super) fn with_handoffs(reqs: &[Req<'_>], links: &Links, local: Vec<u64>, ta
     Chained { after, local }
 }
 
+/// Waiting for a limit of the client's own inside the gaps between an agent's calls: a thread
+/// pool, a semaphore or a connection pool smaller than the agents. Where the program never had
+/// more than `k` calls in flight, fewer than its agents, an agent's next call that went out
+/// right after another agent's call ended (within `tolerance_us`), while `k` were in flight
+/// until then, was handed the thread, permit or connection that call freed; the time its gap
+/// spent with `k` in flight it may have spent queued for one. Counted as the agent's own work,
+/// those waits make the workload look as if it had local work to overlap with the server's
+/// calls, which inflates what the deployment allows (12 agents through 8 threads on a server of
+/// one slot read 76 % of an ideal server's saving, where a thread each read 27 %).
+#[derive(Debug)]
+pub(super) struct AtLimit {
+    /// The most calls the program had in flight at once.
+    pub(super) k: usize,
+    /// Per call, the most of its gap that was not spent at the limit (`u64::MAX` where the gap
+    /// shows no wait for it).
+    free: Vec<u64>,
+}
+
+impl AtLimit {
+    /// `links` with each such gap's own work at most the time the limit left free, and the
+    /// time taken out, all told (`None` where nothing was).
+    pub(super) fn take_out(&self, links: &Chained) -> Option<(Chained, u64)> {
+        let local: Vec<u64> = links.local.iter().zip(&self.free).map(|(&l, &f)| l.min(f)).collect();
+        let taken: u64 = links.local.iter().zip(&local).map(|(a, b)| a - b).sum();
+        (taken > 0).then(|| (Chained { after: links.after.clone(), local }, taken))
+    }
+}
+
+/// The gaps that show waits at the program's limit of calls in flight (see [`AtLimit`]), when it
+/// had fewer in flight at its most than `agents` and some gap shows one.
+pub(super) fn at_limit(reqs: &[Req<'_>], links: &Links, agents: usize, tolerance_us: u64) -> Option<AtLimit> {
+    let in_flight: Vec<(u64, u64)> = reqs.iter().map(|q| (q.start, q.end.max(q.start))).collect();
+    let (k, ..) = super::figures::sweep(&in_flight);
+    if k == 0 || k >= agents {
+        return None;
+    }
+    // Calls in flight just before `t` (started before it, not yet ended).
+    let before = |t: u64| in_flight.iter().filter(|&&(s, e)| s < t && e >= t).count();
+    let mut free = vec![u64::MAX; reqs.len()];
+    for (i, q) in reqs.iter().enumerate() {
+        // Only a gap after the agent's own previous call: waiting for an answer it carries is
+        // the data flow.
+        let Some(p) = links.from[i].filter(|&p| reqs[p].group == q.group) else { continue };
+        let (a, b) = (reqs[p].end, q.start);
+        let handed = reqs.iter().any(|o| {
+            o.group != q.group && o.end <= b && b - o.end <= tolerance_us && o.end > a && before(o.end) >= k
+        });
+        if !handed {
+            continue;
+        }
+        free[i] = (b - a) - time_at(&in_flight, a, b, k);
+    }
+    free.iter().any(|&f| f < u64::MAX).then_some(AtLimit { k, free })
+}
+
+/// How long, within `[a, b)`, at least `k` of the intervals were in flight.
+fn time_at(iv: &[(u64, u64)], a: u64, b: u64, k: usize) -> u64 {
+    let mut ev: Vec<(u64, i32)> = iv
+        .iter()
+        .filter(|&&(s, e)| s < b && e > a)
+        .flat_map(|&(s, e)| [(s.max(a), 1), (e.min(b), -1)])
+        .collect();
+    // Ends before starts at the same instant, as the sweep counts them.
+    ev.sort();
+    let (mut cur, mut last, mut total) = (0i64, a, 0u64);
+    for (t, d) in ev {
+        if cur >= k as i64 {
+            total += t - last;
+        }
+        cur += i64::from(d);
+        last = t;
+    }
+    total
+}
+
 /// The verdict where the two readings disagree and no probe ran: inconclusive, with both
 /// readings in words and what settles it.
 pub(super) fn unprobed(

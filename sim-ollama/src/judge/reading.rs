@@ -41,6 +41,7 @@ pub(super) struct Basis<'a> {
 }
 
 /// How one reading links the calls and what local work comes before each.
+#[derive(Debug, Clone)]
 pub(super) struct Chained {
     /// The calls each call followed (`agents::Links::after`, with hand-offs where this reading
     /// takes them).

@@ -175,6 +175,57 @@ fn a_pause_that_kept_one_agent_from_the_others_is_not_taken_for_a_limit() {
     assert_eq!(r.verdict, Verdict::Parallel, "{r}");
 }
 
+#[test]
+fn waits_for_a_pool_smaller_than_the_agents_are_not_the_workloads_own_work_on_one_slot() {
+    // Six agents, two 100 ms calls each, through a client of four permits (FIFO) on a server
+    // of one slot: a1-d1 sent at 0 end at 100, 200, 300, 400 (queued for the slot); e1 and f1
+    // get the permits a1 and b1 freed; each second call gets the permit the call before it in
+    // the queue freed (a2 at 300 as c1 ended, ...): four in flight throughout. The client is
+    // parallel: the slot, not the permits, set the pace (a client holding four at a time takes
+    // the same 1200). No chain of calls hands each permit on from the agent's own answer (the
+    // call that freed it began before that answer), so each 200 ms gap reads as the agent's
+    // own work: one at a time 2400, the ideal 400, the allowed 1200, 60 % of an ideal server's
+    // saving ("partial"). Without those waits: 1200, 200 and 1200, one slot allows no speedup.
+    let times = [
+        (0, 100),
+        (0, 200),
+        (0, 300),
+        (0, 400),
+        (100, 500),
+        (200, 600),
+        (300, 700),
+        (400, 800),
+        (500, 900),
+        (600, 1000),
+        (700, 1100),
+        (800, 1200),
+    ];
+    let calls = |times: &[(u64, u64)]| -> Vec<RequestTrace> {
+        let agents = ["a", "b", "c", "d", "e", "f"];
+        times.iter().enumerate().map(|(i, &(from, to))| req(i as u64 + 1, Some(agents[i % 6]), from, to, 100)).collect()
+    };
+    let r = judge(&on(&[IDEAL_DEVICE], 1, calls(&times)), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert_eq!(r.concurrency.max_in_flight, 4, "{r}");
+    assert_eq!((r.deployment.verdict, r.deployment.limit), (Allows::NoSpeedup, Limit::Slots), "{r}");
+    assert!(r.deployment.reason.contains("against 1.20 s one call at a time"), "{}", r.deployment.reason);
+    assert!(
+        r.deployment.reason.contains("the 1.20 s the agents waited between their calls while the client had 4 in flight"),
+        "{}",
+        r.deployment.reason
+    );
+    // The client's own figures keep the gaps as measured.
+    assert!(close(r.time.sequential_s, 2.4), "{r}");
+    // A gap that did not end as another call ended (a2 sent 50 ms after c1's answer, more than
+    // the 25 ms a hand-over takes here) is the agent's own work: only the other five agents'
+    // waits are taken out, less the 50 ms b's and c's gaps spent with three in flight while a
+    // was late (5 x 200 - 2 x 50 = 900 ms).
+    let mut later = times;
+    later[6] = (350, 700);
+    let r = judge(&on(&[IDEAL_DEVICE], 1, calls(&later)), &JudgeOptions::new());
+    assert!(r.deployment.reason.contains("the 0.90 s the agents waited"), "{}", r.deployment.reason);
+}
+
 fn r_reqs() -> Vec<RequestTrace> {
     vec![
         req(1, Some("a"), 0, 100, 100),
