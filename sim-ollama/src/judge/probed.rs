@@ -422,6 +422,30 @@ fn waits_in_words(f: &Findings, (k, n): (usize, usize)) -> (String, f64) {
     (parts.join("; "), total)
 }
 
+/// Where each of `calls` (first calls that went out right after another agent's answer) went
+/// out on a connection another agent's answer had just come back on, and the program never used more
+/// connections than it had calls in flight at its most: a connection pool of that size fits
+/// what the run shows (a hand-off through one shared client reuses a connection too, so this
+/// is a hint, not a finding).
+fn pooled(reqs: &[Req<'_>], calls: &[usize], max_in_flight: usize) -> String {
+    let connections = reqs.iter().map(|q| q.r.client.as_str()).collect::<std::collections::BTreeSet<_>>().len();
+    // The connection's previous request: another agent's, ended right before this one went out.
+    let reused = calls.iter().all(|&i| {
+        let (q, start) = (&reqs[i], reqs[i].start);
+        reqs.iter()
+            .filter(|o| o.r.client == q.r.client && o.end <= start)
+            .max_by_key(|o| o.end)
+            .is_some_and(|o| o.group != q.group && start - o.end <= super::agents::HANDOFF_WINDOW_US)
+    });
+    if connections > max_in_flight || !reused {
+        return String::new();
+    }
+    format!(
+        ". Each of them went out on a connection another agent's answer had just come back on, and the program never used more than {}: a client connection pool of {max_in_flight} (httpx's `Limits(max_connections=...)`, aiohttp's `TCPConnector(limit=...)`, Go's `Transport.MaxConnsPerHost`, a Node agent's `maxSockets`) would do exactly this",
+        plural(connections, "connection", "connections")
+    )
+}
+
 /// Settles the client verdict with what a probe run found (the report's figures already read
 /// the gaps as the probe measured them; `least`: the verdict with every gap the probe could not
 /// measure taken as waiting). Returns the gaps' reason.
@@ -444,16 +468,20 @@ pub(super) fn probed(rep: &mut Report, f: &Findings, reqs: &[Req<'_>], links: &L
             plural(not_handed, "first call", "first calls")
         ));
     }
-    let ambiguous = f.depended.iter().filter(|d| **d != Some(false)).count();
-    if f.waits.is_empty() && ambiguous > 0 && rep.verdict == Verdict::Parallel && least != Verdict::Parallel {
+    // The first calls that went out right after another agent's answer, and were not shown
+    // independent of it (a call that followed nothing has nothing to be ambiguous about).
+    let ambiguous: Vec<usize> =
+        (0..f.depended.len()).filter(|&i| links.follows[i].is_some() && f.depended[i] != Some(false)).collect();
+    if f.waits.is_empty() && !ambiguous.is_empty() && rep.verdict == Verdict::Parallel && least != Verdict::Parallel {
         // The first calls that went out right after another agent's answer depended on it (or
         // were not tested), and nothing in their prompts shows a task handed on.
         rep.verdict = Verdict::Inconclusive;
         rep.cause = Cause::UnprobedGaps;
         rep.reason = format!(
-            "the agents' calls overlapped, but {} went out right after another agent's answer and waited for it ({probe}), with nothing of that answer in their prompts: a task handed on (the program's design: the program is parallel) or a permit or lock that answer released (the calls held back: the program is {}) cannot be told apart (a few words of the answer passed on in the prompt show the judge a task handed on)",
-            plural(ambiguous, "first call", "first calls"),
-            least.as_str().replace('_', " ")
+            "the agents' calls overlapped, but {} went out right after another agent's answer and waited for it ({probe}), with nothing of that answer in their prompts: a task handed on (the program's design: the program is parallel) or a permit or lock that answer released (the calls held back: the program is {}) cannot be told apart (a few words of the answer passed on in the prompt show the judge a task handed on){}",
+            plural(ambiguous.len(), "first call", "first calls"),
+            least.as_str().replace('_', " "),
+            pooled(reqs, &ambiguous, rep.concurrency.max_in_flight)
         );
         return rep.reason.clone();
     }

@@ -345,6 +345,8 @@ fn a_probe_run_tells_a_first_call_that_waited_for_an_answer_from_one_that_did_no
     let g = r.gaps.as_ref().expect("gaps read");
     assert!(g.handoffs.iter().all(|h| h.depended == Some(true)), "{g:?}");
     assert!(r.reason.contains("cannot be told apart"), "{}", r.reason);
+    // The two members' first calls, not the lead's (which followed nothing).
+    assert!(r.reason.contains("but 2 first calls went out right after"), "{}", r.reason);
     // Members that went out before the held answer did not wait for it: the time the run
     // lost is the client's.
     let mut both = leader_and_members();
@@ -353,6 +355,42 @@ fn a_probe_run_tells_a_first_call_that_waited_for_an_answer_from_one_that_did_no
     assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
     let g = r.gaps.as_ref().expect("gaps read");
     assert!(g.handoffs.iter().all(|h| h.depended == Some(false)), "{g:?}");
+}
+
+#[test]
+fn first_calls_that_reuse_the_connection_of_the_answer_they_followed_are_hinted_at_a_pool() {
+    // Four agents of one call each through a pool of two connections: a and b at 0-100 on
+    // connections A and B, c and d right after on the same two; the probe holds a's and b's
+    // answers 300 ms and c and d still go out right after them. A hand-off or the pool: one
+    // run and the probe cannot tell, but the reason names the pool as what fits.
+    let on = |mut r: RequestTrace, conn: &str| {
+        r.client = conn.into();
+        r
+    };
+    let (a, b) = ("127.0.0.1:6001", "127.0.0.1:6002");
+    let first = vec![
+        on(call(1, "a", 0, 100), a),
+        on(call(2, "b", 0, 100), b),
+        on(call(3, "c", 102, 202), a),
+        on(call(4, "d", 102, 202), b),
+    ];
+    let probe = vec![
+        on(held(call(5, "a", 1000, 1400), 300), a),
+        on(held(call(6, "b", 1000, 1400), 300), b),
+        on(call(7, "c", 1402, 1502), a),
+        on(call(8, "d", 1402, 1502), b),
+    ];
+    let mut both = first.clone();
+    both.extend(probe.clone());
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(5));
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert!(r.reason.contains("never used more than 2 connections: a client connection pool of 2"), "{}", r.reason);
+    // A connection each (c and d on connections of their own): no such hint.
+    let mut both: Vec<RequestTrace> = first.into_iter().map(|r| RequestTrace { client: format!("127.0.0.1:{}", 7000 + r.id), ..r }).collect();
+    both.extend(probe);
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(5));
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert!(!r.reason.contains("connection pool"), "{}", r.reason);
 }
 
 #[test]
