@@ -236,7 +236,26 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         .collect();
     let connections = reqs.iter().map(|q| q.r.client.as_str()).collect::<BTreeSet<_>>().len();
 
-    let links = agents::links(&reqs, tolerance_us);
+    let mut links = agents::links(&reqs, tolerance_us);
+    // An agent's first call sent again after the server refused it (its queue full) could not
+    // have gone out before: the time from its first attempt is the agent's wait, not time its
+    // client lost.
+    // (Its first attempt went out before any answer it followed: not a hand-off either.)
+    let mut retried = Vec::new();
+    for (i, first) in agents::first_attempts(&reqs, &refused).into_iter().enumerate() {
+        if let Some(first) = first.filter(|_| links.after[i].is_empty()) {
+            links.local[i] = reqs[i].start.saturating_sub(first);
+            links.follows[i] = None;
+            retried.push(i);
+        }
+    }
+    if !retried.is_empty() {
+        notes.push(format!(
+            "{} sent again after the server refused {} (or the client gave up waiting): each agent's wait from its first attempt is taken as its own, not time the client lost",
+            plural(retried.len(), "agent's first call was", "agents' first calls were"),
+            if retried.len() == 1 { "it" } else { "them" }
+        ));
+    }
     let carried = links.carried;
     if carried > 0 {
         notes.push(if carried == 1 {
@@ -337,14 +356,25 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     // calls in flight, where they show (`gaps::AtLimit`): the workload's own work, not its
     // client's queue. Waits of less than 2 % of the time one call at a time would take change
     // no figure worth a word.
-    let deployed = (!program)
+    // Nor with the waits of first calls sent again after a refusal: the deployment's cost (its
+    // queue, named apart), not work of the workload's.
+    let at_limit = (!program)
         .then(|| gaps::at_limit(&reqs, &links, groups, tolerance_us))
         .flatten()
         .and_then(|at| at.take_out(&measured_links).map(|(chained, taken)| (chained, at.k, taken)));
-    let measured = basis.read(measured_links);
-    let deployed = deployed
-        .filter(|&(_, _, taken)| taken * 50 >= measured.sequential_us)
-        .map(|(chained, k, taken)| (basis.read(chained), k, taken));
+    let measured = basis.read(measured_links.clone());
+    let at_limit = at_limit.filter(|&(_, _, taken)| taken * 50 >= measured.sequential_us);
+    let client_waits = at_limit.as_ref().map(|&(_, k, taken)| (k, taken));
+    let deployed = match (at_limit, retried.is_empty()) {
+        (None, true) => None,
+        (at, _) => {
+            let mut chained = at.map_or(measured_links, |a| a.0);
+            for &i in &retried {
+                chained.local[i] = 0;
+            }
+            Some(basis.read(chained))
+        }
+    };
 
     let agents: Vec<AgentActivity> = (0..groups)
         .map(|g| {
@@ -413,7 +443,7 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     }
     let handoffs: usize = agents.iter().map(|a| a.handoffs).sum();
 
-    let for_deployment = deployed.as_ref().map_or(&measured, |d| &d.0);
+    let for_deployment = deployed.as_ref().unwrap_or(&measured);
     let lift = |relax: allowed::Relax| basis.lift(for_deployment, relax);
     let deployment = deployment::report(&deployment::Inputs {
         described,
@@ -421,7 +451,7 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         sequential_us: for_deployment.sequential_us,
         ideal_us: for_deployment.ideal_core.min(for_deployment.sequential_us),
         allowed_us: for_deployment.allowed_us,
-        client_waits: deployed.as_ref().map(|&(_, k, taken)| (k, taken)),
+        client_waits,
         // The loads, and the turns that runners which displace each other impose.
         load_us: load_us + lift(allowed::Relax { exclusive: true, ..Default::default() }),
         replayed: [

@@ -170,14 +170,47 @@ pub(super) fn links(reqs: &[Req<'_>], tolerance_us: u64) -> Links {
     Links { local, handoff, after, from, follows, carried }
 }
 
+/// For each call, when it was first sent, where it was sent again after the server refused it
+/// (HTTP 503 "server busy" from a full queue, or another error before it ran) or the client gave
+/// up on it while it waited: the same model, prompt (`RequestTrace::prompt_key`) and agent
+/// label, refused before it arrived. Every such refusal is claimed by the first call that
+/// repeats it; the earliest is its first attempt.
+pub(super) fn first_attempts(reqs: &[Req<'_>], refused: &[&RequestTrace]) -> Vec<Option<u64>> {
+    let mut claimed = vec![false; refused.len()];
+    reqs.iter()
+        .map(|q| {
+            let key = q.r.prompt_key.as_ref()?;
+            let repeated: Vec<usize> = (0..refused.len())
+                .filter(|&k| {
+                    let r = refused[k];
+                    !claimed[k]
+                        && r.prompt_key.as_ref() == Some(key)
+                        && r.agent_label == q.r.agent_label
+                        && r.model == q.r.model
+                        && r.end_us.unwrap_or(r.received_us) <= q.r.received_us
+                })
+                .collect();
+            for &k in &repeated {
+                claimed[k] = true;
+            }
+            repeated.iter().map(|&k| refused[k].received_us).min()
+        })
+        .collect()
+}
+
 /// Where each call's chain ends (solo costs and local work along its longest sequence of
 /// calls), microseconds, for a reading of the local work before each call (`local`, indexed as
 /// `reqs`; calls are in start order, so every call a call follows comes before it).
 pub(super) fn chain_ends(reqs: &[Req<'_>], after: &[Vec<usize>], local: &[u64]) -> Vec<u64> {
     let mut chain_end = vec![0u64; reqs.len()];
     for i in 0..reqs.len() {
-        let base =
-            if after[i].is_empty() { 0 } else { after[i].iter().map(|&j| chain_end[j]).max().unwrap_or(0) + local[i] };
+        // A first call is ready `local` after the start: nothing, unless it was sent again
+        // after a refusal (`first_attempts`).
+        let base = if after[i].is_empty() {
+            local[i]
+        } else {
+            after[i].iter().map(|&j| chain_end[j]).max().unwrap_or(0) + local[i]
+        };
         chain_end[i] = base + reqs[i].r.solo_us;
     }
     chain_end

@@ -226,6 +226,53 @@ fn waits_for_a_pool_smaller_than_the_agents_are_not_the_workloads_own_work_on_on
     assert!(r.deployment.reason.contains("the 0.90 s the agents waited"), "{}", r.deployment.reason);
 }
 
+#[test]
+fn first_calls_sent_again_after_the_queue_refused_them_are_not_the_clients_lost_time() {
+    // Four agents at once on one slot whose queue is full: a 0-100 and b 0-200 ran, c's and
+    // d's first attempts at 0 were refused (HTTP 503) and their SDK sent them again at 500:
+    // c 500-600, d 500-700. Read as first calls free to start at 0, the program took 700
+    // against the 400 one slot allows, two of four in flight: the client would be blamed for
+    // the deployment's refusals. Read from their first attempts, c and d were ready at 500:
+    // the client is parallel, and the deployment's figures leave the waits out (one at a time
+    // 400, one slot allows 400: no speedup), its queue named.
+    let prompt = |mut r: RequestTrace, key: &str| {
+        r.prompt_key = Some(key.into());
+        r
+    };
+    let refused = |id: u64, agent: &str| RequestTrace {
+        slot_us: None,
+        runner_us: None,
+        first_token_us: None,
+        outcome: Outcome::Error,
+        status: 503,
+        error: Some("server busy, please try again.  maximum pending requests exceeded".into()),
+        prompt_key: Some(format!("{agent}'s task")),
+        solo_us: 0,
+        ..req(id, Some(agent), 0, 1, 0)
+    };
+    let reqs = vec![
+        prompt(req(1, Some("a"), 0, 100, 100), "a's task"),
+        prompt(req(2, Some("b"), 0, 200, 100), "b's task"),
+        refused(3, "c"),
+        refused(4, "d"),
+        prompt(req(5, Some("c"), 500, 600, 100), "c's task"),
+        prompt(req(6, Some("d"), 500, 700, 100), "d's task"),
+    ];
+    let r = judge(&on(&[IDEAL_DEVICE], 1, reqs.clone()), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert!(r.notes.iter().any(|n| n.contains("2 agents' first calls were sent again")), "{r}");
+    assert_eq!(r.deployment.limit, Limit::Queue, "{r}");
+    assert_eq!(r.deployment.verdict, Allows::NoSpeedup, "{r}");
+    assert!(r.deployment.reason.contains("against 0.40 s one call at a time"), "{}", r.deployment.reason);
+    // A call whose prompt is not the refused one's is no retry: c's and d's calls then could
+    // have gone at 0, and the time lost is the client's.
+    let mut other = reqs;
+    other[4].prompt_key = Some("c's other task".into());
+    other[5].prompt_key = Some("d's other task".into());
+    let r = judge(&on(&[IDEAL_DEVICE], 1, other), &JudgeOptions::new());
+    assert_ne!(r.verdict, Verdict::Parallel, "{r}");
+}
+
 fn r_reqs() -> Vec<RequestTrace> {
     vec![
         req(1, Some("a"), 0, 100, 100),
