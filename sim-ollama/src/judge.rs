@@ -237,18 +237,7 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let connections = reqs.iter().map(|q| q.r.client.as_str()).collect::<BTreeSet<_>>().len();
 
     let mut links = agents::links(&reqs, tolerance_us);
-    // An agent's first call sent again after the server refused it (its queue full) could not
-    // have gone out before: the time from its first attempt is the agent's wait, not time its
-    // client lost.
-    // (Its first attempt went out before any answer it followed: not a hand-off either.)
-    let mut retried = Vec::new();
-    for (i, first) in agents::first_attempts(&reqs, &refused).into_iter().enumerate() {
-        if let Some(first) = first.filter(|_| links.after[i].is_empty()) {
-            links.local[i] = reqs[i].start.saturating_sub(first);
-            links.follows[i] = None;
-            retried.push(i);
-        }
-    }
+    let retried = agents::retried(&reqs, &refused, &mut links);
     if !retried.is_empty() {
         notes.push(format!(
             "{} sent again after the server refused {} (or the client gave up waiting): each agent's wait from its first attempt is taken as its own, not time the client lost",

@@ -175,7 +175,7 @@ pub(super) fn links(reqs: &[Req<'_>], tolerance_us: u64) -> Links {
 /// up on it while it waited: the same model, prompt (`RequestTrace::prompt_key`) and agent
 /// label, refused before it arrived. Every such refusal is claimed by the first call that
 /// repeats it; the earliest is its first attempt.
-pub(super) fn first_attempts(reqs: &[Req<'_>], refused: &[&RequestTrace]) -> Vec<Option<u64>> {
+fn first_attempts(reqs: &[Req<'_>], refused: &[&RequestTrace]) -> Vec<Option<u64>> {
     let mut claimed = vec![false; refused.len()];
     reqs.iter()
         .map(|q| {
@@ -196,6 +196,22 @@ pub(super) fn first_attempts(reqs: &[Req<'_>], refused: &[&RequestTrace]) -> Vec
             repeated.iter().map(|&k| refused[k].received_us).min()
         })
         .collect()
+}
+
+/// Agents' first calls sent again after the server refused them (its queue full): such a call
+/// could not have gone out before, so the time from its first attempt is its agent's wait
+/// (its local work before it), not time its client lost; and its first attempt went out
+/// before any answer it followed: no hand-off either. Returns those calls.
+pub(super) fn retried(reqs: &[Req<'_>], refused: &[&RequestTrace], links: &mut Links) -> Vec<usize> {
+    let mut retried = Vec::new();
+    for (i, first) in first_attempts(reqs, refused).into_iter().enumerate() {
+        if let Some(first) = first.filter(|_| links.after[i].is_empty()) {
+            links.local[i] = reqs[i].start.saturating_sub(first);
+            links.follows[i] = None;
+            retried.push(i);
+        }
+    }
+    retried
 }
 
 /// Where each call's chain ends (solo costs and local work along its longest sequence of
