@@ -371,6 +371,20 @@ impl Running {
         let mean_context = f64::from(prompt_tokens) + text.pieces.len() as f64 / 2.0;
         let attention = model.spec.profile.decode_slowdown_per_1k * mean_context / 1000.0;
         trace.with(|r| r.attention = attention);
+        // A streamed answer in a probe run may be held whole, before it starts: its slot kept,
+        // its device's batch not yet joined (`Ticket::at_start`); its schedule starts when it
+        // is released, which is not the simulator being late.
+        let mut probe = probe;
+        let streamed = trace.with(|r| r.stream);
+        let slot_at = match probe.as_mut().filter(|_| streamed).map(crate::probe::Ticket::at_start) {
+            Some(crate::probe::AtStart::Held(release)) => {
+                let since = Instant::now();
+                let _ = release.await;
+                trace.with(|r| r.held_us = since.elapsed().as_micros() as u64);
+                Instant::now()
+            }
+            _ => slot_at,
+        };
         let member = instance.device.join((instance.index, lease.runner.id), attention);
         let (overhead, prompt_work) = (timing.overhead, timing.prompt);
         // The per-call overhead on a loaded runner is part of what the call costs alone.
@@ -419,26 +433,30 @@ impl Running {
     /// Polls for the next token; `None` after the last one.
     pub(crate) fn poll_token(&mut self, cx: &mut Context<'_>) -> Poll<Option<Emitted>> {
         match self.pacer.poll_step(cx) {
-            Poll::Ready(Some(Step { index, at, intended, due })) => {
-                self.last_at = at;
-                self.last_intended = intended;
-                self.emitted = index - 1;
-                self.trace.solo(self.lease.ping + intended);
-                self.trace.token(at, due, self.pacer.speed());
-                if self.pacer.member().seen_version != self.seen_version {
-                    let m = self.pacer.member();
-                    self.seen_version = m.seen_version;
-                    let (peers, batch) = (m.peers.iter().copied().collect::<Vec<_>>(), m.max_batch);
-                    self.trace.with(|r| {
-                        r.shared_device_with = peers;
-                        r.max_batch = batch;
-                    });
-                }
-                Poll::Ready(Some(Emitted { index: index - 2, at }))
-            }
+            Poll::Ready(Some(step)) => self.emit(step),
             Poll::Ready(None) => self.poll_release(cx),
             Poll::Pending => Poll::Pending,
         }
+    }
+
+    /// A step that happened: a token, recorded in the trace.
+    fn emit(&mut self, step: Step) -> Poll<Option<Emitted>> {
+        let Step { index, at, intended, due } = step;
+        self.last_at = at;
+        self.last_intended = intended;
+        self.emitted = index - 1;
+        self.trace.solo(self.lease.ping + intended);
+        self.trace.token(at, due, self.pacer.speed());
+        if self.pacer.member().seen_version != self.seen_version {
+            let m = self.pacer.member();
+            self.seen_version = m.seen_version;
+            let (peers, batch) = (m.peers.iter().copied().collect::<Vec<_>>(), m.max_batch);
+            self.trace.with(|r| {
+                r.shared_device_with = peers;
+                r.max_batch = batch;
+            });
+        }
+        Poll::Ready(Some(Emitted { index: index - 2, at }))
     }
 
     /// Waits until a probe run releases the answer (at once outside probe runs): for answers

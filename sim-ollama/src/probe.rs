@@ -6,7 +6,12 @@
 //! is the same program run again while the simulator **isolates the gaps**: it lets the agents
 //! run their local work one agent at a time. When an answer is ready while another agent is in
 //! its gap (its answer released, its next request not yet arrived), the answer's last line is
-//! held back until that agent's next request arrives; then the next held answer goes out.
+//! held back until that agent's next request arrives; then the next held answer goes out. A
+//! streamed answer is held whole instead, before it starts (its slot kept, its device's batch
+//! not yet joined), and its agent's gap is open from its release: a client that works on each
+//! chunk as it reads it (a blocking call per token inside async code) does so with no other
+//! answer arriving beside it, where holding only the end would let every stream reach the
+//! client's buffers at once and the chunks' work interleave across agents as in the first run.
 //! Each gap is then measured with no other agent's local work beside it:
 //!
 //! - an agent's own work takes as long as it did in the first run, whatever the others do;
@@ -55,6 +60,10 @@
 //! come while an answer was held, or once [`HOLD_ANSWERS`] answers were held to the end of
 //! their hold with none coming: either is the finding, and every further hold would only
 //! lengthen the run.
+//!
+//! A little over 600 lines: the probe's state and the tickets that take turns in it are one
+//! mechanism (every turn reads and changes the same state under one lock), and a submodule may
+//! not name its parent's items (the crate's layering test).
 //!
 //! The probe's plan (each agent's gaps in the first run) comes from the judge
 //! (`judge::probe_plan`); `SimHandle::begin_probe` and `POST /sim/probe` start one, and the
@@ -207,12 +216,17 @@ struct Open {
     serial: u64,
     /// For an answer released one at a time: its request, and whether a request has followed it.
     answer: Option<(u64, bool)>,
+    /// A streamed answer released before it started: the gap (µs) whose expiry starts only
+    /// when its last token is out ([`Ticket::ended`]).
+    pending: Option<u64>,
 }
 
 #[derive(Debug)]
 struct Held {
     agent: Option<String>,
     one: Option<One>,
+    /// Held before it started (a streamed answer): its gap's expiry waits for its end.
+    first: bool,
     release: oneshot::Sender<()>,
     /// Holding every answer: its number (`State::serial`); 0 otherwise.
     serial: u64,
@@ -234,6 +248,8 @@ pub(crate) struct Ticket {
     one: Option<One>,
     /// The request whose answer was out when it arrived (one answer at a time).
     pub(crate) after: Option<u64>,
+    /// Whether its answer took its turn before it started ([`Ticket::at_start`]).
+    first: bool,
 }
 
 impl Probe {
@@ -299,7 +315,7 @@ impl Probe {
             for h in s.held.drain(..) {
                 let _ = h.release.send(());
             }
-            return Some(Ticket { probe: self.clone(), agent: None, one: None, after: None });
+            return Some(Ticket { probe: self.clone(), agent: None, one: None, after: None, first: false });
         }
         if s.plan.serial.is_some() && label.is_none() {
             return Some(self.arrive_one(s, id, prompt_key));
@@ -319,7 +335,7 @@ impl Probe {
             s.open = None;
             self.release_next(s);
         }
-        Some(Ticket { probe: self.clone(), agent, one: None, after: None })
+        Some(Ticket { probe: self.clone(), agent, one: None, after: None, first: false })
     }
 
     /// A request of a program probed one answer at a time: it follows the answer that is out,
@@ -355,7 +371,7 @@ impl Probe {
                 }
             }
         }
-        Ticket { probe: self.clone(), agent: None, one: Some(One { id, twin }), after }
+        Ticket { probe: self.clone(), agent: None, one: Some(One { id, twin }), after, first: false }
     }
 
     /// An answer's turn: when no other agent's gap is open and none is held before it, it goes
@@ -363,8 +379,7 @@ impl Probe {
     fn take_turn(
         &self,
         s: &mut State,
-        agent: Option<String>,
-        one: Option<One>,
+        (agent, one, first): (Option<String>, Option<One>, bool),
         release: oneshot::Sender<()>,
     ) -> Option<oneshot::Sender<()>> {
         let free = match &s.open {
@@ -373,10 +388,10 @@ impl Probe {
             Some(o) => agent.is_some() && agent == o.agent,
         };
         if free && s.held.is_empty() && s.started == Started::Over {
-            self.released(s, agent, one);
+            self.released(s, agent, one, first);
             return Some(release);
         }
-        s.held.push_back(Held { agent, one, release, serial: 0 });
+        s.held.push_back(Held { agent, one, first, release, serial: 0 });
         None
     }
 
@@ -386,16 +401,19 @@ impl Probe {
             let Some(h) = s.held.pop_front() else { return };
             // A client that went away took its answer with it: the next one goes.
             if h.release.send(()).is_ok() {
-                self.released(s, h.agent, h.one);
+                self.released(s, h.agent, h.one, h.first);
             }
         }
     }
 
     /// An answer went out to `agent` (or, one at a time, to an agent unknown): its gap opens
     /// if the plan gives it another call.
-    fn released(&self, s: &mut State, agent: Option<String>, one: Option<One>) {
+    /// `first`: released before it started (a streamed answer), its gap's expiry waits for its
+    /// end, and its last answer too keeps the others' back until then (they would stream
+    /// beside it).
+    fn released(&self, s: &mut State, agent: Option<String>, one: Option<One>, first: bool) {
         if let Some(one) = one {
-            return self.released_one(s, one);
+            return self.released_one(s, one, first);
         }
         let Some(agent) = agent else { return };
         let k = s.released.entry(agent.clone()).or_insert(0);
@@ -405,18 +423,27 @@ impl Probe {
             Some(gaps) => match gaps.get(index) {
                 Some(&g) => g,
                 // Its last answer: nothing follows it to wait for.
+                None if first => 0,
                 None => return,
             },
             None => s.plan.longest_gap_us,
         };
-        self.open(s, Some(agent), None, gap);
+        self.open(s, Some(agent), None, gap, first);
     }
 
-    /// Opens a gap that expires `gap_us` (a quarter more, plus the tolerance) from now.
-    fn open(&self, s: &mut State, agent: Option<String>, answer: Option<u64>, gap_us: u64) {
+    /// Opens a gap that expires `gap_us` (a quarter more, plus the tolerance) from now, or,
+    /// `pending`, from its answer's end.
+    fn open(&self, s: &mut State, agent: Option<String>, answer: Option<u64>, gap_us: u64, pending: bool) {
         s.serial += 1;
         let serial = s.serial;
-        s.open = Some(Open { agent, serial, answer: answer.map(|a| (a, false)) });
+        s.open = Some(Open { agent, serial, answer: answer.map(|a| (a, false)), pending: pending.then_some(gap_us) });
+        if !pending {
+            self.arm(s, serial, gap_us);
+        }
+    }
+
+    /// Expires gap `serial` `gap_us` (a quarter more, plus the tolerance) from now.
+    fn arm(&self, s: &State, serial: u64, gap_us: u64) {
         let expiry = Duration::from_micros(s.plan.expiry_us(gap_us));
         let probe = self.clone();
         s.rt.spawn(async move {
@@ -427,7 +454,7 @@ impl Probe {
 
     /// An answer released one at a time went out: a gap opens for whatever follows it, as long
     /// as the first run leaves room for (see the module's words).
-    fn released_one(&self, s: &mut State, one: One) {
+    fn released_one(&self, s: &mut State, one: One, first: bool) {
         let calls = s.plan.serial.as_ref().map_or(&[][..], |p| p.calls.as_slice());
         let tol = s.plan.tolerance_us;
         let gap = match one.twin {
@@ -441,6 +468,7 @@ impl Probe {
                 match to_come.max() {
                     Some(last) => last.saturating_sub(end),
                     // Nothing of the first run is left to follow it: its agent is done.
+                    None if first => 0,
                     None => return,
                 }
             }
@@ -450,7 +478,7 @@ impl Probe {
                 calls.iter().map(|c| c.end_us).max().unwrap_or(0).saturating_sub(first)
             }
         };
-        self.open(s, None, Some(one.id), gap);
+        self.open(s, None, Some(one.id), gap, first);
     }
 
     /// The gap numbered `serial` stayed open past its expiry: its agent is waiting for
@@ -465,10 +493,64 @@ impl Probe {
     }
 }
 
+/// A streamed answer about to start in a probe run ([`Ticket::at_start`]).
+#[derive(Debug)]
+pub(crate) enum AtStart {
+    /// Not held here: its end is asked ([`Ticket::ready`]).
+    NotHere,
+    /// It streams now.
+    Out,
+    /// It streams when this resolves.
+    Held(oneshot::Receiver<()>),
+}
+
 impl Ticket {
+    /// A streamed answer is about to start (gap probes and one answer at a time): it takes its
+    /// turn now, held whole until no other agent's gap is open, so that the client reads it
+    /// with no other answer arriving beside it. A client that works on each chunk as it reads
+    /// (a blocking call per token inside async code) does that work in the answer's own gap,
+    /// not in another agent's. Holding every answer holds ends only. The caller asks only for
+    /// streamed answers; an answer sent whole is held at its end ([`Self::ready`]).
+    pub(crate) fn at_start(&mut self) -> AtStart {
+        let mut guard = self.probe.lock();
+        let Some(s) = guard.as_mut() else { return AtStart::NotHere };
+        if s.plan.hold.is_some() {
+            return AtStart::NotHere;
+        }
+        self.first = true;
+        match self.turn(s) {
+            None => AtStart::Out,
+            Some(rx) => AtStart::Held(rx),
+        }
+    }
+
+    /// The answer's last token is out: a gap opened before it started starts to expire.
+    pub(crate) fn ended(&self) {
+        if !self.first {
+            return;
+        }
+        let mut guard = self.probe.lock();
+        let Some(s) = guard.as_mut() else { return };
+        let mine = |o: &Open| match (&self.agent, self.one) {
+            (Some(a), _) => o.agent.as_ref() == Some(a),
+            (None, Some(one)) => o.answer.is_some_and(|(id, _)| id == one.id),
+            (None, None) => false,
+        };
+        if let Some(o) = s.open.as_mut().filter(|o| mine(o)) {
+            if let Some(gap) = o.pending.take() {
+                let serial = o.serial;
+                self.probe.arm(s, serial, gap);
+            }
+        }
+    }
+
     /// The request's answer is ready: `None` when it may go out now, else what resolves when
     /// it may.
     pub(crate) fn ready(&self) -> Option<oneshot::Receiver<()>> {
+        if self.first {
+            // Its turn was taken before it started.
+            return None;
+        }
         let mut guard = self.probe.lock();
         // The probe ended: nothing is held any more.
         let s = guard.as_mut()?;
@@ -478,6 +560,11 @@ impl Ticket {
             }
             return Some(self.probe.hold(s, hold.hold_us));
         }
+        self.turn(s)
+    }
+
+    /// The answer's turn: a hand-off under test waits its delay first.
+    fn turn(&self, s: &mut State) -> Option<oneshot::Receiver<()>> {
         if let Some(agent) = &self.agent {
             let n = s.ready.entry(agent.clone()).or_insert(0);
             let index = *n;
@@ -485,20 +572,28 @@ impl Ticket {
             if s.plan.delays.get(agent).is_some_and(|d| d.contains(&index)) {
                 // A hand-off under test: the answer waits the delay first, then its turn.
                 let (tx, rx) = oneshot::channel();
-                let (probe, agent, delay) = (self.probe.clone(), self.agent.clone(), s.plan.delay_us);
+                let (probe, agent, delay, first) =
+                    (self.probe.clone(), self.agent.clone(), s.plan.delay_us, self.first);
                 s.rt.spawn(async move {
                     tokio::time::sleep(Duration::from_micros(delay)).await;
-                    probe.offer(agent, tx);
+                    probe.offer(agent, first, tx);
                 });
                 return Some(rx);
             }
         }
         let (tx, rx) = oneshot::channel();
         // Out now (the sender is not needed), or held until its turn.
-        match self.probe.take_turn(s, self.agent.clone(), self.one, tx) {
+        match self.probe.take_turn(s, (self.agent.clone(), self.one, self.first), tx) {
             Some(_) => None,
             None => Some(rx),
         }
+    }
+}
+
+impl Drop for Ticket {
+    /// A client that went away mid-stream: its gap expires all the same.
+    fn drop(&mut self) {
+        self.ended();
     }
 }
 
@@ -508,7 +603,7 @@ impl Probe {
         let (tx, rx) = oneshot::channel();
         s.serial += 1;
         let serial = s.serial;
-        s.held.push_back(Held { agent: None, one: None, release: tx, serial });
+        s.held.push_back(Held { agent: None, one: None, first: false, release: tx, serial });
         let probe = self.clone();
         s.rt.spawn(async move {
             tokio::time::sleep(Duration::from_micros(hold_us)).await;
@@ -527,11 +622,11 @@ impl Probe {
     }
 
     /// An answer whose delay is over: out now if no other agent's gap is open, else held.
-    fn offer(&self, agent: Option<String>, release: oneshot::Sender<()>) {
+    fn offer(&self, agent: Option<String>, first: bool, release: oneshot::Sender<()>) {
         let mut guard = self.lock();
         match guard.as_mut() {
             Some(s) => {
-                if let Some(now) = self.take_turn(s, agent, None, release) {
+                if let Some(now) = self.take_turn(s, (agent, None, first), release) {
                     let _ = now.send(());
                 }
             }

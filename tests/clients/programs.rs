@@ -414,11 +414,14 @@ fn node_asks_the_judge_over_http_and_the_gate_tells_correct_from_awaited() {
 /// (fixtures/clients/python_gaps.py). Tools that hold the event loop (time.sleep or a CPU loop
 /// inside async def) or take turns behind a lock made the agents wait for each other between
 /// their calls: never parallel, the cause the work between calls. One run cannot tell it;
-/// harness exec's probe run does.
+/// harness exec's probe run does. So is a blocking call per streamed chunk (a sync callback
+/// per token): the streams reach the client's buffers at once and are read one chunk at a
+/// time across agents, which only a probe holding each streamed answer whole before it starts
+/// shows (holding only its end, the probe read it parallel, 100 % saved).
 #[test]
 fn python_tools_that_hold_the_event_loop_are_caught_between_calls() {
     let (py, script) = (python(), fixture("python_gaps.py"));
-    let programs = [("blocking", true), ("blocking", false), ("cpu", true), ("lock", false)]
+    let programs = [("blocking", true), ("blocking", false), ("cpu", true), ("lock", false), ("stream-blocking", true)]
         .map(|(m, l)| (format!("{m}, labelled {l}"), cmd(&[&py, &script, m], l)));
     for (what, v, cause, words) in judged_in_pairs(programs.to_vec()) {
         assert!(matches!(v, Verdict::PartlySerialized | Verdict::Serialized), "{what}: {words}");
@@ -432,12 +435,14 @@ fn python_tools_that_hold_the_event_loop_are_caught_between_calls() {
 
 /// Their correct twins: asyncio.to_thread, tools of 0.1, 0.3 and 0.6 s, agents running 1, 2
 /// and 3 tool rounds, a pipeline whose reviewer starts from the writer's draft (a dependency
-/// by data), and a leader handing each member a few words of its answer as its task (a
-/// hand-off): parallel. (Awaited sleeps of equal length: the probe's own test.)
+/// by data), a leader handing each member a few words of its answer as its task (a
+/// hand-off), and streamed answers whose every chunk is worked on with an awaited sleep:
+/// parallel. (Awaited sleeps of equal length: the probe's own test.)
 #[test]
 fn python_tools_that_run_together_are_parallel_whatever_their_lengths() {
     let (py, script) = (python(), fixture("python_gaps.py"));
-    let programs = [("thread", false), ("uneven", true), ("turns", false), ("pipeline", true), ("handoff", false)]
+    let programs =
+        [("thread", false), ("uneven", true), ("turns", false), ("pipeline", true), ("handoff", false), ("stream-awaited", true)]
         .map(|(m, l)| (format!("{m}, labelled {l}"), cmd(&[&py, &script, m], l)));
     for (what, v, _, words) in judged_in_pairs(programs.to_vec()) {
         assert_eq!(v, Verdict::Parallel, "{what}: {words}");
