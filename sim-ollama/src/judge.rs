@@ -486,9 +486,10 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     };
     let read_after_s = secs(read_after_us);
     // The client verdict's figures of one reading.
-    // Fewer in flight at once than agents could run, on a deployment the trace describes: what
-    // a client held to that many would take is tested against the time lost.
-    let limit = client::could_run_at_once(&report).filter(|&p| described && max_in_flight < p).map(|_| max_in_flight);
+    // Fewer in flight than agents could run (a described deployment), a call handed what another
+    // freed at that many: what a client held to that many takes is tested against the time lost.
+    let handed = described && gaps::handed_over(&held, max_in_flight, agents::HANDOFF_WINDOW_US);
+    let limit = client::could_run_at_once(&report).filter(|&p| handed && max_in_flight < p).map(|_| max_in_flight);
     let figures_of = |r: &reading::Reading| client::Figures {
         against: r.against,
         served: r.served,

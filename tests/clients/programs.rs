@@ -441,9 +441,15 @@ fn python_tools_that_hold_the_event_loop_are_caught_between_calls() {
 #[test]
 fn python_tools_that_run_together_are_parallel_whatever_their_lengths() {
     let (py, script) = (python(), fixture("python_gaps.py"));
-    let programs =
-        [("thread", false), ("uneven", true), ("turns", false), ("pipeline", true), ("handoff", false), ("stream-awaited", true)]
-        .map(|(m, l)| (format!("{m}, labelled {l}"), cmd(&[&py, &script, m], l)));
+    let programs = [
+        ("thread", false),
+        ("uneven", true),
+        ("turns", false),
+        ("pipeline", true),
+        ("handoff", false),
+        ("stream-awaited", true),
+    ]
+    .map(|(m, l)| (format!("{m}, labelled {l}"), cmd(&[&py, &script, m], l)));
     for (what, v, _, words) in judged_in_pairs(programs.to_vec()) {
         assert_eq!(v, Verdict::Parallel, "{what}: {words}");
     }

@@ -139,17 +139,19 @@ pub(super) fn at_limit(reqs: &[Req<'_>], links: &Links, agents: usize, tolerance
     if k == 0 || k >= agents {
         return None;
     }
-    // Calls in flight just before `t` (started before it, not yet ended).
-    let before = |t: u64| in_flight.iter().filter(|&&(s, e)| s < t && e >= t).count();
+    let count = InFlight::new(&in_flight);
+    let mut by_end: Vec<usize> = (0..reqs.len()).collect();
+    by_end.sort_by_key(|&o| reqs[o].end);
     let mut free = vec![u64::MAX; reqs.len()];
     for (i, q) in reqs.iter().enumerate() {
         // Only a gap after the agent's own previous call: waiting for an answer it carries is
         // the data flow.
         let Some(p) = links.from[i].filter(|&p| reqs[p].group == q.group) else { continue };
         let (a, b) = (reqs[p].end, q.start);
-        let handed = reqs.iter().any(|o| {
-            o.group != q.group && o.end <= b && b - o.end <= tolerance_us && o.end > a && before(o.end) >= k
-        });
+        // Other agents' calls that ended inside the gap, right before it closed.
+        let lo = by_end.partition_point(|&o| reqs[o].end <= a.max(b.saturating_sub(tolerance_us)));
+        let hi = by_end.partition_point(|&o| reqs[o].end <= b);
+        let handed = by_end[lo..hi.max(lo)].iter().any(|&o| reqs[o].group != q.group && count.before(reqs[o].end) >= k);
         if !handed {
             continue;
         }
@@ -158,13 +160,49 @@ pub(super) fn at_limit(reqs: &[Req<'_>], links: &Links, agents: usize, tolerance
     free.iter().any(|&f| f < u64::MAX).then_some(AtLimit { k, free })
 }
 
+/// How many calls were in flight just before an instant, from their sorted starts and ends.
+struct InFlight {
+    starts: Vec<u64>,
+    ends: Vec<u64>,
+}
+
+impl InFlight {
+    fn new(iv: &[(u64, u64)]) -> InFlight {
+        let (mut starts, mut ends): (Vec<u64>, Vec<u64>) = iv.iter().copied().unzip();
+        starts.sort_unstable();
+        ends.sort_unstable();
+        InFlight { starts, ends }
+    }
+
+    /// Calls started before `t` and not ended before it (every call that ended before `t`
+    /// started before it).
+    fn before(&self, t: u64) -> usize {
+        self.starts.partition_point(|&s| s < t) - self.ends.partition_point(|&e| e < t)
+    }
+}
+
+/// Whether any call went out soon after another ended (within `window_us`: a client library's
+/// own processing of an answer and of its next call, `agents::HANDOFF_WINDOW_US`) while `k`
+/// were in flight until then: handed the thread, permit or connection that call freed. A
+/// client held to `k` calls at a time shows it wherever it held one back; a call that went out
+/// late with fewer in flight (the program's own delay, or a start that came late) was not held
+/// by that limit. `iv`: each call's (start, end).
+pub(super) fn handed_over(iv: &[(u64, u64)], k: usize, window_us: u64) -> bool {
+    let count = InFlight::new(iv);
+    // A call that started in `[end, end + window]` of a call that ended with `k` in flight (its
+    // own start lies before its end, unless it took no time at all).
+    iv.iter().any(|&(s, end)| {
+        count.before(end) >= k && {
+            let from = count.starts.partition_point(|&x| x < end);
+            count.starts.get(from).is_some_and(|&next| next <= end + window_us && (next != s || s != end))
+        }
+    })
+}
+
 /// How long, within `[a, b)`, at least `k` of the intervals were in flight.
 fn time_at(iv: &[(u64, u64)], a: u64, b: u64, k: usize) -> u64 {
-    let mut ev: Vec<(u64, i32)> = iv
-        .iter()
-        .filter(|&&(s, e)| s < b && e > a)
-        .flat_map(|&(s, e)| [(s.max(a), 1), (e.min(b), -1)])
-        .collect();
+    let mut ev: Vec<(u64, i32)> =
+        iv.iter().filter(|&&(s, e)| s < b && e > a).flat_map(|&(s, e)| [(s.max(a), 1), (e.min(b), -1)]).collect();
     // Ends before starts at the same instant, as the sweep counts them.
     ev.sort();
     let (mut cur, mut last, mut total) = (0i64, a, 0u64);

@@ -386,7 +386,8 @@ fn first_calls_that_reuse_the_connection_of_the_answer_they_followed_are_hinted_
     assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
     assert!(r.reason.contains("never used more than 2 connections: a client connection pool of 2"), "{}", r.reason);
     // A connection each (c and d on connections of their own): no such hint.
-    let mut both: Vec<RequestTrace> = first.into_iter().map(|r| RequestTrace { client: format!("127.0.0.1:{}", 7000 + r.id), ..r }).collect();
+    let mut both: Vec<RequestTrace> =
+        first.into_iter().map(|r| RequestTrace { client: format!("127.0.0.1:{}", 7000 + r.id), ..r }).collect();
     both.extend(probe);
     let r = judge(&trace(both), &JudgeOptions::new().probe_since(5));
     assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
