@@ -117,6 +117,10 @@ pub struct ExecOutcome {
     pub probe: Option<ProbeRun>,
     /// The confirmation run, if the command ran a third time.
     pub confirmation: Option<ProbeRun>,
+    /// How long the process ran on after the simulator wrote the last answer of the run judged,
+    /// seconds: time the judge does not see (the program's own work after its calls, or its
+    /// answers read late).
+    pub after_last_answer_s: Option<f64>,
     /// The first window's reason, when its verdict may have been the machine's (the judge's
     /// `rerun`: the simulator itself late, a stall reading the last answer) and the command ran
     /// again in a new window, whose verdict this is.
@@ -199,17 +203,22 @@ pub fn run(plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
 /// Runs the command in a window of its own (a mark first) and judges it, with its probe and
 /// confirmation runs where the verdict asks for them.
 fn judged_window(sim: &sim_ollama::SimHandle, plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
-    let mut opts = JudgeOptions::new().since(sim.trace_mark());
+    let mark = sim.trace_mark();
+    let mut opts = JudgeOptions::new().since(mark);
     if let Some(n) = plan.agents {
         opts = opts.expected_agents(n);
     }
     let started = Instant::now();
     let status = spawn(sim, plan)?.wait().map_err(|e| ExecError::Spawn(program(plan), e))?;
-    let process_wall_s = started.elapsed().as_secs_f64();
+    let exited = Instant::now();
+    let process_wall_s = exited.duration_since(started).as_secs_f64();
     // Answers the program stopped reading finish on the server shortly after it exits; the
     // judge notes any that are still running.
     let _ = sim.wait_idle(Duration::from_secs(2));
     let mut report = sim_ollama::judge::judge(&sim.trace(), &opts);
+    let last_answer = sim.trace().requests.iter().filter(|r| r.id >= mark).filter_map(|r| r.end_us).max();
+    let after_last_answer_s =
+        last_answer.map(|us| exited.saturating_duration_since(sim.origin() + Duration::from_micros(us)).as_secs_f64());
     let wanted = match plan.probe {
         ProbeMode::Auto => report.needs_probe(),
         ProbeMode::Always => true,
@@ -240,7 +249,16 @@ fn judged_window(sim: &sim_ollama::SimHandle, plan: &ExecPlan) -> Result<ExecOut
             confirmation = Some(run);
         }
     }
-    Ok(ExecOutcome { status, process_wall_s, trace: sim.trace(), report, probe, confirmation, rerun_after: None })
+    Ok(ExecOutcome {
+        status,
+        process_wall_s,
+        trace: sim.trace(),
+        report,
+        probe,
+        confirmation,
+        after_last_answer_s,
+        rerun_after: None,
+    })
 }
 
 /// Runs the command again (a probe or confirmation run, `what`), at most `limit`, ending any
@@ -293,10 +311,21 @@ fn wait_at_most(mut child: std::process::Child, limit: Duration) -> std::io::Res
     }
 }
 
+/// How long a process may run on after its last answer before `harness exec` says so, seconds:
+/// longer than an interpreter takes to exit (Python with its SDKs imported: 0.1-0.3 s here).
+const AFTER_LAST_ANSWER_S: f64 = 0.5;
+
 /// The report in words, as `harness exec` prints it on stderr.
 pub fn render(o: &ExecOutcome) -> String {
     let mut s = format!("harness exec: {}", o.report);
     s.push_str(&format!("  the process ran {:.3} s (wall, startup included)\n", o.process_wall_s));
+    // Longer after its last answer than the calls took, and longer than an interpreter takes
+    // to exit: say what the judge did not see.
+    if let Some(tail) = o.after_last_answer_s.filter(|&t| t >= AFTER_LAST_ANSWER_S && t > o.report.time.took_s) {
+        s.push_str(&format!(
+            "  it ran on {tail:.2} s after the simulator wrote its last answer, longer than its calls took: the judge sees none of that time (the program's own work after its calls, or its answers read late: agents that work on each streamed chunk with a blocking call show it only where another call follows)\n"
+        ));
+    }
     if let Some(p) = &o.probe {
         s.push_str(&format!(
             "  it ran again as a probe run: {:.3} s{}\n",

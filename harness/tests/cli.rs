@@ -222,6 +222,8 @@ fn exec_passes_a_correct_python_asyncio_program_and_catches_a_blocking_one() {
     assert!(doc["report"]["time"]["saving"].as_f64().is_some_and(|s| s >= 0.8), "{doc}");
     let _ = std::fs::remove_dir_all(&dir);
 
+    assert!(!err.contains("after the simulator wrote its last answer"), "{err}");
+
     let bad = exec("parallel", &["python3", script, "blocking", "--labelled"]);
     let err = String::from_utf8_lossy(&bad.stderr);
     assert_eq!(bad.status.code(), Some(4), "{err}");
@@ -229,6 +231,43 @@ fn exec_passes_a_correct_python_asyncio_program_and_catches_a_blocking_one() {
     // Without labels the blocking program is caught all the same.
     let bad = exec("parallel", &["python3", script, "blocking"]);
     assert_eq!(bad.status.code(), Some(4), "{}", String::from_utf8_lossy(&bad.stderr));
+}
+
+/// Two agents, one call each on threads, then a second of the program's own after them.
+const WORKS_AFTER_ITS_CALLS: &str = r#"
+import json, os, threading, time, urllib.request
+def call(agent):
+    body = json.dumps({"model": "gemma3", "prompt": agent, "stream": False, "options": {"num_predict": 20}}).encode()
+    req = urllib.request.Request(os.environ["OLLAMA_HOST"] + "/api/generate", data=body, method="POST")
+    req.add_header("X-Agent", agent)
+    urllib.request.urlopen(req, timeout=60).read()
+threads = [threading.Thread(target=call, args=(a,)) for a in ("a", "b")]
+[t.start() for t in threads]
+[t.join() for t in threads]
+time.sleep(1.0)
+"#;
+
+#[test]
+fn exec_says_how_long_the_program_ran_after_its_last_answer_when_that_is_long() {
+    // The calls take ~0.02 s at time scale 0.05; the second after them (which could as well
+    // be answers read late) is time the judge does not see, and the report says so.
+    let out = exec("parallel", &["python3", "-c", WORKS_AFTER_ITS_CALLS]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("after the simulator wrote its last answer"))
+        .unwrap_or_else(|| panic!("{err}"));
+    // At least the second the program slept after its last answer was read (no wall-clock
+    // bound above it: an interpreter's exit on a loaded machine varies; 30 s only catches a
+    // unit mixed up).
+    let tail: f64 = line
+        .split("ran on ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!((1.0..30.0).contains(&tail), "{line}");
 }
 
 /// Three labelled agents, one call each on threads; in its first run (no marker file yet) the
