@@ -138,6 +138,10 @@ pub struct ExecJson<'a> {
     pub exit_code: Option<i32>,
     /// Wall time of the whole process, seconds.
     pub process_wall_s: f64,
+    /// How long the process ran on after the simulator wrote the run's last answer, seconds
+    /// (time the judge does not see; absent when no request ran).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after_last_answer_s: Option<f64>,
     /// Simulator seed.
     pub seed: u64,
     /// Deployment: the preset's name or the configuration file.

@@ -542,6 +542,7 @@ fn exec(a: ExecArgs) -> ExitCode {
             command: &plan.command,
             exit_code: outcome.status.code(),
             process_wall_s: outcome.process_wall_s,
+            after_last_answer_s: outcome.after_last_answer_s,
             seed: plan.seed,
             deployment: plan.deployment(),
             report,

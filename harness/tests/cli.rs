@@ -251,9 +251,18 @@ time.sleep(1.0)
 fn exec_says_how_long_the_program_ran_after_its_last_answer_when_that_is_long() {
     // The calls take ~0.02 s at time scale 0.05; the second after them (which could as well
     // be answers read late) is time the judge does not see, and the report says so.
-    let out = exec("parallel", &["python3", "-c", WORKS_AFTER_ITS_CALLS]);
+    let json = std::env::temp_dir().join(format!("harness-exec-after-{}.json", std::process::id()));
+    let out = harness()
+        .args(["exec", "--time-scale", "0.05", "--expect", "parallel", "--json"])
+        .arg(&json)
+        .args(["--", "python3", "-c", WORKS_AFTER_ITS_CALLS])
+        .output()
+        .expect("harness exec runs");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("--json written")).expect("JSON");
+    let _ = std::fs::remove_file(&json);
+    assert!(doc["after_last_answer_s"].as_f64().is_some_and(|t| t >= 1.0), "{doc}");
     let line = err
         .lines()
         .find(|l| l.contains("after the simulator wrote its last answer"))
