@@ -219,8 +219,10 @@ fn judged_window(sim: &sim_ollama::SimHandle, plan: &ExecPlan) -> Result<ExecOut
     // Answers the program stopped reading finish on the server shortly after it exits; the
     // judge notes any that are still running.
     let _ = sim.wait_idle(Duration::from_secs(2));
-    let mut report = sim_ollama::judge::judge(&sim.trace(), &opts);
-    let last_answer = sim.trace().requests.iter().filter(|r| r.id >= mark).filter_map(|r| r.end_us).max();
+    // One snapshot per run judged, read for the report, the last answer and the outcome.
+    let mut trace = sim.trace();
+    let mut report = sim_ollama::judge::judge(&trace, &opts);
+    let last_answer = trace.requests.iter().filter(|r| r.id >= mark).filter_map(|r| r.end_us).max();
     let after_last_answer_s =
         last_answer.map(|us| exited.saturating_duration_since(sim.origin() + Duration::from_micros(us)).as_secs_f64());
     let wanted = match plan.probe {
@@ -240,7 +242,8 @@ fn judged_window(sim: &sim_ollama::SimHandle, plan: &ExecPlan) -> Result<ExecOut
         if let Some(why) = &run.void {
             opts = opts.probe_void(why.clone());
         }
-        report = sim_ollama::judge::judge(&sim.trace(), &opts);
+        trace = sim.trace();
+        report = sim_ollama::judge::judge(&trace, &opts);
         probe = Some(run);
         // A verdict resting on waits the probe found, where it matters: one more run of the one
         // a pause of the whole process would explain (docs/judge.md, "A confirmation run").
@@ -249,14 +252,15 @@ fn judged_window(sim: &sim_ollama::SimHandle, plan: &ExecPlan) -> Result<ExecOut
             let mut c = sim.begin_confirmation(&opts, which);
             let run = rerun(sim, plan, limit, "the confirmation run")?;
             c.void = run.void.clone();
-            report = sim_ollama::judge::judge(&sim.trace(), &opts.confirmation(c));
+            trace = sim.trace();
+            report = sim_ollama::judge::judge(&trace, &opts.confirmation(c));
             confirmation = Some(run);
         }
     }
     Ok(ExecOutcome {
         status,
         process_wall_s,
-        trace: sim.trace(),
+        trace,
         report,
         probe,
         confirmation,

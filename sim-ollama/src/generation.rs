@@ -288,7 +288,7 @@ impl Running {
             reply_prefix,
             copy_per_token,
             truncate,
-            probe,
+            mut probe,
             logprobs,
             images,
             refusal,
@@ -374,7 +374,6 @@ impl Running {
         // A streamed answer in a probe run may be held whole, before it starts: its slot kept,
         // its device's batch not yet joined (`Ticket::at_start`); its schedule starts when it
         // is released, which is not the simulator being late.
-        let mut probe = probe;
         let streamed = trace.with(|r| r.stream);
         let slot_at = match probe.as_mut().filter(|_| streamed).map(crate::probe::Ticket::at_start) {
             Some(crate::probe::AtStart::Held(release)) => {

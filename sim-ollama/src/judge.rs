@@ -351,19 +351,16 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         .then(|| gaps::at_limit(&reqs, &links, groups, tolerance_us))
         .flatten()
         .and_then(|at| at.take_out(&measured_links).map(|(chained, taken)| (chained, at.k, taken)));
-    let measured = basis.read(measured_links.clone());
+    let retry_base = (!retried.is_empty()).then(|| measured_links.clone());
+    let measured = basis.read(measured_links);
     let at_limit = at_limit.filter(|&(_, _, taken)| taken * 50 >= measured.sequential_us);
     let client_waits = at_limit.as_ref().map(|&(_, k, taken)| (k, taken));
-    let deployed = match (at_limit, retried.is_empty()) {
-        (None, true) => None,
-        (at, _) => {
-            let mut chained = at.map_or(measured_links, |a| a.0);
-            for &i in &retried {
-                chained.local[i] = 0;
-            }
-            Some(basis.read(chained))
+    let deployed = at_limit.map(|a| a.0).or(retry_base).map(|mut chained| {
+        for &i in &retried {
+            chained.local[i] = 0;
         }
-    };
+        basis.read(chained)
+    });
 
     let agents: Vec<AgentActivity> = (0..groups)
         .map(|g| {

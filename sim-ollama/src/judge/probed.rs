@@ -427,8 +427,8 @@ fn waits_in_words(f: &Findings, (k, n): (usize, usize)) -> (String, f64) {
 /// connections than it had calls in flight at its most: a connection pool of that size fits
 /// what the run shows (a hand-off through one shared client reuses a connection too, so this
 /// is a hint, not a finding).
-fn pooled(reqs: &[Req<'_>], calls: &[usize], max_in_flight: usize) -> String {
-    let connections = reqs.iter().map(|q| q.r.client.as_str()).collect::<std::collections::BTreeSet<_>>().len();
+fn pooled(reqs: &[Req<'_>], calls: &[usize], c: &super::report::Concurrency) -> String {
+    let (connections, max_in_flight) = (c.connections, c.max_in_flight);
     // The connection's previous request: another agent's, ended right before this one went out.
     let reused = calls.iter().all(|&i| {
         let (q, start) = (&reqs[i], reqs[i].start);
@@ -481,7 +481,7 @@ pub(super) fn probed(rep: &mut Report, f: &Findings, reqs: &[Req<'_>], links: &L
             "the agents' calls overlapped, but {} went out right after another agent's answer and waited for it ({probe}), with nothing of that answer in their prompts: a task handed on (the program's design: the program is parallel) or a permit or lock that answer released (the calls held back: the program is {}) cannot be told apart (a few words of the answer passed on in the prompt show the judge a task handed on){}",
             plural(ambiguous.len(), "first call", "first calls"),
             least.as_str().replace('_', " "),
-            pooled(reqs, &ambiguous, rep.concurrency.max_in_flight)
+            pooled(reqs, &ambiguous, &rep.concurrency)
         );
         return rep.reason.clone();
     }
