@@ -1,7 +1,7 @@
 use crate::util::snapshot_settings;
 use harness::matrix::{self, MatrixPlan, Quiet, Target};
 use harness::runtime::{VARIANTS, VariantInfo};
-use harness::thresholds::{Thresholds, band};
+use harness::thresholds::{Thresholds, band, control_band};
 use harness::workload;
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -77,6 +77,8 @@ fn gate(scenario: &str) {
             // run of it may land either side of a band's edge.
             if c.control_idle.is_some() {
                 "(bug cannot act)".to_string()
+            } else if VARIANTS.iter().any(|v| v.name == c.runtime && v.control.is_some()) {
+                control_band(c.efficiency_true.median).to_string()
             } else {
                 band(c.efficiency_true.median).to_string()
             }
