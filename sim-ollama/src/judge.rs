@@ -69,6 +69,7 @@ mod deployment;
 mod figures;
 mod gaps;
 mod gate;
+mod handoff_test;
 mod held;
 mod input;
 mod probed;
@@ -332,7 +333,7 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     // those it could not test read both ways), or as measured.
     let (measured_links, least) = match &findings {
         Some(Ok(f)) => {
-            let most = gaps::with_handoffs(&reqs, &links, f.own_most.clone(), |i| f.depended[i] != Some(false));
+            let most = gaps::with_handoffs(&reqs, &links, f.own_most.clone(), |i| f.may_be_handed_off(i));
             // A first call that depended on another agent's answer with no data behind it
             // may have been handed its task, or held back by a permit that answer released:
             // taken for the design at most, never at least.

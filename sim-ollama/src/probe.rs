@@ -25,8 +25,10 @@
 //! A hand-off is tested the same way: an agent's first call that went out right after another
 //! agent's answer may have been handed its task by it (a short tool argument the prompt does
 //! not quote) or not. The plan names such answers, and the probe holds each of them back a
-//! fixed delay ([`ProbePlan::delay_us`]) first: a call that depended on the answer goes out
-//! after it again, one that did not goes out before it.
+//! delay of its own ([`ProbePlan::delays`]) first: a call that depended on the answer goes out
+//! after it again, one that did not goes out before it, or after another answer (answers that
+//! ended together are released apart and in another order, so a permit any of them frees is
+//! taken by its waiter as the first of them comes, not as the answer it followed does).
 //!
 //! Expiry bounds every hold: no answer waits longer than the gaps in front of it took in the
 //! first run (a quarter more, plus the tolerance), so a program that waits for something the
@@ -90,13 +92,10 @@ pub struct ProbePlan {
     pub longest_gap_us: u64,
     /// Added to every gap's expiry, µs (the judge's hand-off tolerance).
     pub tolerance_us: u64,
-    /// By agent key: which of its answers (0-based, in order) to hold back [`Self::delay_us`]
-    /// first, to test whether another agent's first call depended on it.
+    /// By agent key: which of its answers (0-based, in order) to hold back first, and for how
+    /// long (µs), to test whether another agent's first call depended on it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub delays: BTreeMap<String, Vec<usize>>,
-    /// How long those answers are held back first, µs.
-    #[serde(default)]
-    pub delay_us: u64,
+    pub delays: BTreeMap<String, BTreeMap<usize, u64>>,
     /// A program whose agents the judge cannot tell apart: release its answers one at a time
     /// (see the module's words).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -569,11 +568,10 @@ impl Ticket {
             let n = s.ready.entry(agent.clone()).or_insert(0);
             let index = *n;
             *n += 1;
-            if s.plan.delays.get(agent).is_some_and(|d| d.contains(&index)) {
-                // A hand-off under test: the answer waits the delay first, then its turn.
+            if let Some(delay) = s.plan.delays.get(agent).and_then(|d| d.get(&index)).copied() {
+                // A hand-off under test: the answer waits its delay first, then its turn.
                 let (tx, rx) = oneshot::channel();
-                let (probe, agent, delay, first) =
-                    (self.probe.clone(), self.agent.clone(), s.plan.delay_us, self.first);
+                let (probe, agent, first) = (self.probe.clone(), self.agent.clone(), self.first);
                 s.rt.spawn(async move {
                     tokio::time::sleep(Duration::from_micros(delay)).await;
                     probe.offer(agent, first, tx);

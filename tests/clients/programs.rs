@@ -552,12 +552,24 @@ fn node_tools_that_hold_the_event_loop_are_caught_and_their_twins_are_parallel()
 
 /// A semaphore of two around each of three agents' whole runs: the third agent's first call
 /// waits for the first agent to finish. From one run that looks like a hand-off; the probe
-/// run holds the answer back and sees whether the call waited for it. Never parallel.
+/// run holds that answer back until after the second agent is done, and the third agent goes
+/// out as the second agent's last answer comes back (the permit it freed), not after the answer
+/// it followed: partly serialized in the client, labelled or not (as conversations). The
+/// agents' tools are of uneven lengths, so the second agent is done 0.2 s after the first: two
+/// agents done within milliseconds of each other before the third goes out leave which of them
+/// it waited for open (inconclusive; seen with tools of one length on a loaded machine).
 #[test]
-fn python_agents_behind_a_permit_of_two_are_never_read_parallel() {
+fn python_agents_behind_a_permit_of_two_are_partly_serialized() {
     let (py, script) = (python(), fixture("python_gaps.py"));
-    let (v, _, words) = judged(cmd(&[&py, &script, "permit"], true), None);
-    assert!(matches!(v, Verdict::PartlySerialized | Verdict::Inconclusive), "{words}");
+    for labelled in [true, false] {
+        let (v, cause, words) = judged(cmd(&[&py, &script, "permit"], labelled), None);
+        assert_eq!((v, cause), (Verdict::PartlySerialized, sim_ollama::judge::Cause::Client), "{words}");
+        assert!(words.contains("at most 2 of 3 agents' requests were in flight at once"), "{words}");
+        assert!(
+            words.contains("held back by a permit, a lock or a pool slot whichever answer came first freed"),
+            "{words}"
+        );
+    }
 }
 
 /// Twelve agents bridging the synchronous ollama-python client into asyncio through a thread

@@ -5,10 +5,11 @@
 //! ([`probed`]). The readings of one run alone are in `gaps.rs`; the simulator's side is
 //! `crate::probe`.
 
-use super::agents::{HANDOFF_WINDOW_US, Links};
+use super::agents::Links;
 use super::decision::Verdict;
 use super::figures::{pct, plural, secs};
 use super::gaps::LOCAL_WORK_FLOOR_US;
+use super::handoff_test;
 use super::input::Req;
 use super::report::{Cause, GapWait, HandOff, ProbeAgent, Report, WaitKind};
 use crate::probe::ProbePlan;
@@ -33,6 +34,22 @@ pub(super) struct Findings {
     /// For each first call that went out right after another agent's answer
     /// (`Links::follows`): whether it depended on it (`None`: not tested).
     pub(super) depended: Vec<Option<bool>>,
+    /// For each such first call: whether in the probe run it went out right after another
+    /// agent's answer that it could not have followed in the run judged (the answers it could
+    /// have followed held back): a permit, lock or pool slot that any answer frees.
+    pub(super) instead: Vec<bool>,
+    /// Whether a first call shown independent of the answer it followed went out `instead`.
+    pub(super) permit_shown: bool,
+}
+
+impl Findings {
+    /// Whether first call `i` may be read as handed its task by the answer it went out right
+    /// after (taken for the design at most): not where the probe showed it independent of it,
+    /// nor anywhere once it showed a first call held back by what any answer frees ([`Self::
+    /// instead`]: the others that went out right after an answer are read as held back by it too).
+    pub(super) fn may_be_handed_off(&self, i: usize) -> bool {
+        !self.permit_shown && self.depended[i] != Some(false)
+    }
 }
 
 /// One run's requests as the probe comparison needs them.
@@ -88,29 +105,27 @@ fn raw_gap(reqs: &[Req<'_>], calls: &[usize], k: usize) -> Option<u64> {
     (k > 0).then(|| reqs[calls[k]].start.saturating_sub(reqs[calls[k - 1]].end))
 }
 
-/// How long a probe run holds back an answer another agent's first call went out right after,
-/// before its turn: twice the hand-off window, so a call that did not depend on it goes out
-/// before it, and one that did, after it again.
-pub(super) const HANDOFF_DELAY_US: u64 = 2 * HANDOFF_WINDOW_US;
-
 /// The probe's plan from the run judged: each agent's raw gaps, in order, and the answers that
-/// agents' first calls went out right after ([`ProbePlan`]).
+/// agents' first calls went out right after, each with its delay ([`ProbePlan`]).
 pub(super) fn plan(run: &Run<'_, '_>, tolerance_us: u64) -> ProbePlan {
     let by = calls_by_group(run.reqs, run.keys.len());
-    let mut plan = ProbePlan { tolerance_us, delay_us: HANDOFF_DELAY_US, ..ProbePlan::default() };
+    let mut plan = ProbePlan { tolerance_us, ..ProbePlan::default() };
     for (g, calls) in by.iter().enumerate() {
         let Some(key) = &run.keys[g] else { continue };
         let gaps: Vec<u64> = (1..calls.len()).filter_map(|k| raw_gap(run.reqs, calls, k)).collect();
         plan.longest_gap_us = plan.longest_gap_us.max(gaps.iter().copied().max().unwrap_or(0));
         plan.gaps.insert(key.clone(), gaps);
     }
-    for j in run.links.follows.iter().flatten() {
-        let g = run.reqs[*j].group;
-        let (Some(key), Some(index)) = (&run.keys[g], by[g].iter().position(|&k| k == *j)) else { continue };
-        let d = plan.delays.entry(key.clone()).or_default();
-        if !d.contains(&index) {
-            d.push(index);
-        }
+    // Every answer such a call could have followed: one left out would let it go out as in
+    // the run judged, untested.
+    let tested = (0..run.reqs.len())
+        .filter(|&i| run.links.follows[i].is_some())
+        .flat_map(|i| handoff_test::candidates(run.reqs, i))
+        .collect();
+    for (j, delay) in handoff_test::release_delays(run.reqs, &tested) {
+        let g = run.reqs[j].group;
+        let (Some(key), Some(index)) = (&run.keys[g], by[g].iter().position(|&k| k == j)) else { continue };
+        plan.delays.entry(key.clone()).or_default().insert(index, delay);
     }
     plan
 }
@@ -270,24 +285,21 @@ pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan
         (Some(a), Some(b)) => b - a,
         _ => 0,
     };
+    let depended: Vec<Option<bool>> = (0..first.reqs.len())
+        .map(|i| first.links.follows[i].and_then(|_| handoff_test::depended(first.reqs, probe.reqs, &matched, i, tol)))
+        .collect();
+    let instead: Vec<bool> = (0..first.reqs.len())
+        .map(|i| first.links.follows[i].is_some() && handoff_test::instead(first.reqs, probe.reqs, &matched, i, tol))
+        .collect();
     Ok(Findings {
         own_most,
         own_least,
         waits,
         once,
         probe: Some((secs(took), secs(probe.reqs.iter().map(|q| q.r.held_us).sum()))),
-        depended: (0..first.reqs.len())
-            .map(|i| {
-                // Held back the delay, the call went out right after it again: it depended on
-                // that answer; went out before it: it did not.
-                let j = first.links.follows[i]?;
-                let (pi, pj) = (&probe.reqs[matched[i]], &probe.reqs[matched[j]]);
-                if pj.r.held_us < HANDOFF_DELAY_US / 2 {
-                    return None;
-                }
-                Some(pi.start >= pj.end && pi.start - pj.end <= HANDOFF_WINDOW_US + tol)
-            })
-            .collect(),
+        permit_shown: (0..first.reqs.len()).any(|i| depended[i] == Some(false) && instead[i]),
+        depended,
+        instead,
         probe_agents: first_by
             .iter()
             .enumerate()
@@ -329,6 +341,8 @@ pub(super) fn from_known(first: &Run<'_, '_>, known: &std::collections::BTreeMap
         // The program gave each call's local work: a first call waited for its own, nothing
         // else (the harness's agents hand nothing on).
         depended: vec![Some(false); first.reqs.len()],
+        instead: vec![false; first.reqs.len()],
+        permit_shown: false,
     }
 }
 
@@ -451,7 +465,8 @@ fn pooled(reqs: &[Req<'_>], calls: &[usize], c: &super::report::Concurrency) -> 
 /// measure taken as waiting). Returns the gaps' reason.
 pub(super) fn probed(rep: &mut Report, f: &Findings, reqs: &[Req<'_>], links: &Links, least: Verdict) -> String {
     let handed = f.depended.iter().filter(|d| **d == Some(true)).count();
-    let not_handed = f.depended.iter().filter(|d| **d == Some(false)).count();
+    let instead = (0..f.depended.len()).filter(|&i| f.depended[i] == Some(false) && f.instead[i]).count();
+    let not_handed = f.depended.iter().filter(|d| **d == Some(false)).count() - instead;
     let mut probe = match f.probe {
         Some((took, held)) => format!("the probe run took {took:.2} s, its answers held back {held:.2} s in all"),
         None => "the local work before each call as the program gave it".to_string(),
@@ -466,6 +481,12 @@ pub(super) fn probed(rep: &mut Report, f: &Findings, reqs: &[Req<'_>], links: &L
         probe.push_str(&format!(
             "; {} did not depend on the answer it went out right after (it went out before that answer, held back, arrived)",
             plural(not_handed, "first call", "first calls")
+        ));
+    }
+    if instead > 0 {
+        probe.push_str(&format!(
+            "; {} went out right after another agent's answer, with the one it had followed held back and released later: held back by a permit, a lock or a pool slot whichever answer came first freed, not handed a task",
+            plural(instead, "first call", "first calls")
         ));
     }
     // The first calls that went out right after another agent's answer, and were not shown

@@ -93,6 +93,11 @@ impl fmt::Display for Report {
         let shown: Vec<String> = c.profile.iter().take(40).map(|(t, n)| format!("{t:.3}s:{n}")).collect();
         let more = if c.profile.len() > 40 { format!(" ... ({} changes)", c.profile.len()) } else { String::new() };
         writeln!(f, "  in flight over time: {}{more}", shown.join(" "))?;
+        // What the gaps between calls showed (a probe run's findings), where the reason above
+        // does not already say it.
+        if let Some(g) = self.gaps.as_ref().filter(|g| !g.reason.is_empty() && !self.reason.contains(&g.reason)) {
+            writeln!(f, "  between calls: {}", g.reason)?;
+        }
         for n in &self.notes {
             writeln!(f, "  note: {n}")?;
         }
