@@ -1,7 +1,7 @@
 //! The report in words, as `harness exec` prints it and a failed assertion shows it.
 
 use super::figures::{pct, plural};
-use super::report::{AgentSource, Report};
+use super::report::{AgentSource, Cause, GapsReport, GapsStatus, Report};
 use std::fmt;
 
 impl fmt::Display for Report {
@@ -93,9 +93,11 @@ impl fmt::Display for Report {
         let shown: Vec<String> = c.profile.iter().take(40).map(|(t, n)| format!("{t:.3}s:{n}")).collect();
         let more = if c.profile.len() > 40 { format!(" ... ({} changes)", c.profile.len()) } else { String::new() };
         writeln!(f, "  in flight over time: {}{more}", shown.join(" "))?;
-        // What the gaps between calls showed (a probe run's findings), where the reason above
-        // does not already say it.
-        if let Some(g) = self.gaps.as_ref().filter(|g| !g.reason.is_empty() && !self.reason.contains(&g.reason)) {
+        // What a probe run found of the gaps between calls (or why it is void), where the
+        // reason above does not already say it.
+        let probed = |g: &&GapsReport| matches!(g.status, GapsStatus::Probed | GapsStatus::Void);
+        let said = matches!(self.cause, Cause::BetweenCalls | Cause::UnprobedGaps);
+        if let Some(g) = self.gaps.as_ref().filter(probed).filter(|g| !said && !self.reason.contains(&g.reason)) {
             writeln!(f, "  between calls: {}", g.reason)?;
         }
         for n in &self.notes {
