@@ -69,7 +69,7 @@ mod deployment;
 mod figures;
 mod gaps;
 mod gate;
-mod handoff_test;
+mod handoff_probe;
 mod held;
 mod input;
 mod probed;

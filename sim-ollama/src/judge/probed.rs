@@ -9,7 +9,7 @@ use super::agents::Links;
 use super::decision::Verdict;
 use super::figures::{pct, plural, secs};
 use super::gaps::LOCAL_WORK_FLOOR_US;
-use super::handoff_test;
+use super::handoff_probe;
 use super::input::Req;
 use super::report::{Cause, GapWait, HandOff, ProbeAgent, Report, WaitKind};
 use crate::probe::ProbePlan;
@@ -120,9 +120,9 @@ pub(super) fn plan(run: &Run<'_, '_>, tolerance_us: u64) -> ProbePlan {
     // the run judged, untested.
     let tested = (0..run.reqs.len())
         .filter(|&i| run.links.follows[i].is_some())
-        .flat_map(|i| handoff_test::candidates(run.reqs, i))
+        .flat_map(|i| handoff_probe::candidates(run.reqs, i))
         .collect();
-    for (j, delay) in handoff_test::release_delays(run.reqs, &tested) {
+    for (j, delay) in handoff_probe::release_delays(run.reqs, &tested) {
         let g = run.reqs[j].group;
         let (Some(key), Some(index)) = (&run.keys[g], by[g].iter().position(|&k| k == j)) else { continue };
         plan.delays.entry(key.clone()).or_default().insert(index, delay);
@@ -286,10 +286,10 @@ pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan
         _ => 0,
     };
     let depended: Vec<Option<bool>> = (0..first.reqs.len())
-        .map(|i| first.links.follows[i].and_then(|_| handoff_test::depended(first.reqs, probe.reqs, &matched, i, tol)))
+        .map(|i| first.links.follows[i].and_then(|_| handoff_probe::depended(first.reqs, probe.reqs, &matched, i, tol)))
         .collect();
     let instead: Vec<bool> = (0..first.reqs.len())
-        .map(|i| first.links.follows[i].is_some() && handoff_test::instead(first.reqs, probe.reqs, &matched, i, tol))
+        .map(|i| first.links.follows[i].is_some() && handoff_probe::instead(first.reqs, probe.reqs, &matched, i, tol))
         .collect();
     Ok(Findings {
         own_most,
