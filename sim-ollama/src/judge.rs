@@ -80,7 +80,7 @@ mod report;
 mod testkit;
 mod text;
 
-pub use crate::probe::{HoldPlan, ProbePlan, SerialCall, SerialPlan};
+pub use crate::probe::{Delay, HoldPlan, ProbePlan, SerialCall, SerialPlan};
 pub use decision::{
     AgainstAllowed, NO_ROOM_SLACK, PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING, Verdict, against_allowed,
 };

@@ -92,10 +92,10 @@ pub struct ProbePlan {
     pub longest_gap_us: u64,
     /// Added to every gap's expiry, µs (the judge's hand-off tolerance).
     pub tolerance_us: u64,
-    /// By agent key: which of its answers (0-based, in order) to hold back first, and for how
-    /// long (µs), to test whether another agent's first call depended on it.
+    /// By agent key: which of its answers (0-based, in order) to hold back first, and how, to
+    /// test whether another agent's first call depended on it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub delays: BTreeMap<String, BTreeMap<usize, u64>>,
+    pub delays: BTreeMap<String, BTreeMap<usize, Delay>>,
     /// A program whose agents the judge cannot tell apart: release its answers one at a time
     /// (see the module's words).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -105,6 +105,24 @@ pub struct ProbePlan {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<HoldPlan>,
 }
+
+/// How the probe holds back an answer under test ([`ProbePlan::delays`]) before its turn: `us`
+/// at least, and where it names a rival (another agent's answer, by agent key and place in
+/// that agent's order), until `us` after the rival is out, `max_us` at the most.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Delay {
+    /// Held at least this long, µs (and this long after the rival is out).
+    pub us: u64,
+    /// The rival: another agent's key and the answer's place in that agent's order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rival: Option<(String, usize)>,
+    /// Held at most this long, µs.
+    #[serde(default)]
+    pub max_us: u64,
+}
+
+/// How often a held answer waiting for its rival looks whether the rival is out.
+const RIVAL_POLL: Duration = Duration::from_millis(2);
 
 /// How many answers a probe run holding every answer holds to the end of their hold, no call
 /// coming, before it stops holding: each call waited for the one before, three times over.
@@ -177,6 +195,9 @@ struct State {
     conversations: HashMap<String, String>,
     /// Answers released to each agent so far.
     released: HashMap<String, usize>,
+    /// When each answer was released, by agent and place in its order (answers under test
+    /// wait for their rivals').
+    released_at: HashMap<(String, usize), Instant>,
     /// Answers of each agent that were ready so far (its answers' places in its order).
     ready: HashMap<String, usize>,
     /// The agent whose gap is open, if any.
@@ -270,6 +291,7 @@ impl Probe {
             held_through: 0,
             conversations: HashMap::new(),
             released: HashMap::new(),
+            released_at: HashMap::new(),
             ready: HashMap::new(),
             open: None,
             held: VecDeque::new(),
@@ -418,6 +440,7 @@ impl Probe {
         let k = s.released.entry(agent.clone()).or_insert(0);
         let index = *k;
         *k += 1;
+        s.released_at.insert((agent.clone(), index), Instant::now());
         let gap = match s.plan.gaps.get(&agent) {
             Some(gaps) => match gaps.get(index) {
                 Some(&g) => g,
@@ -568,12 +591,12 @@ impl Ticket {
             let n = s.ready.entry(agent.clone()).or_insert(0);
             let index = *n;
             *n += 1;
-            if let Some(delay) = s.plan.delays.get(agent).and_then(|d| d.get(&index)).copied() {
+            if let Some(delay) = s.plan.delays.get(agent).and_then(|d| d.get(&index)).cloned() {
                 // A hand-off under test: the answer waits its delay first, then its turn.
                 let (tx, rx) = oneshot::channel();
                 let (probe, agent, first) = (self.probe.clone(), self.agent.clone(), self.first);
                 s.rt.spawn(async move {
-                    tokio::time::sleep(Duration::from_micros(delay)).await;
+                    probe.wait_out(&delay).await;
                     probe.offer(agent, first, tx);
                 });
                 return Some(rx);
@@ -617,6 +640,32 @@ impl Probe {
             }
         });
         rx
+    }
+
+    /// Holds an answer under test its delay: `us`, and until `us` after its rival is out
+    /// (`max_us` at the most).
+    async fn wait_out(&self, delay: &Delay) {
+        let ready = Instant::now();
+        let (us, max) = (Duration::from_micros(delay.us), Duration::from_micros(delay.max_us.max(delay.us)));
+        tokio::time::sleep(us).await;
+        let Some(rival) = &delay.rival else { return };
+        loop {
+            let out = match self.lock().as_ref() {
+                Some(s) => s.released_at.get(rival).copied(),
+                // The probe ended: nothing is held any more.
+                None => return,
+            };
+            let until = match out {
+                Some(at) => (at + us).min(ready + max),
+                None if ready.elapsed() >= max => return,
+                None => {
+                    tokio::time::sleep(RIVAL_POLL).await;
+                    continue;
+                }
+            };
+            tokio::time::sleep(until.saturating_duration_since(Instant::now())).await;
+            return;
+        }
     }
 
     /// An answer whose delay is over: out now if no other agent's gap is open, else held.

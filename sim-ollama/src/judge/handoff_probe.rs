@@ -1,9 +1,9 @@
 //! The probe run's test of hand-offs (issue 36): an agent's first call that went out right after
 //! another agent's answer was handed its task by it, or held back by something that answer's end
 //! freed (a permit, a lock, a pool slot). The probe holds such answers back, each until after its
-//! *rival* is out ([`release_delays`]); the comparison reads whether each call still went out
-//! right after the answer it could have followed ([`depended`]) or right after another
-//! ([`instead`]). The rest of the probe's reading is `probed.rs`.
+//! *rival* is out ([`rivals`]); the comparison reads whether each call still went out right after
+//! an answer it could have followed, or right after another ([`tested`]). The rest of the probe's
+//! reading is `probed.rs`.
 
 use super::agents::HANDOFF_WINDOW_US;
 use super::input::Req;
@@ -30,10 +30,11 @@ pub(super) fn candidates<'a>(reqs: &'a [Req<'_>], i: usize) -> impl Iterator<Ite
         .filter(move |&k| reqs[k].group != g && reqs[k].end <= start && start - reqs[k].end <= HANDOFF_WINDOW_US)
 }
 
-/// How much longer past its rival (below) the probe may hold an answer under test: 2 s of wall
-/// time, so a rival far off (an agent with many calls still to make) costs the probe run a
-/// bounded wait; such an answer is held the plain delay.
-const RIVAL_MAX_US: u64 = 2_000_000;
+/// How far after an answer under test its rival (below) may end in the run judged, and how much
+/// longer than the plain delay the probe may hold the answer waiting for it: 2 s of wall time,
+/// so a rival far off (an agent with many calls still to make) costs the probe run a bounded
+/// wait; an answer whose rival is further off is held the plain delay.
+pub(super) const RIVAL_MAX_US: u64 = 2_000_000;
 
 /// An answer under test's *rival*: the first answer after it that could free what it may have
 /// freed. Among the other agents' calls in flight when it ended, the first to end after it;
@@ -50,14 +51,16 @@ fn rival(reqs: &[Req<'_>], first: &BTreeMap<usize, u64>, last: &[bool], j: usize
         .min_by_key(|&k| (reqs[k].end, k))
 }
 
-/// How long the probe holds back each answer a first call went out right after (`tested`,
-/// indices of the run judged), in µs: [`HANDOFF_DELAY_US`], and where the answer has a rival
-/// ending within [`RIVAL_MAX_US`] of it, until that long after the rival is out (the rival
-/// itself held back first where it is under test too). A call handed its task by the answer
-/// still goes out right after it; a call held back by a permit, a lock or a pool slot that
-/// any answer frees (the waiters served in turn) goes out as the rival comes back, right after
-/// an answer it could not have followed in the run judged, and the probe shows it.
-pub(super) fn release_delays(reqs: &[Req<'_>], tested: &std::collections::BTreeSet<usize>) -> Vec<(usize, u64)> {
+/// How the probe holds back each answer a first call could have followed (`tested`, indices of
+/// the run judged): [`HANDOFF_DELAY_US`], and where the answer has a rival ending within
+/// [`RIVAL_MAX_US`] of it in the run judged, until that long after the rival is out in the
+/// probe run (the rival held back first where it is under test too, unless that chain of waits
+/// runs into a call that went out only after the answer ended; [`RIVAL_MAX_US`] and the delay
+/// at the most). Returns each answer with its rival, if any. A call handed its task by
+/// the answer still goes out right after it; a call held back by a permit, a lock or a pool
+/// slot that any answer frees (the waiters served in turn) goes out as the rival comes back,
+/// right after an answer it could not have followed in the run judged, and the probe shows it.
+pub(super) fn rivals(reqs: &[Req<'_>], tested: &std::collections::BTreeSet<usize>) -> Vec<(usize, Option<usize>)> {
     let (mut first, mut latest): (BTreeMap<usize, u64>, BTreeMap<usize, u64>) = Default::default();
     for q in reqs {
         let f = first.entry(q.group).or_insert(q.start);
@@ -66,47 +69,72 @@ pub(super) fn release_delays(reqs: &[Req<'_>], tested: &std::collections::BTreeS
         *l = (*l).max(q.start);
     }
     let last: Vec<bool> = reqs.iter().map(|q| latest.get(&q.group) == Some(&q.start)).collect();
-    // Latest first: a rival ends after the answer it is the rival of.
-    let mut by_end: Vec<usize> = tested.iter().copied().collect();
-    by_end.sort_by_key(|&k| std::cmp::Reverse((reqs[k].end, k)));
-    let mut release: BTreeMap<usize, u64> = BTreeMap::new();
-    for &j in &by_end {
-        let end = reqs[j].end;
-        let after_rival = rival(reqs, &first, &last, j)
-            .filter(|&k| reqs[k].end - end <= RIVAL_MAX_US)
-            .map(|k| release.get(&k).copied().unwrap_or(reqs[k].end) + HANDOFF_DELAY_US);
-        release.insert(j, (end + HANDOFF_DELAY_US).max(after_rival.unwrap_or(0)));
+    let mut rivals: BTreeMap<usize, Option<usize>> = tested
+        .iter()
+        .map(|&j| (j, rival(reqs, &first, &last, j).filter(|&k| reqs[k].end - reqs[j].end <= RIVAL_MAX_US)))
+        .collect();
+    // An answer waits for its rival, which may wait for its own: every call past the rival
+    // along that chain must have gone out before the first answer of it ended in the run
+    // judged, or it may wait for that answer (a permit it holds, an agent's previous call)
+    // while that answer waits for it. Such an answer waits the plain delay instead. (The rival
+    // itself may have gone out later: an agent already running when the answer ended needs
+    // nothing more of it to be done.)
+    let heads: Vec<usize> = rivals.keys().copied().collect();
+    for j in heads {
+        let mut seen = vec![j];
+        let mut next = rivals.get(&j).copied().flatten();
+        while let Some(c) = next {
+            if seen.contains(&c) || (seen.len() > 1 && reqs[c].start >= reqs[j].end) {
+                rivals.insert(j, None);
+                break;
+            }
+            seen.push(c);
+            next = rivals.get(&c).copied().flatten();
+        }
     }
-    release.into_iter().map(|(j, at)| (j, at - reqs[j].end)).collect()
+    rivals.into_iter().collect()
 }
 
-/// Whether first call `i` of the run judged (`first`), which went out right after another agent's answer,
-/// depended on it, from its twin in the probe run (`matched`): right after an answer it could
-/// have followed, held back, it still went out after it (`Some(true)`: that answer handed it
-/// its task, or released what held it); not right after any of them, with one held back, it
-/// did not (`Some(false)`: it went out before, or as another answer came); right after one the
-/// probe did not hold back, it went out as in the run judged (`None`: not tested).
-pub(super) fn depended(first: &[Req<'_>], probe: &[Req<'_>], matched: &[usize], i: usize, tol: u64) -> Option<bool> {
+/// What the probe run showed of first call `i` of the run judged (`first`), which went out right
+/// after another agent's answer (`link`), from its twin in the probe run (`matched`): whether
+/// it depended on an answer it could have followed, and whether it went out `instead` right
+/// after another agent's answer that it could not have followed (within a waiter's wake-up,
+/// [`WAKE_US`] at the least, while those it could have followed were held): held back by what
+/// any answer frees.
+///
+/// `Some(true)`: right after an answer it could have followed, held back, it still went out
+/// after it (that answer handed it its task, or released what held it); `Some(false)`: not
+/// right after any of them, with one held back (it went out before, or as another answer came);
+/// `None`: right after one the probe did not hold back, as in the run judged (not tested).
+/// Where another agent's answer came out last before it, and one it could have followed came
+/// out within the hand-off window before that, the latter counts only if it came out within the
+/// time the call took to go out after its answer in the run judged (a wake-up more): a call
+/// handed its task goes out as soon after it as it did before.
+pub(super) fn tested(
+    first: &[Req<'_>],
+    probe: &[Req<'_>],
+    matched: &[usize],
+    (i, link): (usize, usize),
+    tol: u64,
+) -> (Option<bool>, bool) {
     let pi = &probe[matched[i]];
     let held = |q: &Req<'_>| q.r.held_us >= HANDOFF_DELAY_US / 2;
-    let twins: Vec<&Req<'_>> = candidates(first, i).map(|j| &probe[matched[j]]).collect();
-    match twins.iter().find(|q| pi.start >= q.end && pi.start - q.end <= HANDOFF_WINDOW_US + tol) {
-        Some(q) if held(q) => Some(true),
-        Some(_) => None,
-        None => twins.iter().any(|q| held(q)).then_some(false),
-    }
-}
-
-/// Whether first call `i` of the run judged, which went out right after another agent's answer,
-/// went out in the probe run right after another agent's answer that it could not have followed
-/// in the run judged (within a waiter's wake-up, [`WAKE_US`] at the least): held back by what
-/// any answer frees.
-pub(super) fn instead(first: &[Req<'_>], probe: &[Req<'_>], matched: &[usize], i: usize, tol: u64) -> bool {
-    let pi = &probe[matched[i]];
     let twins: Vec<usize> = candidates(first, i).map(|j| matched[j]).collect();
     let near = tol.max(WAKE_US);
-    probe
-        .iter()
-        .enumerate()
-        .any(|(k, q)| q.group != pi.group && !twins.contains(&k) && pi.start >= q.end && pi.start - q.end <= near)
+    // The last other agent's answer out before it: one it could not have followed, right before.
+    let last = (0..probe.len())
+        .filter(|&k| probe[k].group != pi.group && probe[k].end <= pi.start)
+        .max_by_key(|&k| probe[k].end)
+        .filter(|&k| !twins.contains(&k) && pi.start - probe[k].end <= near);
+    let lag = match last {
+        Some(_) => first[i].start.saturating_sub(first[link].end) + near,
+        None => HANDOFF_WINDOW_US + tol,
+    };
+    let after = twins.iter().map(|&k| &probe[k]).find(|q| pi.start >= q.end && pi.start - q.end <= lag);
+    let depended = match after {
+        Some(q) if held(q) => Some(true),
+        Some(_) => None,
+        None => twins.iter().any(|&k| held(&probe[k])).then_some(false),
+    };
+    (depended, depended == Some(false) && last.is_some())
 }

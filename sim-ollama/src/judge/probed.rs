@@ -12,7 +12,7 @@ use super::gaps::LOCAL_WORK_FLOOR_US;
 use super::handoff_probe;
 use super::input::Req;
 use super::report::{Cause, GapWait, HandOff, ProbeAgent, Report, WaitKind};
-use crate::probe::ProbePlan;
+use crate::probe::{Delay, ProbePlan};
 
 /// What a probe run found of the gaps of the run judged.
 pub(super) struct Findings {
@@ -122,10 +122,19 @@ pub(super) fn plan(run: &Run<'_, '_>, tolerance_us: u64) -> ProbePlan {
         .filter(|&i| run.links.follows[i].is_some())
         .flat_map(|i| handoff_probe::candidates(run.reqs, i))
         .collect();
-    for (j, delay) in handoff_probe::release_delays(run.reqs, &tested) {
+    // Each answer by its agent's key and its place in that agent's order.
+    let place = |j: usize| {
         let g = run.reqs[j].group;
-        let (Some(key), Some(index)) = (&run.keys[g], by[g].iter().position(|&k| k == j)) else { continue };
-        plan.delays.entry(key.clone()).or_default().insert(index, delay);
+        Some((run.keys[g].clone()?, by[g].iter().position(|&k| k == j)?))
+    };
+    for (j, rival) in handoff_probe::rivals(run.reqs, &tested) {
+        let Some((key, index)) = place(j) else { continue };
+        let delay = Delay {
+            us: handoff_probe::HANDOFF_DELAY_US,
+            rival: rival.and_then(place),
+            max_us: handoff_probe::HANDOFF_DELAY_US + handoff_probe::RIVAL_MAX_US,
+        };
+        plan.delays.entry(key).or_default().insert(index, delay);
     }
     plan
 }
@@ -285,12 +294,12 @@ pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan
         (Some(a), Some(b)) => b - a,
         _ => 0,
     };
-    let depended: Vec<Option<bool>> = (0..first.reqs.len())
-        .map(|i| first.links.follows[i].and_then(|_| handoff_probe::depended(first.reqs, probe.reqs, &matched, i, tol)))
-        .collect();
-    let instead: Vec<bool> = (0..first.reqs.len())
-        .map(|i| first.links.follows[i].is_some() && handoff_probe::instead(first.reqs, probe.reqs, &matched, i, tol))
-        .collect();
+    let (depended, instead): (Vec<Option<bool>>, Vec<bool>) = (0..first.reqs.len())
+        .map(|i| match first.links.follows[i] {
+            Some(link) => handoff_probe::tested(first.reqs, probe.reqs, &matched, (i, link), tol),
+            None => (None, false),
+        })
+        .unzip();
     Ok(Findings {
         own_most,
         own_least,

@@ -4,6 +4,7 @@
 
 use crate::judge::testkit::{MS, call, held, one_executor, probe_run, together, trace};
 use crate::judge::*;
+
 use crate::trace::RequestTrace;
 
 #[test]
@@ -365,18 +366,21 @@ fn permit_of_two() -> Vec<RequestTrace> {
 
 #[test]
 fn the_probe_holds_an_answer_under_test_until_after_its_rival_is_out() {
-    // c went out right after a's answer, d right after b's. b's rival (the first agent's last
-    // call in flight at its end to end after it) is c (102-202): b out at 202 + 300 = 502, held
-    // 392. a's rival is b: a out at 502 + 300 = 802, held 702. A permit any answer frees lets
-    // its waiter out as the rival comes back, before the answer it followed.
+    // c went out right after a's answer, d right after b's (and a's: both ended within 150 ms
+    // before it). b's rival (the first agent done after it among those begun) is c (102-202):
+    // b is held 300 ms, and until 300 ms after c is out (2.3 s at the most), so d, held back by
+    // a permit any answer frees, goes out as c comes back, before the answer it followed. a's
+    // rival would be b, but a waiting for b waiting for c, which went out only after a ended
+    // (the permit a held), may wait for a: a waits the plain 300 ms.
     let plan = probe_plan(&trace(permit_of_two()), &JudgeOptions::new());
-    let held = |agent: &str| plan.delays.get(&format!("label:{agent}")).and_then(|d| d.get(&0)).copied();
-    assert_eq!(held("b"), Some(392 * MS));
-    assert_eq!(held("a"), Some(702 * MS));
-    assert_eq!(held("c"), None);
+    let delay = |agent: &str| plan.delays.get(&format!("label:{agent}")).and_then(|d| d.get(&0)).cloned();
+    let rival = |agent: &str| Some((format!("label:{agent}"), 0));
+    assert_eq!(delay("b"), Some(Delay { us: 300 * MS, rival: rival("c"), max_us: 2300 * MS }));
+    assert_eq!(delay("a"), Some(Delay { us: 300 * MS, rival: None, max_us: 2300 * MS }));
+    assert_eq!(delay("c"), None);
     // An agent done (its last call) is rivalled by the next agent to be done, not by a call of
     // an agent that goes on: a ends at 100 (c after it); e's calls run 0-50, 60-150 (in flight
-    // at 100, not its last) and 160-400: a out at 400 + 300, held 600.
+    // at 100, not its last) and 160-400 (its third answer).
     let on = vec![
         call(1, "a", 0, 100),
         call(2, "e", 0, 50),
@@ -385,11 +389,13 @@ fn the_probe_holds_an_answer_under_test_until_after_its_rival_is_out() {
         call(5, "e", 160, 400),
     ];
     let plan = probe_plan(&trace(on), &JudgeOptions::new());
-    assert_eq!(plan.delays.get("label:a").and_then(|d| d.get(&0)), Some(&(600 * MS)));
+    let a = plan.delays.get("label:a").and_then(|d| d.get(&0)).cloned();
+    assert_eq!(a.and_then(|d| d.rival), Some(("label:e".to_string(), 2)));
     // A rival more than 2 s off: the plain 300 ms.
     let far = vec![call(1, "a", 0, 100), call(2, "e", 0, 2400), call(3, "c", 102, 202)];
     let plan = probe_plan(&trace(far), &JudgeOptions::new());
-    assert_eq!(plan.delays.get("label:a").and_then(|d| d.get(&0)), Some(&(300 * MS)));
+    let a = plan.delays.get("label:a").and_then(|d| d.get(&0)).cloned();
+    assert_eq!(a, Some(Delay { us: 300 * MS, rival: None, max_us: 2300 * MS }));
 }
 
 #[test]
@@ -436,6 +442,37 @@ fn a_first_call_that_goes_out_after_another_answer_than_the_one_it_followed_wait
     assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
     let g = r.gaps.as_ref().expect("gaps read");
     assert!(g.handoffs.iter().all(|h| h.depended == Some(true)), "{g:?}");
+}
+
+#[test]
+fn a_first_call_that_goes_out_as_another_answer_comes_is_not_taken_for_one_that_came_long_before() {
+    // A permit of two around agents' whole runs (python_gaps.py permit, measured): a 0-45 and
+    // 154-190, b 0-46 and 354-398, c 192-244 right after a's last answer, 2 ms after it (a's
+    // first and b's first, 146 ms before, it could have followed too). In the probe run a's
+    // first answer comes out at 658, b's last at 761, and c goes out at 766: 5 ms after b's
+    // last (which it could not have followed), 108 ms after a's first. Gone out 2 ms after its
+    // answer in the run judged, it was not handed its task 108 ms before: held back by the
+    // permit b freed, c's own work (its tool of 0.6 s) started late: partly serialized.
+    let mut both = vec![
+        call(1, "a", 0, 45),
+        call(2, "b", 0, 46),
+        call(3, "a", 154, 190),
+        call(4, "c", 192, 244),
+        call(5, "b", 354, 398),
+        call(6, "c", 850, 895),
+    ];
+    both.extend([
+        held(call(7, "a", 0, 658), 610),
+        held(call(8, "b", 0, 348), 302),
+        held(call(9, "b", 658, 761), 58),
+        held(call(10, "a", 760, 1422), 612),
+        call(11, "c", 766, 815),
+        call(12, "c", 1422, 1468),
+    ]);
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(7));
+    assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
+    let g = r.gaps.as_ref().expect("gaps read");
+    assert_eq!(g.handoffs.iter().find(|h| h.agent == "c").and_then(|h| h.depended), Some(false), "{g:?}");
 }
 
 #[test]
@@ -493,5 +530,6 @@ fn first_calls_that_reuse_the_connection_of_the_answer_they_followed_are_hinted_
 #[test]
 fn the_probe_plan_delays_the_answers_first_calls_went_out_after() {
     let plan = probe_plan(&trace(leader_and_members()), &JudgeOptions::new());
-    assert_eq!(plan.delays.get("label:lead"), Some(&std::collections::BTreeMap::from([(0, 300 * MS)])));
+    let lead = plan.delays.get("label:lead").and_then(|d| d.get(&0));
+    assert_eq!(lead.map(|d| d.us), Some(300 * MS));
 }
