@@ -96,6 +96,11 @@ pub(super) struct Links {
 /// judge's floor for a client library's own processing between calls.
 pub(super) const HANDOFF_WINDOW_US: u64 = 150_000;
 
+/// How soon after the answer that freed it a call held back by a permit, a lock or a pool slot
+/// goes out, at the most: an event loop's turn or a woken thread, 20 ms (the judge's largest
+/// hand-off tolerance).
+pub(super) const WAKE_US: u64 = 20_000;
+
 /// Links: each call follows the agent's latest call that ended before it began, and every
 /// earlier call whose answer its prompt carries (`RequestTrace::carries`: it could not have
 /// been sent before those answered, whichever agent sent them). Its local work is the gap

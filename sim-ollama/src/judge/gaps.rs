@@ -186,20 +186,15 @@ impl InFlight {
 /// were in flight until then: handed the thread, permit or connection that call freed. A
 /// client held to `k` calls at a time shows it wherever it held one back; a call that went out
 /// late with fewer in flight (the program's own delay, or a start that came late) was not held
-/// by that limit, nor one that went out only as a later call ended (it followed that one, with
-/// fewer than `k` in flight). `iv`: each call's (start, end).
+/// by that limit. `iv`: each call's (start, end).
 pub(super) fn handed_over(iv: &[(u64, u64)], k: usize, window_us: u64) -> bool {
     let count = InFlight::new(iv);
-    let ended_by = |t: u64| count.ends.partition_point(|&e| e <= t);
     // A call that started in `[end, end + window]` of a call that ended with `k` in flight (its
-    // own start lies before its end, unless it took no time at all), no other call ending in
-    // between.
+    // own start lies before its end, unless it took no time at all).
     iv.iter().any(|&(s, end)| {
         count.before(end) >= k && {
             let from = count.starts.partition_point(|&x| x < end);
-            count.starts.get(from).is_some_and(|&next| {
-                next <= end + window_us && (next != s || s != end) && ended_by(next) == ended_by(end)
-            })
+            count.starts.get(from).is_some_and(|&next| next <= end + window_us && (next != s || s != end))
         }
     })
 }

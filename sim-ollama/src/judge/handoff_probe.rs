@@ -5,7 +5,7 @@
 //! an answer it could have followed, or right after another ([`tested`]). The rest of the probe's
 //! reading is `probed.rs`.
 
-use super::agents::HANDOFF_WINDOW_US;
+use super::agents::{HANDOFF_WINDOW_US, WAKE_US};
 use super::input::Req;
 use std::collections::BTreeMap;
 
@@ -14,11 +14,6 @@ use std::collections::BTreeMap;
 /// hand-off window, so a call that did not depend on it goes out before it, one that did goes
 /// out after it again, and one that went out after another of them is told from it.
 pub(super) const HANDOFF_DELAY_US: u64 = 2 * HANDOFF_WINDOW_US;
-
-/// How soon after the answer that freed it a call held back by a permit, a lock or a pool slot
-/// goes out, at the most: an event loop's turn or a woken thread, 20 ms (the judge's largest
-/// hand-off tolerance).
-const WAKE_US: u64 = 20_000;
 
 /// The answers a first call that went out right after another agent's answer
 /// (`Links::follows`) could have followed: every other agent's answer that ended within the

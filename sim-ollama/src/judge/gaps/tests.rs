@@ -533,3 +533,19 @@ fn the_probe_plan_delays_the_answers_first_calls_went_out_after() {
     let lead = plan.delays.get("label:lead").and_then(|d| d.get(&0));
     assert_eq!(lead.map(|d| d.us), Some(300 * MS));
 }
+
+#[test]
+fn a_call_handed_what_another_freed_may_go_out_after_other_calls_ended_too() {
+    use crate::judge::gaps::handed_over;
+    let ms = |a: u64, b: u64| (a * MS, b * MS);
+    // Six threads' calls ending within 2.5 ms (100-102.5 ms, every 0.5), the next six going out
+    // 2 ms after each: handed what the first to end freed, other calls ending in between.
+    let mut pool: Vec<(u64, u64)> = (0..6).map(|i| (0, 100 * MS + i * 500)).collect();
+    pool.extend((0..6).map(|i| (102 * MS + i * 500, 300 * MS)));
+    assert!(handed_over(&pool, 6, 150 * MS));
+    // A thread pool slow to hand over (LangChain's batch on a loaded machine): ends at 100 and
+    // 130 with two in flight, the next call 60 ms after the first.
+    assert!(handed_over(&[ms(0, 100), ms(0, 130), ms(160, 300)], 2, 150 * MS));
+    // A call that went out long after the last end with two in flight: not handed anything.
+    assert!(!handed_over(&[ms(0, 100), ms(0, 130), ms(400, 500)], 2, 150 * MS));
+}
