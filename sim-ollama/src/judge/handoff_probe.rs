@@ -7,12 +7,12 @@
 
 use super::agents::{HANDOFF_WINDOW_US, WAKE_US};
 use super::input::Req;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How long a probe run holds back an answer another agent's first call went out right after,
-/// before its turn, at the least, and how far apart it releases such answers: twice the
-/// hand-off window, so a call that did not depend on it goes out before it, one that did goes
-/// out after it again, and one that went out after another of them is told from it.
+/// before its turn, at the least, and how long after its rival is out: twice the hand-off
+/// window, so a call that did not depend on it goes out before it, and one that did goes out
+/// after it again, apart from any other answer's release.
 pub(super) const HANDOFF_DELAY_US: u64 = 2 * HANDOFF_WINDOW_US;
 
 /// The answers a first call that went out right after another agent's answer
@@ -55,7 +55,7 @@ fn rival(reqs: &[Req<'_>], first: &BTreeMap<usize, u64>, last: &[bool], j: usize
 /// the answer still goes out right after it; a call held back by a permit, a lock or a pool
 /// slot that any answer frees (the waiters served in turn) goes out as the rival comes back,
 /// right after an answer it could not have followed in the run judged, and the probe shows it.
-pub(super) fn rivals(reqs: &[Req<'_>], tested: &std::collections::BTreeSet<usize>) -> Vec<(usize, Option<usize>)> {
+pub(super) fn rivals(reqs: &[Req<'_>], tested: &BTreeSet<usize>) -> Vec<(usize, Option<usize>)> {
     let (mut first, mut latest): (BTreeMap<usize, u64>, BTreeMap<usize, u64>) = Default::default();
     for q in reqs {
         let f = first.entry(q.group).or_insert(q.start);

@@ -306,7 +306,7 @@ pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan
         waits,
         once,
         probe: Some((secs(took), secs(probe.reqs.iter().map(|q| q.r.held_us).sum()))),
-        permit_shown: (0..first.reqs.len()).any(|i| depended[i] == Some(false) && instead[i]),
+        permit_shown: instead.iter().any(|&x| x),
         depended,
         instead,
         probe_agents: first_by
