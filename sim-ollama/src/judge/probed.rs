@@ -474,7 +474,8 @@ fn pooled(reqs: &[Req<'_>], calls: &[usize], c: &super::report::Concurrency) -> 
 /// measure taken as waiting). Returns the gaps' reason.
 pub(super) fn probed(rep: &mut Report, f: &Findings, reqs: &[Req<'_>], links: &Links, least: Verdict) -> String {
     let handed = f.depended.iter().filter(|d| **d == Some(true)).count();
-    let instead = (0..f.depended.len()).filter(|&i| f.depended[i] == Some(false) && f.instead[i]).count();
+    // `instead` holds only calls shown independent of the answer they followed.
+    let instead = f.instead.iter().filter(|&&x| x).count();
     let not_handed = f.depended.iter().filter(|d| **d == Some(false)).count() - instead;
     let mut probe = match f.probe {
         Some((took, held)) => format!("the probe run took {took:.2} s, its answers held back {held:.2} s in all"),

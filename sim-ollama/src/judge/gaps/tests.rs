@@ -364,6 +364,24 @@ fn permit_of_two() -> Vec<RequestTrace> {
     vec![call(1, "a", 0, 100), call(2, "b", 0, 110), call(3, "c", 102, 202), call(4, "d", 112, 212)]
 }
 
+/// [`permit_of_two`] and its probe run (ids 5-8): b's answer out at 1410, a's at 1710; the agent
+/// `after[0]` goes out right after b's, `after[1]` right after a's.
+fn permit_of_two_probed(after: [&str; 2]) -> Vec<RequestTrace> {
+    let mut both = permit_of_two();
+    both.extend([
+        held(call(5, "a", 1000, 1710), 610),
+        held(call(6, "b", 1000, 1410), 300),
+        call(7, after[0], 1412, 1512),
+        call(8, after[1], 1712, 1812),
+    ]);
+    both
+}
+
+/// How the probe plan holds `agent`'s first answer.
+fn first_delay(plan: &ProbePlan, agent: &str) -> Option<Delay> {
+    plan.delays.get(&format!("label:{agent}")).and_then(|d| d.get(&0)).cloned()
+}
+
 #[test]
 fn the_probe_holds_an_answer_under_test_until_after_its_rival_is_out() {
     // c went out right after a's answer, d right after b's (and a's: both ended within 150 ms
@@ -373,7 +391,7 @@ fn the_probe_holds_an_answer_under_test_until_after_its_rival_is_out() {
     // rival would be b, but a waiting for b waiting for c, which went out only after a ended
     // (the permit a held), may wait for a: a waits the plain 300 ms.
     let plan = probe_plan(&trace(permit_of_two()), &JudgeOptions::new());
-    let delay = |agent: &str| plan.delays.get(&format!("label:{agent}")).and_then(|d| d.get(&0)).cloned();
+    let delay = |agent: &str| first_delay(&plan, agent);
     let rival = |agent: &str| Some((format!("label:{agent}"), 0));
     assert_eq!(delay("b"), Some(Delay { us: 300 * MS, rival: rival("c"), max_us: 2300 * MS }));
     assert_eq!(delay("a"), Some(Delay { us: 300 * MS, rival: None, max_us: 2300 * MS }));
@@ -389,13 +407,11 @@ fn the_probe_holds_an_answer_under_test_until_after_its_rival_is_out() {
         call(5, "e", 160, 400),
     ];
     let plan = probe_plan(&trace(on), &JudgeOptions::new());
-    let a = plan.delays.get("label:a").and_then(|d| d.get(&0)).cloned();
-    assert_eq!(a.and_then(|d| d.rival), Some(("label:e".to_string(), 2)));
+    assert_eq!(first_delay(&plan, "a").and_then(|d| d.rival), Some(("label:e".to_string(), 2)));
     // A rival more than 2 s off: the plain 300 ms.
     let far = vec![call(1, "a", 0, 100), call(2, "e", 0, 2400), call(3, "c", 102, 202)];
     let plan = probe_plan(&trace(far), &JudgeOptions::new());
-    let a = plan.delays.get("label:a").and_then(|d| d.get(&0)).cloned();
-    assert_eq!(a, Some(Delay { us: 300 * MS, rival: None, max_us: 2300 * MS }));
+    assert_eq!(first_delay(&plan, "a"), Some(Delay { us: 300 * MS, rival: None, max_us: 2300 * MS }));
 }
 
 #[test]
@@ -405,14 +421,7 @@ fn a_first_call_that_goes_out_after_another_answer_than_the_one_it_followed_wait
     // could not have followed b's (b ended after c went out); d goes out after a's, which it
     // could have followed. c was held back by what any answer frees: the time it lost is the
     // client's, never a hand-off.
-    let mut both = permit_of_two();
-    both.extend([
-        held(call(5, "a", 1000, 1710), 610),
-        held(call(6, "b", 1000, 1410), 300),
-        call(7, "c", 1412, 1512),
-        call(8, "d", 1712, 1812),
-    ]);
-    let r = judge(&trace(both), &JudgeOptions::new().probe_since(5));
+    let r = judge(&trace(permit_of_two_probed(["c", "d"])), &JudgeOptions::new().probe_since(5));
     assert_ne!(r.verdict, Verdict::Parallel, "{r}");
     assert_ne!(r.verdict, Verdict::Inconclusive, "{r}");
     let g = r.gaps.as_ref().expect("gaps read");
@@ -431,14 +440,7 @@ fn a_first_call_that_goes_out_after_another_answer_than_the_one_it_followed_wait
     // whatever the order the probe releases them in: a hand-off or a permit, one run and the
     // probe cannot tell (a permit whose waiters are served in no fixed order would do the
     // same), never parallel on that evidence.
-    let mut both = permit_of_two();
-    both.extend([
-        held(call(5, "a", 1000, 1710), 610),
-        held(call(6, "b", 1000, 1410), 300),
-        call(7, "d", 1412, 1512),
-        call(8, "c", 1712, 1812),
-    ]);
-    let r = judge(&trace(both), &JudgeOptions::new().probe_since(5));
+    let r = judge(&trace(permit_of_two_probed(["d", "c"])), &JudgeOptions::new().probe_since(5));
     assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
     let g = r.gaps.as_ref().expect("gaps read");
     assert!(g.handoffs.iter().all(|h| h.depended == Some(true)), "{g:?}");
