@@ -483,11 +483,13 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         confirmation: None,
     };
     let read_after_s = secs(read_after_us);
-    // The client verdict's figures of one reading.
     // Fewer in flight than agents could run (a described deployment), a call handed what another
-    // freed at that many: what a client held to that many takes is tested against the time lost.
-    let handed = described && gaps::handed_over(&held, max_in_flight, agents::HANDOFF_WINDOW_US);
+    // freed at that many, no probe run holding more ([`input::most_in_flight`]): what a client
+    // held to that many takes is tested against the time lost.
+    let unlimited = probe_ran.as_deref().is_some_and(|ran| input::most_in_flight(ran) > max_in_flight);
+    let handed = described && !unlimited && gaps::handed_over(&held, max_in_flight, agents::HANDOFF_WINDOW_US);
     let limit = client::could_run_at_once(&report).filter(|&p| handed && max_in_flight < p).map(|_| max_in_flight);
+    // The client verdict's figures of one reading.
     let figures_of = |r: &reading::Reading| client::Figures {
         against: r.against,
         served: r.served,

@@ -214,6 +214,15 @@ pub(super) fn that_ran<'a>(model_reqs: &[&'a RequestTrace]) -> Vec<&'a RequestTr
     model_reqs.iter().copied().filter(|r| r.outcome != Outcome::Active && r.slot_us.is_some()).collect()
 }
 
+/// The most of `ran` in flight at once on the server's clock. A client held to `k` calls at a
+/// time never has more in flight in any run, so a probe run of the same program that held more
+/// at once shows no limit at a run's `k`: a call that went out late there (a thread the machine
+/// started late) was not waiting for a slot.
+pub(super) fn most_in_flight(ran: &[&RequestTrace]) -> usize {
+    let iv: Vec<(u64, u64)> = ran.iter().map(|r| (r.received_us, r.end_us.unwrap_or(r.received_us))).collect();
+    super::figures::sweep(&iv).0
+}
+
 /// The requests that ran as the judge sees them, in start order, on the program's clock (the
 /// client's where observed, else the server's).
 pub(super) fn as_seen<'a>(ran: &[&'a RequestTrace], client: &BTreeMap<u64, ClientCall>) -> Vec<Req<'a>> {

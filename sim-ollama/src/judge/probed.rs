@@ -525,6 +525,14 @@ pub(super) fn probed(rep: &mut Report, f: &Findings, reqs: &[Req<'_>], links: &L
         };
     }
     let (words, waited) = waits_in_words(f, at_once(reqs, links, f));
+    if rep.concurrency.max_in_flight <= 1 {
+        // No two calls ever in flight: every agent waited for the others' calls, one at a
+        // time, and a gap the calls in flight do not cover is the executor's lag between them
+        // (a starved machine sends the next call late). The serialization is the cause.
+        return format!(
+            "no two calls were ever in flight, so the agents' waits between their calls are part of that serialization, not a cause of their own: {words} ({probe})"
+        );
+    }
     let t = &rep.time;
     let lost = (t.took_s - t.allowed_s).max(0.0);
     let figures = format!(

@@ -32,7 +32,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 /// calls at once: a chain each), so none was held back from the start; time lost between the
 /// chains' calls is the client's whatever the chains hide (they can only lengthen the ideal).
 /// Fewer chains than agents, as many with the calls that carry earlier answers taken for
-/// agents handed them (a pipeline's stages): those are the agents.
+/// agents handed them (a pipeline's stages): those are the agents. And where every request of
+/// the probe run went out before any answer was out, each is an agent of its own, and none
+/// waited for another.
 pub(super) fn judged(
     trace: &TraceSnapshot,
     opts: &JudgeOptions,
@@ -52,7 +54,11 @@ pub(super) fn judged(
         })?;
     let mut report = judge(&found.trace);
     let chains = plural(found.agents, "chain of calls", "chains of calls");
-    let confirmed = opts.expected_agents.is_some_and(|k| found.agents == k || (found.initial == k && found.agents > k));
+    // Every request of the probe run went out before any answer was out: no agent waited for
+    // another's answer, so no chain hides one.
+    let all_at_once = found.initial == probe.len();
+    let confirmed = all_at_once
+        || opts.expected_agents.is_some_and(|k| found.agents == k || (found.initial == k && found.agents > k));
     if confirmed || !matches!(report.verdict, Verdict::Parallel | Verdict::Inconclusive) {
         report.agents_from = AgentSource::Probe;
         report.notes.push(format!(

@@ -551,3 +551,25 @@ fn a_call_handed_what_another_freed_may_go_out_after_other_calls_ended_too() {
     // A call that went out long after the last end with two in flight: not handed anything.
     assert!(!handed_over(&[ms(0, 100), ms(0, 130), ms(400, 500)], 2, 150 * MS));
 }
+
+#[test]
+fn calls_never_in_flight_together_stay_serialized_in_the_client_whatever_the_gaps() {
+    // A runtime bridge (block_on inside a task): every call alone, one after another; the
+    // program gave no local work. On a starved machine the next call went out 40-60 ms after
+    // the last answer. The gaps are the executor's lag, not waits for another agent's work
+    // between calls that overlapped: no two calls were ever in flight.
+    let reqs = vec![
+        call(1, "a", 0, 100),
+        call(2, "b", 100, 200),
+        call(3, "c", 250, 350),
+        call(4, "a", 400, 500),
+        call(5, "b", 560, 660),
+        call(6, "c", 700, 800),
+    ];
+    let known = [(4, 0), (5, 0), (6, 0)].map(|(id, ms)| (id, std::time::Duration::from_millis(ms)));
+    let r = judge(&trace(reqs), &JudgeOptions::new().known_local_work(known));
+    assert_eq!(r.verdict, Verdict::Serialized, "{r}");
+    assert_eq!(r.cause, Cause::Client, "{r}");
+    assert!(r.reason.contains("no two were ever in flight at once"), "{}", r.reason);
+    assert!(!r.reason.contains("overlapped"), "{}", r.reason);
+}

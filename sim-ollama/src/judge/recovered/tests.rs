@@ -229,3 +229,49 @@ fn two_calls_sent_after_one_answer_start_a_chain_each() {
     let r = judge(&trace(both), &JudgeOptions::new().expected_agents(4).probe_since(6));
     assert_eq!(r.agents_from, AgentSource::Program, "{r}");
 }
+
+/// Eight unlabelled calls, seven together at 0-100 and the eighth 2 ms after the first answer
+/// (102-202); and a probe run from 2000 releasing one answer at a time, each 100 ms after the
+/// one before, where the eighth went out with the others (all eight before any answer) or, held
+/// back, after the first answer (what a client held to seven does).
+fn seven_and_one_late(held_back: bool) -> Vec<RequestTrace> {
+    let keys: Vec<String> = (0..8).map(|k| format!("t{k}")).collect();
+    let mut reqs: Vec<RequestTrace> = (0..7).map(|k| call(k + 1, &keys[k as usize], 0, 100)).collect();
+    reqs.push(call(8, &keys[7], 102, 202));
+    for k in 0..8u64 {
+        let release = 2100 + 100 * k;
+        let r = RequestTrace { held_us: (release - 2100) * MS, ..call(9 + k, &keys[k as usize], 2000, release) };
+        reqs.push(if k == 7 && held_back {
+            after(RequestTrace { received_us: 2102 * MS, held_us: (release - 2202) * MS, ..r }, 9)
+        } else {
+            r
+        });
+    }
+    reqs
+}
+
+#[test]
+fn a_call_late_in_one_run_and_sent_with_the_others_in_the_probe_was_not_held_by_a_limit() {
+    // Judged alone: at most 7 of 8 in flight, the eighth going out as the first answer ended;
+    // took 202 against 100 allowed, 800 one at a time: saved 85 %, but a client held to seven
+    // takes 200: that limit would explain the time lost. Not knowing the agents: inconclusive.
+    let first: Vec<RequestTrace> = seven_and_one_late(false).into_iter().take(8).collect();
+    let r = judge(&trace(first), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert!(r.needs_probe(), "{r}");
+    // The probe run had all eight in flight before any answer was out: no limit of seven, and
+    // each request an agent of its own that waited for no one. The late start cost 2 % of the
+    // run's saving: parallel.
+    let r = judge(&trace(seven_and_one_late(false)), &JudgeOptions::new().probe_since(9));
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert_eq!(r.agents_from, AgentSource::Probe, "{r}");
+    // The eighth went out only after an answer in the probe run too: one of seven agents going
+    // on, or an eighth held back by a limit of seven, which the chains cannot tell apart.
+    let r = judge(&trace(seven_and_one_late(true)), &JudgeOptions::new().probe_since(9));
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert!(r.reason.contains("found 7 chains of calls"), "{}", r.reason);
+    // Told eight agents run at once: a client held to seven.
+    let r = judge(&trace(seven_and_one_late(true)), &JudgeOptions::new().expected_agents(8).probe_since(9));
+    assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
+    assert!(r.reason.contains("at most 7 of 8"), "{}", r.reason);
+}
