@@ -489,13 +489,12 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let unlimited = probe_ran.as_deref().is_some_and(|ran| input::most_in_flight(ran) > max_in_flight);
     let handed = described && !unlimited && gaps::handed_over(&held, max_in_flight, agents::HANDOFF_WINDOW_US);
     let limit = client::could_run_at_once(&report).filter(|&p| handed && max_in_flight < p).map(|_| max_in_flight);
-    // The client verdict's figures of one reading.
-    let figures_of = |r: &reading::Reading| client::Figures {
-        against: r.against,
-        served: r.served,
-        read_after_s,
-        allowed_s: secs(r.allowed_us),
-        limited_s: limit.map(|k| secs(basis.limited(r, k))),
+    // The client verdict's figures of one reading; a limit weighed without the waits the gaps
+    // show at it (the client's queue, not the agents' own work: as the deployment is read).
+    let figures_of = |r: &reading::Reading| {
+        let base = deployed.as_ref().filter(|_| client_waits.is_some()).unwrap_or(r);
+        let (allowed_s, limited_s) = (secs(base.allowed_us), limit.map(|k| secs(basis.limited(base, k))));
+        client::Figures { against: r.against, served: r.served, read_after_s, allowed_s, limited_s }
     };
     let figures = figures_of(&measured);
     let (verdict, cause, reason) = client::verdict(&report, &reqs, &client, handoffs, opts, described, figures);

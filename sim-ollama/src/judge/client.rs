@@ -167,7 +167,7 @@ pub(super) fn verdict(
         }
         Decision::Limited(a, l) => {
             let (cause, why) = client_cause(rep, reqs, client, handoffs, Verdict::PartlySerialized);
-            (Verdict::PartlySerialized, cause, limited(&why, &l, &figures(&a)))
+            (Verdict::PartlySerialized, cause, limited(&why, &l, t.allowed_s, &figures(&a)))
         }
         Decision::Timed(a) => {
             let (cause, why) = client_cause(rep, reqs, client, handoffs, a.verdict);
@@ -280,10 +280,18 @@ fn unknown_agents(overlapped: &str, figures: &str, told: Option<usize>) -> (Verd
 
 /// A limit on the calls in flight that explains the time lost, in words: `why` says where the
 /// calls were held ([`client_cause`]).
-fn limited(why: &str, l: &Limited, figures: &str) -> String {
+/// `allowed_s`: what the deployment allows the reading the figures quote, with the agents'
+/// waits at the limit between calls as their own work (where the gaps showed such waits, the
+/// limit is weighed without them, as the deployment is).
+fn limited(why: &str, l: &Limited, allowed_s: f64, figures: &str) -> String {
     let k = l.k;
+    let queue = if l.allowed < allowed_s - 0.005 {
+        " (the agents' waits for a free one between their calls not counted as their own work)"
+    } else {
+        ""
+    };
     format!(
-        "{why}: a client holding {k} calls at a time takes {:.2} s on this deployment, against the {:.2} s it allows; the program took {:.2} s ({:.1}x): that limit, not the deployment, cost the time, though it saved most of what running together can (a semaphore or connection pool of {k}, or an executor of {k} workers: Python's default one, behind asyncio.to_thread and LangChain's batch, has min(32, CPUs + 4)) ({figures})",
+        "{why}: a client holding {k} calls at a time takes {:.2} s on this deployment, against the {:.2} s it allows{queue}; the program took {:.2} s ({:.1}x): that limit, not the deployment, cost the time, though it saved most of what running together can (a semaphore or connection pool of {k}, or an executor of {k} workers: Python's default one, behind asyncio.to_thread and LangChain's batch, has min(32, CPUs + 4)) ({figures})",
         l.limited,
         l.allowed,
         l.took,
