@@ -367,3 +367,71 @@ fn calls_that_never_overlapped_are_probed_by_holding_every_answer() {
         assert!(t.elapsed() < Duration::from_secs(3), "the probe run took {:?}", t.elapsed());
     }
 }
+
+#[test]
+fn a_streamed_rival_is_out_when_its_last_token_is() {
+    // Three agents behind a permit of two (FIFO): a's short call and b's long streamed one hold
+    // the permits; c's call waits and goes out as a's answer ends. The probe holds a's answer
+    // (c went out right after it) 300 ms, and until 300 ms after its rival, b's answer, is out.
+    // b streams for some 400 ms from its start: were a's answer let out while b still streamed
+    // (b counted out when its stream started), c would follow a's again and a permit would
+    // read as a hand-off. A streamed answer keeps every other back until its last token, so
+    // b's end frees the permit while a's answer is held, and c can go out right after b's
+    // (measured: 1 ms after b's end, a's answer 12-16 ms after it).
+    let sim = sim();
+    let addr = sim.addrs()[0];
+    let streamed = |agent: &str, tokens: u32| {
+        let body = format!(
+            r#"{{"model":"gemma3","prompt":"The long part of {agent}.","stream":true,"options":{{"num_predict":{tokens}}}}}"#
+        );
+        let r = raw_blocking(addr, "POST", "/api/generate", Some(&body), &[("X-Agent", agent)]);
+        assert_eq!(r.status, 200, "{}", r.text());
+    };
+    let run = || {
+        // A FIFO permit of two: c waits for a turn a or b gives back.
+        let permits = Arc::new((Mutex::new(2u32), std::sync::Condvar::new()));
+        let started = Arc::new(Barrier::new(2));
+        std::thread::scope(|s| {
+            for agent in ["a", "b", "c"] {
+                let (permits, started) = (Arc::clone(&permits), Arc::clone(&started));
+                s.spawn(move || {
+                    if agent == "c" {
+                        // After a and b hold the permits.
+                        started.wait();
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    let (lock, freed) = &*permits;
+                    let mut n = freed.wait_while(lock.lock().unwrap(), |n| *n == 0).unwrap();
+                    *n -= 1;
+                    drop(n);
+                    if agent == "a" {
+                        started.wait();
+                    }
+                    match agent {
+                        "b" => streamed("b", 700),
+                        _ => call(addr, Some(agent), 1),
+                    }
+                    *lock.lock().unwrap() += 1;
+                    freed.notify_one();
+                });
+            }
+        });
+    };
+    let opts = JudgeOptions::new().since(sim.trace_mark());
+    run();
+    sim.wait_idle(Duration::from_secs(5)).unwrap();
+    let probe = sim.begin_probe(&opts);
+    run();
+    sim.wait_idle(Duration::from_secs(10)).unwrap();
+    sim.end_probe();
+    let t = sim.trace();
+    let of = |agent: &str| {
+        t.requests.iter().find(|r| r.id >= probe && r.agent_label.as_deref() == Some(agent)).expect("a probe request")
+    };
+    let (a, b) = (of("a"), of("b"));
+    let (a_end, b_end) = (a.end_us.expect("a ended"), b.end_us.expect("b ended"));
+    // What the server does, not how soon c's thread wakes: a's answer, held, is not let out
+    // before b's last token (then c, whichever answer it waited for, can follow b's).
+    assert!(a.held_us >= 290_000, "a's answer held back its delay: {} us", a.held_us);
+    assert!(a_end >= b_end, "a's answer came out at {a_end} us, before b's last token at {b_end} us");
+}
