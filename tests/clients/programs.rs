@@ -579,6 +579,20 @@ fn python_agents_behind_a_permit_or_a_pool_smaller_than_them_are_partly_serializ
     }
 }
 
+/// Six agents that rate-limit their model calls with a semaphore held around each call only
+/// (their awaited 0.3 s tools run free): with six permits parallel; with two, their calls take
+/// turns two at a time and the run takes about 1.4 times what the deployment allows: partly
+/// serialized (the limit named, or the waits between calls, as the run falls).
+#[test]
+fn python_agents_rate_limiting_their_calls_below_their_number_are_partly_serialized() {
+    let (py, script) = (python(), fixture("python_rate_limit.py"));
+    let (v, words) = judge(cmd(&[&py, &script, "6"], false), None);
+    assert_eq!(v, Verdict::Parallel, "{words}");
+    let (v, words) = judge(cmd(&[&py, &script, "2"], false), None);
+    assert_eq!(v, Verdict::PartlySerialized, "{words}");
+    assert!(words.contains("at most 2 of 6 agents") || words.contains("waited for each other"), "{words}");
+}
+
 /// Twelve agents bridging the synchronous ollama-python client into asyncio through a thread
 /// pool: with a thread for each they are parallel; through eight threads the last four agents'
 /// first calls wait for a free thread, and the run, though it saves ~96 % of what one call at a
