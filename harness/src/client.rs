@@ -149,6 +149,11 @@ struct MessageLine<'a> {
 struct Lines {
     buf: Vec<u8>,
     done: bool,
+    /// The blocking control's time blocked past its due so far: taken off the next tokens'
+    /// blocks, so that the executor is blocked its `per_token` per token on average whatever
+    /// the machine's wake-up latency (on a loaded machine a sleep of 2 ms wakes late by as
+    /// much again, and the control's cost, summed over every token, followed the load).
+    blocked_over: Duration,
 }
 
 impl Lines {
@@ -190,7 +195,10 @@ impl Lines {
                         if let Some(d) = per_token {
                             // The blocking control: "processing" each token with a blocking
                             // sleep inside async code.
-                            block_for(d);
+                            let due = d.saturating_sub(self.blocked_over);
+                            let from = Instant::now();
+                            block_for(due);
+                            self.blocked_over = (self.blocked_over + from.elapsed()).saturating_sub(d);
                         }
                     }
                     if l.done {

@@ -456,6 +456,7 @@ fn judge_run(
     rounds: &Rounds,
     trace: Option<&sim_ollama::advanced::trace::TraceSnapshot>,
     timeline: Option<String>,
+    cpu_wait: Option<Duration>,
 ) -> RunResult {
     let medians = rounds.medians();
     let (eff, times) = measure::efficiency(recs, &medians);
@@ -473,7 +474,7 @@ fn judge_run(
     let interval = if d.sim.is_none() { rounds.run_interval(&shape(recs, eff.wall_s)) } else { None };
     let (verdict, reason, judged, saving, deployment) = match (&d.sim, trace) {
         (Some(sim), Some(t)) => {
-            let (v, reason, rep) = verdict::judge_simulated(t, sim.origin(), recs, &eff);
+            let (v, reason, rep) = verdict::judge_simulated(t, sim.origin(), recs, &eff, cpu_wait);
             let saving = rep.time.saving.unwrap_or(f64::NAN);
             let deployment = Some(match d.tolerance {
                 Some(tol) => verdict::twin_deployment(rep.deployment.clone(), t, sim.origin(), recs, tol),
@@ -729,7 +730,9 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
                     if let Some(sim) = &d.sim {
                         sim.clear_trace();
                     }
-                    let recs = exec.run(&job(&d, agents.clone(), blocking_gap(&solo_itl), plan.timeout));
+                    let (recs, cpu_wait) = crate::cpu_wait::while_running(|| {
+                        exec.run(&job(&d, agents.clone(), blocking_gap(&solo_itl), plan.timeout))
+                    });
                     let trace = d.sim.as_ref().map(|sim| {
                         // Answers the agents have read may still be finishing on the server.
                         let _ = sim.wait_idle(Duration::from_secs(2));
@@ -739,7 +742,7 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
                         (Some(dir), Some(t)) => Some(write_timeline(dir, rt, &s.name, r, t)?),
                         _ => None,
                     };
-                    let run = judge_run(rt, &s.name, r, &d, &recs, &rounds, trace.as_ref(), timeline);
+                    let run = judge_run(rt, &s.name, r, &d, &recs, &rounds, trace.as_ref(), timeline, cpu_wait);
                     Ok((recs, run))
                 })?;
                 if live {
@@ -756,8 +759,10 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
                 // leaves the cell in doubt, one more run and one more round after it, up to
                 // --max-solo-runs rounds in all (the cell's interval resamples both).
                 let judge = |(rounds, runs): &(Rounds, Vec<(usize, Vec<AgentRecord>)>)| {
-                    let judged: Vec<RunResult> =
-                        runs.iter().map(|(r, recs)| judge_run(rt, &s.name, *r, &d, recs, rounds, None, None)).collect();
+                    let judged: Vec<RunResult> = runs
+                        .iter()
+                        .map(|(r, recs)| judge_run(rt, &s.name, *r, &d, recs, rounds, None, None, None))
+                        .collect();
                     record(&mut results, judged, index, control, plan, rounds)
                 };
                 let add = |(rounds, runs): &mut (Rounds, Vec<(usize, Vec<AgentRecord>)>)| {

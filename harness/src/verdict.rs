@@ -18,7 +18,7 @@ use crate::runtime::AgentRecord;
 use sim_ollama::judge::decision::{self, Decision, Evidence, Order};
 use sim_ollama::judge::{ClientCall, JudgeOptions, Report};
 pub use sim_ollama::judge::{PARALLEL_MIN_SAVING, SERIALIZED_MAX_SAVING, Verdict};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 fn pct(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
@@ -82,8 +82,9 @@ pub(crate) fn judge_simulated(
     origin: Instant,
     agents: &[AgentRecord],
     e: &Efficiency,
+    cpu_wait: Option<Duration>,
 ) -> (Verdict, String, Report) {
-    let report = judge_trace(trace, origin, agents);
+    let report = judge_trace(trace, origin, agents, cpu_wait);
     if let Some(failed) = failed_reason(agents) {
         return (Verdict::Failed, failed, report);
     }
@@ -111,13 +112,19 @@ pub(crate) fn twin_deployment(
             d.batch_penalty = penalty;
             d.cross_process_efficiency = efficiency;
         }
-        judge_trace(&moved, origin, agents).deployment.share.unwrap_or(f64::NAN)
+        judge_trace(&moved, origin, agents, None).deployment.share.unwrap_or(f64::NAN)
     };
     sim_ollama::judge::deployment_within_tolerance(rep, (share_at(tolerance.slow), share_at(tolerance.fast)))
 }
 
-/// The judge's report on a simulated run: each agent's calls matched to its requests.
-fn judge_trace(trace: &sim_ollama::advanced::trace::TraceSnapshot, origin: Instant, agents: &[AgentRecord]) -> Report {
+/// The judge's report on a simulated run: each agent's calls matched to its requests, and how
+/// long this process's threads (the client's) waited for a CPU during the run, where measured.
+fn judge_trace(
+    trace: &sim_ollama::advanced::trace::TraceSnapshot,
+    origin: Instant,
+    agents: &[AgentRecord],
+    cpu_wait: Option<Duration>,
+) -> Report {
     let us = |t: Instant| t.saturating_duration_since(origin).as_micros() as u64;
     // The i-th call of agent A is A's i-th request in the trace (the harness labels every call
     // with its agent's name in X-Agent).
@@ -134,7 +141,8 @@ fn judge_trace(trace: &sim_ollama::advanced::trace::TraceSnapshot, origin: Insta
     }
     // The scenario says how long each agent works between its calls: the judge needs no probe
     // run to tell that work from waiting.
-    sim_ollama::judge::judge(trace, &JudgeOptions::new().client_calls(calls).known_local_work(known))
+    let opts = JudgeOptions::new().client_calls(calls).known_local_work(known);
+    sim_ollama::judge::judge(trace, &cpu_wait.map_or(opts.clone(), |w| opts.client_cpu_wait(w)))
 }
 
 /// What the servers allow in live mode, measured: the reference client's median wall time

@@ -171,6 +171,17 @@ pub(super) fn verdict(
         }
         Decision::Timed(a) => {
             let (cause, why) = client_cause(rep, reqs, client, handoffs, a.verdict);
+            if let Some(waited_s) = starved(opts, t).filter(|_| cause == Cause::ClientLag) {
+                return (
+                    Verdict::Inconclusive,
+                    Cause::ClientLag,
+                    format!(
+                        "{why}; but the client's threads waited {waited_s:.2} s in all for a CPU during the run, as long as the {:.2} s lost: a machine too busy to run the client reads the same as an executor the program blocked, which this run cannot tell apart (run again, on a quieter machine or at a longer time scale) ({})",
+                        t.took_s - t.allowed_s,
+                        figures(&a)
+                    ),
+                );
+            }
             let reason = match a.saving {
                 Some(_) => format!("{why} ({})", figures(&a)),
                 None => {
@@ -309,6 +320,14 @@ fn unknown_deployment(figures: &str) -> (Verdict, Cause, String) {
             "requests overlapped but took longer than an ideal server would; the trace does not describe its deployment (a trace older than schema 4), so what its slots and devices allow, and so whether the client lost the time, cannot be told ({figures})"
         ),
     )
+}
+
+/// How long the client's threads waited for a CPU during the run, s, where that is as long as
+/// the time lost against the deployment ([`JudgeOptions::client_cpu_wait`]).
+fn starved(opts: &JudgeOptions, t: &super::report::TimeFigures) -> Option<f64> {
+    let waited_s = secs(opts.client_cpu_wait_us?);
+    let lost_s = t.took_s - t.allowed_s;
+    (lost_s > 0.0 && waited_s >= lost_s).then_some(waited_s)
 }
 
 /// What in the client lost the time: answers read late (a blocked executor), a connection pool

@@ -33,6 +33,8 @@ pub struct JudgeOptions {
     /// The runs' windows where they are not `since`, `probe_since` and the end in order (the
     /// pairs of a confirmation).
     pub(super) windows: Option<Windows>,
+    /// How long the client's threads were runnable but waiting for a CPU during the run, µs.
+    pub(super) client_cpu_wait_us: Option<u64>,
 }
 
 /// Which run of a program a confirmation repeats (docs/judge.md, "A confirmation run").
@@ -108,6 +110,17 @@ impl JudgeOptions {
     /// the client's clock and can name a blocked executor or a connection pool.
     pub fn client_calls(mut self, calls: Vec<ClientCall>) -> Self {
         self.client_calls = calls;
+        self
+    }
+
+    /// How long the client's threads, together, were runnable but waiting for a CPU during the
+    /// run (Linux's `/proc/PID/task/*/schedstat`, its second field, before and after): where
+    /// answers reached the agents late and that wait is as long as the time lost, a machine too
+    /// busy to run the client explains the lateness as well as an executor the program blocked,
+    /// and the verdict is inconclusive, to run again ([`crate::judge::Report::needs_rerun`]). A blocked
+    /// executor's threads sleep or run; a starved one's wait for a CPU.
+    pub fn client_cpu_wait(mut self, waited: Duration) -> Self {
+        self.client_cpu_wait_us = Some(waited.as_micros() as u64);
         self
     }
 

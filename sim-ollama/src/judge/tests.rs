@@ -708,6 +708,26 @@ fn answers_read_late_blame_a_blocked_executor() {
 }
 
 #[test]
+fn answers_read_late_by_a_client_starved_of_cpu_are_inconclusive_and_run_again() {
+    // The blocked executor above (took 200 against 100 allowed: 100 ms lost), with the client's
+    // threads known to have waited for a CPU during the run: 150 ms, more than the time lost,
+    // is a machine too busy to run them (a blocked executor's threads sleep or run, they do
+    // not wait for a CPU): inconclusive, run again. 20 ms of waiting explains none of it.
+    let calls = read_by_client(&[(1, 0, 100), (2, 0, 200)]);
+    let reqs = vec![req(1, Some("a"), 0, 100, 100), req(2, Some("b"), 0, 100, 100)];
+    let starved =
+        JudgeOptions::new().client_calls(calls.clone()).client_cpu_wait(std::time::Duration::from_millis(150));
+    let r = judge(&snap(reqs.clone()), &starved);
+    assert_eq!((r.verdict, r.cause), (Verdict::Inconclusive, Cause::ClientLag), "{r}");
+    assert!(r.reason.contains("waited 0.15 s in all for a CPU"), "{}", r.reason);
+    assert!(r.needs_rerun(), "{r}");
+    let busy = JudgeOptions::new().client_calls(calls).client_cpu_wait(std::time::Duration::from_millis(20));
+    let r = judge(&snap(reqs), &busy);
+    assert_eq!((r.verdict, r.cause), (Verdict::Serialized, Cause::ClientLag), "{r}");
+    assert!(!r.needs_rerun(), "{r}");
+}
+
+#[test]
 fn a_stall_reading_the_last_answer_is_inconclusive_not_blamed() {
     // The server ended both at 100 ms; the client read A at 100 and B at 140: a 40 ms stall of
     // one read (median lag 20 ms, under a quarter of the 100 ms requests). Took 140 against 100
