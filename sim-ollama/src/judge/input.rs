@@ -117,8 +117,9 @@ impl JudgeOptions {
     /// run (Linux's `/proc/PID/task/*/schedstat`, its second field, before and after): where
     /// answers reached the agents late and that wait is as long as the time lost, a machine too
     /// busy to run the client explains the lateness as well as an executor the program blocked,
-    /// and the verdict is inconclusive, to run again ([`crate::judge::Report::needs_rerun`]). A blocked
-    /// executor's threads sleep or run; a starved one's wait for a CPU.
+    /// and the verdict is inconclusive, to run again
+    /// ([`crate::judge::Report::needs_rerun`]). A blocked executor's threads sleep or run; a
+    /// starved one's wait for a CPU.
     pub fn client_cpu_wait(mut self, waited: Duration) -> Self {
         self.client_cpu_wait_us = Some(waited.as_micros() as u64);
         self
