@@ -519,6 +519,7 @@ fn judge_run(
         time_scale: d.time_scale,
         local_work_scale: d.local_scale(),
         timeline,
+        client_cpu_wait_s: cpu_wait.map(|w| w.as_secs_f64()),
     }
 }
 

@@ -74,6 +74,11 @@ pub struct RunResult {
     /// an output directory only).
     #[serde(default)]
     pub timeline: Option<String>,
+    /// On the simulator, where Linux keeps the figures: how long the client's threads waited for
+    /// a CPU during the run, s (`harness/src/cpu_wait.rs`), which the judge weighs against the
+    /// time lost where answers reached the agents late.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu_wait_s: Option<f64>,
 }
 
 #[cfg(test)]
@@ -98,6 +103,7 @@ impl RunResult {
             time_scale: 1.0,
             local_work_scale: 1.0,
             timeline: None,
+            client_cpu_wait_s: None,
         }
     }
 }

@@ -141,8 +141,11 @@ fn judge_trace(
     }
     // The scenario says how long each agent works between its calls: the judge needs no probe
     // run to tell that work from waiting.
-    let opts = JudgeOptions::new().client_calls(calls).known_local_work(known);
-    sim_ollama::judge::judge(trace, &cpu_wait.map_or(opts.clone(), |w| opts.client_cpu_wait(w)))
+    let mut opts = JudgeOptions::new().client_calls(calls).known_local_work(known);
+    if let Some(waited) = cpu_wait {
+        opts = opts.client_cpu_wait(waited);
+    }
+    sim_ollama::judge::judge(trace, &opts)
 }
 
 /// What the servers allow in live mode, measured: the reference client's median wall time

@@ -489,11 +489,12 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let unlimited = probe_ran.as_deref().is_some_and(|ran| input::most_in_flight(ran) > max_in_flight);
     let handed = described && !unlimited && gaps::handed_over(&held, max_in_flight, agents::HANDOFF_WINDOW_US);
     let limit = client::could_run_at_once(&report).filter(|&p| handed && max_in_flight < p).map(|_| max_in_flight);
-    // The client verdict's figures of one reading; a limit weighed without the waits the gaps
-    // show at it (the client's queue, not the agents' own work: as the deployment is read).
+    // The client verdict's figures of one reading; a limit weighed once without the waits the
+    // gaps show at it, where they show (the client's queue, as the deployment is read), else per reading.
+    let weighed = |r: &reading::Reading| (secs(r.allowed_us), limit.map(|k| secs(basis.limited(r, k))));
+    let queue_out = deployed.as_ref().filter(|_| client_waits.is_some()).map(weighed);
     let figures_of = |r: &reading::Reading| {
-        let base = deployed.as_ref().filter(|_| client_waits.is_some()).unwrap_or(r);
-        let (allowed_s, limited_s) = (secs(base.allowed_us), limit.map(|k| secs(basis.limited(base, k))));
+        let (allowed_s, limited_s) = queue_out.unwrap_or_else(|| weighed(r));
         client::Figures { against: r.against, served: r.served, read_after_s, allowed_s, limited_s }
     };
     let figures = figures_of(&measured);

@@ -54,16 +54,23 @@ fn sim() -> SimHandle {
     SimBuilder::new().preset("ideal").unwrap().time_scale(0.1).preload("gemma3").start().unwrap()
 }
 
-/// Runs the agents, then again as a probe run; returns the judge's report on both.
-fn probed(sim: &SimHandle, tools: Tools) -> sim_ollama::Report {
+/// Runs `run`, then again as a probe run; returns the options that judge both (the window
+/// from before the first run, the probe run's from its first request) and that first id.
+fn run_and_probe(sim: &SimHandle, run: impl Fn()) -> (JudgeOptions, u64) {
     let opts = JudgeOptions::new().since(sim.trace_mark());
-    agents(sim.addrs()[0], tools);
+    run();
     sim.wait_idle(Duration::from_secs(5)).unwrap();
     let probe = sim.begin_probe(&opts);
-    agents(sim.addrs()[0], tools);
-    sim.wait_idle(Duration::from_secs(5)).unwrap();
+    run();
+    sim.wait_idle(Duration::from_secs(10)).unwrap();
     sim.end_probe();
-    sim.judge(&opts.probe_since(probe))
+    (opts.probe_since(probe), probe)
+}
+
+/// Runs the agents, then again as a probe run; returns the judge's report on both.
+fn probed(sim: &SimHandle, tools: Tools) -> sim_ollama::Report {
+    let (opts, _) = run_and_probe(sim, || agents(sim.addrs()[0], tools));
+    sim.judge(&opts)
 }
 
 #[test]
@@ -283,17 +290,11 @@ fn an_answer_a_first_call_went_out_right_after_is_held_back_its_delay_in_the_pro
             }
         });
     };
-    let opts = JudgeOptions::new().since(sim.trace_mark());
-    run();
-    sim.wait_idle(Duration::from_secs(5)).unwrap();
-    let probe = sim.begin_probe(&opts);
-    run();
-    sim.wait_idle(Duration::from_secs(5)).unwrap();
-    sim.end_probe();
+    let (opts, probe) = run_and_probe(&sim, run);
     let t = sim.trace();
     let lead = t.requests.iter().find(|r| r.id >= probe && r.agent_label.as_deref() == Some("lead")).expect("lead");
     assert!(lead.held_us >= 290_000, "the lead's answer held back its delay: {} us", lead.held_us);
-    let r = sim.judge(&opts.probe_since(probe));
+    let r = sim.judge(&opts);
     let g = r.gaps.as_ref().expect("gaps read");
     assert_eq!(g.handoffs.len(), 2, "{g:?}");
     assert!(g.handoffs.iter().all(|h| h.depended == Some(true)), "{g:?}");
@@ -417,13 +418,7 @@ fn a_streamed_rival_is_out_when_its_last_token_is() {
             }
         });
     };
-    let opts = JudgeOptions::new().since(sim.trace_mark());
-    run();
-    sim.wait_idle(Duration::from_secs(5)).unwrap();
-    let probe = sim.begin_probe(&opts);
-    run();
-    sim.wait_idle(Duration::from_secs(10)).unwrap();
-    sim.end_probe();
+    let (_, probe) = run_and_probe(&sim, run);
     let t = sim.trace();
     let of = |agent: &str| {
         t.requests.iter().find(|r| r.id >= probe && r.agent_label.as_deref() == Some(agent)).expect("a probe request")
