@@ -10,13 +10,10 @@ venv=target/pyclients
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import ollama, httpx, openai, anthropic, maturin" 2>/dev/null; then
   exit 0
 fi
-mkdir -p target
-rm -rf "$venv.tmp"
-python3 -m venv "$venv.tmp"
-"$venv.tmp/bin/pip" install --quiet --disable-pip-version-check "ollama==0.6.3" "openai==3.54.0" "anthropic==2.12.0" "maturin==1.16.0"
+uv=$(bash scripts/uv.sh)
+# Made in place: an interrupted install fails the import check above and is made again.
 rm -rf "$venv"
-mv "$venv.tmp" "$venv"
-# A venv records its own path: recreate the entry points for the final location (console
-# scripts such as pip keep the old path in their first line: call `python -m pip`).
-python3 -m venv --upgrade "$venv" >/dev/null
+"$uv" venv --quiet --python "$(command -v python3)" "$venv"
+"$uv" pip install --quiet --python "$venv/bin/python" --compile-bytecode \
+  "ollama==0.6.3" "openai==3.54.0" "anthropic==2.12.0" "maturin==1.16.0"
 "$venv/bin/python" -c "import ollama, httpx, openai, anthropic; print('clients: ollama installed, openai', openai.__version__, 'anthropic', anthropic.__version__)"

@@ -25,10 +25,11 @@ if [ "$profile" = venv ]; then venv_only=true; fi
 venv=target/pyproject
 requirements=examples/python-project/requirements.txt
 stamp=$(sha256sum "$requirements" | cut -c1-16)
+uv=$(bash scripts/uv.sh)
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.requirements" 2>/dev/null)" != "$stamp" ]; then
   rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
+  "$uv" venv --quiet --python "$(command -v python3)" "$venv"
+  "$uv" pip install --quiet --python "$venv/bin/python" --compile-bytecode -r "$requirements"
   echo "$stamp" >"$venv/.requirements"
 fi
 if $venv_only; then
@@ -51,6 +52,6 @@ fi
 bash scripts/setup-clients.sh >/dev/null   # maturin comes from the clients' environment
 bash scripts/build-wheel.sh "$profile" >/dev/null
 # Its module needs no dependencies.
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps target/wheels/*.whl
+"$uv" pip install --quiet --python "$venv/bin/python" --reinstall --no-deps target/wheels/*.whl
 echo "$profile" >"$venv/.profile"
 "$venv/bin/python" -c "import sim_ollama, sys; print('python-project: sim-ollama wheel installed in', sys.prefix)"

@@ -11,7 +11,8 @@
 //! So the run the waits would blame is run once more ([`ConfirmRun`]: the run judged where a
 //! probed gap was shorter, the probe run where one outlasted its twin), the other pair is
 //! judged, and the verdict closer to parallel is kept: waits that do not recur are not the
-//! program's, and waits that do are confirmed.
+//! program's, and waits that do are confirmed (an inconclusive confirmation that found them
+//! again, at least half as long, leaves the first verdict standing).
 
 use super::decision::Verdict;
 use super::input::{ConfirmRun, Confirmation, JudgeOptions, Windows};
@@ -94,7 +95,12 @@ pub(super) fn judge(
         r.gaps.as_ref().map_or(0.0, |g| g.waits.iter().map(|w| w.gap_s - w.own_s.unwrap_or(0.0)).sum::<f64>())
     };
     let recurred = waits(&again) > 0.0;
-    let keep_again = rank(again.verdict) > rank(first.verdict);
+    // Waits found again, at least half as long, are the program's (a pause does not recur where
+    // it was): a confirmation pair that cannot decide does not set them aside. (A pair that
+    // reads parallel is kept: what it found again cost nothing.)
+    let confirmed = waits(&first) > 0.0 && waits(&again) >= waits(&first) / 2.0;
+    let undecided = again.verdict == Verdict::Inconclusive && confirmed;
+    let keep_again = rank(again.verdict) > rank(first.verdict) && !undecided;
     let summary = ConfirmationReport {
         run: c.run,
         first: first.verdict,

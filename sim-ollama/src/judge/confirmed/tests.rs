@@ -118,3 +118,28 @@ fn a_confirmation_needs_a_probe_run_and_a_parallel_or_unprobed_verdict_asks_for_
     assert_eq!(r.verdict, Verdict::Serialized, "{r}");
     assert_eq!(r.confirm, None);
 }
+
+#[test]
+fn waits_that_recur_are_not_set_aside_by_a_confirmation_that_cannot_decide() {
+    // Seen in a suite run on a crowded machine (six agents behind a semaphore of two): the
+    // first pair read partly serialized, the second probe run found the same waits (1.83 s
+    // both times) but read inconclusive, and being "closer to parallel" it was kept, with a
+    // note saying the waits did not recur. Here: tools in turn on one executor; the first
+    // probe run with b's gap stretched past its twin (its own work unknown) and c's measured,
+    // 1.2 s of waiting: partly serialized, a second probe run asked for.
+    let mut runs = one_executor([300, 300, 300], 1, 0);
+    runs.extend(probe_run([300, 1400, 300], 7, 2000));
+    let first = judge(&trace(runs.clone()), &probed());
+    assert_eq!((first.verdict, first.confirm), (Verdict::PartlySerialized, Some(ConfirmRun::Probe)), "{first}");
+    // The second probe run: b stretched again, and c's tool too (1.5 s against the 0.9 s gap
+    // it had in the run judged), so neither's own work is measured: that pair alone cannot
+    // decide, with 1.5 s of waiting found.
+    runs.extend(probe_run([300, 1400, 1500], 13, 5000));
+    let r = judge(&trace(runs), &probed().confirmation(confirmation(ConfirmRun::Probe)));
+    let c = r.confirmation.as_ref().expect("confirmation reported");
+    assert_eq!(c.again, Some(Verdict::Inconclusive), "{r}");
+    // The waits recurred: the first pair's verdict stands, and no note says they did not.
+    assert_eq!((r.verdict, c.waits_recurred, c.kept), (Verdict::PartlySerialized, true, KeptPair::First), "{r}");
+    assert!(!r.notes.iter().any(|n| n.contains("did not recur")), "{r}");
+    assert!(r.notes.iter().any(|n| n.contains("read inconclusive") && n.contains("again: the verdict stands")), "{r}");
+}
