@@ -572,8 +572,13 @@ fn python_agents_behind_a_permit_or_a_pool_smaller_than_them_are_partly_serializ
         assert_eq!((v, cause), (Verdict::PartlySerialized, sim_ollama::judge::Cause::Client), "{what}: {words}");
         let k = if what.starts_with("permit") { "2 of 3" } else { "2 of 6" };
         assert!(words.contains(&format!("at most {k} agents' requests were in flight at once")), "{what}: {words}");
+        // The probe ruled the hand-off out: the third agent's call went out as the rival's
+        // answer came (the permit it freed), or, where it woke later than an event loop's turn
+        // after it (seen in a fresh-clone CI run, six tests at a time just after the build),
+        // at least not right after the answer it followed in the run judged.
         assert!(
-            words.contains("held back by a permit, a lock or a pool slot whichever answer came first freed"),
+            words.contains("held back by a permit, a lock or a pool slot whichever answer came first freed")
+                || words.contains("did not depend on the answer it went out right after"),
             "{what}: {words}"
         );
     }
