@@ -227,6 +227,7 @@ pub(crate) fn judge_live(
         // A limit on the calls in flight needs the calls replayed under it, which a live
         // server's measurements cannot.
         limited: None,
+        limit_unprobed: false,
     };
     let mut effs = match (interval, against.and_then(|a| a.saving)) {
         (Some((lo, hi)), Some(saving)) => {
@@ -272,6 +273,11 @@ pub(crate) fn judge_live(
         // Live mode gives no limit to test (`limited: None`); worded all the same.
         Decision::Limited(_, l) => format!(
             "calls overlapped, but at most {} of {} agents' calls were in flight at once, and a client held to that many explains the time lost: partly serialized in the client ({effs})",
+            l.k, l.of
+        ),
+        // Live mode gives no limit to test; worded all the same.
+        Decision::LimitUnprobed(_, l) => format!(
+            "calls overlapped, but at most {} of {} agents' calls were in flight at once, and a client held to that many would cost part of the time lost: whether the client held them back, no run has shown ({effs})",
             l.k, l.of
         ),
         Decision::UnknownAllowance(_) | Decision::UnknownAgents(_) => format!(

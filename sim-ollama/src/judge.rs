@@ -178,7 +178,6 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let client: BTreeMap<u64, ClientCall> = opts.client_calls.iter().map(|c| (c.request, *c)).collect();
     let mut reqs = as_seen(&ran, &client);
 
-    // Agents.
     let agents::Grouping { names, source, labelled } = agents::group(&mut reqs);
     let groups = names.len();
     // Calls that never overlapped, each after a gap longer than a call: a probe run, if there is
@@ -188,14 +187,15 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let hold = spacing.and_then(|s| held::plan(&s, tolerance_us));
     let gaps_probe = opts.probe_window().filter(|_| hold.is_none());
     // The probe run's requests that ran, read once by whichever reading it was made for.
-    let probe_ran = match (opts.probe_window(), &opts.probe_void) {
-        (Some((since, until)), None) => Some(that_ran(&window(trace, Some(since), until))),
-        _ => None,
-    };
+    let probe_ran = opts.probe_window().filter(|_| opts.probe_void.is_none());
+    let probe_ran = probe_ran.map(|(since, until)| that_ran(&window(trace, Some(since), until)));
     // Agents the judge cannot tell apart, told apart by a probe run (one answer at a time).
+    let limit_shown = opts.limit_shown || recovered::limit_shown(source, &ran, probe_ran.as_deref());
     let mut not_recovered = None;
     if let (AgentSource::Program, Some(_), Some(probe_ran)) = (source, gaps_probe, &probe_ran) {
-        match recovered::judged(trace, opts, &ran, probe_ran, tolerance_us, |t| judged(t, opts)) {
+        let as_shown =
+            |t: &TraceSnapshot, free| judged(t, &JudgeOptions { limit_shown, starts_free: free, ..opts.clone() });
+        match recovered::judged(trace, opts, &ran, probe_ran, tolerance_us, as_shown) {
             Ok(report) => return report,
             Err(n) => not_recovered = Some(n),
         }
@@ -495,7 +495,7 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     let queue_out = deployed.as_ref().filter(|_| client_waits.is_some()).map(weighed);
     let figures_of = |r: &reading::Reading| {
         let (allowed_s, limited_s) = queue_out.unwrap_or_else(|| weighed(r));
-        client::Figures { against: r.against, served: r.served, read_after_s, allowed_s, limited_s }
+        client::Figures { against: r.against, served: r.served, read_after_s, allowed_s, limited_s, limit_shown }
     };
     let figures = figures_of(&measured);
     let (verdict, cause, reason) = client::verdict(&report, &reqs, &client, handoffs, opts, described, figures);

@@ -45,8 +45,9 @@
 //! (`RequestTrace::probe_after`). Requests arriving within [`SETTLE_US`] of the first one in a
 //! gap are taken to follow the same answer (an agent that sends two calls at once). The judge
 //! rebuilds the agents from these links and matches them to the first run by their prompts
-//! (`RequestTrace::prompt_key`). No answer goes out before [`START_US`] after the run's first
-//! request, so the agents' first calls all arrive with none out. A gap expires after the
+//! (`RequestTrace::prompt_key`). No answer goes out until no request has come for
+//! [`START_US`] ([`START_MAX_US`] at the most), so the agents' first calls all arrive with none
+//! out. A gap expires after the
 //! longest time any call of the first run still to come went out after that answer's twin
 //! ended (a quarter more, plus the tolerance): the program's next call cannot have waited
 //! longer for its own work; where no call of the first run is left to come after it, the
@@ -159,11 +160,19 @@ pub struct SerialCall {
 /// `Promise.all`) sends them within a few milliseconds.
 pub(crate) const SETTLE_US: u64 = 20_000;
 
-/// How long after the first request of a probe run releasing one answer at a time the first
-/// answer is held, µs of wall time: the program's agents start together (`asyncio.gather`,
+/// How long a probe run releasing one answer at a time holds its first answer after the
+/// latest request, µs of wall time: the program's agents start together (`asyncio.gather`,
 /// threads, `Promise.all`) but not at one instant, and a first call that arrived after another
-/// agent's answer went out would be taken to follow it.
+/// agent's answer went out would be taken to follow it. Held until no request has come for
+/// this long, every agent a launcher starts sends its first call with no answer out, however
+/// slowly it starts them (twelve Python threads over 120 ms on a busy machine); a program
+/// holding its calls back (a pool of six) sends no more until an answer comes, and the judge
+/// reads that as the limit shown (`judge/recovered.rs`).
 pub(crate) const START_US: u64 = 50_000;
+
+/// The longest a probe run releasing one answer at a time holds its first answer, µs of wall
+/// time, however many requests keep coming (a program sending calls on a timer of its own).
+pub(crate) const START_MAX_US: u64 = 2_000_000;
 
 impl ProbePlan {
     /// How long a gap may stay open: `gap` a quarter longer, plus the tolerance.
@@ -211,8 +220,8 @@ struct State {
     /// `plan.serial.calls`), and which of them the probe run has sent so far.
     twins: HashMap<String, VecDeque<usize>>,
     sent: Vec<bool>,
-    /// One answer at a time: whether the program's start is over ([`START_US`] after its first
-    /// request): until then every answer is held.
+    /// One answer at a time: whether the program's start is over ([`START_US`] after its
+    /// latest request): until then every answer is held.
     started: Started,
     /// Holding every answer: whether a call came while one was held, and how many were held
     /// to the end of their hold (see [`HOLD_ANSWERS`]).
@@ -225,7 +234,8 @@ struct State {
 #[derive(Debug, PartialEq)]
 enum Started {
     NoRequestYet,
-    Starting,
+    /// Since the first request; when the latest came.
+    Starting(Instant),
     Over,
 }
 
@@ -362,17 +372,33 @@ impl Probe {
     /// A request of a program probed one answer at a time: it follows the answer that is out,
     /// if one is; the first to follow it closes that gap [`SETTLE_US`] later.
     fn arrive_one(&self, s: &mut State, id: u64, prompt_key: &str) -> Ticket {
-        if s.started == Started::NoRequestYet {
-            s.started = Started::Starting;
-            let probe = self.clone();
-            s.rt.spawn(async move {
-                tokio::time::sleep(Duration::from_micros(START_US)).await;
-                let mut guard = probe.lock();
-                if let Some(s) = guard.as_mut() {
-                    s.started = Started::Over;
-                    probe.release_next(s);
-                }
-            });
+        let now = Instant::now();
+        match s.started {
+            Started::NoRequestYet => {
+                s.started = Started::Starting(now);
+                let probe = self.clone();
+                s.rt.spawn(async move {
+                    // Until no request has come for START_US, START_MAX_US at the most.
+                    let cap = now + Duration::from_micros(START_MAX_US);
+                    loop {
+                        let until = match probe.lock().as_ref().map(|s| &s.started) {
+                            Some(Started::Starting(last)) => (*last + Duration::from_micros(START_US)).min(cap),
+                            _ => return,
+                        };
+                        if Instant::now() >= until {
+                            break;
+                        }
+                        tokio::time::sleep_until(until.into()).await;
+                    }
+                    let mut guard = probe.lock();
+                    if let Some(s) = guard.as_mut() {
+                        s.started = Started::Over;
+                        probe.release_next(s);
+                    }
+                });
+            }
+            Started::Starting(_) => s.started = Started::Starting(now),
+            Started::Over => {}
         }
         let twin = s.twins.get_mut(prompt_key).and_then(VecDeque::pop_front);
         if let Some(t) = twin {

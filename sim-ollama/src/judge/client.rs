@@ -21,6 +21,8 @@ pub(super) struct Figures {
     /// What one holding at most as many calls at a time as were in flight takes, s (where
     /// fewer were than agents could run, on a deployment the trace describes).
     pub(super) limited_s: Option<f64>,
+    /// Whether a probe run showed a limit at the most in flight ([`Limited::shown`]).
+    pub(super) limit_shown: bool,
 }
 
 /// The client verdict, its cause and its reason: the trace's evidence gathered for the
@@ -169,7 +171,33 @@ pub(super) fn verdict(
             let (cause, why) = client_cause(rep, reqs, client, handoffs, Verdict::PartlySerialized);
             (Verdict::PartlySerialized, cause, limited(&why, &l, t.allowed_s, &figures(&a)))
         }
+        Decision::LimitUnprobed(a, l) => (
+            Verdict::Inconclusive,
+            Cause::UnknownAgents,
+            format!(
+                "{who} overlapped ({overlapped}), but at most {} of {} requests were in flight at once, each next one going out as another's answer came back: a client holding {} calls at a time takes {:.2} s on this deployment against the {:.2} s it allows, part of the {:.2} s lost (the rest the program's own, such as a first call gone out ahead of the others); a launcher slow to start its agents looks the same in one run, and a probe run holding every answer tells them apart ({})",
+                l.k,
+                l.of,
+                l.k,
+                l.limited,
+                l.allowed,
+                l.took - l.allowed,
+                figures(&a)
+            ),
+        ),
         Decision::Timed(a) => {
+            if let Some((stagger_s, scale)) = started_late(reqs, opts, t) {
+                return (
+                    Verdict::Inconclusive,
+                    Cause::TimeScale,
+                    format!(
+                        "{who} overlapped ({overlapped}), but the agents' first calls went out over {:.0} ms as the program started them, and a probe run holding every answer had each agent's first call out before any answer came: none waited for another's call; that start-up is the program's own (threads or tasks started one by one, a busy machine), at least half of the {:.2} s lost, and calls this short magnify it: judge it at a longer time scale (about {scale:.2}), where the calls outlast it ({})",
+                        stagger_s * 1e3,
+                        t.took_s - t.allowed_s,
+                        figures(&a)
+                    ),
+                );
+            }
             let (cause, why) = client_cause(rep, reqs, client, handoffs, a.verdict);
             if let Some(waited_s) = starved(opts, t).filter(|_| cause == Cause::ClientLag) {
                 return (
@@ -253,11 +281,19 @@ pub(super) fn evidence(
     // Fewer in flight at once than agents could run (a program whose agents are unknown: than
     // requests, as it is judged): what a client held to that many takes.
     let limited = match (f.limited_s, could_run_at_once(rep)) {
-        (Some(limited), Some(of)) if c.max_in_flight < of && !read_late => {
-            Some(Limited { k: c.max_in_flight, of, took: rep.time.took_s, allowed: f.allowed_s, limited })
-        }
+        (Some(limited), Some(of)) if c.max_in_flight < of && !read_late => Some(Limited {
+            k: c.max_in_flight,
+            of,
+            took: rep.time.took_s,
+            allowed: f.allowed_s,
+            limited,
+            shown: f.limit_shown,
+        }),
         _ => None,
     };
+    // A program whose agents are unknown, not yet probed: a probe run releasing one answer at
+    // a time can show a limit (`recovered.rs`).
+    let limit_unprobed = rep.agents_from == AgentSource::Program && opts.probe_window().is_none();
     Evidence {
         order,
         against: f.against,
@@ -266,6 +302,7 @@ pub(super) fn evidence(
         interval: None,
         read_stall,
         limited,
+        limit_unprobed,
     }
 }
 
@@ -320,6 +357,26 @@ fn unknown_deployment(figures: &str) -> (Verdict, Cause, String) {
             "requests overlapped but took longer than an ideal server would; the trace does not describe its deployment (a trace older than schema 4), so what its slots and devices allow, and so whether the client lost the time, cannot be told ({figures})"
         ),
     )
+}
+
+/// How long the agents took to start, s, where that start-up is the program's own and at
+/// least half the time lost at a time scale that shortens the calls, and the time scale at
+/// which the calls would outlast it four times: a probe run had every agent's first call out
+/// before any answer ([`JudgeOptions::starts_free`]), so the later ones were held back by no
+/// other's call, and a launcher's delays run in real time while the calls are scaled.
+fn started_late(reqs: &[Req<'_>], opts: &JudgeOptions, t: &super::report::TimeFigures) -> Option<(f64, f64)> {
+    if !opts.starts_free || t.time_scale >= 1.0 {
+        return None;
+    }
+    let mut firsts: BTreeMap<usize, u64> = BTreeMap::new();
+    for q in reqs {
+        firsts.entry(q.group).and_modify(|s| *s = (*s).min(q.start)).or_insert(q.start);
+    }
+    let stagger_s = secs(firsts.values().max()? - firsts.values().min()?);
+    let lost_s = t.took_s - t.allowed_s;
+    let call_s = secs(reqs.iter().map(|q| q.r.solo_us).sum::<u64>()) / reqs.len().max(1) as f64;
+    let scale = (t.time_scale * 4.0 * stagger_s / call_s.max(1e-6)).min(1.0);
+    (lost_s > 0.0 && stagger_s >= 0.5 * lost_s).then_some((stagger_s, scale))
 }
 
 /// How long the client's threads waited for a CPU during the run, s, where that is as long as

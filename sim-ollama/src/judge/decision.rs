@@ -139,6 +139,9 @@ pub struct Evidence {
     /// A limit on the calls in flight the figures can test (the simulator replays the calls
     /// with it; live mode cannot and says `None`).
     pub limited: Option<Limited>,
+    /// Whether a probe run releasing one answer at a time could still show such a limit: the
+    /// program's agents unknown, and no probe run yet (live mode: `false`).
+    pub limit_unprobed: bool,
 }
 
 /// At most `k` of `of` agents' calls were in flight at once, and what a client holding at most
@@ -156,6 +159,10 @@ pub struct Limited {
     pub allowed: f64,
     /// What a client holding at most `k` calls at a time takes on it.
     pub limited: f64,
+    /// Whether a probe run showed the limit itself: releasing one answer at a time, after
+    /// no request had come for a while, it saw no more calls out than `k` (a launcher
+    /// slow to start its agents sends them all; a limit keeps the rest back until an answer).
+    pub shown: bool,
 }
 
 impl Limited {
@@ -164,12 +171,19 @@ impl Limited {
     /// for at least half the time lost. A pause of the machine that kept one agent's call
     /// from overlapping the others' shows a lower most-in-flight, but a replay held to it
     /// seldom costs a quarter more, and then not the time that pause took.
+    /// One a probe run showed explains it wherever it costs ([`Self::costs`]): the program's
+    /// other losses (a first call gone out ahead of the rest) do not make it any less the
+    /// program's.
     pub fn explains(&self) -> bool {
         let lost = self.took - self.allowed;
-        self.k < self.of
-            && self.took > self.allowed * NO_ROOM_SLACK
-            && self.limited >= self.allowed * NO_ROOM_SLACK
-            && self.limited - self.allowed >= 0.5 * lost
+        self.costs() && (self.shown || self.limited - self.allowed >= 0.5 * lost)
+    }
+
+    /// Whether the program lost time and the limit alone costs time: fewer in flight than
+    /// could run, the program over [`NO_ROOM_SLACK`] times what the deployment allows, and a
+    /// client held to `k` too.
+    pub fn costs(&self) -> bool {
+        self.k < self.of && self.took > self.allowed * NO_ROOM_SLACK && self.limited >= self.allowed * NO_ROOM_SLACK
     }
 }
 
@@ -201,6 +215,10 @@ pub enum Decision {
     /// The times read parallel, but a limit on the calls in flight explains the time lost:
     /// partly serialized.
     Limited(AgainstAllowed, Limited),
+    /// The times read parallel, and a limit on the calls in flight costs time but explains
+    /// under half of what was lost, in a program whose agents are unknown: a probe run shows
+    /// whether the program held its calls back (inconclusive until it does).
+    LimitUnprobed(AgainstAllowed, Limited),
     /// The times decided: [`AgainstAllowed::verdict`].
     Timed(AgainstAllowed),
 }
@@ -217,6 +235,7 @@ impl Decision {
             | Decision::TooNoisy { .. }
             | Decision::UnknownAllowance(_)
             | Decision::UnknownAgents(_)
+            | Decision::LimitUnprobed(..)
             | Decision::ReadStall(_) => Verdict::Inconclusive,
         }
     }
@@ -237,11 +256,15 @@ pub fn decide(e: &Evidence) -> Decision {
         }
     }
     if a.verdict == Verdict::Parallel {
-        match e.limited.filter(|l| l.explains() && e.allowance_known) {
-            Some(l) if e.agents_known => Decision::Limited(a, l),
+        match e.limited.filter(|_| e.allowance_known) {
+            Some(l) if l.explains() && e.agents_known => Decision::Limited(a, l),
             // Agents not told apart: the limit may be one agent's calls following each other.
-            Some(_) => Decision::UnknownAgents(a),
-            None => Decision::Timed(a),
+            Some(l) if l.explains() => Decision::UnknownAgents(a),
+            // A first call gone out ahead of the rest lengthens the time lost, and a limit then
+            // explains under half of it; so does a launcher slow to start its agents, with no
+            // limit: a probe run holding every answer tells which.
+            Some(l) if e.limit_unprobed && l.costs() => Decision::LimitUnprobed(a, l),
+            _ => Decision::Timed(a),
         }
     } else if !e.allowance_known {
         Decision::UnknownAllowance(a)
@@ -393,6 +416,7 @@ mod tests {
             interval: None,
             read_stall: false,
             limited: None,
+            limit_unprobed: false,
         }
     }
 
@@ -452,7 +476,7 @@ mod tests {
         // one at a time 8 s: a saving of 6 / 7, parallel by the times alone.
         let against = against_allowed(2.0, 1.0, 8.0, 1.0);
         assert_eq!(against.map(|a| a.verdict), Some(Verdict::Parallel));
-        let six = Limited { k: 6, of: 8, took: 2.0, allowed: 1.0, limited: 2.0 };
+        let six = Limited { k: 6, of: 8, took: 2.0, allowed: 1.0, limited: 2.0, shown: false };
         let e = Evidence { limited: Some(six), ..evidence(Order::Overlapped, against) };
         assert_eq!(decide(&e), Decision::Limited(against.unwrap(), six));
         assert_eq!(decide(&e).verdict(), Verdict::PartlySerialized);
@@ -474,6 +498,21 @@ mod tests {
         assert_eq!(decide(&e), Decision::UnknownAgents(against.unwrap()));
         let e = Evidence { limited: Some(six), allowance_known: false, ..evidence(Order::Overlapped, against) };
         assert_eq!(decide(&e).verdict(), Verdict::Parallel);
+        // A limit explaining under half the time lost (a first call gone out ahead of the
+        // rest took the other half): parallel by the times; inconclusive where a probe run
+        // could still show the limit; partly serialized where one did.
+        let under_half = Limited { took: 3.0, limited: 1.8, ..six };
+        let e = Evidence { limited: Some(under_half), ..evidence(Order::Overlapped, against) };
+        assert_eq!(decide(&e), Decision::Timed(against.unwrap()));
+        let unprobed = Evidence { limit_unprobed: true, ..e };
+        assert_eq!(decide(&unprobed), Decision::LimitUnprobed(against.unwrap(), under_half));
+        assert_eq!(decide(&unprobed).verdict(), Verdict::Inconclusive);
+        let shown = Limited { shown: true, ..under_half };
+        let e = Evidence { limited: Some(shown), ..evidence(Order::Overlapped, against) };
+        assert_eq!(decide(&e), Decision::Limited(against.unwrap(), shown));
+        // Shown or not, a limit that costs nothing is no finding.
+        let e = Evidence { limited: Some(Limited { limited: 1.2, ..shown }), limit_unprobed: true, ..e };
+        assert_eq!(decide(&e), Decision::Timed(against.unwrap()));
     }
 
     #[test]

@@ -35,6 +35,13 @@ pub struct JudgeOptions {
     pub(super) windows: Option<Windows>,
     /// How long the client's threads were runnable but waiting for a CPU during the run, µs.
     pub(super) client_cpu_wait_us: Option<u64>,
+    /// Set by the judge where a probe run releasing one answer at a time had no more calls
+    /// out before its first answer than the run judged had in flight at its most
+    /// ([`super::decision::Limited::shown`]).
+    pub(super) limit_shown: bool,
+    /// Set by the judge where a probe run releasing one answer at a time had every agent's
+    /// first call out before any answer: none of them waited for another's call.
+    pub(super) starts_free: bool,
 }
 
 /// Which run of a program a confirmation repeats (docs/judge.md, "A confirmation run").

@@ -41,7 +41,7 @@ pub(super) fn judged(
     first: &[&RequestTrace],
     probe: &[&RequestTrace],
     tolerance_us: u64,
-    judge: impl Fn(&TraceSnapshot) -> Report,
+    judge: impl Fn(&TraceSnapshot, bool) -> Report,
 ) -> Result<Report, NotRecovered> {
     let found = relabel(trace, first, probe, tolerance_us, false)
         .and_then(|r| match opts.expected_agents {
@@ -52,7 +52,8 @@ pub(super) fn judged(
             why: format!("a probe run could not tell the agents apart either: {}", n.why),
             ..n
         })?;
-    let mut report = judge(&found.trace);
+    // Every chain began with no answer out: no agent's first call waited for another's call.
+    let mut report = judge(&found.trace, found.initial == found.agents);
     let chains = plural(found.agents, "chain of calls", "chains of calls");
     // Every request of the probe run went out before any answer was out: no agent waited for
     // another's answer, so no chain hides one.
@@ -130,6 +131,18 @@ fn by_prompt<'a>(reqs: &[&'a RequestTrace]) -> Result<BTreeMap<&'a str, Vec<&'a 
         by.entry(key).or_default().push(r);
     }
     Ok(by)
+}
+
+/// Whether a probe run releasing one answer at a time shows a limit on the calls in flight:
+/// it held every answer until no request had come for a while, so a program that sent no more
+/// calls before its first answer than the run judged (`first`) had in flight at its most held
+/// the rest back itself; a launcher slow to start its agents sends them all
+/// ([`super::decision::Limited::shown`]).
+pub(super) fn limit_shown(source: AgentSource, first: &[&RequestTrace], probe: Option<&[&RequestTrace]>) -> bool {
+    let Some(probe) = probe.filter(|_| source == AgentSource::Program) else { return false };
+    let first_out = probe.iter().filter_map(|r| r.end_us).min().unwrap_or(u64::MAX);
+    let initial = probe.iter().filter(|r| r.probe_after.is_none() && r.received_us < first_out).count();
+    initial > 0 && initial <= super::input::most_in_flight(first)
 }
 
 /// What [`relabel`] found.

@@ -5,7 +5,7 @@
 
 use crate::judge::testkit::{MS, trace};
 use crate::judge::*;
-use crate::trace::RequestTrace;
+use crate::trace::{RequestTrace, TraceSnapshot};
 
 /// An unlabelled call asking `prompt`, from `from` to `to`.
 fn call(id: u64, prompt: &str, from: u64, to: u64) -> RequestTrace {
@@ -274,4 +274,110 @@ fn a_call_late_in_one_run_and_sent_with_the_others_in_the_probe_was_not_held_by_
     let r = judge(&trace(seven_and_one_late(true)), &JudgeOptions::new().expected_agents(8).probe_since(9));
     assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
     assert!(r.reason.contains("at most 7 of 8"), "{}", r.reason);
+}
+
+/// The sample project's LangChain batch of twelve tickets through six threads, as a run
+/// recorded it (0.1 ms; start, end, solo): the first thread's call went out 64 ms ahead of
+/// the other five, the last six each as an answer came back. Ids 1-12.
+const SIX_THREADS: [(u64, u64, u64); 12] = [
+    (0, 792, 779),
+    (641, 1442, 796),
+    (715, 1560, 840),
+    (731, 1641, 908),
+    (755, 1737, 977),
+    (821, 1612, 782),
+    (830, 1860, 1028),
+    (1598, 2362, 759),
+    (1616, 2396, 778),
+    (1810, 2599, 785),
+    (1944, 2683, 734),
+    (1948, 2724, 773),
+];
+
+/// That run, and a probe run from id 13 at 5000 ms: with `limit`, six calls go out before any
+/// answer and each of the other six after one (released 10 ms apart); without, all twelve go
+/// out before any answer (a launcher slow to start them: the probe holds its first answer
+/// until none has come for a while).
+fn batch_through_six(limit: bool) -> Vec<RequestTrace> {
+    let mut reqs: Vec<RequestTrace> = (0..12)
+        .map(|k| {
+            let (from, to, solo) = SIX_THREADS[k];
+            RequestTrace {
+                client: format!("127.0.0.1:{}", 5001 + k),
+                solo_us: solo * 100,
+                prompt_key: Some(format!("ticket-{k}")),
+                ..RequestTrace::ran(k as u64 + 1, from * 100, to * 100)
+            }
+        })
+        .collect();
+    for k in 0..12u64 {
+        let id = 13 + k;
+        let prompt = format!("ticket-{k}");
+        reqs.push(match (limit, k) {
+            (true, 6..) => {
+                let at = 5100 + 10 * (k - 6) + 5;
+                after(call(id, &prompt, at, at + 80), 13 + k - 6)
+            }
+            _ => {
+                let release = 5100 + 10 * k;
+                RequestTrace { held_us: (release - 5080) * MS, ..call(id, &prompt, 5000 + k, release) }
+            }
+        });
+    }
+    reqs
+}
+
+#[test]
+fn a_limit_a_first_call_gone_ahead_hides_is_shown_by_the_probe_run() {
+    // Judged alone, told twelve agents: saved 81 % of what the deployment allows, parallel by
+    // the times; at most six in flight, each later call going out as an answer came back, and a
+    // client held to six costs 0.08 s, under half the 0.17 s lost (the first call's 64 ms
+    // ahead is the rest). It read parallel (one run in about fifty of the sample project's bug
+    // test): a limit hidden. Now a probe run is asked for.
+    let first: Vec<RequestTrace> = batch_through_six(true).into_iter().take(12).collect();
+    let opts = JudgeOptions::new().expected_agents(12);
+    let r = judge(&trace(first), &opts);
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert!(r.needs_probe(), "{r}");
+    assert!(r.reason.contains("at most 6 of 12") && r.reason.contains("a probe run"), "{}", r.reason);
+    // The probe run sent six, then one more per answer: the program held the rest back.
+    let r = judge(&trace(batch_through_six(true)), &opts.clone().probe_since(13));
+    assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
+    assert!(r.reason.contains("at most 6 of 12"), "{}", r.reason);
+    // The probe run sent all twelve before any answer: no limit, the first call's lead the
+    // program's own: parallel.
+    let r = judge(&trace(batch_through_six(false)), &opts.probe_since(13));
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+}
+
+/// Twelve one-call agents a launcher started 25 ms apart (calls of 80 ms), ids 1-12, and a
+/// probe run from id 13 at 5000 ms that had all twelve out before any answer went out.
+fn started_one_by_one() -> Vec<RequestTrace> {
+    let mut reqs: Vec<RequestTrace> = (0..12)
+        .map(|k| RequestTrace { solo_us: 80 * MS, ..call(k + 1, &format!("t{k}"), 25 * k, 25 * k + 80) })
+        .collect();
+    // The answers a first call went out right after in the run judged are held back past the
+    // hand-off delay (300 ms), as the probe's plan holds them.
+    reqs.extend((0..12).map(|k| {
+        let release = 5400 + 10 * k;
+        RequestTrace { held_us: (release - 5080) * MS, ..call(13 + k, &format!("t{k}"), 5000 + k, release) }
+    }));
+    reqs
+}
+
+#[test]
+fn agents_a_launcher_started_one_by_one_are_not_blamed_on_the_client_at_a_short_time_scale() {
+    // Seen beside a loaded suite: a LangChain batch with a thread per ticket, twelve Python
+    // threads started over about 0.25 s against calls of 80 ms at time scale 0.1, read
+    // "partly serialized (cause: client)". Here: took 355 ms against 80 allowed, 960 one at a
+    // time: saved 69 %, the 275 ms lost all the start-up. The probe had every first call out
+    // before any answer: none waited for another's call.
+    let scaled = |time_scale| TraceSnapshot { time_scale, ..trace(started_one_by_one()) };
+    let r = judge(&scaled(0.1), &JudgeOptions::new().probe_since(13));
+    assert_eq!((r.verdict, r.cause), (Verdict::Inconclusive, Cause::TimeScale), "{r}");
+    assert!(r.reason.contains("went out over 275 ms") && r.reason.contains("longer time scale"), "{}", r.reason);
+    // At full speed the start-up is as long as the calls would be: the time is the client's.
+    let r = judge(&scaled(1.0), &JudgeOptions::new().probe_since(13));
+    assert_ne!(r.verdict, Verdict::Parallel, "{r}");
+    assert_ne!(r.cause, Cause::TimeScale, "{r}");
 }
