@@ -231,6 +231,15 @@ fn python_crewai_crews_together_are_parallel_and_crews_in_turn_are_caught_and_th
             }
             continue;
         }
+        if *mode == "for-each-async" && verdict == ("inconclusive", "time_scale") {
+            // The copies' first calls went out over ~20 ms as kickoff_for_each_async started
+            // them, against calls of ~20 ms at time scale 0.1: on a loaded machine that
+            // start-up was the whole time lost (a fresh-clone CI run: 22 ms of 0.02 s, saved
+            // 77 %), and a probe run had every first call out before any answer: the program's
+            // own start-up, which a longer time scale tells, never the client's fault.
+            assert_eq!(j["probed"], true, "{j}");
+            continue;
+        }
         let expected = match *mode {
             "together" | "for-each-async" => ("parallel", "none"),
             _ => ("serialized", "client"),
