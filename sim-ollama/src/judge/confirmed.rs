@@ -12,7 +12,8 @@
 //! probed gap was shorter, the probe run where one outlasted its twin), the other pair is
 //! judged, and the verdict closer to parallel is kept: waits that do not recur are not the
 //! program's, and waits that do are confirmed (an inconclusive confirmation that found them
-//! again, at least half as long, leaves the first verdict standing).
+//! again, at least half as long, leaves the first verdict standing; a confirmation that found
+//! them again and measured them decides a first pair that could not).
 
 use super::decision::Verdict;
 use super::input::{ConfirmRun, Confirmation, JudgeOptions, Windows};
@@ -100,7 +101,12 @@ pub(super) fn judge(
     // reads parallel is kept: what it found again cost nothing.)
     let confirmed = waits(&first) > 0.0 && waits(&again) >= waits(&first) / 2.0;
     let undecided = again.verdict == Verdict::Inconclusive && confirmed;
-    let keep_again = rank(again.verdict) > rank(first.verdict) && !undecided;
+    // And a first pair that could not decide, whose waits the confirmation found again and
+    // measured: the confirmation's verdict stands.
+    let decided = first.verdict == Verdict::Inconclusive
+        && confirmed
+        && matches!(again.verdict, Verdict::PartlySerialized | Verdict::Serialized);
+    let keep_again = (rank(again.verdict) > rank(first.verdict) && !undecided) || decided;
     let summary = ConfirmationReport {
         run: c.run,
         first: first.verdict,
@@ -116,6 +122,17 @@ pub(super) fn judge(
             ConfirmRun::Plain => ("the run judged", "the time figures are the confirmation run's"),
             ConfirmRun::Probe => ("the probe run", "the gaps are as the second probe run measured them"),
         };
+        if decided {
+            report.notes.push(format!(
+                "the first pair of runs read inconclusive (the probe found the agents waiting {:.2} s for each other between their calls, their own work not all measured); a confirmation run ({repeated}) found them waiting {:.2} s again and read {}: waits that recur are the program's, so its verdict stands, the deployment verdict the first run's",
+                waits(&first),
+                waits(&report),
+                read(report.verdict),
+            ));
+            report.deployment = first.deployment;
+            report.confirmation = Some(summary);
+            return report;
+        }
         let found = match waits(&first) {
             w if w > 0.0 => {
                 format!(" (the probe found the agents waiting {w:.2} s for each other between their calls)")

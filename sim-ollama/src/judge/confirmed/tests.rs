@@ -143,3 +143,24 @@ fn waits_that_recur_are_not_set_aside_by_a_confirmation_that_cannot_decide() {
     assert!(!r.notes.iter().any(|n| n.contains("did not recur")), "{r}");
     assert!(r.notes.iter().any(|n| n.contains("read inconclusive") && n.contains("again: the verdict stands")), "{r}");
 }
+
+#[test]
+fn waits_found_again_and_measured_decide_a_first_pair_that_could_not() {
+    // Seen in a suite run (six agents behind a semaphore of two): the first pair inconclusive,
+    // own work not all measured; the confirmation found the same 1.55 s of waiting, measured,
+    // and read partly serialized; the inconclusive first pair, "closer to parallel", was kept.
+    // Here: b's tool took 600 ms in the run judged; the first probe run stretched its gap past
+    // its twin (inconclusive, a second probe run asked for); the second measured 300 ms of own
+    // work: b waited 300 ms, found again.
+    let mut runs = together([300, 600, 304], 1, 0);
+    runs.extend(probe_run([300, 1400, 304], 7, 2000));
+    let first = judge(&trace(runs.clone()), &probed());
+    assert_eq!((first.verdict, first.confirm), (Verdict::Inconclusive, Some(ConfirmRun::Probe)), "{first}");
+    runs.extend(probe_run([300, 300, 304], 13, 5000));
+    let r = judge(&trace(runs), &probed().confirmation(confirmation(ConfirmRun::Probe)));
+    assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
+    let c = r.confirmation.as_ref().expect("confirmation reported");
+    assert_eq!((c.first, c.waits_recurred, c.kept), (Verdict::Inconclusive, true, KeptPair::Again), "{r}");
+    assert!(r.notes.iter().any(|n| n.contains("waits that recur are the program's")), "{r}");
+    assert!(!r.notes.iter().any(|n| n.contains("did not recur")), "{r}");
+}
