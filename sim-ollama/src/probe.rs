@@ -378,22 +378,23 @@ impl Probe {
                 s.started = Started::Starting(now);
                 let probe = self.clone();
                 s.rt.spawn(async move {
-                    // Until no request has come for START_US, START_MAX_US at the most.
+                    // Until no request has come for START_US, START_MAX_US at the most: the
+                    // check and the start's end under one lock, so no request slips between.
                     let cap = now + Duration::from_micros(START_MAX_US);
                     loop {
-                        let until = match probe.lock().as_ref().map(|s| &s.started) {
-                            Some(Started::Starting(last)) => (*last + Duration::from_micros(START_US)).min(cap),
-                            _ => return,
+                        let until = {
+                            let mut guard = probe.lock();
+                            let Some(s) = guard.as_mut() else { return };
+                            let Started::Starting(last) = s.started else { return };
+                            let until = (last + Duration::from_micros(START_US)).min(cap);
+                            if Instant::now() >= until {
+                                s.started = Started::Over;
+                                probe.release_next(s);
+                                return;
+                            }
+                            until
                         };
-                        if Instant::now() >= until {
-                            break;
-                        }
                         tokio::time::sleep_until(until.into()).await;
-                    }
-                    let mut guard = probe.lock();
-                    if let Some(s) = guard.as_mut() {
-                        s.started = Started::Over;
-                        probe.release_next(s);
                     }
                 });
             }

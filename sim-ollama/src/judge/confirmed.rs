@@ -95,11 +95,12 @@ pub(super) fn judge(
     let waits = |r: &Report| {
         r.gaps.as_ref().map_or(0.0, |g| g.waits.iter().map(|w| w.gap_s - w.own_s.unwrap_or(0.0)).sum::<f64>())
     };
-    let recurred = waits(&again) > 0.0;
+    let (waited_first, waited_again) = (waits(&first), waits(&again));
+    let recurred = waited_again > 0.0;
     // Waits found again, at least half as long, are the program's (a pause does not recur where
     // it was): a confirmation pair that cannot decide does not set them aside. (A pair that
     // reads parallel is kept: what it found again cost nothing.)
-    let confirmed = waits(&first) > 0.0 && waits(&again) >= waits(&first) / 2.0;
+    let confirmed = waited_first > 0.0 && waited_again >= waited_first / 2.0;
     let undecided = again.verdict == Verdict::Inconclusive && confirmed;
     // And a first pair that could not decide, whose waits the confirmation found again and
     // measured: the confirmation's verdict stands.
@@ -118,33 +119,29 @@ pub(super) fn judge(
     let read = |v: Verdict| v.as_str().replace('_', " ");
     if keep_again {
         let mut report = again;
-        let (which, figures) = match c.run {
-            ConfirmRun::Plain => ("the run judged", "the time figures are the confirmation run's"),
-            ConfirmRun::Probe => ("the probe run", "the gaps are as the second probe run measured them"),
-        };
-        if decided {
-            report.notes.push(format!(
-                "the first pair of runs read inconclusive (the probe found the agents waiting {:.2} s for each other between their calls, their own work not all measured); a confirmation run ({repeated}) found them waiting {:.2} s again and read {}: waits that recur are the program's, so its verdict stands, the deployment verdict the first run's",
-                waits(&first),
-                waits(&report),
+        let note = if decided {
+            format!(
+                "the first pair of runs read inconclusive (the probe found the agents waiting {waited_first:.2} s for each other between their calls, their own work not all measured); a confirmation run ({repeated}) found them waiting {waited_again:.2} s again and read {}: waits that recur are the program's, so its verdict stands, the deployment verdict the first run's",
                 read(report.verdict),
-            ));
-            report.deployment = first.deployment;
-            report.confirmation = Some(summary);
-            return report;
-        }
-        let found = match waits(&first) {
-            w if w > 0.0 => {
-                format!(" (the probe found the agents waiting {w:.2} s for each other between their calls)")
-            }
-            _ => String::new(),
+            )
+        } else {
+            let (which, figures) = match c.run {
+                ConfirmRun::Plain => ("the run judged", "the time figures are the confirmation run's"),
+                ConfirmRun::Probe => ("the probe run", "the gaps are as the second probe run measured them"),
+            };
+            let found = if waited_first > 0.0 {
+                format!(" (the probe found the agents waiting {waited_first:.2} s for each other between their calls)")
+            } else {
+                String::new()
+            };
+            format!(
+                "the first pair of runs read {}{found}; a confirmation run ({repeated}) read {}{}: what stretched the gaps in {which} did not recur, as a pause of the whole process does not (a garbage collection over a large heap, a machine starving the program of CPU), so it is not counted: {figures}, the deployment verdict the first run's",
+                read(first.verdict),
+                read(report.verdict),
+                if recurred { format!(", with {waited_again:.2} s of such waiting") } else { String::new() },
+            )
         };
-        report.notes.push(format!(
-            "the first pair of runs read {}{found}; a confirmation run ({repeated}) read {}{}: what stretched the gaps in {which} did not recur, as a pause of the whole process does not (a garbage collection over a large heap, a machine starving the program of CPU), so it is not counted: {figures}, the deployment verdict the first run's",
-            read(first.verdict),
-            read(report.verdict),
-            if recurred { format!(", with {:.2} s of such waiting", waits(&report)) } else { String::new() },
-        ));
+        report.notes.push(note);
         // What the deployment allows is the program's first run's (its model loads included),
         // whichever pair's client verdict stands.
         report.deployment = first.deployment;
@@ -155,7 +152,7 @@ pub(super) fn judge(
             "a confirmation run ({repeated}) read {}{}: the verdict stands",
             read(again.verdict),
             if recurred {
-                format!(", the agents waiting {:.2} s for each other again", waits(&again))
+                format!(", the agents waiting {waited_again:.2} s for each other again")
             } else {
                 String::new()
             },

@@ -4,6 +4,7 @@
 
 use crate::judge::testkit::{call, one_executor, probe_run, together, trace};
 use crate::judge::*;
+use crate::trace::RequestTrace;
 
 /// A confirmation run from id 13, repeating `run`.
 fn confirmation(run: ConfirmRun) -> Confirmation {
@@ -14,21 +15,36 @@ fn probed() -> JudgeOptions {
     JudgeOptions::new().probe_since(7)
 }
 
+/// The run judged (`run`, ids 1-6) with its probe run (`probe` ms of work each, ids 7-12),
+/// judged as a pair; then with a confirmation (`again`, ids 13-18 from 5000 ms) repeating `rerun`.
+fn pair_then(
+    mut runs: Vec<RequestTrace>,
+    probe: [u64; 3],
+    rerun: ConfirmRun,
+    again: Vec<RequestTrace>,
+) -> (Report, Report) {
+    runs.extend(probe_run(probe, 7, 2000));
+    let first = judge(&trace(runs.clone()), &probed());
+    runs.extend(again);
+    (first, judge(&trace(runs), &probed().confirmation(confirmation(rerun))))
+}
+
 #[test]
 fn waits_that_a_pause_of_the_run_judged_made_do_not_recur_and_are_not_counted() {
     // The run judged: tools of 300 ms together, and the whole process paused 250 ms while they
     // ran, so every next call went out at 650 (gaps of 550). The probe measures 300 each: each
     // agent "waited" 250 ms for the others' work: short of parallel, and a confirmation of the
     // run judged is asked for.
-    let mut runs = together([550, 550, 550], 1, 0);
-    runs.extend(probe_run([300, 300, 300], 7, 2000));
-    let first = judge(&trace(runs.clone()), &probed());
+    let (first, r) = pair_then(
+        together([550, 550, 550], 1, 0),
+        [300, 300, 300],
+        ConfirmRun::Plain,
+        together([300, 302, 304], 13, 5000),
+    );
     assert_ne!(first.verdict, Verdict::Parallel, "{first}");
     assert_eq!(first.confirm, Some(ConfirmRun::Plain), "{first}");
     assert!(first.needs_confirmation());
     // Run again, unpaused: the gaps are 300, as the probe measured: parallel, and kept.
-    runs.extend(together([300, 302, 304], 13, 5000));
-    let r = judge(&trace(runs), &probed().confirmation(confirmation(ConfirmRun::Plain)));
     assert_eq!(r.verdict, Verdict::Parallel, "{r}");
     assert!(!r.needs_confirmation(), "a confirmed verdict asks for no more: {r}");
     let c = r.confirmation.as_ref().expect("confirmation reported");
@@ -45,13 +61,14 @@ fn waits_that_a_pause_of_the_run_judged_made_do_not_recur_and_are_not_counted() 
 fn agents_taking_turns_wait_again_in_the_confirmation_and_the_verdict_stands() {
     // Tools that took turns on one executor, in the run judged and again in the confirmation:
     // the waits recur, the first pair's verdict stands.
-    let mut runs = one_executor([300, 300, 300], 1, 0);
-    runs.extend(probe_run([300, 300, 300], 7, 2000));
-    let first = judge(&trace(runs.clone()), &probed());
+    let (first, r) = pair_then(
+        one_executor([300, 300, 300], 1, 0),
+        [300, 300, 300],
+        ConfirmRun::Plain,
+        one_executor([300, 300, 300], 13, 5000),
+    );
     assert_eq!(first.verdict, Verdict::PartlySerialized, "{first}");
     assert_eq!(first.confirm, Some(ConfirmRun::Plain));
-    runs.extend(one_executor([300, 300, 300], 13, 5000));
-    let r = judge(&trace(runs), &probed().confirmation(confirmation(ConfirmRun::Plain)));
     assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
     assert_eq!(r.cause, Cause::BetweenCalls, "{r}");
     assert_eq!(r.reason, first.reason, "the first pair's report, unchanged but for its notes");
@@ -67,16 +84,17 @@ fn a_pause_in_the_probe_run_is_confirmed_away_by_a_second_probe_run() {
     // "waited for an answer the probe held" and its own work cannot be told from the wait:
     // read as waiting, b's chain is 200 and the ideal c's 504 against the 800 taken, 77 % of
     // the saving: the verdict waits on it.
-    let mut runs = together([300, 600, 304], 1, 0);
-    runs.extend(probe_run([300, 1400, 304], 7, 2000));
-    let first = judge(&trace(runs.clone()), &probed());
+    let (first, r) = pair_then(
+        together([300, 600, 304], 1, 0),
+        [300, 1400, 304],
+        ConfirmRun::Probe,
+        probe_run([300, 600, 304], 13, 5000),
+    );
     let g = first.gaps.as_ref().expect("gaps read");
     assert!(g.waits.iter().any(|w| w.agent == "b" && w.own_s.is_none()), "{g:?}");
     assert_eq!(first.verdict, Verdict::Inconclusive, "{first}");
     assert_eq!(first.confirm, Some(ConfirmRun::Probe), "{first}");
     // The probe run again, unpaused: every gap the agent's own work.
-    runs.extend(probe_run([300, 600, 304], 13, 5000));
-    let r = judge(&trace(runs), &probed().confirmation(confirmation(ConfirmRun::Probe)));
     assert_eq!(r.verdict, Verdict::Parallel, "{r}");
     let c = r.confirmation.as_ref().expect("confirmation reported");
     assert_eq!((c.run, c.kept), (ConfirmRun::Probe, KeptPair::Again));
@@ -127,15 +145,12 @@ fn waits_that_recur_are_not_set_aside_by_a_confirmation_that_cannot_decide() {
     // note saying the waits did not recur. Here: tools in turn on one executor; the first
     // probe run with b's gap stretched past its twin (its own work unknown) and c's measured,
     // 1.2 s of waiting: partly serialized, a second probe run asked for.
-    let mut runs = one_executor([300, 300, 300], 1, 0);
-    runs.extend(probe_run([300, 1400, 300], 7, 2000));
-    let first = judge(&trace(runs.clone()), &probed());
-    assert_eq!((first.verdict, first.confirm), (Verdict::PartlySerialized, Some(ConfirmRun::Probe)), "{first}");
     // The second probe run: b stretched again, and c's tool too (1.5 s against the 0.9 s gap
     // it had in the run judged), so neither's own work is measured: that pair alone cannot
     // decide, with 1.5 s of waiting found.
-    runs.extend(probe_run([300, 1400, 1500], 13, 5000));
-    let r = judge(&trace(runs), &probed().confirmation(confirmation(ConfirmRun::Probe)));
+    let second_probe = probe_run([300, 1400, 1500], 13, 5000);
+    let (first, r) = pair_then(one_executor([300, 300, 300], 1, 0), [300, 1400, 300], ConfirmRun::Probe, second_probe);
+    assert_eq!((first.verdict, first.confirm), (Verdict::PartlySerialized, Some(ConfirmRun::Probe)), "{first}");
     let c = r.confirmation.as_ref().expect("confirmation reported");
     assert_eq!(c.again, Some(Verdict::Inconclusive), "{r}");
     // The waits recurred: the first pair's verdict stands, and no note says they did not.
@@ -152,12 +167,13 @@ fn waits_found_again_and_measured_decide_a_first_pair_that_could_not() {
     // Here: b's tool took 600 ms in the run judged; the first probe run stretched its gap past
     // its twin (inconclusive, a second probe run asked for); the second measured 300 ms of own
     // work: b waited 300 ms, found again.
-    let mut runs = together([300, 600, 304], 1, 0);
-    runs.extend(probe_run([300, 1400, 304], 7, 2000));
-    let first = judge(&trace(runs.clone()), &probed());
+    let (first, r) = pair_then(
+        together([300, 600, 304], 1, 0),
+        [300, 1400, 304],
+        ConfirmRun::Probe,
+        probe_run([300, 300, 304], 13, 5000),
+    );
     assert_eq!((first.verdict, first.confirm), (Verdict::Inconclusive, Some(ConfirmRun::Probe)), "{first}");
-    runs.extend(probe_run([300, 300, 304], 13, 5000));
-    let r = judge(&trace(runs), &probed().confirmation(confirmation(ConfirmRun::Probe)));
     assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
     let c = r.confirmation.as_ref().expect("confirmation reported");
     assert_eq!((c.first, c.waits_recurred, c.kept), (Verdict::Inconclusive, true, KeptPair::Again), "{r}");
