@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=target/pyclients
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import ollama, httpx, openai, anthropic, maturin" 2>/dev/null; then
+  bash scripts/loopback-ca.sh "$venv"
   exit 0
 fi
 uv=$(bash scripts/uv.sh)
@@ -16,4 +17,5 @@ rm -rf "$venv"
 "$uv" venv --quiet --python "$(command -v python3)" "$venv"
 "$uv" pip install --quiet --python "$venv/bin/python" --compile-bytecode \
   "ollama==0.6.3" "openai==3.54.0" "anthropic==2.12.0" "maturin==1.16.0"
+bash scripts/loopback-ca.sh "$venv"
 "$venv/bin/python" -c "import ollama, httpx, openai, anthropic; print('clients: ollama installed, openai', openai.__version__, 'anthropic', anthropic.__version__)"

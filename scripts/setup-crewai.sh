@@ -9,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=target/pycrewai
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import importlib.util as u, sys; sys.exit(0 if u.find_spec('crewai') else 1)" 2>/dev/null; then
+  bash scripts/loopback-ca.sh "$venv"
   exit 0
 fi
 uv=$(bash scripts/uv.sh)
@@ -16,5 +17,6 @@ uv=$(bash scripts/uv.sh)
 rm -rf "$venv"
 "$uv" venv --quiet --python "$(command -v python3)" "$venv"
 "$uv" pip install --quiet --python "$venv/bin/python" --compile-bytecode "crewai==1.15.30"
+bash scripts/loopback-ca.sh "$venv"
 # Imported once here, so a broken install is caught here, not in every program (3.6 s of CPU).
 CREWAI_DISABLE_TELEMETRY=true OTEL_SDK_DISABLED=true "$venv/bin/python" -c "import crewai; print('crewai', crewai.__version__, 'installed')"

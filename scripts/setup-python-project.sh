@@ -32,6 +32,7 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.requirements" 2>/dev/null)" !
   "$uv" pip install --quiet --python "$venv/bin/python" --compile-bytecode -r "$requirements"
   echo "$stamp" >"$venv/.requirements"
 fi
+bash scripts/loopback-ca.sh "$venv"
 if $venv_only; then
   echo "python-project: $venv has the sample project's requirements"
   exit 0
