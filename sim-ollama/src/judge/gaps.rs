@@ -106,8 +106,9 @@ pub(super) fn with_handoffs(reqs: &[Req<'_>], links: &Links, local: Vec<u64>, ta
 /// Waiting for a limit of the client's own inside the gaps between an agent's calls: a thread
 /// pool, a semaphore or a connection pool smaller than the agents. Where the program never had
 /// more than `k` calls in flight, fewer than its agents, an agent's next call that went out
-/// right after another agent's call ended (within `tolerance_us`), while `k` were in flight
-/// until then, was handed the thread, permit or connection that call freed; the time its gap
+/// right after another agent's call ended (within `tolerance_us`; once some gap shows that,
+/// within a client library's turnaround for the others), while `k` were in flight until then,
+/// was handed the thread, permit or connection that call freed; the time its gap
 /// spent with `k` in flight it may have spent queued for one. Counted as the agent's own work,
 /// those waits make the workload look as if it had local work to overlap with the server's
 /// calls, which inflates what the deployment allows (12 agents through 8 threads on a server of
@@ -142,22 +143,37 @@ pub(super) fn at_limit(reqs: &[Req<'_>], links: &Links, agents: usize, tolerance
     let count = InFlight::new(&in_flight);
     let mut by_end: Vec<usize> = (0..reqs.len()).collect();
     by_end.sort_by_key(|&o| reqs[o].end);
-    let mut free = vec![u64::MAX; reqs.len()];
-    for (i, q) in reqs.iter().enumerate() {
-        // Only a gap after the agent's own previous call: waiting for an answer it carries is
-        // the data flow.
-        let Some(p) = links.from[i].filter(|&p| reqs[p].group == q.group) else { continue };
-        let (a, b) = (reqs[p].end, q.start);
-        // Other agents' calls that ended inside the gap, right before it closed.
-        let lo = by_end.partition_point(|&o| reqs[o].end <= a.max(b.saturating_sub(tolerance_us)));
-        let hi = by_end.partition_point(|&o| reqs[o].end <= b);
-        let handed = by_end[lo..hi.max(lo)].iter().any(|&o| reqs[o].group != q.group && count.before(reqs[o].end) >= k);
-        if !handed {
-            continue;
+    // The gaps that closed within `window` of another agent's call ending with `k` in flight.
+    let handed = |window: u64| -> Vec<u64> {
+        let mut free = vec![u64::MAX; reqs.len()];
+        for (i, q) in reqs.iter().enumerate() {
+            // Only a gap after the agent's own previous call: waiting for an answer it carries
+            // is the data flow.
+            let Some(p) = links.from[i].filter(|&p| reqs[p].group == q.group) else { continue };
+            let (a, b) = (reqs[p].end, q.start);
+            // Other agents' calls that ended inside the gap, right before it closed.
+            let lo = by_end.partition_point(|&o| reqs[o].end <= a.max(b.saturating_sub(window)));
+            let hi = by_end.partition_point(|&o| reqs[o].end <= b);
+            if by_end[lo..hi.max(lo)].iter().any(|&o| reqs[o].group != q.group && count.before(reqs[o].end) >= k) {
+                free[i] = (b - a) - time_at(&in_flight, a, b, k);
+            }
         }
-        free[i] = (b - a) - time_at(&in_flight, a, b, k);
+        free
+    };
+    let strict = handed(tolerance_us);
+    if strict.iter().all(|&f| f == u64::MAX) {
+        return None;
     }
-    free.iter().any(|&f| f < u64::MAX).then_some(AtLimit { k, free })
+    // Where the limit shows in some gaps, a thread or permit handed on later than a hand-over
+    // takes is no less a wait for it: a busy machine wakes a pool's thread tens of
+    // milliseconds late (twelve Python agents through eight threads beside two busy loops: one
+    // call 40 ms late, its wait counted as its own work, lengthened the ideal until the limit's
+    // cost hid under the quarter the judge allows for noise: read parallel). Such gaps are
+    // read within a client library's own turnaround (`agents::HANDOFF_WINDOW_US`); only their
+    // time with `k` in flight is taken out, never the part after the thread was free.
+    let wide = handed(super::agents::HANDOFF_WINDOW_US.max(tolerance_us));
+    let free = strict.iter().zip(&wide).map(|(&s, &w)| s.min(w)).collect();
+    Some(AtLimit { k, free })
 }
 
 /// How many calls were in flight just before an instant, from their sorted starts and ends.

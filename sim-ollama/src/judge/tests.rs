@@ -218,14 +218,15 @@ fn waits_for_a_pool_smaller_than_the_agents_are_not_the_workloads_own_work_on_on
     );
     // The client's own figures keep the gaps as measured.
     assert!(close(r.time.sequential_s, 2.4), "{r}");
-    // A gap that did not end as another call ended (a2 sent 50 ms after c1's answer, more than
-    // the 25 ms a hand-over takes here) is the agent's own work: only the other five agents'
-    // waits are taken out, less the 50 ms b's and c's gaps spent with three in flight while a
-    // was late (5 x 200 - 2 x 50 = 900 ms).
+    // A gap that ended later than a hand-over takes here (a2 sent 50 ms after c1's answer,
+    // against 25 ms), where the other gaps show the limit, waited for it too, until c1's answer
+    // freed a permit (200 ms); the 50 ms after it, with three in flight, are a's own: all six
+    // agents' waits are taken out, less those 50 ms of a's and of b's and c's gaps, which spent
+    // them with three in flight while a was late (6 x 200 - 2 x 50 = 1100 ms).
     let mut later = times;
     later[6] = (350, 700);
     let r = judge(&on(&[IDEAL_DEVICE], 1, calls(&later)), &JudgeOptions::new());
-    assert!(r.deployment.reason.contains("the 0.90 s the agents waited"), "{}", r.deployment.reason);
+    assert!(r.deployment.reason.contains("the 1.10 s the agents waited"), "{}", r.deployment.reason);
 }
 
 #[test]
@@ -1121,4 +1122,52 @@ fn waits_at_a_pool_the_gaps_show_are_not_own_work_where_the_limit_is_weighed() {
     assert!(r.reason.contains("at most 8 of 12 agents"), "{}", r.reason);
     assert!(r.reason.contains("waits for a free one between their calls not counted"), "{}", r.reason);
     assert!(r.deployment.reason.contains("not counted as their own work"), "{}", r.deployment.reason);
+}
+
+/// Twelve agents of two calls each (agent i's calls `90 + 9i` ms), each call run on a FIFO
+/// pool of `threads` threads (`loop.run_in_executor`): a call is queued when the agent's
+/// previous answer (plus 3 ms of its own work) is in, and starts 2 ms after a thread frees,
+/// `late` ms more for the agent and turn given. Returns the calls as the trace holds them.
+fn through_a_pool(threads: usize, late: &[(usize, usize, u64)]) -> Vec<RequestTrace> {
+    let len = |i: usize| 90 + 9 * i as u64;
+    // (ready at, agent, turn), served in order of readiness (FIFO).
+    let mut queue: Vec<(u64, usize, usize)> = (0..12).map(|i| (0, i, 0)).collect();
+    let mut free: Vec<u64> = vec![0; threads];
+    let mut calls = Vec::new();
+    while !queue.is_empty() {
+        queue.sort();
+        let (ready, agent, turn) = queue.remove(0);
+        free.sort();
+        let extra = late.iter().find(|&&(a, t, _)| a == agent && t == turn).map_or(0, |l| l.2);
+        let start = ready.max(free[0] + if free[0] > 0 { 2 } else { 0 }) + extra;
+        let end = start + len(agent);
+        free[0] = end;
+        calls.push((start, end, agent));
+        if turn == 0 {
+            queue.push((end + 3, agent, 1));
+        }
+    }
+    calls.sort();
+    calls
+        .iter()
+        .enumerate()
+        .map(|(k, &(s, e, a))| req(k as u64 + 1, Some(&format!("worker-{a}")), s, e, e - s))
+        .collect()
+}
+
+#[test]
+fn a_pool_thread_handed_on_late_by_a_busy_machine_still_shows_the_pool() {
+    // Seen once in the suite on a slow machine (fixtures/clients/python_executor.py 8
+    // --labelled): one agent's second call went out well after the thread that carried it was
+    // freed; its whole gap, the wait for the thread included, was read as its own work,
+    // lengthening the ideal until the pool's cost (1.15x) hid under the quarter allowed for
+    // noise: parallel. On time, and late: the pool of eight is named either way.
+    for late in [vec![], vec![(7, 1, 40)]] {
+        let r = judge(&snap(through_a_pool(8, &late)), &JudgeOptions::new());
+        assert_eq!((r.verdict, r.cause), (Verdict::PartlySerialized, Cause::Client), "late {late:?}: {r}");
+        assert!(r.reason.contains("a client holding 8 calls at a time takes 0.50 s"), "late {late:?}: {r}");
+    }
+    // A thread for each agent, the same call late: nothing held it but the machine.
+    let r = judge(&snap(through_a_pool(12, &[(7, 1, 40)])), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
 }
