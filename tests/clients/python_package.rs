@@ -36,8 +36,9 @@ struct Case {
     message: String,
 }
 
-/// Runs pytest in `dir` (its own configuration applies) and returns every test's outcome.
-fn pytest(dir: &Path, junit_name: &str, extra: &[&str]) -> Vec<Case> {
+/// Runs pytest in `dir` (its own configuration applies), with `env` set, and returns every
+/// test's outcome.
+fn pytest(dir: &Path, junit_name: &str, extra: &[&str], env: &[(&str, &str)]) -> Vec<Case> {
     let py = python();
     let junit = root().join("target/tmp").join(junit_name);
     std::fs::create_dir_all(junit.parent().expect("a parent")).expect("target/tmp");
@@ -51,6 +52,7 @@ fn pytest(dir: &Path, junit_name: &str, extra: &[&str]) -> Vec<Case> {
         // The fixture must find the wheel's binaries itself, as a user's run does.
         .env_remove("SIM_OLLAMA_BIN")
         .env_remove("SIM_OLLAMA_HARNESS_BIN")
+        .envs(env.iter().copied())
         .output()
         .expect("pytest runs");
     let log = format!("{}\n{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
@@ -90,7 +92,12 @@ fn pytest(dir: &Path, junit_name: &str, extra: &[&str]) -> Vec<Case> {
 fn the_python_packages_own_tests_pass() {
     // Two workers (pytest-xdist): its tests mostly wait on simulators and pytest subprocesses
     // (32 s alone, 20 s on two workers, measured idle; CPU about the same).
-    let cases = pytest(&root().join("python"), "python-package.xml", &["-n", "2"]);
+    // Without LangSmith's pytest plugin, which the venv has through LangChain (the sample
+    // project's) and which every pytest process here imports for 1.2 s of CPU: the workers and
+    // the pytester runs inherit PYTEST_ADDOPTS (27.7 s -> 22.3 s of CPU, 24.6 s -> 20.7 s, run
+    // alone with /usr/bin/time, 2026-11-27). The sample project below keeps it, as its users would.
+    let env = [("PYTEST_ADDOPTS", "-p no:langsmith_plugin")];
+    let cases = pytest(&root().join("python"), "python-package.xml", &["-n", "2"], &env);
     let bad: Vec<&Case> = cases.iter().filter(|c| c.outcome != "passed").collect();
     assert!(bad.is_empty(), "{bad:#?}");
     // Every test of the file ran (none deselected or lost to a collection error).
@@ -99,7 +106,7 @@ fn the_python_packages_own_tests_pass() {
 
 #[test]
 fn the_sample_project_passes_correct_agents_and_fails_each_bug_with_the_report() {
-    let cases = pytest(&root().join("examples/python-project"), "python-project.xml", &[]);
+    let cases = pytest(&root().join("examples/python-project"), "python-project.xml", &[], &[]);
     let outcome =
         |name: &str| cases.iter().find(|c| c.name == name).unwrap_or_else(|| panic!("no test {name} in {cases:#?}"));
     for name in [
