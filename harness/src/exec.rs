@@ -125,6 +125,20 @@ pub struct ExecOutcome {
     /// `rerun`: the simulator itself late, a stall reading the last answer) and the command ran
     /// again in a new window, whose verdict this is.
     pub rerun_after: Option<String>,
+    /// Where the first run was inconclusive for its time scale (the judge's
+    /// `longer_time_scale`) and the command ran again at the longer one, whose verdict this is.
+    pub longer_scale_after: Option<LongerScale>,
+}
+
+/// A first run inconclusive for its time scale, and the longer one the command ran at again.
+#[derive(Debug, Clone, Serialize)]
+pub struct LongerScale {
+    /// The time scale of the run whose verdict stands.
+    pub time_scale: f64,
+    /// The first run's time scale.
+    pub first_time_scale: f64,
+    /// The first run's reason.
+    pub first_reason: String,
 }
 
 /// The `--json` document.
@@ -158,6 +172,10 @@ pub struct ExecJson<'a> {
     /// once more in a new window ([`ExecOutcome::rerun_after`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rerun_after: Option<&'a str>,
+    /// The first run, when it was inconclusive for its time scale and the command ran again at
+    /// a longer one ([`ExecOutcome::longer_scale_after`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub longer_time_scale_after: Option<&'a LongerScale>,
 }
 
 impl ExecPlan {
@@ -172,7 +190,33 @@ impl ExecPlan {
 }
 
 /// Starts the simulator, runs the command against it, waits for it and judges the trace.
+/// Where the verdict is inconclusive for the time scale (the program's own delays outlast
+/// calls this short: [`sim_ollama::Report::longer_time_scale`]), the whole is done once more on
+/// a simulator at that longer time scale, whose verdict stands.
 pub fn run(plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
+    let first = run_at(plan)?;
+    let longer = first.report.longer_time_scale.filter(|&s| s > plan.time_scale * 1.05);
+    let (Some(time_scale), true) = (longer, first.status.success()) else { return Ok(first) };
+    let again = run_at(&ExecPlan { time_scale, ..plan.clone() })?;
+    let after = LongerScale { time_scale, first_time_scale: plan.time_scale, first_reason: first.report.reason };
+    Ok(ExecOutcome { longer_scale_after: Some(after), ..again })
+}
+
+/// [`run`] at the plan's time scale, with the new window its report may ask for.
+fn run_at(plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
+    let sim = start(plan)?;
+    let first = judged_window(&sim, plan)?;
+    if !first.report.needs_rerun() || !first.status.success() {
+        return Ok(first);
+    }
+    // The run's loss may be the machine's (the simulator itself late, a stall reading the last
+    // answer): once more in a new window, whose verdict stands.
+    let again = judged_window(&sim, plan)?;
+    Ok(ExecOutcome { rerun_after: Some(first.report.reason), ..again })
+}
+
+/// The plan's simulator, started.
+fn start(plan: &ExecPlan) -> Result<sim_ollama::SimHandle, ExecError> {
     let builder = SimBuilder::new().seed(plan.seed).time_scale(plan.time_scale);
     let builder = match (&plan.config, &plan.preset) {
         (Some(p), _) => builder.config_file(p),
@@ -189,19 +233,11 @@ pub fn run(plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
         None => builder,
     };
     let builder = plan.preload.iter().fold(builder, |b, m| b.preload(m.clone()));
-    let sim = builder.start().map_err(|e| match e {
+    builder.start().map_err(|e| match e {
         // A model the simulator lacks is the caller's mistake, like a bad preset.
         sim_ollama::Error::Preload { .. } | sim_ollama::Error::Config(_) => ExecError::Config(e.to_string()),
         _ => ExecError::Start(e.to_string()),
-    })?;
-    let first = judged_window(&sim, plan)?;
-    if !first.report.needs_rerun() || !first.status.success() {
-        return Ok(first);
-    }
-    // The run's loss may be the machine's (the simulator itself late, a stall reading the last
-    // answer): once more in a new window, whose verdict stands.
-    let again = judged_window(&sim, plan)?;
-    Ok(ExecOutcome { rerun_after: Some(first.report.reason), ..again })
+    })
 }
 
 /// Runs the command in a window of its own (a mark first) and judges it, with its probe and
@@ -266,6 +302,7 @@ fn judged_window(sim: &sim_ollama::SimHandle, plan: &ExecPlan) -> Result<ExecOut
         confirmation,
         after_last_answer_s,
         rerun_after: None,
+        longer_scale_after: None,
     })
 }
 
@@ -343,6 +380,12 @@ pub fn render(o: &ExecOutcome) -> String {
     }
     if let Some(first) = &o.rerun_after {
         s.push_str(&format!("  it ran twice: the first run's verdict was the machine's ({first})\n"));
+    }
+    if let Some(l) = &o.longer_scale_after {
+        s.push_str(&format!(
+            "  judged at time scale {:.2}: at {} its own delays outlasted its calls, inconclusive ({})\n",
+            l.time_scale, l.first_time_scale, l.first_reason
+        ));
     }
     if let Some(p) = &o.confirmation {
         s.push_str(&format!(

@@ -549,6 +549,7 @@ fn exec(a: ExecArgs) -> ExitCode {
             probe: outcome.probe.as_ref(),
             confirmation: outcome.confirmation.as_ref(),
             rerun_after: outcome.rerun_after.as_deref(),
+            longer_time_scale_after: outcome.longer_scale_after.as_ref(),
         };
         if !write_json("exec", p, &doc) {
             return ExitCode::from(1);

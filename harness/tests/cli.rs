@@ -233,6 +233,59 @@ fn exec_passes_a_correct_python_asyncio_program_and_catches_a_blocking_one() {
     assert_eq!(bad.status.code(), Some(4), "{}", String::from_utf8_lossy(&bad.stderr));
 }
 
+/// Six tickets, a thread each, unlabelled, started 40 ms apart by a launcher (`turn`: each
+/// thread joined before the next starts: one call at a time).
+const LAUNCHER: &str = r#"
+import json, os, sys, threading, time, urllib.request
+def call(i):
+    body = json.dumps({"model": "gemma3", "prompt": f"Ticket {i}: classify it.", "stream": False, "options": {"num_predict": 40}}).encode()
+    req = urllib.request.Request(os.environ["OLLAMA_HOST"] + "/api/generate", data=body, method="POST")
+    urllib.request.urlopen(req, timeout=60).read()
+threads = []
+for i in range(6):
+    time.sleep(0.04)
+    t = threading.Thread(target=call, args=(i,)); t.start(); threads.append(t)
+    if sys.argv[1:] == ["turn"]:
+        t.join()
+[t.join() for t in threads]
+"#;
+
+#[test]
+fn exec_judges_again_at_a_longer_time_scale_where_the_programs_own_start_up_outlasted_its_calls() {
+    // At time scale 0.05 the calls take ~32 ms and the launcher's start-up 200 ms: the probe
+    // run had every first call out before any answer, so the start-up is the program's own,
+    // and the first run is inconclusive (`time_scale`, about 1). At 1 the calls (~0.64 s)
+    // outlast it: parallel, the first run's reason kept. Run in turn, the calls wait for each
+    // other at any time scale: serialized, and no run at another.
+    let json = std::env::temp_dir().join(format!("harness-exec-longer-{}.json", std::process::id()));
+    let run = |how: &str| {
+        harness()
+            .args(["exec", "--time-scale", "0.05", "--preload", "gemma3", "--agents", "6", "--expect", "parallel"])
+            .arg("--json")
+            .arg(&json)
+            .args(["--", "python3", "-c", LAUNCHER, how])
+            .output()
+            .expect("harness exec runs")
+    };
+    let out = run("together");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("harness exec: parallel") && err.contains("judged at time scale 1.00: at 0.05"), "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("--json written")).expect("JSON");
+    let after = &doc["longer_time_scale_after"];
+    assert_eq!((after["time_scale"].as_f64(), after["first_time_scale"].as_f64()), (Some(1.0), Some(0.05)), "{doc}");
+    assert!(after["first_reason"].as_str().is_some_and(|r| r.contains("first calls went out over")), "{doc}");
+    assert_eq!(doc["report"]["time"]["time_scale"], 1.0, "{doc}");
+
+    let out = run("turn");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("harness exec: serialized") && !err.contains("judged at time scale"), "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("--json written")).expect("JSON");
+    assert!(doc.get("longer_time_scale_after").is_none(), "{doc}");
+    let _ = std::fs::remove_file(&json);
+}
+
 /// Two agents, one call each on threads, then a second of the program's own after them.
 const WORKS_AFTER_ITS_CALLS: &str = r#"
 import json, os, threading, time, urllib.request

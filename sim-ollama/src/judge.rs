@@ -479,6 +479,7 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         held: None,
         needs_probe: false,
         rerun: false,
+        longer_time_scale: None,
         confirm: None,
         confirmation: None,
     };
@@ -499,9 +500,8 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     };
     let figures = figures_of(&measured);
     let (verdict, cause, reason) = client::verdict(&report, &reqs, &client, handoffs, opts, described, figures);
-    report.verdict = verdict;
-    report.cause = cause;
-    report.reason = reason;
+    report.longer_time_scale = client::started_late(&reqs, opts, &report.time).filter(|_| cause == Cause::TimeScale);
+    (report.verdict, report.cause, report.reason) = (verdict, cause, reason);
     if let Some(spacing) = spacing {
         // Calls that never overlapped: whether they waited for each other's answers.
         let probe = probe_ran.as_ref().filter(|_| hold.is_some()).map(|ran| as_seen(ran, &client));

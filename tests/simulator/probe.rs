@@ -361,6 +361,13 @@ fn calls_that_never_overlapped_are_probed_by_holding_every_answer() {
         let h = probed.held.clone().expect("held read");
         assert_eq!((probed.verdict, probed.cause, h.status, h.held), (verdict, cause, status, held), "{probed}");
         assert!(!probed.needs_probe, "{probed}");
+        // Where the time scale is what left it open, the report names the one to judge it at.
+        match cause {
+            Cause::TimeScale => {
+                assert!(probed.longer_time_scale.is_some_and(|s| s > probed.time.time_scale && s <= 1.0), "{probed}")
+            }
+            _ => assert_eq!(probed.longer_time_scale, None, "{probed}"),
+        }
         // Bounded: each of the three answers held at most its hold (the longest gap, ~0.2 s, a
         // quarter more and the tolerance: under 0.5 s on an idle machine, 0.6 s allowed), the
         // program's own 0.5 s besides; 3 s leaves room for a loaded machine.

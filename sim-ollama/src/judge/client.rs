@@ -186,7 +186,8 @@ pub(super) fn verdict(
             ),
         ),
         Decision::Timed(a) => {
-            if let Some((stagger_s, scale)) = started_late(reqs, opts, t) {
+            if let Some(scale) = started_late(reqs, opts, t) {
+                let stagger_s = first_calls_spread_s(reqs);
                 return (
                     Verdict::Inconclusive,
                     Cause::TimeScale,
@@ -359,24 +360,32 @@ fn unknown_deployment(figures: &str) -> (Verdict, Cause, String) {
     )
 }
 
-/// How long the agents took to start, s, where that start-up is the program's own and at
-/// least half the time lost at a time scale that shortens the calls, and the time scale at
-/// which the calls would outlast it four times: a probe run had every agent's first call out
-/// before any answer ([`JudgeOptions::starts_free`]), so the later ones were held back by no
-/// other's call, and a launcher's delays run in real time while the calls are scaled.
-fn started_late(reqs: &[Req<'_>], opts: &JudgeOptions, t: &super::report::TimeFigures) -> Option<(f64, f64)> {
+/// The time scale at which the calls would outlast the agents' start-up four times (1 at
+/// most), where that start-up is the program's own and at least half the time lost at a time
+/// scale that shortens the calls: a probe run had every agent's first call out before any
+/// answer ([`JudgeOptions::starts_free`]), so the later ones were held back by no other's
+/// call, and a launcher's delays run in real time while the calls are scaled.
+pub(super) fn started_late(reqs: &[Req<'_>], opts: &JudgeOptions, t: &super::report::TimeFigures) -> Option<f64> {
     if !opts.starts_free || t.time_scale >= 1.0 {
         return None;
     }
+    let stagger_s = first_calls_spread_s(reqs);
+    let lost_s = t.took_s - t.allowed_s;
+    let call_s = secs(reqs.iter().map(|q| q.r.solo_us).sum::<u64>()) / reqs.len().max(1) as f64;
+    let scale = (t.time_scale * 4.0 * stagger_s / call_s.max(1e-6)).min(1.0);
+    (lost_s > 0.0 && stagger_s >= 0.5 * lost_s).then_some(scale)
+}
+
+/// From the first agent's first call to the last agent's first call, s.
+fn first_calls_spread_s(reqs: &[Req<'_>]) -> f64 {
     let mut firsts: BTreeMap<usize, u64> = BTreeMap::new();
     for q in reqs {
         firsts.entry(q.group).and_modify(|s| *s = (*s).min(q.start)).or_insert(q.start);
     }
-    let stagger_s = secs(firsts.values().max()? - firsts.values().min()?);
-    let lost_s = t.took_s - t.allowed_s;
-    let call_s = secs(reqs.iter().map(|q| q.r.solo_us).sum::<u64>()) / reqs.len().max(1) as f64;
-    let scale = (t.time_scale * 4.0 * stagger_s / call_s.max(1e-6)).min(1.0);
-    (lost_s > 0.0 && stagger_s >= 0.5 * lost_s).then_some((stagger_s, scale))
+    match (firsts.values().min(), firsts.values().max()) {
+        (Some(a), Some(b)) => secs(b - a),
+        _ => 0.0,
+    }
 }
 
 /// How long the client's threads waited for a CPU during the run, s, where that is as long as

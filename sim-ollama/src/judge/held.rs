@@ -115,6 +115,7 @@ pub(super) fn settle(
     if h.status == HeldStatus::DidNotWait {
         report.verdict = Verdict::Inconclusive;
         report.cause = Cause::TimeScale;
+        report.longer_time_scale = Some(longer_scale(&h, time_scale));
     }
     report.held = Some(h);
 }
@@ -163,8 +164,13 @@ fn report(status: HeldStatus, plan: Option<HoldPlan>, spacing: &Spacing) -> Held
 /// The time scale at which the calls would be four times the median gap, in words (at most 1,
 /// real speed): where such a program can be judged on one run.
 fn longer_time_scale(h: &HeldReport, time_scale: f64) -> String {
-    let t = time_scale * 4.0 * h.gap_s / h.call_s.max(1e-6);
+    let t = longer_scale(h, time_scale);
     if t >= 1.0 { "1, real speed".to_string() } else { format!("{t:.2}") }
+}
+
+/// The time scale at which calls would outlast the gaps between them four times (1 at most).
+fn longer_scale(h: &HeldReport, time_scale: f64) -> f64 {
+    (time_scale * 4.0 * h.gap_s / h.call_s.max(1e-6)).min(1.0)
 }
 
 /// The client verdict's reason with what the hold shows: `base`, the reason for calls that

@@ -483,6 +483,11 @@ pub struct Report {
     /// [`Report::needs_rerun`].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rerun: bool,
+    /// Where the verdict is inconclusive for the time scale ([`Cause::TimeScale`]): the time
+    /// scale (1 at most) at which the calls would outlast the program's own delays four times,
+    /// to judge it again at (`harness exec` does, once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub longer_time_scale: Option<f64>,
     /// Which run a confirmation run should repeat, where the verdict rests on waits a probe
     /// found and no confirmation ran yet ([`Report::needs_confirmation`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]

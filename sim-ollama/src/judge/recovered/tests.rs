@@ -376,8 +376,13 @@ fn agents_a_launcher_started_one_by_one_are_not_blamed_on_the_client_at_a_short_
     let r = judge(&scaled(0.1), &JudgeOptions::new().probe_since(13));
     assert_eq!((r.verdict, r.cause), (Verdict::Inconclusive, Cause::TimeScale), "{r}");
     assert!(r.reason.contains("went out over 275 ms") && r.reason.contains("longer time scale"), "{}", r.reason);
+    // The scale named, for `harness exec` to judge it again at: the calls outlasting the
+    // start-up four times (0.1 x 4 x 275 / 80, 1 at most), as the reason says.
+    assert_eq!(r.longer_time_scale, Some(1.0), "{r}");
+    assert!(r.reason.contains("(about 1.00)"), "{}", r.reason);
     // At full speed the start-up is as long as the calls would be: the time is the client's.
     let r = judge(&scaled(1.0), &JudgeOptions::new().probe_since(13));
     assert_ne!(r.verdict, Verdict::Parallel, "{r}");
     assert_ne!(r.cause, Cause::TimeScale, "{r}");
+    assert_eq!(r.longer_time_scale, None, "{r}");
 }
