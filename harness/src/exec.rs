@@ -133,10 +133,17 @@ pub struct ExecOutcome {
 /// A first run inconclusive for its time scale, and the longer one the command ran at again.
 #[derive(Debug, Clone, Serialize)]
 pub struct LongerScale {
-    /// The time scale of the run whose verdict stands.
+    /// The longer time scale.
     pub time_scale: f64,
     /// The first run's time scale.
     pub first_time_scale: f64,
+    /// Whether the run at the longer time scale gave the verdict reported (it was parallel);
+    /// otherwise the first run's inconclusive verdict stands.
+    pub stands: bool,
+    /// The verdict at the longer time scale.
+    pub verdict: sim_ollama::Verdict,
+    /// Its reason.
+    pub reason: String,
     /// The first run's reason.
     pub first_reason: String,
 }
@@ -192,14 +199,28 @@ impl ExecPlan {
 /// Starts the simulator, runs the command against it, waits for it and judges the trace.
 /// Where the verdict is inconclusive for the time scale (the program's own delays outlast
 /// calls this short: [`sim_ollama::Report::longer_time_scale`]), the whole is done once more on
-/// a simulator at that longer time scale, whose verdict stands.
+/// a simulator at that longer time scale: a parallel verdict there stands; any other keeps the
+/// first (the time it loses there is the program's own delays, which no agent waited on
+/// another for: a probe run showed it, and the judge does not blame a program for them).
 pub fn run(plan: &ExecPlan) -> Result<ExecOutcome, ExecError> {
     let first = run_at(plan)?;
     let longer = first.report.longer_time_scale.filter(|&s| s > plan.time_scale * 1.05);
     let (Some(time_scale), true) = (longer, first.status.success()) else { return Ok(first) };
     let again = run_at(&ExecPlan { time_scale, ..plan.clone() })?;
-    let after = LongerScale { time_scale, first_time_scale: plan.time_scale, first_reason: first.report.reason };
-    Ok(ExecOutcome { longer_scale_after: Some(after), ..again })
+    let stands = again.report.verdict == sim_ollama::Verdict::Parallel;
+    let l = LongerScale {
+        time_scale,
+        first_time_scale: plan.time_scale,
+        stands,
+        verdict: again.report.verdict,
+        reason: again.report.reason.clone(),
+        first_reason: first.report.reason.clone(),
+    };
+    Ok(if stands {
+        ExecOutcome { longer_scale_after: Some(l), ..again }
+    } else {
+        ExecOutcome { longer_scale_after: Some(l), ..first }
+    })
 }
 
 /// [`run`] at the plan's time scale, with the new window its report may ask for.
@@ -381,11 +402,16 @@ pub fn render(o: &ExecOutcome) -> String {
     if let Some(first) = &o.rerun_after {
         s.push_str(&format!("  it ran twice: the first run's verdict was the machine's ({first})\n"));
     }
-    if let Some(l) = &o.longer_scale_after {
-        s.push_str(&format!(
+    match &o.longer_scale_after {
+        Some(l) if l.stands => s.push_str(&format!(
             "  judged at time scale {:.2}: at {} its own delays outlasted its calls, inconclusive ({})\n",
             l.time_scale, l.first_time_scale, l.first_reason
-        ));
+        )),
+        Some(l) => s.push_str(&format!(
+            "  judged again at time scale {:.2}: {} ({}); the time lost there is the program's own delays, which no agent waited on another for (a probe run showed it), so the verdict at {} stands\n",
+            l.time_scale, l.verdict, l.reason, l.first_time_scale
+        )),
+        None => {}
     }
     if let Some(p) = &o.confirmation {
         s.push_str(&format!(

@@ -170,7 +170,7 @@ def test_a_bad_ini_time_scale_is_a_usage_error(pytester):
 def test_the_public_names():
     assert sorted(sim_ollama.__all__) == sorted(
         ["BinaryNotFound", "ConfirmationNeeded", "Deployment", "JUDGEMENT_SCHEMA_VERSION", "JudgeFailure", "Judgement",
-         "ProbeNeeded", "Report", "RerunNeeded", "Simulator", "SimulatorError", "find_binary"]
+         "ProbeNeeded", "Report", "RerunNeeded", "RescaleNeeded", "Simulator", "SimulatorError", "find_binary"]
     )
 
 
@@ -340,6 +340,10 @@ def test_calls_that_never_overlapped_are_probed_and_the_program_not_blamed_for_i
         # probe::calls_that_never_overlapped_are_probed_by_holding_every_answer.)
         j = sim.judge_program(lambda: namespace["on_timers"](sim.url))
         assert (j.verdict, j.report.cause, j.report.held) == ("inconclusive", "time_scale", "did_not_wait"), j.explain()
+        # Judged again at the longer time scale the report named (1), the timers' 0.3 s still
+        # cost time against calls of ~0.46 s: short of parallel there, the time lost the
+        # program's own delays; the inconclusive verdict stands, never a blame.
+        assert sim.rescaled and sim.time_scale == 1.0
 
 
 def test_an_error_in_a_probe_run_says_it_came_in_one(pytester):
@@ -391,3 +395,56 @@ def test_late_once(sim):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*run 1: simulator_late*", "*run 2: none*"])
+
+
+# Six tickets, a thread each, unlabelled, started 40 ms apart by a launcher: at time scale 0.1
+# the calls (~64 ms) are shorter than that start-up (200 ms), which is the program's own (a
+# probe run has every first call out before any answer): inconclusive (`time_scale`), the
+# report naming a longer time scale (1, real speed), where the calls (~0.64 s) outlast it.
+LAUNCHER = """
+import json, threading, time, urllib.request
+
+def ticket(url, i):
+    body = json.dumps({"model": "gemma3", "prompt": f"Ticket {i}: classify it.", "stream": False,
+                       "options": {"num_predict": 40}}).encode()
+    urllib.request.urlopen(urllib.request.Request(url + "/api/generate", data=body, method="POST"), timeout=60).read()
+
+def launch(url):
+    threads = []
+    for i in range(6):
+        time.sleep(0.04)
+        t = threading.Thread(target=ticket, args=(url, i))
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()
+"""
+
+
+def test_judge_program_judges_again_at_the_longer_time_scale_a_launchers_start_up_needs():
+    namespace = {}
+    exec(LAUNCHER, namespace)
+    with Simulator() as sim:
+        port = sim.url
+        j = sim.judge_program(lambda: namespace["launch"](sim.url), agents=6)
+        assert j.report.verdict == "parallel", j.explain()
+        assert sim.rescaled and sim.time_scale == 1.0
+        assert sim.url == port, "one instance: restarted on the same port"
+        assert j.raw["report"]["time"]["time_scale"] == 1.0
+
+
+def test_the_fixture_runs_the_test_again_at_the_longer_time_scale_the_report_names(pytester):
+    pytester.makepyfile(
+        LAUNCHER
+        + """
+import os
+
+def test_launcher(sim):
+    launch(os.environ["OLLAMA_HOST"])
+    sim.assert_parallel(agents=6)
+    print("judged at", sim.time_scale, "rescaled", sim.rescaled)
+"""
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*judged at 1.0 rescaled True*"])

@@ -17,6 +17,7 @@ from ._sim import (
     ProbeNeeded,
     Report,
     RerunNeeded,
+    RescaleNeeded,
     Simulator,
     SimulatorError,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "ProbeNeeded",
     "Report",
     "RerunNeeded",
+    "RescaleNeeded",
     "Simulator",
     "SimulatorError",
     "find_binary",

@@ -68,6 +68,17 @@ class RerunNeeded(JudgeFailure):
     __module__ = "sim_ollama"
 
 
+class RescaleNeeded(JudgeFailure):
+    """The verdict is inconclusive for the time scale (cause `time_scale`: the program's own
+    delays, a launcher's start-up or its timers, outlast calls this short), and the report
+    names a longer one (`Report.longer_time_scale`). Under pytest the `sim` fixture answers it
+    by restarting the simulator at that time scale (same port where it has one instance) and
+    running the test once more, whose verdict stands; elsewhere, `Simulator.judge_program`
+    does."""
+
+    __module__ = "sim_ollama"
+
+
 class ConfirmationNeeded(JudgeFailure):
     """The verdict rests on waits a probe run found (the agents waited for each other between
     their calls), and a pause of the whole process in one of the two runs (a garbage
@@ -150,6 +161,14 @@ class Report:
         after gaps longer than themselves (a probe run holding every answer tells whether they
         waited for each other)."""
         return bool(self.raw.get("needs_probe", self.gaps == "unprobed"))
+
+    @property
+    def longer_time_scale(self) -> Optional[float]:
+        """Where the verdict is inconclusive for the time scale (`time_scale`): the time scale
+        (1 at most) at which the calls would outlast the program's own delays, to judge it
+        again at; None otherwise."""
+        value = self.raw.get("longer_time_scale")
+        return None if value is None else float(value)
 
     @property
     def confirm(self) -> Optional[str]:
@@ -277,7 +296,8 @@ class Simulator:
             self._argv += ["--preset", preset]
         if config:
             self._argv += ["--config", str(config)]
-        self._argv += ["--time-scale", repr(float(time_scale))]
+        self.time_scale = float(time_scale)
+        self._argv += ["--time-scale", repr(self.time_scale)]
         for m in models:
             self._argv += ["--preload", m]
         if seed is not None:
@@ -430,6 +450,34 @@ class Simulator:
         """Whether this window is a rerun after a verdict that may have been the machine's."""
         return getattr(self, "_rerunning", False)
 
+    def rescale(self, time_scale: float) -> int:
+        """Restart the simulator at `time_scale` (a verdict inconclusive for the time scale
+        named it: `Report.longer_time_scale`), on the same port where it runs one instance
+        (the program's clients keep their address; with several, on new ports: `environment`
+        has them), its models loaded again, and take a mark: the program runs again there,
+        its verdict standing. Once per simulator. Returns the mark."""
+        argv = list(self._argv)
+        i = argv.index("--time-scale")
+        argv[i + 1] = repr(float(time_scale))
+        if len(self.urls) == 1:
+            argv[argv.index("--port") + 1] = self.urls[0].rsplit(":", 1)[1]
+        self.stop()
+        self._argv, self.time_scale = argv, float(time_scale)
+        self.start()
+        self._rescaled = True
+        return self.mark()
+
+    @property
+    def rescaled(self) -> bool:
+        """Whether the simulator was restarted at a longer time scale (`rescale`)."""
+        return getattr(self, "_rescaled", False)
+
+    def _longer(self, j: "Judgement") -> Optional[float]:
+        """The longer time scale a verdict inconclusive for its time scale names, where this
+        simulator has not been restarted at one yet and it is longer than its own."""
+        t = j.report.longer_time_scale
+        return t if t is not None and not self.rescaled and t > self.time_scale * 1.05 else None
+
     def probe(self) -> int:
         """The program judged since the mark is about to run again as a probe run: the
         simulator holds answers back so its agents do their local work one at a time, and the
@@ -470,9 +518,17 @@ class Simulator:
         (`Report.needs_rerun`: the simulator itself late, a stall reading the last answer),
         the whole is done once more in a new window, whose verdict stands."""
         j = self._judge_program_once(program, **options)
-        if not j.report.needs_rerun:
+        if j.report.needs_rerun:
+            j = self._judge_program_once(program, **options)
+        longer = self._longer(j)
+        if longer is None:
             return j
-        return self._judge_program_once(program, **options)
+        # Inconclusive for the time scale: the whole again at the longer one it names. A
+        # parallel verdict there stands; any other keeps this one: the time lost there is the
+        # program's own delays, which no agent waited on another for (a probe run showed it).
+        self.rescale(longer)
+        again = self._judge_program_once(program, **options)
+        return again if again.verdict == "parallel" else j
 
     def _judge_program_once(self, program: Callable[[], Any], **options: Any) -> Judgement:
         self.mark()
@@ -534,6 +590,12 @@ class Simulator:
                 )
             if j.report.needs_probe and not self.probing:
                 raise ProbeNeeded(j, f"the agents were not judged {expect.replace('_', ' ')} (a probe run would settle it)")
+            if self._longer(j) is not None:
+                raise RescaleNeeded(
+                    j,
+                    f"the agents were not judged {expect.replace('_', ' ')} at time scale {self.time_scale} "
+                    f"(judge it again at {self._longer(j)})",
+                )
             if j.report.needs_confirmation and self.probing and not self.confirming:
                 raise ConfirmationNeeded(
                     j, f"the agents were not judged {expect.replace('_', ' ')} (one more run would confirm it)"

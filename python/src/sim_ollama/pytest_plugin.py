@@ -40,11 +40,11 @@ test body must make the same calls each time.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterator
+from typing import Any, Dict, Iterator, Optional
 
 import pytest
 
-from ._sim import PROBE_FAILED, ConfirmationNeeded, ProbeNeeded, RerunNeeded, Simulator
+from ._sim import PROBE_FAILED, ConfirmationNeeded, JudgeFailure, ProbeNeeded, RerunNeeded, RescaleNeeded, Simulator
 
 _MARKER = "sim_ollama"
 
@@ -118,14 +118,17 @@ def sim(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iter
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Runs the test body once more as a probe run when its judge asked for one, a third time
     when the probed verdict asks to be confirmed, and the whole once more in a new window
-    when the verdict may be the machine's (`Report.needs_rerun`): each at most once per window."""
+    when the verdict may be the machine's (`Report.needs_rerun`): each at most once per window;
+    and where the verdict is inconclusive for the time scale (`RescaleNeeded`), once more on
+    the simulator restarted at the longer time scale the report names."""
     try:
         return (yield)
-    except (ProbeNeeded, ConfirmationNeeded, RerunNeeded) as e:
+    except (ProbeNeeded, ConfirmationNeeded, RerunNeeded, RescaleNeeded) as e:
         s = getattr(item, "funcargs", {}).get("sim")
         if not isinstance(s, Simulator):
             raise
         wanted = e
+    first: Optional[RescaleNeeded] = None
     while True:
         # Outside the handler, so a failure of a later run is reported on its own.
         if isinstance(wanted, RerunNeeded) and not s.rerunning:
@@ -134,13 +137,31 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
             s.probe()  # the body again: its assert_parallel() now judges both runs
         elif isinstance(wanted, ConfirmationNeeded) and s.probing and not s.confirming:
             s.confirm(wanted.judgement.report.confirm)  # a third time: both pairs judged
+        elif isinstance(wanted, RescaleNeeded) and not s.rescaled:
+            # Inconclusive for the time scale: the simulator restarted at the longer one the
+            # report names (same port with one instance), the body from its start there.
+            first = wanted
+            s.rescale(wanted.judgement.report.longer_time_scale)
+            os.environ.update(s.environment)
         else:
             raise wanted
         try:
             item.runtest()
             return None
-        except (ProbeNeeded, ConfirmationNeeded, RerunNeeded) as e:
+        except (ProbeNeeded, ConfirmationNeeded, RerunNeeded, RescaleNeeded) as e:
             wanted = e
+        except JudgeFailure as e:
+            if first is None or e.judgement.verdict == "parallel":
+                raise
+            # Short of parallel at the longer time scale: the time lost there is the program's
+            # own delays, which no agent waited on another for (a probe run showed it): the
+            # inconclusive verdict stands, with what the longer time scale read.
+            raise JudgeFailure(
+                first.judgement,
+                f"{first.args[0].splitlines()[0]}; at time scale {s.time_scale} it read "
+                f"{e.judgement.verdict.replace('_', ' ')}, the time lost there the program's own delays "
+                "(no agent waited on another's call): inconclusive",
+            ) from None
         except Exception as e:
             if s.probing and not isinstance(e, AssertionError) and hasattr(e, "add_note"):  # Python 3.11+
                 e.add_note(PROBE_FAILED)
