@@ -267,7 +267,7 @@ fn exec_judges_again_at_a_longer_time_scale_where_the_programs_own_start_up_outl
     let json = std::env::temp_dir().join(format!("harness-exec-longer-{}.json", std::process::id()));
     let run = |how: &str| {
         harness()
-            .args(["exec", "--time-scale", "0.05", "--preload", "gemma3", "--agents", "6", "--expect", "parallel"])
+            .args(["exec", "--time-scale", "0.05", "--preload", "gemma3", "--expect", "parallel"])
             .arg("--json")
             .arg(&json)
             .args(["--", "python3", "-c", LAUNCHER, how])
