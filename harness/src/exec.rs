@@ -126,7 +126,8 @@ pub struct ExecOutcome {
     /// again in a new window, whose verdict this is.
     pub rerun_after: Option<String>,
     /// Where the first run was inconclusive for its time scale (the judge's
-    /// `longer_time_scale`) and the command ran again at the longer one, whose verdict this is.
+    /// `longer_time_scale`) and the command ran again at the longer one: whose verdict this is
+    /// (`stands`: the longer one's, where it was parallel; else the first's).
     pub longer_scale_after: Option<LongerScale>,
 }
 
@@ -179,8 +180,8 @@ pub struct ExecJson<'a> {
     /// once more in a new window ([`ExecOutcome::rerun_after`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rerun_after: Option<&'a str>,
-    /// The first run, when it was inconclusive for its time scale and the command ran again at
-    /// a longer one ([`ExecOutcome::longer_scale_after`]).
+    /// The run at a longer time scale and the first run, when that was inconclusive for its
+    /// time scale ([`ExecOutcome::longer_scale_after`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub longer_time_scale_after: Option<&'a LongerScale>,
 }
