@@ -590,11 +590,12 @@ class Simulator:
                 )
             if j.report.needs_probe and not self.probing:
                 raise ProbeNeeded(j, f"the agents were not judged {expect.replace('_', ' ')} (a probe run would settle it)")
-            if self._longer(j) is not None:
+            longer = self._longer(j)
+            if longer is not None:
                 raise RescaleNeeded(
                     j,
                     f"the agents were not judged {expect.replace('_', ' ')} at time scale {self.time_scale} "
-                    f"(judge it again at {self._longer(j)})",
+                    f"(judge it again at {longer})",
                 )
             if j.report.needs_confirmation and self.probing and not self.confirming:
                 raise ConfirmationNeeded(

@@ -160,8 +160,7 @@ pub(super) fn at_limit(reqs: &[Req<'_>], links: &Links, agents: usize, tolerance
         }
         free
     };
-    let strict = handed(tolerance_us);
-    if strict.iter().all(|&f| f == u64::MAX) {
+    if handed(tolerance_us).iter().all(|&f| f == u64::MAX) {
         return None;
     }
     // Where the limit shows in some gaps, a thread or permit handed on later than a hand-over
@@ -171,9 +170,8 @@ pub(super) fn at_limit(reqs: &[Req<'_>], links: &Links, agents: usize, tolerance
     // cost hid under the quarter the judge allows for noise: read parallel). Such gaps are
     // read within a client library's own turnaround (`agents::HANDOFF_WINDOW_US`); only their
     // time with `k` in flight is taken out, never the part after the thread was free.
-    let wide = handed(super::agents::HANDOFF_WINDOW_US.max(tolerance_us));
-    let free = strict.iter().zip(&wide).map(|(&s, &w)| s.min(w)).collect();
-    Some(AtLimit { k, free })
+    // (Every gap the strict reading finds, the wider one finds too, with the same time free.)
+    Some(AtLimit { k, free: handed(super::agents::HANDOFF_WINDOW_US.max(tolerance_us)) })
 }
 
 /// How many calls were in flight just before an instant, from their sorted starts and ends.
