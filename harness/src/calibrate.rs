@@ -12,8 +12,10 @@
 //!    fixed part and the prompt speed, in the simulator's own token counts of the same texts;
 //! 4. 2..N calls at once on one server: the slots (how many decode before one finishes) and
 //!    each stream's speed beside k-1 others (the batching slowdown);
-//! 5. one call on every server at once: whether servers slow each other (a shared device);
-//! 6. loads: an unload then a call, and a reload for changed runner options.
+//! 5. one call on each of two servers at once, every pair: which servers slow which (the
+//!    devices: some servers may share one while others have their own);
+//! 6. loads: an unload then a call, and a reload for changed runner options;
+//! 7. a burst of one-token calls at a load: how many may wait for it (`OLLAMA_MAX_QUEUE`).
 //!
 //! [`twin`] turns the figures into a [`ConfigFile`] with the figures kept in its
 //! `[calibration]` table; [`to_toml`] writes it with a comment above each value saying what
@@ -29,8 +31,8 @@ mod measure;
 mod twin;
 
 pub use figures::{
-    CalibratePlan, Calibration, Figure, ModelMeta, PromptFit, Slots, decoded_at_once, fit_batch_penalty, fit_prompt,
-    fit_sharing, rising_line, robust_rising_line,
+    CalibratePlan, Calibration, DeviceGroup, Figure, LoadBurst, ModelMeta, Pair, PromptFit, Slots, decoded_at_once,
+    device_groups, fit_batch_penalty, fit_prompt, fit_sharing, rising_line, robust_rising_line,
 };
 pub use measure::{ProgressFn, calibrate};
 pub use twin::{Drift, Tolerance, calibration_of, check, to_toml, tolerance, twin};

@@ -476,7 +476,7 @@ fn judge_run(
         (Some(sim), Some(t)) => {
             let (v, reason, rep) = verdict::judge_simulated(t, sim.origin(), recs, &eff, cpu_wait);
             let saving = rep.time.saving.unwrap_or(f64::NAN);
-            let deployment = Some(match d.tolerance {
+            let deployment = Some(match &d.tolerance {
                 Some(tol) => verdict::twin_deployment(rep.deployment.clone(), t, sim.origin(), recs, tol),
                 None => rep.deployment.clone(),
             });

@@ -104,17 +104,17 @@ pub(crate) fn twin_deployment(
     trace: &sim_ollama::advanced::trace::TraceSnapshot,
     origin: Instant,
     agents: &[AgentRecord],
-    tolerance: crate::calibrate::Tolerance,
+    tolerance: &crate::calibrate::Tolerance,
 ) -> sim_ollama::judge::DeploymentReport {
-    let share_at = |(penalty, efficiency): (f64, f64)| {
+    let share_at = |ends: &[(f64, f64)]| {
         let mut moved = trace.clone();
-        for d in &mut moved.devices {
+        for (d, &(penalty, efficiency)) in moved.devices.iter_mut().zip(ends) {
             d.batch_penalty = penalty;
             d.cross_process_efficiency = efficiency;
         }
         judge_trace(&moved, origin, agents, None).deployment.share.unwrap_or(f64::NAN)
     };
-    sim_ollama::judge::deployment_within_tolerance(rep, (share_at(tolerance.slow), share_at(tolerance.fast)))
+    sim_ollama::judge::deployment_within_tolerance(rep, (share_at(&tolerance.slow), share_at(&tolerance.fast)))
 }
 
 /// The judge's report on a simulated run: each agent's calls matched to its requests, and how

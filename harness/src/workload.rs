@@ -322,6 +322,7 @@ pub(crate) const BUILTIN: &[&str] = &[
     include_str!("../scenarios/deploy_single_4slots.toml"),
     include_str!("../scenarios/deploy_dual_one_device.toml"),
     include_str!("../scenarios/deploy_dual_two_devices.toml"),
+    include_str!("../scenarios/deploy_mixed_three.toml"),
     include_str!("../scenarios/scale_2.toml"),
     include_str!("../scenarios/scale_4.toml"),
     include_str!("../scenarios/scale_8.toml"),

@@ -28,7 +28,7 @@ struct Args {
     #[arg(long, conflicts_with = "preset")]
     config: Option<PathBuf>,
     /// A deployment preset: ideal, single-1slot, single-1slot-nocache, single-4slots,
-    /// dual-one-device, dual-two-devices, pitfall-max-queue, pitfall-one-slot-architecture,
+    /// dual-one-device, dual-two-devices, mixed-three, pitfall-max-queue, pitfall-one-slot-architecture,
     /// pitfall-context-memory, pitfall-max-loaded-models, pitfall-one-copy.
     #[arg(long)]
     preset: Option<String>,

@@ -10,21 +10,32 @@ use sim_ollama::SimBuilder;
 use sim_ollama::advanced::config::ConfigFile;
 use std::time::Duration;
 
-/// Two servers on one device; two slots each; a model whose figures are set, not a guess.
+/// Three servers, two of them on one device and the third on a device of its own (a mixed
+/// topology); two slots each; a model whose figures are set, not a guess.
 const KNOWN: &str = r#"
 [server]
 num_parallel = 2
+# At most two requests wait for a load (one more is being loaded for): a burst of eight at a
+# load gets five 503s.
+max_queue = 2
 
 [[devices]]
 name = "shared"
 batch_penalty = 0.5
 cross_process_efficiency = 0.8
 
+[[devices]]
+name = "own"
+batch_penalty = 0.5
+
 [[instances]]
 device = "shared"
 
 [[instances]]
 device = "shared"
+
+[[instances]]
+device = "own"
 
 [[models]]
 name = "known:latest"
@@ -36,7 +47,9 @@ context_length = 8192
 embedding_length = 256
 capabilities = ["completion"]
 [models.profile]
-load_ms = { dist = "constant", mean = 40.0 }
+# 100 ms: long enough that a burst of calls sent at once all arrive while the model loads,
+# on a busy machine too.
+load_ms = { dist = "constant", mean = 100.0 }
 call_overhead_ms = { dist = "constant", mean = 1.0 }
 prompt_tokens_per_s = 20000.0
 first_token_ms = { dist = "constant", mean = 4.0 }
@@ -86,11 +99,17 @@ fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
     let back = ConfigFile::from_toml(&text).expect("the twin loads");
     assert_eq!(
         back.instances.iter().map(|i| i.num_parallel).collect::<Vec<_>>(),
-        vec![Some(2), Some(2)],
+        vec![Some(2), Some(2), Some(2)],
         "two slots each: {:?}",
         cal.slots
     );
-    assert_eq!(back.devices.len(), 1, "the servers slowed each other: one device ({:?})", cal.together);
+    let on: Vec<&str> = back.instances.iter().filter_map(|i| i.device.as_deref()).collect();
+    assert!(
+        back.devices.len() == 2 && on[0] == on[1] && on[1] != on[2],
+        "the first two servers slowed each other, the third slowed neither: {on:?} on {:?} ({:?})",
+        back.devices.iter().map(|d| &d.name).collect::<Vec<_>>(),
+        cal.pairs
+    );
     let (device, model) = (&back.devices[0], &back.models[0]);
     assert_eq!(model.name, "known:latest");
     let p = &model.profile;
@@ -101,9 +120,16 @@ fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
         (device.cross_process_efficiency - 0.8).abs() <= 0.15,
         "cross-process efficiency {}: {:?}",
         device.cross_process_efficiency,
-        cal.together
+        cal.pairs
     );
-    assert!((p.load_ms.mean - 40.0).abs() <= 25.0, "load {} ms: {:?} {:?}", p.load_ms.mean, cal.load_ms, cal.reload_ms);
+    assert_eq!(back.server.max_queue, Some(2), "a burst at a load: {:?}", cal.load_burst);
+    assert!(
+        (p.load_ms.mean - 100.0).abs() <= 25.0,
+        "load {} ms: {:?} {:?}",
+        p.load_ms.mean,
+        cal.load_ms,
+        cal.reload_ms
+    );
     within("call overhead", p.call_overhead_ms.mean, 1.0, 0.5);
     assert!(text.contains("# http://127.0.0.1:"), "each server's slots say what measured them:\n{text}");
 

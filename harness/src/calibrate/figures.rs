@@ -153,14 +153,153 @@ pub struct Calibration {
     #[serde(default)]
     pub batch_context: Option<f64>,
     /// Each stream's speed with one call on every server at once, relative to each server's
-    /// solo speed (several servers only).
+    /// solo speed: two servers (a calibration of more measures [`Pair`]s instead; a twin
+    /// written before pairs were measured has only this).
     pub together: Option<Figure>,
+    /// Each pair of servers with one call on each at once: the two streams' speeds relative
+    /// to their servers' solo speeds (every pair of three or more servers; of two, the one
+    /// pair, the same rounds as `together`).
+    #[serde(default)]
+    pub pairs: Vec<Pair>,
     /// Added time to first token of a call after an unload, ms.
     pub load_ms: Option<Figure>,
     /// Added time to first token of a call with changed runner options (`num_ctx`), ms.
     pub reload_ms: Option<Figure>,
+    /// One-token calls sent at once while the model loaded (after an unload), on the first
+    /// server: how many the scheduler refused (`OLLAMA_MAX_QUEUE`).
+    #[serde(default)]
+    pub load_burst: Option<LoadBurst>,
     /// What the simulator's model cannot follow, and figures not measured.
     pub notes: Vec<String>,
+}
+
+/// A burst of calls at a load.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LoadBurst {
+    /// Calls sent at once.
+    pub sent: usize,
+    /// Refused with HTTP 503 "server busy".
+    pub refused: usize,
+}
+
+impl LoadBurst {
+    /// The server's `OLLAMA_MAX_QUEUE` where some calls were refused: those taken, less the
+    /// one the scheduler was loading for (it had left the queue; measured on Ollama 0.33 with
+    /// `OLLAMA_MAX_QUEUE=2`: 3 of 8 taken, 5 refused). `None` where none was refused.
+    pub fn max_queue(&self) -> Option<usize> {
+        (self.refused > 0).then(|| self.sent.saturating_sub(self.refused).saturating_sub(1).max(1))
+    }
+}
+
+/// Two servers with one call on each at once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pair {
+    /// One server, an index into `endpoints`.
+    pub a: usize,
+    /// The other.
+    pub b: usize,
+    /// Each stream's speed relative to its server's solo speed.
+    pub speed: Figure,
+}
+
+/// Servers the twin puts on one device, and what measured their sharing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceGroup {
+    /// The servers, indices into `endpoints`, in order.
+    pub servers: Vec<usize>,
+    /// Each stream's speed, relative to its server's solo speed, with `busy` servers of the
+    /// group decoding at once (`None`: a server alone on its device).
+    pub together: Option<Figure>,
+    /// How many servers decoded at once in those rounds.
+    pub busy: usize,
+}
+
+impl DeviceGroup {
+    /// The device's `cross_process_efficiency`: `busy` servers time-slicing it got `together`
+    /// each (1 for a server alone).
+    pub fn efficiency(&self) -> f64 {
+        self.together.map_or(1.0, |t| sharing_efficiency(t.median, self.busy))
+    }
+}
+
+/// The devices the servers sit on, from what slowed which: two servers that ran below 0.9 of
+/// their solo speeds beside each other share a device, and so does every server linked to them
+/// through such pairs (a device is what a pair's slowdown shows, passed on: A slowed by B and
+/// B by C puts the three on one). Each shared device's figure is its pairs' readings below
+/// the line, pooled. With no pairs measured (a twin of two servers written before pairs were),
+/// `together` (every server at once) decides: all on one device or each on its own. Returns
+/// the groups in order of their first server and a note for each reading the grouping
+/// overrules (a pair above the line on one device through others).
+pub fn device_groups(cal: &Calibration) -> (Vec<DeviceGroup>, Vec<String>) {
+    let n = cal.endpoints.len().max(cal.slots.len()).max(1);
+    let alone = |i: usize| DeviceGroup { servers: vec![i], together: None, busy: 1 };
+    if cal.pairs.is_empty() {
+        return match cal.together.filter(|t| fit_sharing(t.median, n).is_some()) {
+            Some(t) if n > 1 => (vec![DeviceGroup { servers: (0..n).collect(), together: Some(t), busy: n }], vec![]),
+            _ => ((0..n).map(alone).collect(), vec![]),
+        };
+    }
+    let shared = |p: &Pair| fit_sharing(p.speed.median, 2).is_some();
+    // Union-find over the pairs that slowed each other.
+    let mut root: Vec<usize> = (0..n).collect();
+    fn find(root: &mut [usize], i: usize) -> usize {
+        let mut r = i;
+        while root[r] != r {
+            r = root[r];
+        }
+        root[i] = r;
+        r
+    }
+    for p in cal.pairs.iter().filter(|p| shared(p) && p.a < n && p.b < n) {
+        let (ra, rb) = (find(&mut root, p.a), find(&mut root, p.b));
+        root[ra.max(rb)] = ra.min(rb);
+    }
+    let mut groups: Vec<DeviceGroup> = Vec::new();
+    let mut notes = Vec::new();
+    for i in 0..n {
+        let r = find(&mut root, i);
+        match groups.iter_mut().find(|g| g.servers[0] == r) {
+            Some(g) => g.servers.push(i),
+            None => groups.push(alone(i)),
+        }
+    }
+    for g in groups.iter_mut().filter(|g| g.servers.len() > 1) {
+        let inside: Vec<&Pair> =
+            cal.pairs.iter().filter(|p| g.servers.contains(&p.a) && g.servers.contains(&p.b)).collect();
+        let pooled: Vec<f64> =
+            inside.iter().filter(|p| shared(p)).flat_map(|p| [p.speed.min, p.speed.median, p.speed.max]).collect();
+        // The median of the medians, the range of the ranges.
+        let medians: Vec<f64> = inside.iter().filter(|p| shared(p)).map(|p| p.speed.median).collect();
+        g.together = Figure::of(&medians).map(|f| Figure {
+            min: pooled.iter().copied().fold(f.min, f64::min),
+            max: pooled.iter().copied().fold(f.max, f64::max),
+            samples: inside.iter().filter(|p| shared(p)).map(|p| p.speed.samples).sum(),
+            ..f
+        });
+        g.busy = 2;
+        if let (Some(lo), Some(hi)) =
+            (medians.iter().copied().reduce(f64::min), medians.iter().copied().reduce(f64::max))
+        {
+            if hi - lo > 0.15 {
+                notes.push(format!(
+                    "the pairs of {} slowed each other unevenly ({} .. {} of their solo speeds): the simulator's device gives every pair on it one share, the median {}; servers that interfere in part (cores of one machine, a memory bus) are not modelled",
+                    g.servers.iter().map(|&i| cal.endpoints.get(i).map_or("?", String::as_str)).collect::<Vec<_>>().join(", "),
+                    num(lo),
+                    num(hi),
+                    num(g.together.map_or(f64::NAN, |t| t.median))
+                ));
+            }
+        }
+        for p in inside.iter().filter(|p| !shared(p)) {
+            notes.push(format!(
+                "{} and {} ran at {} of their solo speeds beside each other (a device each), yet each slowed beside another server of the same group: the twin puts them on one device",
+                cal.endpoints.get(p.a).map_or("?", String::as_str),
+                cal.endpoints.get(p.b).map_or("?", String::as_str),
+                num(p.speed.median)
+            ));
+        }
+    }
+    (groups, notes)
 }
 
 /// How many calls sent together decoded at once: those whose first token came before any of
@@ -336,6 +475,54 @@ mod tests {
         let dev = sim_ollama::advanced::trace::DeviceSharing { batch_penalty: 0.4, cross_process_efficiency: 1.0 };
         let made: Vec<(usize, f64)> = (2..=5).map(|k| (k, dev.speed(k, 1, 2.5))).collect();
         assert!((fit_batch_penalty(&made, 2.5).unwrap() - 0.4).abs() < 1e-9);
+    }
+
+    #[test]
+    fn servers_go_on_the_devices_their_pairs_show() {
+        let fig = |m: f64| Figure { median: m, min: m - 0.02, max: m + 0.02, samples: 4 };
+        let pair = |a, b, m| Pair { a, b, speed: fig(m) };
+        let servers = |n: usize| Calibration {
+            endpoints: (0..n).map(|i| format!("http://s{i}")).collect(),
+            ..Calibration::default()
+        };
+        // Four servers: 0 and 1 slow each other, 2 and 3 do not, nor does anything else.
+        let mut cal = servers(4);
+        cal.pairs = vec![
+            pair(0, 1, 0.55),
+            pair(0, 2, 0.97),
+            pair(0, 3, 0.98),
+            pair(1, 2, 0.96),
+            pair(1, 3, 0.99),
+            pair(2, 3, 0.95),
+        ];
+        let (groups, notes) = device_groups(&cal);
+        let sets: Vec<Vec<usize>> = groups.iter().map(|g| g.servers.clone()).collect();
+        assert_eq!(sets, vec![vec![0, 1], vec![2], vec![3]]);
+        assert!((groups[0].efficiency() - 1.1).abs() < 1e-9, "two at 0.55 each: 1.1 of the device");
+        assert_eq!((groups[1].efficiency(), groups[1].together), (1.0, None));
+        assert!(notes.is_empty());
+        // Linked through a third: 0 slows 1, 1 slows 2, 0 and 2 read apart; one device, said.
+        let mut chain = servers(3);
+        chain.pairs = vec![pair(0, 1, 0.6), pair(1, 2, 0.62), pair(0, 2, 0.93)];
+        let (groups, notes) = device_groups(&chain);
+        assert_eq!(groups.iter().map(|g| g.servers.clone()).collect::<Vec<_>>(), vec![vec![0, 1, 2]]);
+        assert!((groups[0].together.unwrap().median - 0.61).abs() < 1e-9, "the pairs below the line");
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        // Pairs of one device far apart (this machine's three servers, two pinned to one core
+        // and one to the other): said, not fitted.
+        let mut uneven = servers(3);
+        uneven.pairs = vec![pair(0, 1, 0.40), pair(0, 2, 0.66), pair(1, 2, 0.72)];
+        let (groups, notes) = device_groups(&uneven);
+        assert_eq!(groups.len(), 1);
+        assert!(notes.len() == 1 && notes[0].contains("unevenly (0.40 .. 0.72"), "{notes:?}");
+        // A twin of two written before pairs: every server at once decides.
+        let mut old = servers(2);
+        old.together = Some(fig(0.6));
+        let (groups, _) = device_groups(&old);
+        assert_eq!(groups.len(), 1);
+        assert!((groups[0].efficiency() - 1.2).abs() < 1e-9);
+        old.together = Some(fig(0.95));
+        assert_eq!(device_groups(&old).0.len(), 2);
     }
 
     #[test]

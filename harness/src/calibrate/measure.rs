@@ -2,8 +2,8 @@
 //! with a word of its own, so no prompt cache helps), in the order the module above lists.
 
 use super::figures::{
-    CalibratePlan, Calibration, Figure, ModelMeta, PromptFit, Slots, decoded_at_once, fit_prompt, num,
-    robust_rising_line,
+    CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, Pair, PromptFit, Slots, decoded_at_once, device_groups,
+    fit_prompt, num, robust_rising_line,
 };
 use crate::client::{CallOpts, CallRecord, Stack};
 use std::time::{Duration, Instant};
@@ -75,7 +75,7 @@ impl Session<'_> {
         p
     }
 
-    /// One streamed `/api/generate` call.
+    /// One streamed `/api/generate` call; an error or an answer without tokens is an `Err`.
     async fn call(
         &self,
         server: usize,
@@ -83,6 +83,16 @@ impl Session<'_> {
         tokens: u32,
         options: serde_json::Value,
     ) -> Result<CallRecord, String> {
+        let rec = self.record(server, prompt, tokens, options).await;
+        match &rec.error {
+            Some(e) => Err(format!("{}: {e}", self.plan.endpoints[server])),
+            None if rec.tokens.is_empty() => Err(format!("{}: an answer without tokens", self.plan.endpoints[server])),
+            None => Ok(rec),
+        }
+    }
+
+    /// One streamed `/api/generate` call, as the client saw it (errors in the record).
+    async fn record(&self, server: usize, prompt: String, tokens: u32, options: serde_json::Value) -> CallRecord {
         let mut opts = serde_json::json!({"num_predict": tokens});
         if let (Some(o), Some(extra)) = (opts.as_object_mut(), options.as_object()) {
             o.extend(extra.clone());
@@ -90,15 +100,23 @@ impl Session<'_> {
         let body = serde_json::json!({"model": self.plan.model, "prompt": prompt, "stream": true, "options": opts});
         let call_opts =
             CallOpts { per_token_block: None, agent: "harness-calibrate".into(), timeout: self.plan.timeout };
-        let rec = self
-            .stack
+        self.stack
             .call(&self.url(server, "/api/generate"), serde_json::to_vec(&body).unwrap_or_default(), &call_opts)
-            .await;
-        match &rec.error {
-            Some(e) => Err(format!("{}: {e}", self.plan.endpoints[server])),
-            None if rec.tokens.is_empty() => Err(format!("{}: an answer without tokens", self.plan.endpoints[server])),
-            None => Ok(rec),
+            .await
+    }
+
+    /// `k` one-token calls sent at once to a server whose model is unloaded: those that cannot
+    /// wait for the load are refused with HTTP 503 (the scheduler's pending queue,
+    /// `OLLAMA_MAX_QUEUE`, holds the requests waiting for a load; server/sched.go). Any other
+    /// error is an `Err`.
+    async fn load_burst(&self, server: usize, k: usize) -> Result<LoadBurst, String> {
+        let calls = (0..k).map(|_| self.record(server, self.prompt(60), 1, serde_json::json!({})));
+        let recs = futures::future::join_all(calls).await;
+        let busy = |r: &CallRecord| r.status == Some(503);
+        if let Some(e) = recs.iter().filter(|r| !busy(r)).find_map(|r| r.error.as_ref()) {
+            return Err(format!("{}: {e}", self.plan.endpoints[server]));
         }
+        Ok(LoadBurst { sent: k, refused: recs.iter().filter(|r| busy(r)).count() })
     }
 
     /// Calls started together, one per entry of `servers`.
@@ -170,7 +188,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     let s = Session { plan, stack: Stack::Reqwest(http.clone()), http, nonce: Default::default() };
     let n = plan.endpoints.len();
     let ks: Vec<usize> = (2..=plan.max_streams).collect();
-    let total = 1 + n + plan.reps + (n - 1) + 1 + 3 + ks.len() + (n - 1) + usize::from(n > 1) + 2;
+    let total = 1 + n + n * plan.reps + 1 + 3 + ks.len() + (n - 1) + n * (n - 1) / 2 + 3;
     let mut done = 0;
     // `advance` false: a line of news, not a step.
     let mut step = |what: &str, advance: bool| {
@@ -194,10 +212,11 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         }
     }
 
-    // 2. Solo calls: reps on the first server, one on each other.
+    // 2. Solo calls: reps on every server (each server's own speed is what its streams beside
+    // another's are compared with; one call on a busy machine can read half its speed).
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); n];
     let (mut gaps, mut overheads, mut by_context) = (Vec::new(), Vec::new(), Vec::new());
-    for i in (0..plan.reps).map(|_| 0).chain(1..n) {
+    for i in (0..n).flat_map(|i| std::iter::repeat_n(i, plan.reps)) {
         let prompt = s.prompt(80);
         let context = f64::from(sim_ollama::advanced::prompt_tokens(&prompt));
         let r = s.call(i, prompt, plan.tokens, serde_json::json!({})).await?;
@@ -208,11 +227,10 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         if rates[0].len() == 1 && i == 0 {
             // At most: every call of the sweeps waiting for the one before (one slot).
             let per_call = r.end.saturating_duration_since(r.sent).as_secs_f64();
-            let calls = 2 * plan.reps
-                + 2 * (n - 1)
+            let calls = (n + 1) * plan.reps
                 + plan.reps * ks.iter().sum::<usize>()
                 + (n - 1) * plan.max_streams
-                + n * plan.reps;
+                + n * (n - 1) * plan.reps;
             step(
                 &format!(
                     "one {}-token call takes {per_call:.2} s: the decoding calls take at most {:.0} s, then {} one-token calls and {} loads",
@@ -319,20 +337,28 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         step(&format!("{} calls at once on {}: {at_once} decoded together", plan.max_streams, plan.endpoints[i]), true);
     }
 
-    // 5. One call on every server at once.
-    if n > 1 {
-        let mut rel = Vec::new();
-        for _ in 0..plan.reps {
-            let recs = s.together(&(0..n).collect::<Vec<_>>(), plan.tokens).await?;
-            rel.extend(
-                recs.iter()
-                    .enumerate()
-                    .map(|(i, r)| decode_rate(r) / cal.decode_per_server.get(i).map_or(solo, |f| f.median)),
-            );
+    // 5. Each pair of servers with one call on each at once: which servers slow which (a
+    // shared device, or shared cores), so servers on one device and servers on their own in
+    // one deployment each get theirs.
+    let solo_of = |i: usize| cal.decode_per_server.get(i).map_or(solo, |f| f.median);
+    for a in 0..n {
+        for b in a + 1..n {
+            let mut rel = Vec::new();
+            for _ in 0..plan.reps {
+                let recs = s.together(&[a, b], plan.tokens).await?;
+                rel.extend(recs.iter().zip([a, b]).map(|(r, i)| decode_rate(r) / solo_of(i)));
+            }
+            if let Some(speed) = Figure::of(&rel) {
+                cal.pairs.push(Pair { a, b, speed });
+            }
+            step(&format!("one call on {} and one on {} at once", plan.endpoints[a], plan.endpoints[b]), true);
         }
-        cal.together = Figure::of(&rel);
-        step("one call on every server at once", true);
     }
+    if n == 2 {
+        cal.together = cal.pairs.first().map(|p| p.speed);
+    }
+    let (_, overruled) = device_groups(cal);
+    cal.notes.extend(overruled);
 
     // 6. Loads, last: an unload, then a call; then calls that change the runner's options.
     let warm = cal.warm_ttft_ms.map_or(0.0, |f| f.median);
@@ -350,10 +376,15 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         let r = s.call(0, s.prompt(60), 1, serde_json::json!({"num_ctx": ctx})).await?;
         reloads.push(ttft_ms(&r) - warm);
     }
-    // Back to the server's own options, so the model is left as it was found.
-    s.call(0, s.prompt(60), 1, serde_json::json!({})).await?;
     cal.reload_ms = Figure::of(&reloads);
     step("reloads for changed options", true);
+    // 7. A burst of calls at a load: how many requests may wait for it (`OLLAMA_MAX_QUEUE`).
+    s.unload(0).await?;
+    let burst = s.load_burst(0, load_burst_size(plan)).await?;
+    step(&format!("{} calls at once at a load: {} refused (server busy)", burst.sent, burst.refused), true);
+    cal.load_burst = Some(burst);
+    // Back to the server's own options, loaded, so the model is left as it was found.
+    s.call(0, s.prompt(60), 1, serde_json::json!({})).await?;
     if let (Some(l), Some(r)) = (cal.load_ms, cal.reload_ms) {
         if r.median > 1.5 * l.median || l.median > 1.5 * r.median {
             cal.notes.push(format!(
@@ -364,6 +395,12 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         }
     }
     Ok(())
+}
+
+/// Calls of the burst at a load: twice `--max-streams`, at least 8 (a queue of a few is what a
+/// server set up to shed load runs; Ollama's default, 512, is not reached and is kept).
+pub(crate) fn load_burst_size(plan: &CalibratePlan) -> usize {
+    (2 * plan.max_streams).max(8)
 }
 
 /// A call's mean gap per token over eighths of its tokens, each at the context in its middle:

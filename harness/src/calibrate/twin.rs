@@ -2,7 +2,9 @@
 //! value saying what measured it, its figures kept in a `[calibration]` table, and the drift
 //! check (`--check`) that compares a new calibration with it.
 
-use super::figures::{Calibration, Figure, fit_batch_penalty, fit_sharing, num, round3, sharing_efficiency};
+use super::figures::{
+    Calibration, DeviceGroup, Figure, LoadBurst, device_groups, fit_batch_penalty, num, round3, sharing_efficiency,
+};
 use serde::Serialize;
 use sim_ollama::advanced::config::{ConfigFile, DeviceSpec, InstanceSpec, Jitter, ModelSpec, Profile};
 use sim_ollama::advanced::dist::{DistKind, DistSpec};
@@ -124,39 +126,54 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
         profile,
     };
 
-    // Devices: one each, or one shared by every server.
+    // Devices: the groups of servers that slowed each other, each server alone on its own.
     let n = cal.endpoints.len().max(1);
     // The batch rounds' attention as the twin's profile gives it: its slowdown at their mean
     // context.
     let attention = slowdown * cal.batch_context.unwrap_or(0.0) / 1000.0;
     let penalty = fit_batch_penalty(&cal.batch.iter().map(|(k, f)| (*k, f.median)).collect::<Vec<_>>(), attention);
-    let sharing = cal.together.and_then(|t| fit_sharing(t.median, n));
-    let device = |name: String| DeviceSpec {
-        batch_penalty: round3(penalty.unwrap_or(0.0)),
-        cross_process_efficiency: round3(sharing.unwrap_or(1.0)),
-        cpu: meta.cpu,
-        ..DeviceSpec::new(name)
-    };
-    let devices: Vec<DeviceSpec> = match sharing {
-        Some(_) => vec![device("shared".into())],
-        None => (0..n).map(|i| device(format!("device{i}"))).collect(),
-    };
+    let (groups, _) = device_groups(cal);
+    let shared_count = groups.iter().filter(|g| g.servers.len() > 1).count();
+    let mut shared_seen = 0;
+    let devices: Vec<DeviceSpec> = groups
+        .iter()
+        .map(|g| {
+            let name = if g.servers.len() == 1 {
+                format!("device{}", g.servers[0])
+            } else {
+                shared_seen += 1;
+                if shared_count == 1 { "shared".to_string() } else { format!("shared{shared_seen}") }
+            };
+            DeviceSpec {
+                batch_penalty: round3(penalty.unwrap_or(0.0)),
+                cross_process_efficiency: round3(g.efficiency()),
+                cpu: meta.cpu,
+                ..DeviceSpec::new(name)
+            }
+        })
+        .collect();
     why.push(("batch_penalty", match penalty {
         Some(p) if attention > 0.0 => format!("each stream's speed beside k-1 others on one server, relative to alone: {}; with the calls' attention x = {} (the slowdown at their mean context of {} tokens, which does not batch), (1 + x) / (1 + p (k - 1) + k x) fits them with p = {}", cal.batch.iter().map(|(k, f)| format!("k={k}: {}", f.words(""))).collect::<Vec<_>>().join("; "), num(attention), num(cal.batch_context.unwrap_or(0.0)), num(p)),
         Some(p) => format!("each stream's speed beside k-1 others on one server, relative to alone: {}; 1 / (1 + p (k - 1)) fits them with p = {}", cal.batch.iter().map(|(k, f)| format!("k={k}: {}", f.words(""))).collect::<Vec<_>>().join("; "), num(p)),
         None => "not measured: the server decoded one call at a time".into(),
     }));
-    why.push(("cross_process_efficiency", match (cal.together, sharing) {
-        (Some(t), Some(e)) => format!("one call on each of the {n} servers at once ran at {} of its solo speed: one device shared, each server getting {} / {n} of it", t.words("x"), num(e)),
-        (Some(t), None) => format!("one call on each of the {n} servers at once ran at {} of its solo speed: a device each", t.words("x")),
-        (None, _) => "one server: nothing shares its device".into(),
-    }));
+    // One comment per device, in order.
+    let url = |i: usize| cal.endpoints.get(i).map_or("?", String::as_str);
+    for g in &groups {
+        why.push(("cross_process_efficiency", match (g.together, g.servers.as_slice()) {
+            (Some(t), servers) if g.busy == servers.len() && cal.pairs.is_empty() => format!("one call on each of the {} servers at once ran at {} of its solo speed: one device shared, each server getting {} / {} of it", servers.len(), t.words("x"), num(g.efficiency()), g.busy),
+            (Some(t), servers) => format!("{}: one call on each of two of them at once ran at {} of its solo speed: one device shared, each of two busy servers getting {} / 2 of it", servers.iter().map(|&i| url(i)).collect::<Vec<_>>().join(", "), t.words("x"), num(g.efficiency())),
+            (None, [i]) if n > 1 => format!("{}: {}", url(*i), alone_words(cal, *i)),
+            _ => "one server: nothing shares its device".into(),
+        }));
+    }
+    let device_of = |i: usize| groups.iter().position(|g| g.servers.contains(&i)).unwrap_or(0);
     let instances: Vec<InstanceSpec> = cal
         .slots
         .iter()
         .enumerate()
         .map(|(i, sl)| InstanceSpec {
-            device: Some(devices[if sharing.is_some() { 0 } else { i.min(devices.len() - 1) }].name.clone()),
+            device: Some(devices[device_of(i).min(devices.len() - 1)].name.clone()),
             num_parallel: Some(sl.slots),
             ..InstanceSpec::default()
         })
@@ -174,8 +191,51 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
         ));
     }
     let mut file = ConfigFile { devices, instances, models: vec![model], ..ConfigFile::default() };
+    match cal.load_burst {
+        Some(b) => {
+            let of =
+                |b: LoadBurst| format!("{} one-token calls sent at once while the model loaded on {}", b.sent, url(0));
+            match b.max_queue() {
+                Some(q) => {
+                    file.server.max_queue = Some(q);
+                    why.push(("max_queue", format!("{}: {} taken, {} refused with 503 \"server busy\": the one being loaded for and {q} waiting (OLLAMA_MAX_QUEUE)", of(b), b.sent - b.refused, b.refused)));
+                }
+                None => why.push(("server", format!("{}: none refused, so at least {} may wait for a load; the twin keeps Ollama's OLLAMA_MAX_QUEUE, 512", of(b), b.sent - 1))),
+            }
+        }
+        None => why.push((
+            "server",
+            "the requests that may wait for a load (OLLAMA_MAX_QUEUE) were not measured: the twin keeps Ollama's 512"
+                .into(),
+        )),
+    }
     file.calibration = toml::Table::try_from(cal).ok();
     Some((file, why))
+}
+
+/// What showed a server has a device of its own: each other server beside it ran at its solo
+/// speed, or near it.
+fn alone_words(cal: &Calibration, i: usize) -> String {
+    let url = |j: usize| cal.endpoints.get(j).map_or("?", String::as_str);
+    if cal.pairs.is_empty() {
+        return match cal.together {
+            Some(t) => format!(
+                "one call on each of the servers at once ran at {} of its solo speed: a device each",
+                t.words("x")
+            ),
+            None => "a device of its own (not measured)".into(),
+        };
+    }
+    let beside: Vec<String> = cal
+        .pairs
+        .iter()
+        .filter(|p| p.a == i || p.b == i)
+        .map(|p| format!("beside {} at {}", url(if p.a == i { p.b } else { p.a }), p.speed.words("x")))
+        .collect();
+    format!(
+        "one call with one on each other server at once ran near its solo speed ({}): a device of its own",
+        beside.join("; ")
+    )
 }
 
 /// The twin as TOML, with a header and a comment above each value saying what measured it.
@@ -282,7 +342,26 @@ pub fn check(twin: &Calibration, now: &Calibration) -> Vec<Drift> {
     fig("load, ms", twin.load_ms, now.load_ms, 20.0);
     let last = |c: &Calibration| c.batch.last().map(|(_, f)| *f);
     fig("speed beside others on one server", last(twin), last(now), SPEED_FLOOR);
-    fig("speed with every server busy", twin.together, now.together, SPEED_FLOOR);
+    if twin.pairs.is_empty() || now.pairs.is_empty() {
+        fig("speed with every server busy", twin.together, now.together, SPEED_FLOOR);
+    } else {
+        let url = |c: &Calibration, i: usize| c.endpoints.get(i).cloned().unwrap_or_default();
+        for p in &twin.pairs {
+            let q = now.pairs.iter().find(|q| (q.a, q.b) == (p.a, p.b)).map(|q| q.speed);
+            let name = format!("speed of {} beside {}", url(twin, p.a), url(twin, p.b));
+            fig(&name, Some(p.speed), q, SPEED_FLOOR);
+        }
+    }
+    if let (Some(a), Some(b)) = (twin.load_burst, now.load_burst) {
+        // The queue's size where a burst showed one; a burst of neither refused nothing.
+        let size = |x: LoadBurst| x.max_queue().map_or(f64::INFINITY, |q| q as f64);
+        out.push(Drift {
+            figure: "requests that may wait for a load".into(),
+            twin: size(a),
+            now: size(b),
+            moved: a.max_queue() != b.max_queue(),
+        });
+    }
     for (a, b) in twin.slots.iter().zip(&now.slots) {
         out.push(Drift {
             figure: format!("slots of {}", a.endpoint),
@@ -309,25 +388,25 @@ fn allowed_move(a: &Figure, floor: f64) -> f64 {
 }
 
 /// A twin's batching and sharing at the two ends of what `--check` calls the same servers:
-/// (`batch_penalty`, `cross_process_efficiency`) of its devices.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// (`batch_penalty`, `cross_process_efficiency`) of each of its devices, in the file's order.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Tolerance {
     /// Streams beside each other and servers beside each other as slow as the check allows.
-    pub slow: (f64, f64),
+    pub slow: Vec<(f64, f64)>,
     /// As fast as it allows.
-    pub fast: (f64, f64),
+    pub fast: Vec<(f64, f64)>,
 }
 
 /// The twin's [`Tolerance`]: each figure its batching and sharing were fitted from (each
-/// stream's speed beside k-1 others, each server's beside the others) moved by 15 % of it (at
-/// least 0.05), the move [`check`] allows a figure whose samples agree, and fitted again. On
-/// this machine's CPU servers the four-slot server's speed beside three others moved 10 %
-/// between calibrations minutes apart, and a live speedup 1.08x in one session, 1.16x in
-/// another. `None` for a configuration that is not a twin, or one
-/// of a server that ran one call at a time alone on its device (nothing to move).
+/// stream's speed beside k-1 others, each shared device's servers' speeds beside each other)
+/// moved by 15 % of it (at least 0.05), the move [`check`] allows a figure whose samples
+/// agree, and fitted again. On this machine's CPU servers the four-slot server's speed beside
+/// three others moved 10 % between calibrations minutes apart, and a live speedup 1.08x in one
+/// session, 1.16x in another. `None` for a configuration that is not a twin, or one of servers
+/// that each ran one call at a time alone on a device (nothing to move).
 pub fn tolerance(file: &ConfigFile) -> Option<Tolerance> {
     let cal = calibration_of(file).ok()?;
-    let device = file.devices.first()?;
+    let first = file.devices.first()?;
     let slowdown = file.models.first().map_or(0.0, |m| m.profile.decode_slowdown_per_1k);
     let attention = slowdown * cal.batch_context.unwrap_or(0.0) / 1000.0;
     // The check's relative move, not the samples' range: the median the twin was fitted to
@@ -336,20 +415,33 @@ pub fn tolerance(file: &ConfigFile) -> Option<Tolerance> {
         cal.batch.iter().map(|(k, f)| (*k, (f.median + sign * relative_move(f, SPEED_FLOOR)).max(0.01))).collect()
     };
     let (p_slow, p_fast) = if cal.batch.is_empty() {
-        (device.batch_penalty, device.batch_penalty)
+        (first.batch_penalty, first.batch_penalty)
     } else {
         (fit_batch_penalty(&moved(-1.0), attention)?, fit_batch_penalty(&moved(1.0), attention)?)
     };
-    // Sharing moves only where the twin shares a device; servers on devices of their own stay so.
-    let n = cal.endpoints.len();
-    let (e_slow, e_fast) = match cal.together {
-        Some(t) if fit_sharing(t.median, n).is_some() => {
-            let d = relative_move(&t, SPEED_FLOOR);
-            (sharing_efficiency(t.median - d, n), sharing_efficiency(t.median + d, n))
-        }
-        _ => (device.cross_process_efficiency, device.cross_process_efficiency),
-    };
-    (!cal.batch.is_empty() || e_slow != e_fast).then_some(Tolerance { slow: (p_slow, e_slow), fast: (p_fast, e_fast) })
+    // Sharing moves only on shared devices; servers on devices of their own stay so. The
+    // groups are the twin's devices in order (as `twin` wrote them); a file whose devices
+    // are not (edited by hand) keeps its own figures.
+    let (groups, _) = device_groups(&cal);
+    let ends: Vec<((f64, f64), (f64, f64))> = file
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let e = d.cross_process_efficiency;
+            let (e_slow, e_fast) = match groups.get(i).filter(|_| groups.len() == file.devices.len()) {
+                Some(DeviceGroup { together: Some(t), busy, .. }) => {
+                    let m = relative_move(t, SPEED_FLOOR);
+                    (sharing_efficiency(t.median - m, *busy), sharing_efficiency(t.median + m, *busy))
+                }
+                _ => (e, e),
+            };
+            ((p_slow, e_slow), (p_fast, e_fast))
+        })
+        .collect();
+    let sharing_moves = ends.iter().any(|(s, f)| s.1 != f.1);
+    (!cal.batch.is_empty() || sharing_moves)
+        .then(|| Tolerance { slow: ends.iter().map(|e| e.0).collect(), fast: ends.iter().map(|e| e.1).collect() })
 }
 
 /// The calibration a twin file was made from (its `[calibration]` table).
@@ -404,8 +496,10 @@ mod tests {
             batch: vec![(2, f(0.8).unwrap()), (3, f(2.0 / 3.0).unwrap())],
             batch_context: None,
             together: f(0.6),
+            pairs: vec![Pair { a: 0, b: 1, speed: f(0.6).unwrap() }],
             load_ms: f(250.0),
             reload_ms: f(260.0),
+            load_burst: Some(LoadBurst { sent: 12, refused: 0 }),
             notes: vec![],
         }
     }
@@ -425,6 +519,16 @@ mod tests {
         assert!((p.first_token_ms.mean - 7.0).abs() < 1e-9, "10 ms less 2 of overhead and 1 of a gap");
         assert!(text.contains("# solo calls, tokens after the first"), "{text}");
         assert_eq!(calibration_of(&back).unwrap(), cal, "the figures come back from the file");
+        assert_eq!(back.server.max_queue, None, "no call refused at a load: Ollama's default");
+        assert!(text.replace("\n# ", " ").contains("none refused, so at least 11 may wait"), "{text}");
+        // A burst that was refused in part: the queue it shows (3 of 8 taken: one loading,
+        // two waiting).
+        let mut shed = cal.clone();
+        shed.load_burst = Some(LoadBurst { sent: 8, refused: 5 });
+        let (file, why) = twin(&shed).unwrap();
+        let text = to_toml(&shed, &file, &why).unwrap();
+        assert_eq!(ConfigFile::from_toml(&text).unwrap().server.max_queue, Some(2), "{text}");
+        assert!(text.replace("\n# ", " ").contains("3 taken, 5 refused"), "{text}");
         sim_ollama::SimBuilder::new().config(back).start().expect("the simulator runs the twin");
     }
 
@@ -436,20 +540,47 @@ mod tests {
         let (file, _) = twin(&measured()).unwrap();
         let tol = tolerance(&file).expect("a twin with batching and sharing has a tolerance");
         let close = |got: f64, want: f64| (got - want).abs() < 0.01;
-        assert!(close(tol.slow.0, 0.40) && close(tol.fast.0, 0.14), "{tol:?}");
-        assert!(close(tol.slow.1, 1.02) && close(tol.fast.1, 1.38), "{tol:?}");
+        assert!(close(tol.slow[0].0, 0.40) && close(tol.fast[0].0, 0.14), "{tol:?}");
+        assert!(close(tol.slow[0].1, 1.02) && close(tol.fast[0].1, 1.38), "{tol:?}");
         // A server that decoded one call at a time, alone: nothing to move.
         let mut one = measured();
         one.batch.clear();
         one.together = None;
+        one.pairs.clear();
         one.endpoints.truncate(1);
         one.slots.truncate(1);
         assert_eq!(tolerance(&twin(&one).unwrap().0), None);
         // Servers on devices of their own keep them: only the batching moves.
         let mut apart = measured();
-        apart.together = Some(Figure { median: 0.97, min: 0.95, max: 0.99, samples: 3 });
+        let near = Figure { median: 0.97, min: 0.95, max: 0.99, samples: 3 };
+        apart.together = Some(near);
+        apart.pairs[0].speed = near;
         let tol = tolerance(&twin(&apart).unwrap().0).unwrap();
-        assert_eq!((tol.slow.1, tol.fast.1), (1.0, 1.0));
+        assert_eq!(tol.slow.iter().chain(&tol.fast).map(|e| e.1).collect::<Vec<_>>(), vec![1.0; 4]);
+        // Three servers, two of them slowing each other: their device's sharing moves, the
+        // third's device (its own) keeps 1.
+        let mut mixed = measured();
+        let f = |m: f64| Figure { median: m, min: m, max: m, samples: 3 };
+        mixed.endpoints.push("http://127.0.0.1:3".into());
+        mixed.slots.push(Slots { endpoint: "http://127.0.0.1:3".into(), slots: 3, at_least: false });
+        mixed.decode_per_server.push(f(1000.0));
+        mixed.together = None;
+        mixed.pairs = vec![
+            Pair { a: 0, b: 1, speed: f(0.6) },
+            Pair { a: 0, b: 2, speed: f(0.97) },
+            Pair { a: 1, b: 2, speed: f(0.98) },
+        ];
+        let (file, why) = twin(&mixed).unwrap();
+        let on: Vec<_> = file.instances.iter().map(|i| i.device.clone().unwrap()).collect();
+        assert_eq!(on, vec!["shared", "shared", "device2"]);
+        let text = to_toml(&mixed, &file, &why).unwrap();
+        assert!(
+            text.replace("\n# ", " ").contains("http://127.0.0.1:3: one call with one on each other server"),
+            "{text}"
+        );
+        let tol = tolerance(&file).unwrap();
+        assert!(close(tol.slow[0].1, 1.02) && close(tol.fast[0].1, 1.38), "{tol:?}");
+        assert_eq!((tol.slow[1].1, tol.fast[1].1), (1.0, 1.0), "{tol:?}");
         // Not a twin: no tolerance.
         assert_eq!(tolerance(&ConfigFile::default()), None);
     }
@@ -461,7 +592,15 @@ mod tests {
         assert!(check(&twin, &now).iter().all(|d| !d.moved));
         now.decode_tokens_per_s = Some(Figure { median: 700.0, min: 690.0, max: 710.0, samples: 3 });
         now.slots[1].slots = 1;
+        now.load_burst = Some(LoadBurst { sent: 12, refused: 7 });
         let moved: Vec<String> = check(&twin, &now).into_iter().filter(|d| d.moved).map(|d| d.figure).collect();
-        assert_eq!(moved, vec!["decode tokens/s".to_string(), "slots of http://127.0.0.1:2".to_string()]);
+        assert_eq!(
+            moved,
+            vec![
+                "decode tokens/s".to_string(),
+                "requests that may wait for a load".to_string(),
+                "slots of http://127.0.0.1:2".to_string()
+            ]
+        );
     }
 }

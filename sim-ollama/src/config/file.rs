@@ -17,6 +17,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("single-4slots", include_str!("../../fixtures/presets/single-4slots.toml")),
     ("dual-one-device", include_str!("../../fixtures/presets/dual-one-device.toml")),
     ("dual-two-devices", include_str!("../../fixtures/presets/dual-two-devices.toml")),
+    ("mixed-three", include_str!("../../fixtures/presets/mixed-three.toml")),
     ("ideal", include_str!("../../fixtures/presets/ideal.toml")),
     ("pitfall-max-queue", include_str!("../../fixtures/presets/pitfall-max-queue.toml")),
     ("pitfall-one-slot-architecture", include_str!("../../fixtures/presets/pitfall-one-slot-architecture.toml")),
