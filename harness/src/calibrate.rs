@@ -22,17 +22,20 @@
 //! measured it; [`check`] compares a new calibration with a twin's (`--check`: has the server
 //! drifted?). What the model cannot express is said in the file's notes, not fitted.
 //!
-//! `calibrate/figures.rs` holds the figures and the fits; `calibrate/measure.rs` the session
+//! `calibrate/figures.rs` holds the figures and the fits; `calibrate/devices.rs` which servers
+//! share a device; `calibrate/measure.rs` the session
 //! of calls to the servers; `calibrate/twin.rs` the twin file and the drift check. This file
 //! only names them.
 
+mod devices;
 mod figures;
 mod measure;
 mod twin;
 
+pub use devices::{DeviceGroup, device_groups};
 pub use figures::{
-    CalibratePlan, Calibration, DeviceGroup, Figure, LoadBurst, ModelMeta, Pair, PromptFit, Slots, decoded_at_once,
-    device_groups, fit_batch_penalty, fit_prompt, fit_sharing, rising_line, robust_rising_line,
+    CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, Pair, PromptFit, Slots, decoded_at_once,
+    fit_batch_penalty, fit_prompt, fit_sharing, rising_line, robust_rising_line,
 };
 pub use measure::{ProgressFn, calibrate};
 pub use twin::{Drift, Tolerance, calibration_of, check, to_toml, tolerance, twin};

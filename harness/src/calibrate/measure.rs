@@ -1,9 +1,10 @@
 //! The measurement against live servers: a session of streamed calls (every prompt starting
 //! with a word of its own, so no prompt cache helps), in the order the module above lists.
 
+use super::devices::device_groups;
 use super::figures::{
-    CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, Pair, PromptFit, Slots, decoded_at_once, device_groups,
-    fit_prompt, num, robust_rising_line,
+    CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, Pair, PromptFit, Slots, decoded_at_once, fit_prompt, num,
+    robust_rising_line,
 };
 use crate::client::{CallOpts, CallRecord, Stack};
 use std::time::{Duration, Instant};

@@ -2,9 +2,8 @@
 //! value saying what measured it, its figures kept in a `[calibration]` table, and the drift
 //! check (`--check`) that compares a new calibration with it.
 
-use super::figures::{
-    Calibration, DeviceGroup, Figure, LoadBurst, device_groups, fit_batch_penalty, num, round3, sharing_efficiency,
-};
+use super::devices::{DeviceGroup, alone_words, device_groups};
+use super::figures::{Calibration, Figure, LoadBurst, fit_batch_penalty, num, round3, sharing_efficiency};
 use serde::Serialize;
 use sim_ollama::advanced::config::{ConfigFile, DeviceSpec, InstanceSpec, Jitter, ModelSpec, Profile};
 use sim_ollama::advanced::dist::{DistKind, DistSpec};
@@ -211,31 +210,6 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
     }
     file.calibration = toml::Table::try_from(cal).ok();
     Some((file, why))
-}
-
-/// What showed a server has a device of its own: each other server beside it ran at its solo
-/// speed, or near it.
-fn alone_words(cal: &Calibration, i: usize) -> String {
-    let url = |j: usize| cal.endpoints.get(j).map_or("?", String::as_str);
-    if cal.pairs.is_empty() {
-        return match cal.together {
-            Some(t) => format!(
-                "one call on each of the servers at once ran at {} of its solo speed: a device each",
-                t.words("x")
-            ),
-            None => "a device of its own (not measured)".into(),
-        };
-    }
-    let beside: Vec<String> = cal
-        .pairs
-        .iter()
-        .filter(|p| p.a == i || p.b == i)
-        .map(|p| format!("beside {} at {}", url(if p.a == i { p.b } else { p.a }), p.speed.words("x")))
-        .collect();
-    format!(
-        "one call with one on each other server at once ran near its solo speed ({}): a device of its own",
-        beside.join("; ")
-    )
 }
 
 /// The twin as TOML, with a header and a comment above each value saying what measured it.

@@ -1,0 +1,201 @@
+//! Which servers share a device: the groups the pairs of servers that slowed each other make
+//! (`harness calibrate`'s step 5), each shared device's figure, and what the twin's file says
+//! of a server on a device of its own.
+
+use super::figures::{Calibration, Figure, Pair, fit_sharing, num, sharing_efficiency};
+
+/// Servers the twin puts on one device, and what measured their sharing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceGroup {
+    /// The servers, indices into `endpoints`, in order.
+    pub servers: Vec<usize>,
+    /// Each stream's speed, relative to its server's solo speed, with `busy` servers of the
+    /// group decoding at once (`None`: a server alone on its device).
+    pub together: Option<Figure>,
+    /// How many servers decoded at once in those rounds.
+    pub busy: usize,
+}
+
+impl DeviceGroup {
+    /// The device's `cross_process_efficiency`: `busy` servers time-slicing it got `together`
+    /// each (1 for a server alone).
+    pub fn efficiency(&self) -> f64 {
+        self.together.map_or(1.0, |t| sharing_efficiency(t.median, self.busy))
+    }
+}
+
+/// The devices the servers sit on, from what slowed which: two servers that ran below 0.9 of
+/// their solo speeds beside each other in every round share a device, and so does every server linked to them
+/// through such pairs (a device is what a pair's slowdown shows, passed on: A slowed by B and
+/// B by C puts the three on one). Each shared device's figure is its pairs' readings below
+/// the line, pooled. With no pairs measured (a twin of two servers written before pairs were),
+/// `together` (every server at once) decides: all on one device or each on its own. Returns
+/// the groups in order of their first server and a note for each reading the grouping
+/// overrules (a pair above the line on one device through others).
+pub fn device_groups(cal: &Calibration) -> (Vec<DeviceGroup>, Vec<String>) {
+    let n = cal.endpoints.len().max(cal.slots.len()).max(1);
+    let alone = |i: usize| DeviceGroup { servers: vec![i], together: None, busy: 1 };
+    if cal.pairs.is_empty() {
+        return match cal.together.filter(|t| fit_sharing(t.median, n).is_some()) {
+            Some(t) if n > 1 => (vec![DeviceGroup { servers: (0..n).collect(), together: Some(t), busy: n }], vec![]),
+            _ => ((0..n).map(alone).collect(), vec![]),
+        };
+    }
+    // Every round below the line, not the median only: on a busy machine two servers on
+    // cores of their own read 0.84 [0.57 .. 1.34] once, and chained the three servers here
+    // into one device (their other calibrations: 1.07 and 0.72).
+    let shared = |p: &Pair| fit_sharing(p.speed.max, 2).is_some();
+    // Union-find over the pairs that slowed each other.
+    let mut root: Vec<usize> = (0..n).collect();
+    fn find(root: &mut [usize], i: usize) -> usize {
+        let mut r = i;
+        while root[r] != r {
+            r = root[r];
+        }
+        root[i] = r;
+        r
+    }
+    for p in cal.pairs.iter().filter(|p| shared(p) && p.a < n && p.b < n) {
+        let (ra, rb) = (find(&mut root, p.a), find(&mut root, p.b));
+        root[ra.max(rb)] = ra.min(rb);
+    }
+    let mut groups: Vec<DeviceGroup> = Vec::new();
+    let mut notes = Vec::new();
+    for i in 0..n {
+        let r = find(&mut root, i);
+        match groups.iter_mut().find(|g| g.servers[0] == r) {
+            Some(g) => g.servers.push(i),
+            None => groups.push(alone(i)),
+        }
+    }
+    for g in groups.iter_mut().filter(|g| g.servers.len() > 1) {
+        let inside: Vec<&Pair> =
+            cal.pairs.iter().filter(|p| g.servers.contains(&p.a) && g.servers.contains(&p.b)).collect();
+        let pooled: Vec<f64> =
+            inside.iter().filter(|p| shared(p)).flat_map(|p| [p.speed.min, p.speed.median, p.speed.max]).collect();
+        // The median of the medians, the range of the ranges.
+        let medians: Vec<f64> = inside.iter().filter(|p| shared(p)).map(|p| p.speed.median).collect();
+        g.together = Figure::of(&medians).map(|f| Figure {
+            min: pooled.iter().copied().fold(f.min, f64::min),
+            max: pooled.iter().copied().fold(f.max, f64::max),
+            samples: inside.iter().filter(|p| shared(p)).map(|p| p.speed.samples).sum(),
+            ..f
+        });
+        g.busy = 2;
+        if let (Some(lo), Some(hi)) =
+            (medians.iter().copied().reduce(f64::min), medians.iter().copied().reduce(f64::max))
+        {
+            if hi - lo > 0.15 {
+                notes.push(format!(
+                    "the pairs of {} slowed each other unevenly ({} .. {} of their solo speeds): the simulator's device gives every pair on it one share, the median {}; servers that interfere in part (cores of one machine, a memory bus) are not modelled",
+                    g.servers.iter().map(|&i| cal.endpoints.get(i).map_or("?", String::as_str)).collect::<Vec<_>>().join(", "),
+                    num(lo),
+                    num(hi),
+                    num(g.together.map_or(f64::NAN, |t| t.median))
+                ));
+            }
+        }
+        for p in inside.iter().filter(|p| !shared(p)) {
+            notes.push(format!(
+                "{} and {} ran at {} of their solo speeds beside each other (a device each), yet each slowed beside another server of the same group: the twin puts them on one device",
+                cal.endpoints.get(p.a).map_or("?", String::as_str),
+                cal.endpoints.get(p.b).map_or("?", String::as_str),
+                num(p.speed.median)
+            ));
+        }
+    }
+    for p in cal.pairs.iter().filter(|p| !shared(p) && fit_sharing(p.speed.median, 2).is_some()) {
+        notes.push(format!(
+            "{} and {} ran at {} of their solo speeds beside each other: slower in most rounds, but not in every one, so not taken for a shared device",
+            cal.endpoints.get(p.a).map_or("?", String::as_str),
+            cal.endpoints.get(p.b).map_or("?", String::as_str),
+            p.speed.words("x")
+        ));
+    }
+    (groups, notes)
+}
+
+/// What showed a server has a device of its own: each other server beside it ran at its solo
+/// speed, or near it.
+pub(super) fn alone_words(cal: &Calibration, i: usize) -> String {
+    let url = |j: usize| cal.endpoints.get(j).map_or("?", String::as_str);
+    if cal.pairs.is_empty() {
+        return match cal.together {
+            Some(t) => format!(
+                "one call on each of the servers at once ran at {} of its solo speed: a device each",
+                t.words("x")
+            ),
+            None => "a device of its own (not measured)".into(),
+        };
+    }
+    let beside: Vec<String> = cal
+        .pairs
+        .iter()
+        .filter(|p| p.a == i || p.b == i)
+        .map(|p| format!("beside {} at {}", url(if p.a == i { p.b } else { p.a }), p.speed.words("x")))
+        .collect();
+    format!(
+        "one call with one on each other server at once ran near its solo speed ({}): a device of its own",
+        beside.join("; ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn servers_go_on_the_devices_their_pairs_show() {
+        let fig = |m: f64| Figure { median: m, min: m - 0.02, max: m + 0.02, samples: 4 };
+        let pair = |a, b, m| Pair { a, b, speed: fig(m) };
+        let servers = |n: usize| Calibration {
+            endpoints: (0..n).map(|i| format!("http://s{i}")).collect(),
+            ..Calibration::default()
+        };
+        // Four servers: 0 and 1 slow each other, 2 and 3 do not, nor does anything else.
+        let mut cal = servers(4);
+        cal.pairs = vec![
+            pair(0, 1, 0.55),
+            pair(0, 2, 0.97),
+            pair(0, 3, 0.98),
+            pair(1, 2, 0.96),
+            pair(1, 3, 0.99),
+            pair(2, 3, 0.95),
+        ];
+        let (groups, notes) = device_groups(&cal);
+        let sets: Vec<Vec<usize>> = groups.iter().map(|g| g.servers.clone()).collect();
+        assert_eq!(sets, vec![vec![0, 1], vec![2], vec![3]]);
+        assert!((groups[0].efficiency() - 1.1).abs() < 1e-9, "two at 0.55 each: 1.1 of the device");
+        assert_eq!((groups[1].efficiency(), groups[1].together), (1.0, None));
+        assert!(notes.is_empty());
+        // Linked through a third: 0 slows 1, 1 slows 2, 0 and 2 read apart; one device, said.
+        let mut chain = servers(3);
+        chain.pairs = vec![pair(0, 1, 0.6), pair(1, 2, 0.62), pair(0, 2, 0.93)];
+        let (groups, notes) = device_groups(&chain);
+        assert_eq!(groups.iter().map(|g| g.servers.clone()).collect::<Vec<_>>(), vec![vec![0, 1, 2]]);
+        assert!((groups[0].together.unwrap().median - 0.61).abs() < 1e-9, "the pairs below the line");
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        // Pairs of one device far apart (this machine's three servers, two pinned to one core
+        // and one to the other): said, not fitted.
+        let mut uneven = servers(3);
+        uneven.pairs = vec![pair(0, 1, 0.40), pair(0, 2, 0.66), pair(1, 2, 0.72)];
+        let (groups, notes) = device_groups(&uneven);
+        assert_eq!(groups.len(), 1);
+        assert!(notes.len() == 1 && notes[0].contains("unevenly (0.40 .. 0.72"), "{notes:?}");
+        // A pair slower at the median but at its solo speed in some round: apart, said.
+        let mut noisy = servers(3);
+        let wide = Figure { median: 0.84, min: 0.57, max: 1.34, samples: 6 };
+        noisy.pairs = vec![pair(0, 1, 0.39), pair(0, 2, 1.07), Pair { a: 1, b: 2, speed: wide }];
+        let (groups, notes) = device_groups(&noisy);
+        assert_eq!(groups.iter().map(|g| g.servers.clone()).collect::<Vec<_>>(), vec![vec![0, 1], vec![2]]);
+        assert!(notes.len() == 1 && notes[0].contains("not in every one"), "{notes:?}");
+        // A twin of two written before pairs: every server at once decides.
+        let mut old = servers(2);
+        old.together = Some(fig(0.6));
+        let (groups, _) = device_groups(&old);
+        assert_eq!(groups.len(), 1);
+        assert!((groups[0].efficiency() - 1.2).abs() < 1e-9);
+        old.together = Some(fig(0.95));
+        assert_eq!(device_groups(&old).0.len(), 2);
+    }
+}
