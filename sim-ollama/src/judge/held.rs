@@ -1,5 +1,5 @@
-//! Calls that never overlapped, each starting longer after the one before ended than a call
-//! lasts: waiting for the answer, or the program's own delay? One run cannot tell "each call
+//! Calls that never overlapped: waiting for the answer, or the program's own delay? One run
+//! cannot tell "each call
 //! waited for the answer before it" (awaited in turn, a lock, a router letting one request
 //! through) from "each call came after a fixed delay of the program's own" (a framework's
 //! start-up, a lock it polls, a timer) that calls this short happened to outlast: at real
@@ -12,7 +12,6 @@
 use super::client;
 use super::decision::Verdict;
 use super::figures::{median, secs, sweep};
-use super::gaps::LOCAL_WORK_FLOOR_US;
 use super::input::{JudgeOptions, Req};
 use super::report::{AgentSource, Cause, HeldReport, HeldStatus, Report};
 use crate::probe::HoldPlan;
@@ -41,9 +40,8 @@ pub(super) struct Spacing {
 }
 
 /// Calls of more than one agent (or of a program whose agents are unknown) that never reached
-/// the server together, each agent's first call after another's starting on the program's
-/// clock longer after that call ended than a call lasts: their spacing, for a probe run that
-/// holds every answer. Not for the harness's own agents, whose work between calls is known.
+/// the server together: their spacing, for a probe run that holds every answer. Not for the
+/// harness's own agents, whose work between calls is known.
 pub(super) fn never_overlapped(
     reqs: &[Req<'_>],
     source: AgentSource,
@@ -58,11 +56,14 @@ pub(super) fn never_overlapped(
     (!one_agent && sweep(&server).0 <= 1).then(|| spacing(reqs, source == AgentSource::Program)).flatten()
 }
 
-/// The spacing of calls that never overlapped on the program's clock, where the median gap
-/// from one agent's call to the next agent's (every call's to the next, in a program whose
-/// agents are unknown) is longer than the median call and than a client's own turnaround
-/// ([`LOCAL_WORK_FLOOR_US`]): `None` otherwise (calls that overlapped, gaps shorter than the
-/// calls, which a longer call would not have overlapped, or than the floor).
+/// The spacing of calls that never overlapped on the program's clock: the median gap from one
+/// agent's call to the next agent's (every call's to the next, in a program whose agents are
+/// unknown), `None` where calls overlapped or that gap is a client's reply to an answer
+/// ([`REPLY_US`]). A gap shorter than a call, or than the floor of a client's own work
+/// between calls, is no proof that the call waited for the answer before it: a launcher
+/// starting its agents 40 ms apart (threads, or a framework building each agent before it
+/// starts it) with calls of 31 ms at time scale 0.05 left gaps of 9 ms and read `serialized`
+/// from one run; at real speed those calls overlap. The probe run tells.
 /// An agent's gap before its own next call is its own work, whatever it is: not counted.
 fn spacing(reqs: &[Req<'_>], program: bool) -> Option<Spacing> {
     let mut spans: Vec<(u64, u64, usize)> = reqs.iter().map(|q| (q.start, q.end, q.group)).collect();
@@ -73,18 +74,21 @@ fn spacing(reqs: &[Req<'_>], program: bool) -> Option<Spacing> {
     let gaps: Vec<u64> = spans.windows(2).filter(|w| program || w[0].2 != w[1].2).map(|w| w[1].0 - w[0].1).collect();
     let gap_us = median(gaps.iter().map(|&g| g as f64).collect())?;
     // The calls' modelled length (solo cost at the run's time scale), not their measured
-    // one: a machine too busy to run the simulator on time stretches the calls, and CrewAI's
-    // copies ~0.2 s apart once read serialized in the suite, unprobed, their calls measured
-    // longer than the gaps.
+    // one: a machine too busy to run the simulator on time stretches the calls.
     let call_us = median(reqs.iter().map(|q| q.r.solo_us as f64).collect())?;
-    // A client library's own turnaround (under the floor) is never taken for a delay that
-    // longer calls would hide: calls this short are the time scale's to fix (docs/python.md).
-    (gap_us > call_us && gap_us > LOCAL_WORK_FLOOR_US as f64).then(|| Spacing {
+    (gap_us > REPLY_US as f64).then(|| Spacing {
         gap_us,
         call_us,
         longest_gap_us: gaps.iter().copied().max().unwrap_or(0),
     })
 }
+
+/// A median gap this short (µs, the program's clock) is a client sending its next call as it
+/// reads the answer before: no probe. A program's own delay (a launcher's stagger, a timer)
+/// ending within 5 ms of most answers would be a coincidence; Python clients awaiting each
+/// answer in turn leave 2 ms in the suite, and probing them all cost the suite a quarter of
+/// its time (a program run more for every such verdict: 149 s against 119-123 s).
+const REPLY_US: u64 = 5_000;
 
 /// The probe run's hold for such calls (`tolerance_us`: the judge's hand-off tolerance), or
 /// `None` where the longest gap needs more than [`MAX_HOLD_US`].
@@ -168,9 +172,13 @@ fn longer_time_scale(h: &HeldReport, time_scale: f64) -> String {
     if t >= 1.0 { "1, real speed".to_string() } else { format!("{t:.2}") }
 }
 
-/// The time scale at which calls would outlast the gaps between them four times (1 at most).
+/// The time scale at which calls would outlast the gaps between them four times, and the
+/// spacing of their starts (gap and call) twice (1 at most): a launcher's agents 40 ms apart
+/// with calls of 31 ms leave gaps of 9 ms, which calls of 36 ms outlast four times and still
+/// never reach the next start.
 fn longer_scale(h: &HeldReport, time_scale: f64) -> f64 {
-    (time_scale * 4.0 * h.gap_s / h.call_s.max(1e-6)).min(1.0)
+    let outlast = (4.0 * h.gap_s).max(2.0 * (h.gap_s + h.call_s));
+    (time_scale * outlast / h.call_s.max(1e-6)).min(1.0)
 }
 
 /// The client verdict's reason with what the hold shows: `base`, the reason for calls that
@@ -178,7 +186,7 @@ fn longer_scale(h: &HeldReport, time_scale: f64) -> f64 {
 /// a reason of its own (`who`: the program, or its agents).
 fn words(h: &HeldReport, time_scale: f64, who: &str, base: &str) -> String {
     let spacing = format!(
-        "each call started {:.0} ms after the previous one ended (median), longer than a call ({:.0} ms)",
+        "each call started {:.0} ms after the previous one ended (median; calls of {:.0} ms)",
         h.gap_s * 1e3,
         h.call_s * 1e3
     );

@@ -665,7 +665,7 @@ fn calls_that_never_overlapped_after_gaps_longer_than_themselves_ask_for_a_probe
     let r = judge(&snap(reqs), &JudgeOptions::new());
     assert_eq!((r.verdict, r.cause), (Verdict::Serialized, Cause::Client), "{r}");
     assert!(
-        r.reason.contains("each call started 200 ms after the previous one ended (median), longer than a call (50 ms)")
+        r.reason.contains("each call started 200 ms after the previous one ended (median; calls of 50 ms)")
             && r.reason.contains("a probe run holding each answer 262 ms tells"),
         "{}",
         r.reason
@@ -687,12 +687,68 @@ fn calls_that_never_overlapped_after_gaps_longer_than_themselves_ask_for_a_probe
     let r = judge(&snap(reqs), &JudgeOptions::new());
     assert_eq!(r.held.as_ref().map(|h| h.status), Some(HeldStatus::Unprobed), "{r}");
     assert!(r.needs_probe, "{r}");
-    // Gaps shorter than the calls, or than a client's own turnaround (150 ms): no hint, no probe.
+    // A gap of 2 ms: the next call went out as the answer was read, no probe.
+    let reqs = vec![req(1, Some("a"), 0, 50, 50), req(2, Some("b"), 52, 102, 50)];
+    let r = judge(&snap(reqs), &JudgeOptions::new());
+    assert_eq!((r.verdict, r.held.is_none(), r.needs_probe), (Verdict::Serialized, true, false), "{r}");
+    // Gaps shorter than the calls, or than the floor of a client's own work between calls: a
+    // probe too (a gap this short is no proof of waiting), held at least 50 ms.
     for second in [60, 150] {
         let reqs = vec![req(1, Some("a"), 0, 50, 50), req(2, Some("b"), second, second + 50, 50)];
         let r = judge(&snap(reqs), &JudgeOptions::new());
-        assert_eq!((r.verdict, r.held.is_none(), r.needs_probe), (Verdict::Serialized, true, false), "{r}");
+        assert_eq!((r.verdict, r.cause, r.needs_probe), (Verdict::Serialized, Cause::Client, true), "{r}");
+        assert_eq!(r.held.as_ref().map(|h| h.status), Some(HeldStatus::Unprobed), "{r}");
     }
+}
+
+#[test]
+fn a_launchers_agents_started_further_apart_than_their_short_calls_are_not_blamed() {
+    // Six unlabelled threads started 40 ms apart, each one call of 31 ms (time scale 0.05):
+    // the calls never overlap and the gaps (9 ms) are shorter than the calls and than any
+    // client's turnaround. One run cannot tell this from calls awaited in turn; the probe run
+    // holds each answer (at least 50 ms) and the launcher's next thread calls while it is
+    // held: not serialized, inconclusive at this time scale, judged again where calls outlast
+    // the starts' spacing (2 x 40 / 31 x 0.05 = 0.13). A program awaiting each answer in
+    // turn, the same times in its first run, waits for the held answer: serialized stands.
+    let first: Vec<_> = (0..6u64).map(|i| req(i + 1, None, i * 40, i * 40 + 31, 31)).collect();
+    let scaled = |mut s: crate::trace::TraceSnapshot| {
+        s.time_scale = 0.05;
+        s
+    };
+    let r = judge(&scaled(snap(first.clone())), &JudgeOptions::new());
+    assert_eq!((r.verdict, r.cause), (Verdict::Serialized, Cause::Client), "{r}");
+    assert!(r.needs_probe, "the first run alone asks for the probe: {r}");
+    let plan = probe_plan(&scaled(snap(first.clone())), &JudgeOptions::new());
+    let hold = plan.hold.expect("every answer held");
+    assert!(hold.hold_us >= 50_000, "{hold:?}");
+    // The probe run: each answer held 50 ms. The launcher's threads still start 40 ms apart.
+    let launcher: Vec<_> = (0..6u64)
+        .map(|i| {
+            let mut q = req(100 + i, None, 1000 + i * 40, 1000 + i * 40 + 81, 31);
+            q.held_us = 50_000;
+            q
+        })
+        .collect();
+    let mut both = first.clone();
+    both.extend(launcher);
+    let r = judge(&scaled(snap(both)), &JudgeOptions::new().probe_since(100));
+    assert_eq!((r.verdict, r.cause), (Verdict::Inconclusive, Cause::TimeScale), "{r}");
+    assert_eq!(r.held.as_ref().map(|h| h.status), Some(HeldStatus::DidNotWait), "{r}");
+    let longer = r.longer_time_scale.expect("the longer time scale named");
+    assert!((0.12..0.14).contains(&longer), "{longer}");
+    // In turn: each call 9 ms after the held answer's end.
+    let in_turn: Vec<_> = (0..6u64)
+        .map(|i| {
+            let mut q = req(100 + i, None, 1000 + i * 90, 1000 + i * 90 + 81, 31);
+            q.held_us = 50_000;
+            q
+        })
+        .collect();
+    let mut both = first;
+    both.extend(in_turn);
+    let r = judge(&scaled(snap(both)), &JudgeOptions::new().probe_since(100));
+    assert_eq!((r.verdict, r.cause), (Verdict::Serialized, Cause::Client), "{r}");
+    assert_eq!(r.held.as_ref().map(|h| h.status), Some(HeldStatus::Waited), "{r}");
 }
 
 #[test]
