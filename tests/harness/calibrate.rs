@@ -10,8 +10,8 @@ use sim_ollama::SimBuilder;
 use sim_ollama::advanced::config::ConfigFile;
 use std::time::Duration;
 
-/// Three servers, two of them on one device and the third on a device of its own (a mixed
-/// topology); two slots each; a model whose figures are set, not a guess.
+/// Three servers, two of them on one device and the third on a device of its own, half as
+/// fast (a mixed topology); two slots each; a model whose figures are set, not a guess.
 const KNOWN: &str = r#"
 [server]
 num_parallel = 2
@@ -27,6 +27,8 @@ cross_process_efficiency = 0.8
 [[devices]]
 name = "own"
 batch_penalty = 0.5
+# Half as fast as the profile says (a smaller GPU beside a larger one).
+speed = 0.5
 
 [[instances]]
 device = "shared"
@@ -111,6 +113,8 @@ fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
         cal.pairs
     );
     let (device, model) = (&back.devices[0], &back.models[0]);
+    assert_eq!(device.speed, 1.0, "the first server's device is the profile's: {:?}", cal.decode_per_server);
+    within("the third server's device's speed", back.devices[1].speed, 0.5, 0.15);
     assert_eq!(model.name, "known:latest");
     let p = &model.profile;
     within("decode speed at an empty context", p.decode_tokens_per_s, 2000.0, 0.15);

@@ -1,8 +1,9 @@
 //! Which servers share a device: the groups the pairs of servers that slowed each other make
-//! (`harness calibrate`'s step 5), each shared device's figure, and what the twin's file says
-//! of a server on a device of its own.
+//! (`harness calibrate`'s step 5), each shared device's figure, each device's speed where the
+//! servers decoded at different speeds alone, and what the twin's file says of a server on a
+//! device of its own.
 
-use super::figures::{Calibration, Figure, Pair, fit_sharing, num, sharing_efficiency};
+use super::figures::{Calibration, Figure, Pair, fit_sharing, num, round3, sharing_efficiency};
 
 /// Servers the twin puts on one device, and what measured their sharing.
 #[derive(Debug, Clone, PartialEq)]
@@ -138,6 +139,31 @@ pub(super) fn alone_words(cal: &Calibration, i: usize) -> String {
         "one call with one on each other server at once ran near its solo speed ({}): a device of its own",
         beside.join("; ")
     )
+}
+
+/// A device's `speed` and what measured it, where the servers decoded at different speeds
+/// alone (one more than 15 % from the first server's, whose calls the profile is fitted on):
+/// its servers' median solo speed over the first server's. `None` where they agree (the
+/// profile's speed for every device: a difference within the machine's noise is not fitted).
+pub(super) fn device_speed(cal: &Calibration, g: &DeviceGroup) -> Option<(f64, String)> {
+    let first = cal.decode_per_server.first()?.median;
+    let differ = cal.decode_per_server.iter().any(|f| (f.median / first - 1.0).abs() > 0.15);
+    let own: Vec<f64> = g.servers.iter().filter_map(|&i| cal.decode_per_server.get(i).map(|f| f.median)).collect();
+    let median = Figure::of(&own)?.median;
+    (differ && first > 0.0).then(|| {
+        let x = round3(median / first);
+        let url = |i: usize| cal.endpoints.get(i).map_or("?", String::as_str);
+        (
+            x,
+            format!(
+                "{}: decoded alone at median {} tokens/s, the first server {}: {} of the profile's speed",
+                g.servers.iter().map(|&i| url(i)).collect::<Vec<_>>().join(", "),
+                num(median),
+                num(first),
+                num(x)
+            ),
+        )
+    })
 }
 
 #[cfg(test)]

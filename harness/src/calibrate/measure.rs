@@ -223,7 +223,11 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         let r = s.call(i, prompt, plan.tokens, serde_json::json!({})).await?;
         rates[i].push(decode_rate(&r));
         gaps.extend(r.tokens.windows(2).map(|w| (w[1] - w[0]).as_secs_f64()));
-        by_context.extend(segment_gaps(&r, context));
+        // The decode line is the first server's (the profile's): the others' speeds are
+        // their devices' `speed` relative to it.
+        if i == 0 {
+            by_context.extend(segment_gaps(&r, context));
+        }
         overheads.extend(r.load_duration_ns.map(|ns| ns as f64 / 1e6));
         if rates[0].len() == 1 && i == 0 {
             // At most: every call of the sweeps waiting for the one before (one slot).
@@ -259,13 +263,14 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     step(&format!("solo calls after a prompt of {LONG_PROMPT_CHARS} characters"), true);
     cal.decode_per_server = rates.iter().filter_map(|r| Figure::of(r)).collect();
     cal.decode_tokens_per_s = Figure::of(&rates.concat());
-    let solo = cal.decode_tokens_per_s.map(|f| f.median).ok_or("no solo call decoded enough tokens to time")?;
+    // The first server's solo speed: the batching rounds below run on it.
+    let solo = cal.decode_per_server.first().map(|f| f.median).ok_or("no solo call decoded enough tokens to time")?;
     cal.inter_token_cv = cv(&gaps);
     cal.decode_line = robust_rising_line(&by_context).map(|(a, b, _)| (a, b)).filter(|(a, _)| *a > 0.0);
     cal.call_overhead_ms = Figure::of(&overheads);
     if cal.decode_per_server.iter().any(|f| (f.median / solo - 1.0).abs() > 0.15) {
         cal.notes.push(format!(
-            "the servers decode at different speeds alone ({}): the twin gives every server the median",
+            "the servers decode at different speeds alone ({} tokens/s): the twin's profile is the first server's, and each device runs at its servers' median speed over it (`speed`)",
             cal.decode_per_server.iter().map(|f| num(f.median)).collect::<Vec<_>>().join(", ")
         ));
     }

@@ -2,7 +2,7 @@
 //! value saying what measured it, its figures kept in a `[calibration]` table, and the drift
 //! check (`--check`) that compares a new calibration with it.
 
-use super::devices::{DeviceGroup, alone_words, device_groups};
+use super::devices::{DeviceGroup, alone_words, device_groups, device_speed};
 use super::figures::{Calibration, Figure, LoadBurst, fit_batch_penalty, num, round3, sharing_efficiency};
 use serde::Serialize;
 use sim_ollama::advanced::config::{ConfigFile, DeviceSpec, InstanceSpec, Jitter, ModelSpec, Profile};
@@ -147,6 +147,7 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
                 batch_penalty: round3(penalty.unwrap_or(0.0)),
                 cross_process_efficiency: round3(g.efficiency()),
                 cpu: meta.cpu,
+                speed: device_speed(cal, g).map_or(1.0, |(x, _)| x),
                 ..DeviceSpec::new(name)
             }
         })
@@ -165,6 +166,12 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
             (None, [i]) if n > 1 => format!("{}: {}", url(*i), alone_words(cal, *i)),
             _ => "one server: nothing shares its device".into(),
         }));
+    }
+    // One comment per device whose speed is written (a speed of 1 is not), in order.
+    for (x, words) in groups.iter().filter_map(|g| device_speed(cal, g)) {
+        if x != 1.0 {
+            why.push(("speed", words));
+        }
     }
     let device_of = |i: usize| groups.iter().position(|g| g.servers.contains(&i)).unwrap_or(0);
     let instances: Vec<InstanceSpec> = cal

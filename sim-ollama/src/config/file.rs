@@ -322,6 +322,21 @@ pub struct DeviceSpec {
     /// ../shared/tools/real-ollama).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cpu: bool,
+    /// The device's speed relative to the model profiles': every stream on it (its first
+    /// token, its prompt, each token's gap) takes `1 / speed` of the profile's time. 1 (the
+    /// default): as the profile says; 0.5: a device half as fast (a smaller GPU beside a
+    /// larger one). `harness calibrate` sets it where the servers decoded at different speeds
+    /// alone.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub speed: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn is_one(x: &f64) -> bool {
+    *x == 1.0
 }
 
 impl DeviceSpec {
@@ -343,6 +358,7 @@ impl DeviceSpec {
             vram_release_ms: 0.0,
             cache_copy_gib_s: default_cache_copy_gib_s(),
             cpu: false,
+            speed: 1.0,
         }
     }
 

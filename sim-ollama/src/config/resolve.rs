@@ -155,6 +155,9 @@ impl RawConfig {
             if !(d.cache_copy_gib_s.is_finite() && d.cache_copy_gib_s > 0.0) {
                 return Err(invalid(format!("device {:?}: cache_copy_gib_s must be a positive number", d.name)));
             }
+            if !(d.speed.is_finite() && d.speed > 0.0 && d.speed <= 1000.0) {
+                return Err(invalid(format!("device {:?}: speed must be a number above 0 (1: the profile's)", d.name)));
+            }
         }
         let count = self.instances.unwrap_or(f.instances.len().max(1));
         if count == 0 {

@@ -205,6 +205,11 @@ pub(crate) async fn start(
     }
     let id = trace.as_ref().map_or(0, |t| t.id());
     let seed = crate::seed::mix(plan.seed ^ crate::seed::mix(id));
+    // A device slower or faster than the profile's: all the stream's work with it.
+    let speed = s.instance.device.spec.speed;
+    if speed != 1.0 {
+        plan.timing.slow_down(1.0 / speed);
+    }
     let noise = &s.shared.cfg.noise;
     if noise.is_active() {
         // Streams decoding on other devices now (instances on this one share it already).
