@@ -105,7 +105,9 @@ pub fn device_groups(cal: &Calibration) -> (Vec<DeviceGroup>, Vec<String>) {
             ));
         }
     }
-    for p in cal.pairs.iter().filter(|p| !shared(p) && fit_sharing(p.speed.median, 2).is_some()) {
+    // Pairs kept apart though slower at the median (a pair inside a group is said above).
+    let together = |p: &Pair| groups.iter().any(|g| g.servers.contains(&p.a) && g.servers.contains(&p.b));
+    for p in cal.pairs.iter().filter(|p| !shared(p) && !together(p) && fit_sharing(p.speed.median, 2).is_some()) {
         notes.push(format!(
             "{} and {} ran at {} of their solo speeds beside each other: slower in most rounds, but not in every one, so not taken for a shared device",
             cal.endpoints.get(p.a).map_or("?", String::as_str),
@@ -143,7 +145,7 @@ pub(super) fn alone_words(cal: &Calibration, i: usize) -> String {
 
 /// A device's `speed` and what measured it, where the servers decoded at different speeds
 /// alone (one more than 15 % from the first server's, whose calls the profile is fitted on):
-/// its servers' median solo speed over the first server's. `None` where they agree (the
+/// its servers' median solo speed over the first server's, or 1 where that is within 15 %. `None` where they agree (the
 /// profile's speed for every device: a difference within the machine's noise is not fitted).
 pub(super) fn device_speed(cal: &Calibration, g: &DeviceGroup) -> Option<(f64, String)> {
     let first = cal.decode_per_server.first()?.median;
@@ -151,7 +153,8 @@ pub(super) fn device_speed(cal: &Calibration, g: &DeviceGroup) -> Option<(f64, S
     let own: Vec<f64> = g.servers.iter().filter_map(|&i| cal.decode_per_server.get(i).map(|f| f.median)).collect();
     let median = Figure::of(&own)?.median;
     (differ && first > 0.0).then(|| {
-        let x = round3(median / first);
+        // Within the 15 % a server's noise may move it: the profile's own speed.
+        let x = if (median / first - 1.0).abs() > 0.15 { round3(median / first) } else { 1.0 };
         let url = |i: usize| cal.endpoints.get(i).map_or("?", String::as_str);
         (
             x,
