@@ -13,7 +13,8 @@
 //! 4. 2..N calls at once on one server: the slots (how many decode before one finishes) and
 //!    each stream's speed beside k-1 others (the batching slowdown);
 //! 5. one call on each of two servers at once, every pair: which servers slow which (the
-//!    devices: some servers may share one while others have their own);
+//!    devices: some servers may share one while others have their own); and three servers or
+//!    more all at once, against what those devices give them;
 //! 6. loads: an unload then a call, and a reload for changed runner options;
 //! 7. a burst of one-token calls at a load: how many may wait for it (`OLLAMA_MAX_QUEUE`).
 //!
@@ -32,7 +33,7 @@ mod figures;
 mod measure;
 mod twin;
 
-pub use devices::{DeviceGroup, device_groups};
+pub use devices::{DeviceGroup, busy_note, device_groups};
 pub use figures::{
     CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, Pair, PromptFit, Slots, decoded_at_once,
     fit_batch_penalty, fit_prompt, fit_sharing, rising_line, robust_rising_line,

@@ -169,9 +169,64 @@ pub(super) fn device_speed(cal: &Calibration, g: &DeviceGroup) -> Option<(f64, S
     })
 }
 
+/// Where every server at once ran at `speed` of their solo speeds (the median over them) away
+/// from what the twin's devices give them (`efficiency / m` on a device of m, 1 alone; their
+/// median) by more than 15 %: a note saying so. The twin keeps what its pairs showed.
+pub fn busy_note(groups: &[DeviceGroup], speed: Figure) -> Option<String> {
+    let modelled: Vec<f64> = groups
+        .iter()
+        .flat_map(|g| std::iter::repeat_n(g.efficiency() / g.servers.len() as f64, g.servers.len()))
+        .collect();
+    let modelled = Figure::of(&modelled)?.median;
+    let n: usize = groups.iter().map(|g| g.servers.len()).sum();
+    ((speed.median / modelled - 1.0).abs() > 0.15).then(|| {
+        format!(
+            "the {n} servers all at once ran at {} of their solo speeds, where the twin's devices (from pairs of servers) give them {}: {}",
+            speed.words("x"),
+            num(modelled),
+            if speed.median < modelled {
+                "they slow each other when more are busy than pairs show (servers sharing fewer cores than they are, or a memory bus), which the twin's devices do not follow: it is faster than they were with all of them busy"
+            } else {
+                "a device time-sliced by more than two loses less than the pairs' share says: the twin is slower than they were with all of them busy"
+            }
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_servers_at_once_are_noted_where_the_devices_do_not_follow() {
+        // Three servers, each pair at 0.6 (one device, efficiency 1.2): the simulator gives
+        // each of three busy 0.4. At 0.42 nothing to say; at 0.55, said.
+        let fig = |m: f64| Figure { median: m, min: m, max: m, samples: 3 };
+        let mut cal = Calibration {
+            endpoints: (0..3).map(|i| format!("http://s{i}")).collect(),
+            pairs: vec![
+                Pair { a: 0, b: 1, speed: fig(0.6) },
+                Pair { a: 0, b: 2, speed: fig(0.6) },
+                Pair { a: 1, b: 2, speed: fig(0.6) },
+            ],
+            ..Calibration::default()
+        };
+        let (groups, _) = device_groups(&cal);
+        assert_eq!(busy_note(&groups, fig(0.42)), None);
+        let note = busy_note(&groups, fig(0.55)).expect("said");
+        assert!(note.contains("give them 0.40") && note.contains("the twin is slower"), "{note}");
+        // Three servers on two cores: no pair slowed much (a core each), all three at once
+        // did: devices of their own give 1, said.
+        cal.pairs = vec![
+            Pair { a: 0, b: 1, speed: fig(0.95) },
+            Pair { a: 0, b: 2, speed: fig(0.97) },
+            Pair { a: 1, b: 2, speed: fig(0.94) },
+        ];
+        let (groups, _) = device_groups(&cal);
+        assert_eq!(groups.len(), 3);
+        let note = busy_note(&groups, fig(0.66)).expect("said");
+        assert!(note.contains("give them 1.00") && note.contains("more are busy than pairs show"), "{note}");
+    }
 
     #[test]
     fn servers_go_on_the_devices_their_pairs_show() {

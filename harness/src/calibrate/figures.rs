@@ -161,6 +161,10 @@ pub struct Calibration {
     /// pair, the same rounds as `together`).
     #[serde(default)]
     pub pairs: Vec<Pair>,
+    /// Three servers or more with one call on every one at once: each stream's speed
+    /// relative to its server's solo speed.
+    #[serde(default)]
+    pub all_busy: Option<Figure>,
     /// Added time to first token of a call after an unload, ms.
     pub load_ms: Option<Figure>,
     /// Added time to first token of a call with changed runner options (`num_ctx`), ms.

@@ -1,7 +1,7 @@
 //! The measurement against live servers: a session of streamed calls (every prompt starting
 //! with a word of its own, so no prompt cache helps), in the order the module above lists.
 
-use super::devices::device_groups;
+use super::devices::{busy_note, device_groups};
 use super::figures::{
     CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, Pair, PromptFit, Slots, decoded_at_once, fit_prompt, num,
     robust_rising_line,
@@ -363,8 +363,25 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     if n == 2 {
         cal.together = cal.pairs.first().map(|p| p.speed);
     }
-    let (_, overruled) = device_groups(cal);
+    let (groups, overruled) = device_groups(cal);
     cal.notes.extend(overruled);
+    // 5b. Three servers or more: all of them at once, against what the twin's devices give
+    // them (`efficiency / m` on a device of m, the efficiency from pairs; 1 alone). Servers
+    // sharing a pool of fewer cores than they are interfere only when more are busy than
+    // cores: their pairs do not show it.
+    if n >= 3 {
+        let all: Vec<usize> = (0..n).collect();
+        let mut rel = Vec::new();
+        for _ in 0..plan.reps {
+            let recs = s.together(&all, plan.tokens).await?;
+            rel.extend(recs.iter().zip(&all).map(|(r, &i)| decode_rate(r) / solo_of(i)));
+        }
+        if let Some(speed) = Figure::of(&rel) {
+            cal.notes.extend(busy_note(&groups, speed));
+            cal.all_busy = Some(speed);
+        }
+        step(&format!("one call on each of the {n} servers at once"), false);
+    }
 
     // 6. Loads, last: an unload, then a call; then calls that change the runner's options.
     let warm = cal.warm_ttft_ms.map_or(0.0, |f| f.median);

@@ -478,6 +478,7 @@ mod tests {
             batch_context: None,
             together: f(0.6),
             pairs: vec![Pair { a: 0, b: 1, speed: f(0.6).unwrap() }],
+            all_busy: None,
             load_ms: f(250.0),
             reload_ms: f(260.0),
             load_burst: Some(LoadBurst { sent: 12, refused: 0 }),
