@@ -33,7 +33,7 @@ mod figures;
 mod measure;
 mod twin;
 
-pub use devices::{DeviceGroup, busy_note, device_groups};
+pub use devices::{DeviceGroup, apart_in_speed, busy_note, device_groups};
 pub use figures::{
     CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, Pair, PromptFit, Slots, decoded_at_once,
     fit_batch_penalty, fit_prompt, fit_sharing, rising_line, robust_rising_line,

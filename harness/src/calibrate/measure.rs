@@ -1,7 +1,7 @@
 //! The measurement against live servers: a session of streamed calls (every prompt starting
 //! with a word of its own, so no prompt cache helps), in the order the module above lists.
 
-use super::devices::{busy_note, device_groups};
+use super::devices::{apart_in_speed, busy_note, device_groups};
 use super::figures::{
     CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, Pair, PromptFit, Slots, decoded_at_once, fit_prompt, num,
     robust_rising_line,
@@ -268,7 +268,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     cal.inter_token_cv = cv(&gaps);
     cal.decode_line = robust_rising_line(&by_context).map(|(a, b, _)| (a, b)).filter(|(a, _)| *a > 0.0);
     cal.call_overhead_ms = Figure::of(&overheads);
-    if cal.decode_per_server.iter().any(|f| (f.median / solo - 1.0).abs() > 0.15) {
+    if cal.decode_per_server.iter().any(|f| apart_in_speed(solo, f)) {
         cal.notes.push(format!(
             "the servers decode at different speeds alone ({} tokens/s): the twin's profile is the first server's, and each device runs at its servers' median speed over it (`speed`)",
             cal.decode_per_server.iter().map(|f| num(f.median)).collect::<Vec<_>>().join(", ")
