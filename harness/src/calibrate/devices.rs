@@ -70,16 +70,14 @@ pub fn device_groups(cal: &Calibration) -> (Vec<DeviceGroup>, Vec<String>) {
         }
     }
     for g in groups.iter_mut().filter(|g| g.servers.len() > 1) {
-        let inside: Vec<&Pair> =
-            cal.pairs.iter().filter(|p| g.servers.contains(&p.a) && g.servers.contains(&p.b)).collect();
-        let pooled: Vec<f64> =
-            inside.iter().filter(|p| shared(p)).flat_map(|p| [p.speed.min, p.speed.median, p.speed.max]).collect();
+        let (below, above): (Vec<&Pair>, Vec<&Pair>) =
+            cal.pairs.iter().filter(|p| g.servers.contains(&p.a) && g.servers.contains(&p.b)).partition(|p| shared(p));
         // The median of the medians, the range of the ranges.
-        let medians: Vec<f64> = inside.iter().filter(|p| shared(p)).map(|p| p.speed.median).collect();
+        let medians: Vec<f64> = below.iter().map(|p| p.speed.median).collect();
         g.together = Figure::of(&medians).map(|f| Figure {
-            min: pooled.iter().copied().fold(f.min, f64::min),
-            max: pooled.iter().copied().fold(f.max, f64::max),
-            samples: inside.iter().filter(|p| shared(p)).map(|p| p.speed.samples).sum(),
+            min: below.iter().map(|p| p.speed.min).fold(f.min, f64::min),
+            max: below.iter().map(|p| p.speed.max).fold(f.max, f64::max),
+            samples: below.iter().map(|p| p.speed.samples).sum(),
             ..f
         });
         g.busy = 2;
@@ -89,18 +87,18 @@ pub fn device_groups(cal: &Calibration) -> (Vec<DeviceGroup>, Vec<String>) {
             if hi - lo > 0.15 {
                 notes.push(format!(
                     "the pairs of {} slowed each other unevenly ({} .. {} of their solo speeds): the simulator's device gives every pair on it one share, the median {}; servers that interfere in part (cores of one machine, a memory bus) are not modelled",
-                    g.servers.iter().map(|&i| cal.endpoints.get(i).map_or("?", String::as_str)).collect::<Vec<_>>().join(", "),
+                    g.servers.iter().map(|&i| cal.endpoint(i)).collect::<Vec<_>>().join(", "),
                     num(lo),
                     num(hi),
                     num(g.together.map_or(f64::NAN, |t| t.median))
                 ));
             }
         }
-        for p in inside.iter().filter(|p| !shared(p)) {
+        for p in above {
             notes.push(format!(
                 "{} and {} ran at {} of their solo speeds beside each other (a device each), yet each slowed beside another server of the same group: the twin puts them on one device",
-                cal.endpoints.get(p.a).map_or("?", String::as_str),
-                cal.endpoints.get(p.b).map_or("?", String::as_str),
+                cal.endpoint(p.a),
+                cal.endpoint(p.b),
                 num(p.speed.median)
             ));
         }
@@ -110,8 +108,8 @@ pub fn device_groups(cal: &Calibration) -> (Vec<DeviceGroup>, Vec<String>) {
     for p in cal.pairs.iter().filter(|p| !shared(p) && !together(p) && fit_sharing(p.speed.median, 2).is_some()) {
         notes.push(format!(
             "{} and {} ran at {} of their solo speeds beside each other: slower in most rounds, but not in every one, so not taken for a shared device",
-            cal.endpoints.get(p.a).map_or("?", String::as_str),
-            cal.endpoints.get(p.b).map_or("?", String::as_str),
+            cal.endpoint(p.a),
+            cal.endpoint(p.b),
             p.speed.words("x")
         ));
     }
@@ -121,7 +119,6 @@ pub fn device_groups(cal: &Calibration) -> (Vec<DeviceGroup>, Vec<String>) {
 /// What showed a server has a device of its own: each other server beside it ran at its solo
 /// speed, or near it.
 pub(super) fn alone_words(cal: &Calibration, i: usize) -> String {
-    let url = |j: usize| cal.endpoints.get(j).map_or("?", String::as_str);
     if cal.pairs.is_empty() {
         return match cal.together {
             Some(t) => format!(
@@ -135,7 +132,7 @@ pub(super) fn alone_words(cal: &Calibration, i: usize) -> String {
         .pairs
         .iter()
         .filter(|p| p.a == i || p.b == i)
-        .map(|p| format!("beside {} at {}", url(if p.a == i { p.b } else { p.a }), p.speed.words("x")))
+        .map(|p| format!("beside {} at {}", cal.endpoint(if p.a == i { p.b } else { p.a }), p.speed.words("x")))
         .collect();
     format!(
         "one call with one on each other server at once ran near its solo speed ({}): a device of its own",
@@ -164,12 +161,11 @@ pub(super) fn device_speed(cal: &Calibration, g: &DeviceGroup) -> Option<(f64, S
     let median = Figure::of(&own)?.median;
     (differ && first > 0.0).then(|| {
         let x = if g.servers.iter().any(apart) { round3(median / first) } else { 1.0 };
-        let url = |i: usize| cal.endpoints.get(i).map_or("?", String::as_str);
         (
             x,
             format!(
                 "{}: decoded alone at median {} tokens/s, the first server {}: {} of the profile's speed",
-                g.servers.iter().map(|&i| url(i)).collect::<Vec<_>>().join(", "),
+                g.servers.iter().map(|&i| cal.endpoint(i)).collect::<Vec<_>>().join(", "),
                 num(median),
                 num(first),
                 num(x)

@@ -195,6 +195,13 @@ impl LoadBurst {
     }
 }
 
+impl Calibration {
+    /// Server `i`'s URL, as the twin's comments name it ("?" past the end).
+    pub(crate) fn endpoint(&self, i: usize) -> &str {
+        self.endpoints.get(i).map_or("?", String::as_str)
+    }
+}
+
 /// Two servers with one call on each at once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pair {

@@ -134,9 +134,11 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
     let (groups, _) = device_groups(cal);
     let shared_count = groups.iter().filter(|g| g.servers.len() > 1).count();
     let mut shared_seen = 0;
+    let speeds: Vec<Option<(f64, String)>> = groups.iter().map(|g| device_speed(cal, g)).collect();
     let devices: Vec<DeviceSpec> = groups
         .iter()
-        .map(|g| {
+        .enumerate()
+        .map(|(k, g)| {
             let name = if g.servers.len() == 1 {
                 format!("device{}", g.servers[0])
             } else {
@@ -147,7 +149,7 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
                 batch_penalty: round3(penalty.unwrap_or(0.0)),
                 cross_process_efficiency: round3(g.efficiency()),
                 cpu: meta.cpu,
-                speed: device_speed(cal, g).map_or(1.0, |(x, _)| x),
+                speed: speeds[k].as_ref().map_or(1.0, |(x, _)| *x),
                 ..DeviceSpec::new(name)
             }
         })
@@ -158,17 +160,16 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
         None => "not measured: the server decoded one call at a time".into(),
     }));
     // One comment per device, in order.
-    let url = |i: usize| cal.endpoints.get(i).map_or("?", String::as_str);
     for g in &groups {
         why.push(("cross_process_efficiency", match (g.together, g.servers.as_slice()) {
             (Some(t), servers) if g.busy == servers.len() && cal.pairs.is_empty() => format!("one call on each of the {} servers at once ran at {} of its solo speed: one device shared, each server getting {} / {} of it", servers.len(), t.words("x"), num(g.efficiency()), g.busy),
-            (Some(t), servers) => format!("{}: one call on each of two of them at once ran at {} of its solo speed: one device shared, each of two busy servers getting {} / 2 of it", servers.iter().map(|&i| url(i)).collect::<Vec<_>>().join(", "), t.words("x"), num(g.efficiency())),
-            (None, [i]) if n > 1 => format!("{}: {}", url(*i), alone_words(cal, *i)),
+            (Some(t), servers) => format!("{}: one call on each of two of them at once ran at {} of its solo speed: one device shared, each of two busy servers getting {} / 2 of it", servers.iter().map(|&i| cal.endpoint(i)).collect::<Vec<_>>().join(", "), t.words("x"), num(g.efficiency())),
+            (None, [i]) if n > 1 => format!("{}: {}", cal.endpoint(*i), alone_words(cal, *i)),
             _ => "one server: nothing shares its device".into(),
         }));
     }
     // One comment per device whose speed is written (a speed of 1 is not), in order.
-    for (x, words) in groups.iter().filter_map(|g| device_speed(cal, g)) {
+    for (x, words) in speeds.into_iter().flatten() {
         if x != 1.0 {
             why.push(("speed", words));
         }
@@ -199,8 +200,9 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
     let mut file = ConfigFile { devices, instances, models: vec![model], ..ConfigFile::default() };
     match cal.load_burst {
         Some(b) => {
-            let of =
-                |b: LoadBurst| format!("{} one-token calls sent at once while the model loaded on {}", b.sent, url(0));
+            let of = |b: LoadBurst| {
+                format!("{} one-token calls sent at once while the model loaded on {}", b.sent, cal.endpoint(0))
+            };
             match b.max_queue() {
                 Some(q) => {
                     file.server.max_queue = Some(q);
@@ -326,10 +328,9 @@ pub fn check(twin: &Calibration, now: &Calibration) -> Vec<Drift> {
     if twin.pairs.is_empty() || now.pairs.is_empty() {
         fig("speed with every server busy", twin.together, now.together, SPEED_FLOOR);
     } else {
-        let url = |c: &Calibration, i: usize| c.endpoints.get(i).cloned().unwrap_or_default();
         for p in &twin.pairs {
             let q = now.pairs.iter().find(|q| (q.a, q.b) == (p.a, p.b)).map(|q| q.speed);
-            let name = format!("speed of {} beside {}", url(twin, p.a), url(twin, p.b));
+            let name = format!("speed of {} beside {}", twin.endpoint(p.a), twin.endpoint(p.b));
             fig(&name, Some(p.speed), q, SPEED_FLOOR);
         }
     }

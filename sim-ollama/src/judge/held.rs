@@ -1,6 +1,5 @@
 //! Calls that never overlapped: waiting for the answer, or the program's own delay? One run
-//! cannot tell "each call
-//! waited for the answer before it" (awaited in turn, a lock, a router letting one request
+//! cannot tell "each call waited for the answer before it" (awaited in turn, a lock, a router letting one request
 //! through) from "each call came after a fixed delay of the program's own" (a framework's
 //! start-up, a lock it polls, a timer) that calls this short happened to outlast: at real
 //! speed the calls would be longer than the delay, and overlap. The simulator decides when
@@ -85,9 +84,10 @@ fn spacing(reqs: &[Req<'_>], program: bool) -> Option<Spacing> {
 
 /// A median gap this short (µs, the program's clock) is a client sending its next call as it
 /// reads the answer before: no probe. A program's own delay (a launcher's stagger, a timer)
-/// ending within 5 ms of most answers would be a coincidence; Python clients awaiting each
-/// answer in turn leave 2 ms in the suite, and probing them all cost the suite a quarter of
-/// its time (a program run more for every such verdict: 149 s against 119-123 s).
+/// ending within 5 ms of most answers would be a coincidence. Raw Python calls awaited in turn
+/// leave 2 ms and are not probed; an SDK's in turn (ollama-python's AsyncClient, 14 ms) are,
+/// at a program run more per such verdict (the suite 122.5 s before this rule, 137-150 s after,
+/// idle; docs/judge.md).
 const REPLY_US: u64 = 5_000;
 
 /// The probe run's hold for such calls (`tolerance_us`: the judge's hand-off tolerance), or
