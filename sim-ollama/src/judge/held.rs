@@ -36,6 +36,9 @@ pub(super) struct Spacing {
     pub(super) gap_us: f64,
     pub(super) call_us: f64,
     pub(super) longest_gap_us: u64,
+    /// Each call came a steady gap after the answer before it, however long that answer took
+    /// ([`follows_answers`]): the spread of the gaps and of the starts' spacing, µs.
+    pub(super) followed: Option<(f64, f64)>,
 }
 
 /// Calls of more than one agent (or of a program whose agents are unknown) that never reached
@@ -70,7 +73,9 @@ fn spacing(reqs: &[Req<'_>], program: bool) -> Option<Spacing> {
     if spans.len() < 2 || spans.windows(2).any(|w| w[1].0 < w[0].1) {
         return None;
     }
-    let gaps: Vec<u64> = spans.windows(2).filter(|w| program || w[0].2 != w[1].2).map(|w| w[1].0 - w[0].1).collect();
+    let pairs: Vec<&[(u64, u64, usize)]> = spans.windows(2).filter(|w| program || w[0].2 != w[1].2).collect();
+    let gaps: Vec<u64> = pairs.iter().map(|w| w[1].0 - w[0].1).collect();
+    let starts: Vec<u64> = pairs.iter().map(|w| w[1].0 - w[0].0).collect();
     let gap_us = median(gaps.iter().map(|&g| g as f64).collect())?;
     // The calls' modelled length (solo cost at the run's time scale), not their measured
     // one: a machine too busy to run the simulator on time stretches the calls.
@@ -79,7 +84,44 @@ fn spacing(reqs: &[Req<'_>], program: bool) -> Option<Spacing> {
         gap_us,
         call_us,
         longest_gap_us: gaps.iter().copied().max().unwrap_or(0),
+        followed: follows_answers(&gaps, &starts),
     })
+}
+
+/// The fewest gaps [`follows_answers`] reads: with five, calls whose starts were independent of
+/// the answers before them (a launcher's stagger, a timer) would need a correlation of 0.97
+/// between their spacing and the calls' lengths to pass (p < 0.01 for independent ones).
+const FOLLOW_MIN_GAPS: usize = 5;
+
+/// The gaps' spread at most this share of the starts' spacing's: the next call tracked the
+/// answer's end, not the previous call's start.
+const FOLLOW_SPREAD: f64 = 0.25;
+
+/// The starts' spacing must spread at least this much (µs) for the calls' lengths to have
+/// varied beyond a clock's jitter: calls all of one length cannot tell.
+const FOLLOW_MIN_SPREAD_US: f64 = 1_000.0;
+
+/// Whether each call came a steady gap after the answer before it however long that answer
+/// took (`gaps`: from one call's end to the next one's start; `starts`: from one call's start
+/// to the next one's, the same pairs): the gaps' standard deviation at most a quarter of the
+/// starts' spacing's, over five gaps or more, calls varying by a millisecond or more. That is
+/// a call waiting for the answer before it (awaited in turn, an SDK's own 14 ms between an
+/// answer and the next call), what a probe run holding the answers would show, at no second
+/// run. A program's own delay does not track the answers: a launcher's fixed stagger keeps the
+/// starts steady and the gaps as uneven as the calls; a stagger independent of the calls
+/// spreads the gaps more than the starts (their variances add). `Some((gaps' spread, starts'
+/// spread))`, µs, where the calls followed their answers.
+fn follows_answers(gaps: &[u64], starts: &[u64]) -> Option<(f64, f64)> {
+    let sd = |v: &[u64]| {
+        let n = v.len() as f64;
+        let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n;
+        (v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+    };
+    if gaps.len() < FOLLOW_MIN_GAPS {
+        return None;
+    }
+    let (gap_sd, start_sd) = (sd(gaps), sd(starts));
+    (start_sd >= FOLLOW_MIN_SPREAD_US && gap_sd <= FOLLOW_SPREAD * start_sd).then_some((gap_sd, start_sd))
 }
 
 /// A median gap this short (µs, the program's clock) is a client sending its next call as it
@@ -93,6 +135,9 @@ const REPLY_US: u64 = 5_000;
 /// The probe run's hold for such calls (`tolerance_us`: the judge's hand-off tolerance), or
 /// `None` where the longest gap needs more than [`MAX_HOLD_US`].
 pub(super) fn plan(spacing: &Spacing, tolerance_us: u64) -> Option<HoldPlan> {
+    if spacing.followed.is_some() {
+        return None;
+    }
     let hold_us = ((spacing.longest_gap_us as f64 * HOLD_FACTOR) as u64 + tolerance_us).max(MIN_HOLD_US);
     (hold_us <= MAX_HOLD_US).then_some(HoldPlan { hold_us })
 }
@@ -145,6 +190,7 @@ fn read(plan: HoldPlan, spacing: &Spacing, probe: &[Req<'_>]) -> HeldReport {
 /// The report before (or without) a probe run.
 fn unprobed(plan: Option<HoldPlan>, spacing: &Spacing, void: Option<String>) -> HeldReport {
     let status = match (&void, plan) {
+        _ if spacing.followed.is_some() => HeldStatus::Followed,
         (Some(_), _) => HeldStatus::Void,
         (None, Some(_)) => HeldStatus::Unprobed,
         (None, None) => HeldStatus::TooLong,
@@ -161,6 +207,8 @@ fn report(status: HeldStatus, plan: Option<HoldPlan>, spacing: &Spacing) -> Held
         call_s: secs(spacing.call_us as u64),
         overtook: 0,
         held: 0,
+        gap_spread_s: spacing.followed.map(|(gap, _)| gap / 1e6),
+        start_spread_s: spacing.followed.map(|(_, start)| start / 1e6),
         void: None,
     }
 }
@@ -202,6 +250,13 @@ fn words(h: &HeldReport, time_scale: f64, who: &str, base: &str) -> String {
             "{base}; {spacing}: {own}; the probe run that would tell was void ({})",
             h.void.as_deref().unwrap_or("no reason given")
         ),
+        HeldStatus::Followed => {
+            format!(
+                "{base}; {spacing}, however long the answer before it took: its start moved with that answer's end (the gaps spread {:.1} ms, the starts {:.1} ms): each call waited for the one before",
+                h.gap_spread_s.unwrap_or_default() * 1e3,
+                h.start_spread_s.unwrap_or_default() * 1e3
+            )
+        }
         HeldStatus::Waited => format!(
             "{base}; in a probe run {} held back {:.0} ms longer and no call came while one was held: each call waited for the one before",
             if h.held == 1 { "an answer was".to_string() } else { format!("{} answers were each", h.held) },

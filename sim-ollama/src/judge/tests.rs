@@ -752,6 +752,44 @@ fn a_launchers_agents_started_further_apart_than_their_short_calls_are_not_blame
 }
 
 #[test]
+fn calls_whose_starts_follow_the_answers_before_them_are_serialized_without_a_probe() {
+    // An SDK awaiting each answer in turn (ollama-python's AsyncClient leaves 14 ms): answers of
+    // 47-70 ms, each next call 13-15 ms after the one before ended. The starts moved with the
+    // answers' ends: each call waited for its answer, from the run judged, no probe run.
+    let run = |calls: &[u64], gaps: &[u64]| {
+        let mut t = 0;
+        let mut reqs = Vec::new();
+        for (i, &c) in calls.iter().enumerate() {
+            reqs.push(req(i as u64 + 1, None, t, t + c, c));
+            t += c + gaps.get(i).copied().unwrap_or(0);
+        }
+        judge(&snap(reqs), &JudgeOptions::new())
+    };
+    let calls = [70, 56, 53, 47, 61, 58];
+    let r = run(&calls, &[14, 15, 13, 14, 14]);
+    assert_eq!((r.verdict, r.cause, r.needs_probe), (Verdict::Serialized, Cause::Client, false), "{r}");
+    assert_eq!(r.held.as_ref().map(|h| h.status), Some(HeldStatus::Followed), "{r}");
+    assert!(r.reason.contains("its start moved with that answer's end"), "{}", r.reason);
+    // A launcher starting the same calls 80 ms apart: the starts steady, the gaps as uneven as
+    // the calls (10-33 ms). Its own delay, perhaps: the probe run tells.
+    let stagger: Vec<u64> = calls.iter().map(|c| 80 - c).collect();
+    let r = run(&calls, &stagger);
+    assert_eq!((r.verdict, r.needs_probe), (Verdict::Serialized, true), "{r}");
+    assert_eq!(r.held.as_ref().map(|h| h.status), Some(HeldStatus::Unprobed), "{r}");
+    // A stagger of its own as uneven as the in-turn starts (84, 70, 67, 61, 75 ms apart), not
+    // moving with the answers: the gaps spread more than the starts. Probed.
+    let shuffled = [47, 70, 61, 53, 56, 58];
+    let starts = [84, 70, 67, 61, 75];
+    let gaps: Vec<u64> = shuffled.iter().zip(starts).map(|(c, s)| s - c).collect();
+    let r = run(&shuffled, &gaps);
+    assert_eq!(r.held.as_ref().map(|h| h.status), Some(HeldStatus::Unprobed), "{r}");
+    // Calls all of one length cannot show it (a launcher's 31 ms calls, above); nor can four
+    // gaps: probed.
+    let r = run(&[70, 56, 53, 47, 61], &[14, 15, 13, 14]);
+    assert_eq!(r.held.as_ref().map(|h| h.status), Some(HeldStatus::Unprobed), "{r}");
+}
+
+#[test]
 fn answers_read_late_blame_a_blocked_executor() {
     // The server ended both at 100 ms; the client finished reading A at 100 and B at 200.
     // Took (client) 200 = one at a time: saving 0; median lag 50 ms > a quarter of 100 ms.

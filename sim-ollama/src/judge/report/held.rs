@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 /// that never overlapped".
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HeldReport {
-    /// Unprobed, waited, did not wait, void, or too long to probe.
+    /// Unprobed, waited, did not wait, void, too long to probe, or followed the answers.
     pub status: HeldStatus,
     /// How long the probe run held each answer back at most, s (0 when too long to probe).
     pub hold_s: f64,
@@ -20,6 +20,13 @@ pub struct HeldReport {
     /// Answers the probe run held back (it stops holding once a call came while one was, or
     /// three were held to the end with none coming).
     pub held: usize,
+    /// Where each call followed the answer before it (`followed`): the standard deviation of
+    /// the gaps, s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap_spread_s: Option<f64>,
+    /// The same, of the spacing of the calls' starts, s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_spread_s: Option<f64>,
     /// Why the probe run was void.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub void: Option<String>,
@@ -39,4 +46,7 @@ pub enum HeldStatus {
     Void,
     /// The gaps are longer than a probe run holds an answer: a longer time scale tells.
     TooLong,
+    /// Each call came a steady gap after the answer before it, however long that answer took:
+    /// it waited for it (serialized), shown by the run judged, no probe run needed.
+    Followed,
 }
