@@ -401,6 +401,18 @@ fn judged_lines(out: &std::process::Output, runs: &[&str], key: &str) -> Vec<ser
     judged
 }
 
+/// `runs` of a program that judges them itself over HTTP (`command` ends in its `--judged`),
+/// split over two processes at once, each against a simulator of its own (gemma3 loaded, as
+/// [`judged_in_pairs`] runs two programs at a time): the judged lines in the order of `runs`.
+fn judged_over_http_two_at_a_time(command: &[&str], runs: &[&str]) -> Vec<serde_json::Value> {
+    let halves = runs.split_at(runs.len().div_ceil(2));
+    std::thread::scope(|s| {
+        let both = [halves.0, halves.1]
+            .map(|half| s.spawn(move || judged_lines(&against_ideal_sim(&[command, half].concat()), half, "run")));
+        both.into_iter().flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    })
+}
+
 /// Runs a program against a simulator of its own (ideal deployment, gemma3 preloaded), with
 /// OLLAMA_HOST pointing at it and no `harness exec` around it: the program asks
 /// `GET /sim/judge` itself. Returns (passed, its output).
@@ -447,19 +459,20 @@ fn node_asks_the_judge_over_http_and_the_gate_tells_correct_from_awaited() {
 /// harness exec's probe run does. So is a blocking call per streamed chunk (a sync callback
 /// per token): the streams reach the client's buffers at once and are read one chunk at a
 /// time across agents, which only a probe holding each streamed answer whole before it starts
-/// shows (holding only its end, the probe read it parallel, 100 % saved).
+/// shows (holding only its end, the probe read it parallel, 100 % saved). Judged over HTTP,
+/// the runs made by one process per half (`python_gaps.py --judged`: one import of
+/// ollama-python instead of one per run; 11.7 s of CPU as fifteen processes under `harness
+/// exec`); `harness exec`'s own probe and confirmation runs of this fixture are the permit's
+/// and the pause's tests below.
 #[test]
 fn python_tools_that_hold_the_event_loop_are_caught_between_calls() {
     let (py, script) = (python(), fixture("python_gaps.py"));
-    let programs = [("blocking", true), ("blocking", false), ("cpu", true), ("lock", false), ("stream-blocking", true)]
-        .map(|(m, l)| (format!("{m}, labelled {l}"), cmd(&[&py, &script, m], l)));
-    for (what, v, cause, words) in judged_in_pairs(programs.to_vec()) {
-        assert!(matches!(v, Verdict::PartlySerialized | Verdict::Serialized), "{what}: {words}");
-        assert_eq!(cause, sim_ollama::judge::Cause::BetweenCalls, "{what}: {words}");
-        assert!(
-            words.contains("waited") && words.contains("for other agents' work between their calls"),
-            "{what}: {words}"
-        );
+    let runs = ["blocking:labelled", "blocking", "cpu:labelled", "lock", "stream-blocking:labelled"];
+    for (run, j) in runs.iter().zip(judged_over_http_two_at_a_time(&[&py, &script, "--judged"], &runs)) {
+        assert!(matches!(j["verdict"].as_str(), Some("partly_serialized" | "serialized")), "{run}: {j}");
+        assert_eq!(j["cause"], "between_calls", "{run}: {j}");
+        let words = j["reason"].as_str().unwrap_or_default();
+        assert!(words.contains("waited") && words.contains("for other agents' work between their calls"), "{run}: {j}");
     }
 }
 
@@ -467,21 +480,14 @@ fn python_tools_that_hold_the_event_loop_are_caught_between_calls() {
 /// and 3 tool rounds, a pipeline whose reviewer starts from the writer's draft (a dependency
 /// by data), a leader handing each member a few words of its answer as its task (a
 /// hand-off), and streamed answers whose every chunk is worked on with an awaited sleep:
-/// parallel. (Awaited sleeps of equal length: the probe's own test.)
+/// parallel. (Awaited sleeps of equal length: the probe's own test.) Judged over HTTP as
+/// above.
 #[test]
 fn python_tools_that_run_together_are_parallel_whatever_their_lengths() {
     let (py, script) = (python(), fixture("python_gaps.py"));
-    let programs = [
-        ("thread", false),
-        ("uneven", true),
-        ("turns", false),
-        ("pipeline", true),
-        ("handoff", false),
-        ("stream-awaited", true),
-    ]
-    .map(|(m, l)| (format!("{m}, labelled {l}"), cmd(&[&py, &script, m], l)));
-    for (what, v, _, words) in judged_in_pairs(programs.to_vec()) {
-        assert_eq!(v, Verdict::Parallel, "{what}: {words}");
+    let runs = ["thread", "uneven:labelled", "turns", "pipeline:labelled", "handoff", "stream-awaited:labelled"];
+    for (run, j) in runs.iter().zip(judged_over_http_two_at_a_time(&[&py, &script, "--judged"], &runs)) {
+        assert_eq!(j["verdict"], "parallel", "{run}: {j}");
     }
 }
 
