@@ -447,6 +447,7 @@ def test_launcher(sim):
 """
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s")
+    assert result.ret == 0, result.stdout.str()[-4000:]
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*judged at 1.0 rescaled True*"])
 
