@@ -16,7 +16,8 @@
 //!    devices: some servers may share one while others have their own); and three servers or
 //!    more all at once, against what those devices give them;
 //! 6. loads: an unload then a call, and a reload for changed runner options;
-//! 7. a burst of one-token calls at a load: how many may wait for it (`OLLAMA_MAX_QUEUE`).
+//! 7. bursts of one-token calls at a load, each four times the last until one is refused (128
+//!    at most): how many may wait for it (`OLLAMA_MAX_QUEUE`).
 //!
 //! [`twin`] turns the figures into a [`ConfigFile`] with the figures kept in its
 //! `[calibration]` table; [`to_toml`] writes it with a comment above each value saying what

@@ -15,9 +15,9 @@ use std::time::Duration;
 const KNOWN: &str = r#"
 [server]
 num_parallel = 2
-# At most two requests wait for a load (one more is being loaded for): a burst of eight at a
-# load gets five 503s.
-max_queue = 2
+# At most twelve requests wait for a load (one more is being loaded for): a burst of eight at a
+# load gets none refused, the next burst, of 32, nineteen 503s.
+max_queue = 12
 
 [[devices]]
 name = "shared"
@@ -126,7 +126,8 @@ fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
         device.cross_process_efficiency,
         cal.pairs
     );
-    assert_eq!(back.server.max_queue, Some(2), "a burst at a load: {:?}", cal.load_burst);
+    assert_eq!(back.server.max_queue, Some(12), "bursts at a load: {:?}", cal.load_burst);
+    assert!(steps.iter().any(|(_, _, w)| w.starts_with("8 calls at once at a load: 0 refused")), "{steps:?}");
     assert!((p.load_ms.mean - 60.0).abs() <= 25.0, "load {} ms: {:?} {:?}", p.load_ms.mean, cal.load_ms, cal.reload_ms);
     within("call overhead", p.call_overhead_ms.mean, 1.0, 0.5);
     assert!(text.contains("# http://127.0.0.1:"), "each server's slots say what measured them:\n{text}");

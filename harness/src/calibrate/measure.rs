@@ -401,10 +401,20 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     }
     cal.reload_ms = Figure::of(&reloads);
     step("reloads for changed options", true);
-    // 7. A burst of calls at a load: how many requests may wait for it (`OLLAMA_MAX_QUEUE`).
-    s.unload(0).await?;
-    let burst = s.load_burst(0, load_burst_size(plan)).await?;
-    step(&format!("{} calls at once at a load: {} refused (server busy)", burst.sent, burst.refused), true);
+    // 7. Bursts of calls at a load: how many requests may wait for it (`OLLAMA_MAX_QUEUE`),
+    // each burst four times the last until one is refused or MAX_LOAD_BURST were taken.
+    let mut k = load_burst_size(plan);
+    let mut first = true;
+    let burst = loop {
+        s.unload(0).await?;
+        let b = s.load_burst(0, k).await?;
+        step(&format!("{} calls at once at a load: {} refused (server busy)", b.sent, b.refused), first);
+        first = false;
+        if b.refused > 0 || k >= MAX_LOAD_BURST {
+            break b;
+        }
+        k = (k * 4).min(MAX_LOAD_BURST);
+    };
     cal.load_burst = Some(burst);
     // Back to the server's own options, loaded, so the model is left as it was found.
     s.call(0, s.prompt(60), 1, serde_json::json!({})).await?;
@@ -420,11 +430,18 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     Ok(())
 }
 
-/// Calls of the burst at a load: twice `--max-streams`, at least 8 (a queue of a few is what a
-/// server set up to shed load runs; Ollama's default, 512, is not reached and is kept).
+/// Calls of the first burst at a load: twice `--max-streams`, at least 8 (a queue of a few is
+/// what a server set up to shed load runs). Where none is refused, the next burst is four
+/// times as large, up to [`MAX_LOAD_BURST`].
 pub(crate) fn load_burst_size(plan: &CalibratePlan) -> usize {
-    (2 * plan.max_streams).max(8)
+    (2 * plan.max_streams).max(8).min(MAX_LOAD_BURST)
 }
+
+/// The largest burst at a load: a queue of 127 or more waiting requests is taken for Ollama's
+/// default, 512 (each burst's one-token calls all run once the model is loaded: 128 of them
+/// are seconds on the tiny model, and a server refusing none of them sheds no load a team's
+/// agents would reach).
+pub(crate) const MAX_LOAD_BURST: usize = 128;
 
 /// A call's mean gap per token over eighths of its tokens, each at the context in its middle:
 /// (context before the token, ms). A segment's mean rests on its two end tokens only, so a
