@@ -17,7 +17,9 @@
 //!    more all at once, against what those devices give them;
 //! 6. loads: an unload then a call, and a reload for changed runner options;
 //! 7. bursts of one-token calls at a load, each four times the last until one is refused (128
-//!    at most): how many may wait for it (`OLLAMA_MAX_QUEUE`).
+//!    at most): how many may wait for it (`OLLAMA_MAX_QUEUE`);
+//! 8. with `--with-models`, the other models the agents use, each loaded in turn: its load, and
+//!    how many stay loaded together (`OLLAMA_MAX_LOADED_MODELS`, or the memory they need).
 //!
 //! [`twin`] turns the figures into a [`ConfigFile`] with the figures kept in its
 //! `[calibration]` table; [`to_toml`] writes it with a comment above each value saying what
@@ -36,7 +38,7 @@ mod twin;
 
 pub use devices::{DeviceGroup, apart_in_speed, busy_note, device_groups};
 pub use figures::{
-    CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, Pair, PromptFit, Slots, decoded_at_once,
+    CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, OtherModel, Pair, PromptFit, Slots, decoded_at_once,
     fit_batch_penalty, fit_prompt, fit_sharing, rising_line, robust_rising_line,
 };
 pub use measure::{ProgressFn, calibrate};

@@ -236,6 +236,11 @@ struct CalibrateArgs {
     /// The model (with --check: default, the twin's).
     #[arg(long)]
     model: Option<String>,
+    /// Comma-separated other models the agents use on the first server: each one's load is
+    /// measured, and whether they stay loaded beside --model (OLLAMA_MAX_LOADED_MODELS, or the
+    /// memory they need); the twin serves them too (with --check: default, the twin's).
+    #[arg(long, value_delimiter = ',')]
+    with_models: Option<Vec<String>>,
     /// Where to write the twin (TOML).
     #[arg(long, required_unless_present = "check")]
     out: Option<PathBuf>,
@@ -302,6 +307,11 @@ fn calibrate(a: CalibrateArgs) -> ExitCode {
         tokens: a.tokens.or(twin_file.as_ref().map(|c| c.tokens)).filter(|&n| n > 0).unwrap_or(300),
         reps: a.reps.or(twin_file.as_ref().map(|c| c.reps)).filter(|&n| n > 0).unwrap_or(3),
         timeout: Duration::try_from_secs_f64(a.timeout_s).unwrap_or(Duration::from_secs(300)),
+        others: a
+            .with_models
+            .clone()
+            .or(twin_file.as_ref().map(|c| c.others.iter().map(|o| o.name.clone()).collect()))
+            .unwrap_or_default(),
     };
     let interactive = std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
     let bar = interactive.then(|| {

@@ -18,6 +18,8 @@ num_parallel = 2
 # At most twelve requests wait for a load (one more is being loaded for): a burst of eight at a
 # load gets none refused, the next burst, of 32, nineteen 503s.
 max_queue = 12
+# One model loaded at a time: the second model the agents use evicts the first.
+max_loaded_models = 1
 
 [[devices]]
 name = "shared"
@@ -59,6 +61,25 @@ decode_tokens_per_s = 2000.0
 decode_slowdown_per_1k = 2.0
 inter_token = { dist = "gamma", cv = 0.05 }
 output_tokens = { dist = "constant", mean = 100.0 }
+
+# A second model the agents use (`--with-models helper`), slower to load.
+[[models]]
+name = "helper:latest"
+family = "llama"
+parameter_size = "1B"
+quantization_level = "Q8_0"
+size = 1000000
+context_length = 8192
+embedding_length = 256
+capabilities = ["completion"]
+[models.profile]
+load_ms = { dist = "constant", mean = 150.0 }
+call_overhead_ms = { dist = "constant", mean = 1.0 }
+prompt_tokens_per_s = 20000.0
+first_token_ms = { dist = "constant", mean = 4.0 }
+decode_tokens_per_s = 2000.0
+inter_token = { dist = "gamma", cv = 0.05 }
+output_tokens = { dist = "constant", mean = 100.0 }
 "#;
 
 fn within(what: &str, got: f64, want: f64, rel: f64) {
@@ -85,6 +106,7 @@ fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
         tokens: 100,
         reps: 2,
         timeout: Duration::from_secs(30),
+        others: vec!["helper".into()],
     };
     let mut steps = Vec::new();
     let t0 = std::time::Instant::now();
@@ -128,6 +150,16 @@ fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
     );
     assert_eq!(back.server.max_queue, Some(12), "bursts at a load: {:?}", cal.load_burst);
     assert!(steps.iter().any(|(_, _, w)| w.starts_with("8 calls at once at a load: 0 refused")), "{steps:?}");
+    // The second model: served by the twin with its own load, and one model at a time.
+    assert_eq!(
+        back.server.max_loaded_models,
+        Some(1),
+        "models loaded in turn: {:?} {:?}",
+        cal.others,
+        cal.loaded_together
+    );
+    assert_eq!(back.models.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["known:latest", "helper:latest"]);
+    assert!((back.models[1].profile.load_ms.mean - 150.0).abs() <= 25.0, "the helper's load: {:?}", cal.others);
     assert!((p.load_ms.mean - 60.0).abs() <= 25.0, "load {} ms: {:?} {:?}", p.load_ms.mean, cal.load_ms, cal.reload_ms);
     within("call overhead", p.call_overhead_ms.mean, 1.0, 0.5);
     assert!(text.contains("# http://127.0.0.1:"), "each server's slots say what measured them:\n{text}");

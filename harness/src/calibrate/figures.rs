@@ -20,6 +20,9 @@ pub struct CalibratePlan {
     pub reps: usize,
     /// A call slower than this is an error.
     pub timeout: Duration,
+    /// Other models the agents use beside `model`: each one's load is measured, and whether
+    /// they all stay loaded together (`OLLAMA_MAX_LOADED_MODELS`, or the memory they need).
+    pub others: Vec<String>,
 }
 
 /// One measured figure: the median of its samples and their range.
@@ -173,8 +176,27 @@ pub struct Calibration {
     /// server: how many the scheduler refused (`OLLAMA_MAX_QUEUE`).
     #[serde(default)]
     pub load_burst: Option<LoadBurst>,
+    /// The other models the agents use (`--with-models`), each loaded in turn after the model
+    /// on the first server: its load.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others: Vec<OtherModel>,
+    /// Of the model and the others, how many were still loaded once each had been loaded in
+    /// turn (`/api/ps`): fewer than all, and the server evicts to load one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded_together: Option<usize>,
     /// What the simulator's model cannot follow, and figures not measured.
     pub notes: Vec<String>,
+}
+
+/// Another model the agents use, loaded after the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OtherModel {
+    /// As the agents name it.
+    pub name: String,
+    /// As the server names it (`/api/ps`, with its tag).
+    pub loaded_as: String,
+    /// Added time to first token of its first call (its load) over its second's, ms.
+    pub load_ms: f64,
 }
 
 /// A burst of calls at a load.

@@ -1,10 +1,14 @@
 //! The measurement against live servers: a session of streamed calls (every prompt starting
 //! with a word of its own, so no prompt cache helps), in the order the module above lists.
+//!
+//! A little over 600 lines: the eight steps are one session, each step reading what the ones
+//! before measured (the warm first token, the loads) through the session's private helpers
+//! (calls, unloads, `/api/ps`), which a sibling module could only reach made public.
 
 use super::devices::{apart_in_speed, busy_note, device_groups};
 use super::figures::{
-    CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, Pair, PromptFit, Slots, decoded_at_once, fit_prompt, num,
-    robust_rising_line,
+    CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, OtherModel, Pair, PromptFit, Slots, decoded_at_once,
+    fit_prompt, num, robust_rising_line,
 };
 use crate::client::{CallOpts, CallRecord, Stack};
 use std::time::{Duration, Instant};
@@ -29,8 +33,11 @@ pub fn calibrate(plan: &CalibratePlan, progress: ProgressFn<'_>) -> Result<Calib
     if plan.reps < 2 || plan.max_streams < 2 || plan.tokens < 8 {
         return Err((Box::new(cal), "--reps and --max-streams must be at least 2, --tokens at least 8".into()));
     }
-    if let Err(e) = crate::client::check_live(&plan.endpoints, &plan.model) {
-        return Err((Box::new(cal), e.to_string()));
+    // The model on every server; the others on the first, where they are loaded.
+    let mut checks = std::iter::once(crate::client::check_live(&plan.endpoints, &plan.model))
+        .chain(plan.others.iter().map(|m| crate::client::check_live(&plan.endpoints[..1], m)));
+    if let Some(Err(e)) = checks.find(Result::is_err) {
+        return Err((Box::new(cal), e));
     }
     let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
@@ -94,11 +101,23 @@ impl Session<'_> {
 
     /// One streamed `/api/generate` call, as the client saw it (errors in the record).
     async fn record(&self, server: usize, prompt: String, tokens: u32, options: serde_json::Value) -> CallRecord {
+        self.record_of(&self.plan.model, server, prompt, tokens, options).await
+    }
+
+    /// [`Session::record`] of `model`.
+    async fn record_of(
+        &self,
+        model: &str,
+        server: usize,
+        prompt: String,
+        tokens: u32,
+        options: serde_json::Value,
+    ) -> CallRecord {
         let mut opts = serde_json::json!({"num_predict": tokens});
         if let (Some(o), Some(extra)) = (opts.as_object_mut(), options.as_object()) {
             o.extend(extra.clone());
         }
-        let body = serde_json::json!({"model": self.plan.model, "prompt": prompt, "stream": true, "options": opts});
+        let body = serde_json::json!({"model": model, "prompt": prompt, "stream": true, "options": opts});
         let call_opts =
             CallOpts { per_token_block: None, agent: "harness-calibrate".into(), timeout: self.plan.timeout };
         self.stack
@@ -150,25 +169,34 @@ impl Session<'_> {
         Ok(v)
     }
 
-    /// Unloads the model from a server and waits until `/api/ps` no longer lists it.
+    /// Unloads the model from a server and waits until `/api/ps` no longer lists it (other
+    /// models may stay loaded: the agents' others, or anyone's).
     async fn unload(&self, server: usize) -> Result<(), String> {
-        self.post(
-            server,
-            "/api/generate",
-            serde_json::json!({"model": self.plan.model, "keep_alive": 0, "stream": false}),
-        )
-        .await?;
+        self.unload_model(server, &self.plan.model).await
+    }
+
+    /// [`Session::unload`] of `model`.
+    async fn unload_model(&self, server: usize, model: &str) -> Result<(), String> {
+        self.post(server, "/api/generate", serde_json::json!({"model": model, "keep_alive": 0, "stream": false}))
+            .await?;
+        let name = tagged(model);
         let until = Instant::now() + Duration::from_secs(30);
         while Instant::now() < until {
             let ps = self.get(server, "/api/ps").await?;
-            let loaded = ps["models"].as_array().is_some_and(|m| !m.is_empty());
+            let listed = ps["models"].as_array().into_iter().flatten();
+            let loaded = listed.filter_map(|m| m["name"].as_str()).any(|n| n.eq_ignore_ascii_case(&name));
             if !loaded {
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        Err(format!("{}: the model was still loaded 30 s after an unload", self.plan.endpoints[server]))
+        Err(format!("{}: {model} was still loaded 30 s after an unload", self.plan.endpoints[server]))
     }
+}
+
+/// A model's name as `/api/ps` lists it: with its tag (`:latest` where it has none).
+fn tagged(model: &str) -> String {
+    if model.contains(':') { model.to_string() } else { format!("{model}:latest") }
 }
 
 fn ttft_ms(r: &CallRecord) -> f64 {
@@ -189,7 +217,8 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     let s = Session { plan, stack: Stack::Reqwest(http.clone()), http, nonce: Default::default() };
     let n = plan.endpoints.len();
     let ks: Vec<usize> = (2..=plan.max_streams).collect();
-    let total = 1 + n + n * plan.reps + 1 + 3 + ks.len() + (n - 1) + n * (n - 1) / 2 + 3;
+    let total =
+        1 + n + n * plan.reps + 1 + 3 + ks.len() + (n - 1) + n * (n - 1) / 2 + 3 + usize::from(!plan.others.is_empty());
     let mut done = 0;
     // `advance` false: a line of news, not a step.
     let mut step = |what: &str, advance: bool| {
@@ -238,11 +267,12 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
                 + n * (n - 1) * plan.reps;
             step(
                 &format!(
-                    "one {}-token call takes {per_call:.2} s: the decoding calls take at most {:.0} s, then {} one-token calls and {} loads",
+                    "one {}-token call takes {per_call:.2} s: the decoding calls take at most {:.0} s, then {} one-token calls, at most {} more in bursts at a load, and at most {} loads",
                     plan.tokens,
                     per_call * calls as f64,
-                    3 * plan.reps,
-                    2 * plan.reps
+                    3 * plan.reps + 2 * plan.others.len(),
+                    burst_sizes(plan).iter().sum::<usize>(),
+                    2 * plan.reps + burst_sizes(plan).len() + plan.others.len()
                 ),
                 false,
             );
@@ -403,21 +433,34 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     step("reloads for changed options", true);
     // 7. Bursts of calls at a load: how many requests may wait for it (`OLLAMA_MAX_QUEUE`),
     // each burst four times the last until one is refused or MAX_LOAD_BURST were taken.
-    let mut k = load_burst_size(plan);
-    let mut first = true;
-    let burst = loop {
+    let mut burst = None;
+    for (i, k) in burst_sizes(plan).into_iter().enumerate() {
         s.unload(0).await?;
         let b = s.load_burst(0, k).await?;
-        step(&format!("{} calls at once at a load: {} refused (server busy)", b.sent, b.refused), first);
-        first = false;
-        if b.refused > 0 || k >= MAX_LOAD_BURST {
-            break b;
+        step(&format!("{} calls at once at a load: {} refused (server busy)", b.sent, b.refused), i == 0);
+        burst = Some(b);
+        if b.refused > 0 {
+            break;
         }
-        k = (k * 4).min(MAX_LOAD_BURST);
-    };
-    cal.load_burst = Some(burst);
+    }
+    cal.load_burst = burst;
     // Back to the server's own options, loaded, so the model is left as it was found.
     s.call(0, s.prompt(60), 1, serde_json::json!({})).await?;
+    // 8. The other models the agents use, each loaded in turn after the model: its load (its
+    // first call's time to first token over its second's), then which are still loaded.
+    if !plan.others.is_empty() {
+        others(&s, cal).await?;
+        step(
+            &format!(
+                "{} models loaded in turn: {} still loaded together",
+                plan.others.len() + 1,
+                cal.loaded_together.map_or("?".to_string(), |k| k.to_string())
+            ),
+            true,
+        );
+        // The model last, so it is left loaded as it was found.
+        s.call(0, s.prompt(60), 1, serde_json::json!({})).await?;
+    }
     if let (Some(l), Some(r)) = (cal.load_ms, cal.reload_ms) {
         if r.median > 1.5 * l.median || l.median > 1.5 * r.median {
             cal.notes.push(format!(
@@ -430,11 +473,62 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     Ok(())
 }
 
-/// Calls of the first burst at a load: twice `--max-streams`, at least 8 (a queue of a few is
-/// what a server set up to shed load runs). Where none is refused, the next burst is four
-/// times as large, up to [`MAX_LOAD_BURST`].
-pub(crate) fn load_burst_size(plan: &CalibratePlan) -> usize {
-    (2 * plan.max_streams).max(8).min(MAX_LOAD_BURST)
+/// Step 8: each of `--with-models` unloaded, then loaded in turn on the first server (two one-token calls:
+/// the first's time to first token over the second's is its load), then `/api/ps`: how many
+/// of the model and the others are still loaded (`Calibration::loaded_together`).
+async fn others(s: &Session<'_>, cal: &mut Calibration) -> Result<(), String> {
+    let one = |model: String| async move {
+        let r = s.record_of(&model, 0, s.prompt(60), 1, serde_json::json!({})).await;
+        match (&r.error, r.tokens.is_empty()) {
+            (Some(e), _) => Err(format!("{} ({model}): {e}", s.plan.endpoints[0])),
+            (None, true) => Err(format!("{} ({model}): an answer without tokens", s.plan.endpoints[0])),
+            (None, false) => Ok(ttft_ms(&r)),
+        }
+    };
+    for name in &s.plan.others {
+        // Unloaded first (a calibration minutes ago, or the agents, may have left it loaded),
+        // so that its first call loads it.
+        s.unload_model(0, name).await?;
+        let first = one(name.clone()).await?;
+        let warm = one(name.clone()).await?;
+        let ps = s.get(0, "/api/ps").await?;
+        // The name the server loaded it as: the one model of the listing whose name the agents'
+        // name starts (a name without a tag is `:latest`).
+        let want = tagged(name);
+        let loaded_as = ps["models"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["name"].as_str())
+            .find(|n| n.eq_ignore_ascii_case(&want))
+            .unwrap_or(&want)
+            .to_string();
+        cal.others.push(OtherModel { name: name.clone(), loaded_as, load_ms: (first - warm).max(0.0) });
+    }
+    let ps = s.get(0, "/api/ps").await?;
+    let loaded: Vec<String> = ps["models"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["name"].as_str())
+        .map(str::to_lowercase)
+        .collect();
+    let main =
+        cal.meta.as_ref().map(|m| m.name.clone()).filter(|n| !n.is_empty()).unwrap_or_else(|| tagged(&s.plan.model));
+    let names = std::iter::once(main).chain(cal.others.iter().map(|o| o.loaded_as.clone()));
+    cal.loaded_together = Some(names.filter(|n| loaded.contains(&n.to_lowercase())).count());
+    Ok(())
+}
+
+/// The bursts at a load, each tried where the one before was refused nothing: the first twice
+/// `--max-streams`, at least 8 (a queue of a few is what a server set up to shed load runs),
+/// each next four times as large, up to [`MAX_LOAD_BURST`].
+pub(crate) fn burst_sizes(plan: &CalibratePlan) -> Vec<usize> {
+    let mut sizes = vec![(2 * plan.max_streams).clamp(8, MAX_LOAD_BURST)];
+    while let Some(&k) = sizes.last().filter(|&&k| k < MAX_LOAD_BURST) {
+        sizes.push((k * 4).min(MAX_LOAD_BURST));
+    }
+    sizes
 }
 
 /// The largest burst at a load: a queue of 127 or more waiting requests is taken for Ollama's
@@ -526,4 +620,26 @@ async fn metadata(s: &Session<'_>) -> Result<ModelMeta, String> {
         },
         cpu: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bursts_at_a_load_grow_fourfold_from_twice_the_streams_to_128() {
+        let plan = |max_streams| CalibratePlan {
+            endpoints: vec![],
+            model: "m".into(),
+            max_streams,
+            tokens: 8,
+            reps: 2,
+            timeout: Duration::from_secs(1),
+            others: vec![],
+        };
+        assert_eq!(burst_sizes(&plan(3)), [8, 32, 128]);
+        assert_eq!(burst_sizes(&plan(6)), [12, 48, 128]);
+        assert_eq!(burst_sizes(&plan(40)), [80, 128]);
+        assert_eq!(burst_sizes(&plan(100)), [128]);
+    }
 }

@@ -1,6 +1,9 @@
 //! The twin written from a calibration: a simulator configuration with a comment above each
 //! value saying what measured it, its figures kept in a `[calibration]` table, and the drift
 //! check (`--check`) that compares a new calibration with it.
+//!
+//! Over 600 lines with its tests (about 200 of them, on one calibration they all edit): the
+//! writer and the drift check read the same figures, and the tests check one against the other.
 
 use super::devices::{DeviceGroup, alone_words, device_groups, device_speed};
 use super::figures::{Calibration, Figure, LoadBurst, fit_batch_penalty, num, round3, sharing_efficiency};
@@ -217,8 +220,49 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
                 .into(),
         )),
     }
+    others(cal, &mut file, &mut why);
     file.calibration = toml::Table::try_from(cal).ok();
     Some((file, why))
+}
+
+/// The other models the agents use (`--with-models`): each served with the model's figures and
+/// its own load, and `max_loaded_models` where loading them in turn evicted some.
+fn others(cal: &Calibration, file: &mut ConfigFile, why: &mut Vec<(&'static str, String)>) {
+    let Some(main) = file.models.first().cloned() else { return };
+    if cal.others.is_empty() {
+        return;
+    }
+    why.push(("models", format!("{}: the model calibrated", main.name)));
+    for o in &cal.others {
+        let mut m = ModelSpec { name: o.loaded_as.clone(), digest: None, ..main.clone() };
+        m.profile.load_ms =
+            DistSpec { dist: DistKind::Normal, mean: round3(o.load_ms), cv: 0.0, min: Some(0.0), max: None };
+        why.push(("models", format!("{}: another model the agents use (--with-models), served with the figures of {} (not measured for it) and its own load, {} ms: its first call's time to first token over its second's, on {}", o.loaded_as, main.name, num(o.load_ms), cal.endpoint(0))));
+        file.models.push(m);
+    }
+    let all = cal.others.len() + 1;
+    let names = std::iter::once(main.name.as_str()).chain(cal.others.iter().map(|o| o.loaded_as.as_str()));
+    let loaded = format!("{} loaded in turn on {}", names.collect::<Vec<_>>().join(", "), cal.endpoint(0));
+    match cal.loaded_together {
+        Some(k) if k < all => {
+            file.server.max_loaded_models = Some(k.max(1));
+            why.push(("max_loaded_models", format!("{loaded}: {k} still loaded after (/api/ps), so loading one evicted another (OLLAMA_MAX_LOADED_MODELS, or the memory they need): the twin holds {} at once", k.max(1))));
+        }
+        Some(_) => say(
+            why,
+            "server",
+            format!("{loaded}: all still loaded after (/api/ps); the twin keeps Ollama's OLLAMA_MAX_LOADED_MODELS, 3"),
+        ),
+        None => {}
+    }
+}
+
+/// Adds `text` to the comment on `key`, or makes it that comment.
+fn say(why: &mut Vec<(&'static str, String)>, key: &'static str, text: String) {
+    match why.iter_mut().find(|(k, _)| *k == key) {
+        Some((_, w)) => *w = format!("{w}. {text}"),
+        None => why.push((key, text)),
+    }
 }
 
 /// The twin as TOML, with a header and a comment above each value saying what measured it.
@@ -323,6 +367,10 @@ pub fn check(twin: &Calibration, now: &Calibration) -> Vec<Drift> {
     // a verdict on calls of a tenth of a second or more.
     fig("time to first token, ms", twin.warm_ttft_ms, now.warm_ttft_ms, 5.0);
     fig("load, ms", twin.load_ms, now.load_ms, 20.0);
+    for (a, b) in twin.others.iter().zip(&now.others) {
+        let one = |x: f64| Figure::of(&[x]);
+        fig(&format!("load of {}, ms", a.name), one(a.load_ms), one(b.load_ms), 20.0);
+    }
     let last = |c: &Calibration| c.batch.last().map(|(_, f)| *f);
     fig("speed beside others on one server", last(twin), last(now), SPEED_FLOOR);
     if twin.pairs.is_empty() || now.pairs.is_empty() {
@@ -343,6 +391,9 @@ pub fn check(twin: &Calibration, now: &Calibration) -> Vec<Drift> {
             now: size(b),
             moved: a.max_queue() != b.max_queue(),
         });
+    }
+    if let (Some(a), Some(b)) = (twin.loaded_together, now.loaded_together) {
+        out.push(Drift { figure: "models still loaded together".into(), twin: a as f64, now: b as f64, moved: a != b });
     }
     for (a, b) in twin.slots.iter().zip(&now.slots) {
         out.push(Drift {
@@ -483,8 +534,36 @@ mod tests {
             load_ms: f(250.0),
             reload_ms: f(260.0),
             load_burst: Some(LoadBurst { sent: 12, refused: 0 }),
+            others: vec![],
+            loaded_together: None,
             notes: vec![],
         }
+    }
+
+    #[test]
+    fn other_models_are_served_with_their_load_and_evictions_hold_the_models_loaded_at_once() {
+        // A second model loaded after the model, both still loaded: served, Ollama's limit kept.
+        let mut cal = measured();
+        cal.others = vec![OtherModel { name: "helper".into(), loaded_as: "helper:latest".into(), load_ms: 420.0 }];
+        cal.loaded_together = Some(2);
+        let (file, why) = twin(&cal).expect("a twin");
+        let text = to_toml(&cal, &file, &why).expect("written");
+        let back = ConfigFile::from_toml(&text).expect("loads");
+        assert_eq!(back.models.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["tiny:latest", "helper:latest"]);
+        assert_eq!(back.models[1].profile.load_ms.mean, 420.0);
+        assert_eq!(back.models[1].profile.decode_tokens_per_s, back.models[0].profile.decode_tokens_per_s);
+        assert_eq!(back.server.max_loaded_models, None, "{text}");
+        assert!(text.contains("all still loaded after"), "{text}");
+        assert!(text.contains("another model the agents use"), "{text}");
+        // Only the last one still loaded: one at a time, and `--check` sees a change.
+        let mut evicting = cal.clone();
+        evicting.loaded_together = Some(1);
+        let (file, why) = twin(&evicting).expect("a twin");
+        let text = to_toml(&evicting, &file, &why).expect("written");
+        assert_eq!(ConfigFile::from_toml(&text).unwrap().server.max_loaded_models, Some(1), "{text}");
+        let drifts = check(&cal, &evicting);
+        assert!(drifts.iter().any(|d| d.figure == "models still loaded together" && d.moved), "{drifts:?}");
+        assert!(drifts.iter().any(|d| d.figure == "load of helper, ms" && !d.moved), "{drifts:?}");
     }
 
     #[test]
