@@ -106,10 +106,16 @@ impl Timing {
 
     /// Multiplies all of the stream's work by `factor` (noise on purpose, [`crate::noise`]).
     pub(crate) fn slow_down(&mut self, factor: f64) {
-        if factor.is_finite() && factor > 0.0 {
-            self.overhead = self.overhead.mul_f64(factor);
-            self.prompt = self.prompt.mul_f64(factor);
-            self.factor *= factor;
+        self.slow_down_parts(factor, factor);
+    }
+
+    /// Multiplies the stream's start (its overhead and its prompt) by `start` and its tokens'
+    /// gaps by `gaps` (a device whose prompt processing and decoding differ by other factors).
+    pub(crate) fn slow_down_parts(&mut self, start: f64, gaps: f64) {
+        if start.is_finite() && start > 0.0 && gaps.is_finite() && gaps > 0.0 {
+            self.overhead = self.overhead.mul_f64(start);
+            self.prompt = self.prompt.mul_f64(start);
+            self.factor *= gaps;
         }
     }
 
@@ -158,6 +164,21 @@ mod tests {
         assert_eq!(later[999].as_micros(), solo.mul_f64(4.0).as_micros());
         p.decode_slowdown_per_1k = 0.0;
         assert_eq!(Timing::new(&p, 500, 1.0, SimRng::seed_from_u64(3)).next_gap().as_micros(), solo.as_micros());
+    }
+
+    #[test]
+    fn a_device_slower_only_at_decoding_keeps_the_start_and_stretches_the_gaps() {
+        let mut p = gemma();
+        p.inter_token.cv = 0.0;
+        let base = Timing::new(&p, 1000, 1.0, SimRng::seed_from_u64(4));
+        let mut t = Timing::new(&p, 1000, 1.0, SimRng::seed_from_u64(4));
+        t.slow_down_parts(1.0, 2.0);
+        assert_eq!((t.overhead, t.prompt), (base.overhead, base.prompt), "the start as the profile's");
+        assert_eq!(t.next_gap().as_micros(), Duration::from_secs_f64(2.0 / 114.5).as_micros(), "the gaps twice");
+        // Slower at both by one factor: slow_down.
+        let mut both = Timing::new(&p, 1000, 1.0, SimRng::seed_from_u64(4));
+        both.slow_down(2.0);
+        assert_eq!(both.prompt, base.prompt * 2);
     }
 
     #[test]

@@ -29,8 +29,10 @@ cross_process_efficiency = 0.8
 [[devices]]
 name = "own"
 batch_penalty = 0.5
-# Half as fast as the profile says (a smaller GPU beside a larger one).
+# Half as fast as the profile says at decoding (a GPU of less memory bandwidth beside a larger
+# one), as fast at a prompt (its time to first token the profile's).
 speed = 0.5
+prompt_speed = 1.0
 
 [[instances]]
 device = "shared"
@@ -137,6 +139,14 @@ fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
     let (device, model) = (&back.devices[0], &back.models[0]);
     assert_eq!(device.speed, 1.0, "the first server's device is the profile's: {:?}", cal.decode_per_server);
     within("the third server's device's speed", back.devices[1].speed, 0.5, 0.15);
+    assert_eq!(
+        back.devices[0].prompt_speed, None,
+        "the first device's prompts at its speed: {:?}",
+        cal.long_ttft_per_server
+    );
+    let prompt =
+        back.devices[1].prompt_speed.unwrap_or_else(|| panic!("no prompt speed: {:?}", cal.long_ttft_per_server));
+    within("the third server's device's prompt speed", prompt, 1.0, 0.15);
     assert_eq!(model.name, "known:latest");
     let p = &model.profile;
     within("decode speed at an empty context", p.decode_tokens_per_s, 2000.0, 0.15);

@@ -174,6 +174,38 @@ pub(super) fn device_speed(cal: &Calibration, g: &DeviceGroup) -> Option<(f64, S
     })
 }
 
+/// A device's `prompt_speed` and what measured it, where it differs from `speed` (the device's
+/// decode speed, which scales a stream's start too) by more than 15 %: the speed its servers'
+/// times to first token of a long prompt show against the first server's where one of them is
+/// apart in every call ([`apart_in_speed`] on their inverses), else 1.
+pub(super) fn device_prompt_speed(cal: &Calibration, g: &DeviceGroup, speed: f64) -> Option<(f64, String)> {
+    let rate = |f: &Figure| Figure { median: 1.0 / f.median, min: 1.0 / f.max, max: 1.0 / f.min, samples: f.samples };
+    let first = rate(cal.long_ttft_per_server.first().filter(|f| f.min > 0.0)?);
+    let own: Vec<(usize, Figure)> = g
+        .servers
+        .iter()
+        .filter_map(|&i| cal.long_ttft_per_server.get(i).filter(|f| f.min > 0.0).map(|f| (i, rate(f))))
+        .collect();
+    let median = Figure::of(&own.iter().map(|(_, f)| f.median).collect::<Vec<_>>())?.median;
+    let x = if own.iter().any(|(_, f)| apart_in_speed(first.median, f)) { round3(median / first.median) } else { 1.0 };
+    ((x / speed - 1.0).abs() > 0.15).then(|| {
+        (
+            x,
+            format!(
+                "{}: time to first token of a {LONG_PROMPT_CHARS_WORDS} prompt {} ms (median), the first server {} ms: prompts at {} of the profile's speed where it decodes at {}",
+                own.iter().map(|(i, _)| cal.endpoint(*i)).collect::<Vec<_>>().join(", "),
+                num(1.0 / median),
+                num(1.0 / first.median),
+                num(x),
+                num(speed)
+            ),
+        )
+    })
+}
+
+/// How the long prompt of [`device_prompt_speed`] is named in the twin's comments.
+const LONG_PROMPT_CHARS_WORDS: &str = "1,500-character";
+
 /// Where every server at once ran at `speed` of their solo speeds (the median over them) away
 /// from what the twin's devices give them (`efficiency / m` on a device of m, 1 alone; their
 /// median) by more than 15 %: a note saying so. The twin keeps what its pairs showed.

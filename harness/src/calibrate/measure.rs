@@ -217,8 +217,17 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     let s = Session { plan, stack: Stack::Reqwest(http.clone()), http, nonce: Default::default() };
     let n = plan.endpoints.len();
     let ks: Vec<usize> = (2..=plan.max_streams).collect();
-    let total =
-        1 + n + n * plan.reps + 1 + 3 + ks.len() + (n - 1) + n * (n - 1) / 2 + 3 + usize::from(!plan.others.is_empty());
+    let total = 1
+        + n
+        + n * plan.reps
+        + 1
+        + 3
+        + (n - 1)
+        + ks.len()
+        + (n - 1)
+        + n * (n - 1) / 2
+        + 3
+        + usize::from(!plan.others.is_empty());
     let mut done = 0;
     // `advance` false: a line of news, not a step.
     let mut step = |what: &str, advance: bool| {
@@ -270,7 +279,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
                     "one {}-token call takes {per_call:.2} s: the decoding calls take at most {:.0} s, then {} one-token calls, at most {} more in bursts at a load, and at most {} loads",
                     plan.tokens,
                     per_call * calls as f64,
-                    3 * plan.reps + 2 * plan.others.len(),
+                    (2 + n) * plan.reps + 2 * plan.others.len(),
                     burst_sizes(plan).iter().sum::<usize>(),
                     2 * plan.reps + burst_sizes(plan).len() + plan.others.len()
                 ),
@@ -308,18 +317,31 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     // 3. Time to first token against prompt length: one-token calls at three lengths.
     let mut points = Vec::new();
     let mut short = Vec::new();
+    let mut long = vec![Vec::new(); n];
     for (li, chars) in [60usize, 600, LONG_PROMPT_CHARS].into_iter().enumerate() {
         for _ in 0..plan.reps {
             let p = s.prompt(chars);
             let tokens = f64::from(sim_ollama::advanced::prompt_tokens(&p));
             let r = s.call(0, p, 1, serde_json::json!({})).await?;
             points.push((tokens, ttft_ms(&r)));
-            if li == 0 {
-                short.push(ttft_ms(&r));
+            match li {
+                0 => short.push(ttft_ms(&r)),
+                2 => long[0].push(ttft_ms(&r)),
+                _ => {}
             }
         }
         step(&format!("one-token calls of {chars} characters"), true);
     }
+    // The same long prompt's time to first token on every other server: a device may process
+    // prompts faster or slower than it decodes, against the first.
+    for (i, times) in long.iter_mut().enumerate().skip(1) {
+        for _ in 0..plan.reps {
+            let r = s.call(i, s.prompt(LONG_PROMPT_CHARS), 1, serde_json::json!({})).await?;
+            times.push(ttft_ms(&r));
+        }
+        step(&format!("one-token calls of {LONG_PROMPT_CHARS} characters on {}", plan.endpoints[i]), true);
+    }
+    cal.long_ttft_per_server = long.iter().filter_map(|t| Figure::of(t)).collect();
     cal.warm_ttft_ms = Figure::of(&short);
     cal.prompt = fit_prompt(&points).map(|(a, rate, resid)| PromptFit {
         intercept_ms: a,

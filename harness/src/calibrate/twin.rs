@@ -5,7 +5,7 @@
 //! Over 600 lines with its tests (about 200 of them, on one calibration they all edit): the
 //! writer and the drift check read the same figures, and the tests check one against the other.
 
-use super::devices::{DeviceGroup, alone_words, device_groups, device_speed};
+use super::devices::{DeviceGroup, alone_words, device_groups, device_prompt_speed, device_speed};
 use super::figures::{Calibration, Figure, LoadBurst, fit_batch_penalty, num, round3, sharing_efficiency};
 use serde::Serialize;
 use sim_ollama::advanced::config::{ConfigFile, DeviceSpec, InstanceSpec, Jitter, ModelSpec, Profile};
@@ -138,6 +138,11 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
     let shared_count = groups.iter().filter(|g| g.servers.len() > 1).count();
     let mut shared_seen = 0;
     let speeds: Vec<Option<(f64, String)>> = groups.iter().map(|g| device_speed(cal, g)).collect();
+    let prompt_speeds: Vec<Option<(f64, String)>> = groups
+        .iter()
+        .zip(&speeds)
+        .map(|(g, x)| device_prompt_speed(cal, g, x.as_ref().map_or(1.0, |(x, _)| *x)))
+        .collect();
     let devices: Vec<DeviceSpec> = groups
         .iter()
         .enumerate()
@@ -153,6 +158,7 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
                 cross_process_efficiency: round3(g.efficiency()),
                 cpu: meta.cpu,
                 speed: speeds[k].as_ref().map_or(1.0, |(x, _)| *x),
+                prompt_speed: prompt_speeds[k].as_ref().map(|(x, _)| *x),
                 ..DeviceSpec::new(name)
             }
         })
@@ -176,6 +182,9 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
         if x != 1.0 {
             why.push(("speed", words));
         }
+    }
+    for (_, words) in prompt_speeds.into_iter().flatten() {
+        why.push(("prompt_speed", words));
     }
     let device_of = |i: usize| groups.iter().position(|g| g.servers.contains(&i)).unwrap_or(0);
     let instances: Vec<InstanceSpec> = cal
@@ -367,6 +376,9 @@ pub fn check(twin: &Calibration, now: &Calibration) -> Vec<Drift> {
     // a verdict on calls of a tenth of a second or more.
     fig("time to first token, ms", twin.warm_ttft_ms, now.warm_ttft_ms, 5.0);
     fig("load, ms", twin.load_ms, now.load_ms, 20.0);
+    for (i, (a, b)) in twin.long_ttft_per_server.iter().zip(&now.long_ttft_per_server).enumerate().skip(1) {
+        fig(&format!("time to first token of a long prompt on {}, ms", twin.endpoint(i)), Some(*a), Some(*b), 5.0);
+    }
     for (a, b) in twin.others.iter().zip(&now.others) {
         let one = |x: f64| Figure::of(&[x]);
         fig(&format!("load of {}, ms", a.name), one(a.load_ms), one(b.load_ms), 20.0);
@@ -534,6 +546,7 @@ mod tests {
             load_ms: f(250.0),
             reload_ms: f(260.0),
             load_burst: Some(LoadBurst { sent: 12, refused: 0 }),
+            long_ttft_per_server: vec![],
             others: vec![],
             loaded_together: None,
             notes: vec![],

@@ -329,6 +329,13 @@ pub struct DeviceSpec {
     /// alone.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub speed: f64,
+    /// The device's speed at a stream's start (its call overhead and its prompt: time to first
+    /// token) where that differs from `speed`, which then scales only the tokens' gaps: a
+    /// device whose prompt processing (compute) and decoding (memory bandwidth) are not
+    /// slower by one factor. Absent: `speed`. `harness calibrate` sets it where the servers'
+    /// times to first token of one long prompt differed otherwise than their decoding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_speed: Option<f64>,
 }
 
 fn one() -> f64 {
@@ -359,6 +366,7 @@ impl DeviceSpec {
             cache_copy_gib_s: default_cache_copy_gib_s(),
             cpu: false,
             speed: 1.0,
+            prompt_speed: None,
         }
     }
 

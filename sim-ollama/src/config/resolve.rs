@@ -158,6 +158,12 @@ impl RawConfig {
             if !(d.speed.is_finite() && d.speed > 0.0 && d.speed <= 1000.0) {
                 return Err(invalid(format!("device {:?}: speed must be a number above 0 (1: the profile's)", d.name)));
             }
+            if d.prompt_speed.is_some_and(|p| !(p.is_finite() && p > 0.0 && p <= 1000.0)) {
+                return Err(invalid(format!(
+                    "device {:?}: prompt_speed must be a number above 0 (absent: the device's speed)",
+                    d.name
+                )));
+            }
         }
         let count = self.instances.unwrap_or(f.instances.len().max(1));
         if count == 0 {

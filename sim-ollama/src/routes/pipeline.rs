@@ -205,10 +205,12 @@ pub(crate) async fn start(
     }
     let id = trace.as_ref().map_or(0, |t| t.id());
     let seed = crate::seed::mix(plan.seed ^ crate::seed::mix(id));
-    // A device slower or faster than the profile's: all the stream's work with it.
-    let speed = s.instance.device.spec.speed;
-    if speed != 1.0 {
-        plan.timing.slow_down(1.0 / speed);
+    // A device slower or faster than the profile's: all the stream's work with it (its start by
+    // the device's prompt speed where that is set apart).
+    let spec = &s.instance.device.spec;
+    let (speed, prompt_speed) = (spec.speed, spec.prompt_speed.unwrap_or(spec.speed));
+    if speed != 1.0 || prompt_speed != 1.0 {
+        plan.timing.slow_down_parts(1.0 / prompt_speed, 1.0 / speed);
     }
     let noise = &s.shared.cfg.noise;
     if noise.is_active() {
