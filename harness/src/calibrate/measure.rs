@@ -222,7 +222,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         + n * plan.reps
         + 1
         + 3
-        + (n - 1)
+        + usize::from(n > 1)
         + ks.len()
         + (n - 1)
         + n * (n - 1) / 2
@@ -252,10 +252,13 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     }
 
     // 2. Solo calls: reps on every server (each server's own speed is what its streams beside
-    // another's are compared with; one call on a busy machine can read half its speed).
+    // another's are compared with; one call on a busy machine can read half its speed), in
+    // rounds of one call per server, so that a slow stretch of the machine's falls on every
+    // server and not on one server's calls alone (two identical real servers, each's calls
+    // made one after the other, read 1.25 apart in every call once).
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); n];
     let (mut gaps, mut overheads, mut by_context) = (Vec::new(), Vec::new(), Vec::new());
-    for i in (0..n).flat_map(|i| std::iter::repeat_n(i, plan.reps)) {
+    for i in (0..plan.reps).flat_map(|_| 0..n) {
         let prompt = s.prompt(80);
         let context = f64::from(sim_ollama::advanced::prompt_tokens(&prompt));
         let r = s.call(i, prompt, plan.tokens, serde_json::json!({})).await?;
@@ -279,7 +282,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
                     "one {}-token call takes {per_call:.2} s: the decoding calls take at most {:.0} s, then {} one-token calls, at most {} more in bursts at a load, and at most {} loads",
                     plan.tokens,
                     per_call * calls as f64,
-                    (2 + n) * plan.reps + 2 * plan.others.len(),
+                    (3 + if n > 1 { n } else { 0 }) * plan.reps + 2 * plan.others.len(),
                     burst_sizes(plan).iter().sum::<usize>(),
                     2 * plan.reps + burst_sizes(plan).len() + plan.others.len()
                 ),
@@ -326,20 +329,21 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
             points.push((tokens, ttft_ms(&r)));
             match li {
                 0 => short.push(ttft_ms(&r)),
-                2 => long[0].push(ttft_ms(&r)),
+                2 if n == 1 => long[0].push(ttft_ms(&r)),
                 _ => {}
             }
         }
         step(&format!("one-token calls of {chars} characters"), true);
     }
-    // The same long prompt's time to first token on every other server: a device may process
-    // prompts faster or slower than it decodes, against the first.
-    for (i, times) in long.iter_mut().enumerate().skip(1) {
-        for _ in 0..plan.reps {
+    // With more servers, the long prompt's time to first token on every server, in rounds of
+    // one call each (as the solo calls): a device may process prompts faster or slower than it
+    // decodes, against the first.
+    if n > 1 {
+        for i in (0..plan.reps).flat_map(|_| 0..n) {
             let r = s.call(i, s.prompt(LONG_PROMPT_CHARS), 1, serde_json::json!({})).await?;
-            times.push(ttft_ms(&r));
+            long[i].push(ttft_ms(&r));
         }
-        step(&format!("one-token calls of {LONG_PROMPT_CHARS} characters on {}", plan.endpoints[i]), true);
+        step(&format!("one-token calls of {LONG_PROMPT_CHARS} characters on every server, in rounds"), true);
     }
     cal.long_ttft_per_server = long.iter().filter_map(|t| Figure::of(t)).collect();
     cal.warm_ttft_ms = Figure::of(&short);
