@@ -150,7 +150,8 @@ class Report:
     def held(self) -> Optional[str]:
         """For calls that never overlapped, each after a gap longer than a call: whether they
         waited for each other's answers (`unprobed`, `waited`, `did_not_wait`, `void`,
-        `too_long`), as a probe run holding every answer shows; None otherwise."""
+        `too_long`), as a probe run holding every answer shows, or `followed`: each call's start
+        moved with the answer before it, which shows it from the run judged; None otherwise."""
         return (self.raw.get("held") or {}).get("status")
 
     @property
