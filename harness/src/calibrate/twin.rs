@@ -376,9 +376,6 @@ pub fn check(twin: &Calibration, now: &Calibration) -> Vec<Drift> {
     // a verdict on calls of a tenth of a second or more.
     fig("time to first token, ms", twin.warm_ttft_ms, now.warm_ttft_ms, 5.0);
     fig("load, ms", twin.load_ms, now.load_ms, 20.0);
-    for (i, (a, b)) in twin.long_ttft_per_server.iter().zip(&now.long_ttft_per_server).enumerate().skip(1) {
-        fig(&format!("time to first token of a long prompt on {}, ms", twin.endpoint(i)), Some(*a), Some(*b), 5.0);
-    }
     for (a, b) in twin.others.iter().zip(&now.others) {
         let one = |x: f64| Figure::of(&[x]);
         fig(&format!("load of {}, ms", a.name), one(a.load_ms), one(b.load_ms), 20.0);
