@@ -37,7 +37,9 @@ struct Case {
 }
 
 /// Runs pytest in `dir` (its own configuration applies), with `env` set, and returns every
-/// test's outcome.
+/// test's outcome. A failure's message is its exception's, whole: pytest 9 keeps at most 500
+/// characters of it in the report's `message` (whole lines; a judge's report line can be
+/// longer), and then the exception's `E` lines of the element text are read instead.
 fn pytest(dir: &Path, junit_name: &str, extra: &[&str], env: &[(&str, &str)]) -> Vec<Case> {
     let py = python();
     let junit = root().join("target/tmp").join(junit_name);
@@ -67,7 +69,10 @@ fn pytest(dir: &Path, junit_name: &str, extra: &[&str], env: &[(&str, &str)]) ->
              \x20   for tag in ('failure', 'error', 'skipped'):\n\
              \x20       e = tc.find(tag)\n\
              \x20       if e is not None:\n\
-             \x20           outcome, message = tag, (e.get('message') or '') + '\\n' + (e.text or '')\n\
+             \x20           message, text = e.get('message') or '', e.text or ''\n\
+             \x20           if message.endswith('full report in element text]'):\n\
+             \x20               message = '\\n'.join(l[1:].strip() for l in text.splitlines() if l.startswith('E '))\n\
+             \x20           outcome, message = tag, message + '\\n' + text\n\
              \x20   cases.append({'name': tc.get('name'), 'outcome': outcome, 'message': message})\n\
              print(json.dumps(cases))",
         )
