@@ -534,11 +534,17 @@ impl OneConnection {
     }
 }
 
+/// A model's name as `/api/tags` and `/api/ps` list it: with its tag (`:latest` where it has
+/// none).
+pub(crate) fn tagged(model: &str) -> String {
+    if model.contains(':') { model.to_string() } else { format!("{model}:latest") }
+}
+
 /// Checks that every live endpoint answers and has the model: the first words of every
 /// command that measures live servers (matrix, calibrate, record).
 pub(crate) fn check_live(endpoints: &[String], model: &str) -> Result<(), String> {
     let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().map_err(|e| e.to_string())?;
-    let want = if model.contains(':') { model.to_string() } else { format!("{model}:latest") };
+    let want = tagged(model);
     for url in endpoints {
         let (client, u) = (client.clone(), format!("{url}/api/tags"));
         let r = bridge_blocking(async move {

@@ -7,7 +7,8 @@ use super::helpers;
 use harness::calibrate::{self, CalibratePlan};
 use harness::matrix::Target;
 use sim_ollama::SimBuilder;
-use sim_ollama::advanced::config::ConfigFile;
+use sim_ollama::advanced::config::{ConfigFile, ModelSpec};
+use sim_ollama::advanced::dist::DistSpec;
 use std::time::Duration;
 
 /// Three servers, two of them on one device and the third on a device of its own, half as
@@ -63,25 +64,6 @@ decode_tokens_per_s = 2000.0
 decode_slowdown_per_1k = 2.0
 inter_token = { dist = "gamma", cv = 0.05 }
 output_tokens = { dist = "constant", mean = 100.0 }
-
-# A second model the agents use (`--with-models helper`), slower to load.
-[[models]]
-name = "helper:latest"
-family = "llama"
-parameter_size = "1B"
-quantization_level = "Q8_0"
-size = 1000000
-context_length = 8192
-embedding_length = 256
-capabilities = ["completion"]
-[models.profile]
-load_ms = { dist = "constant", mean = 150.0 }
-call_overhead_ms = { dist = "constant", mean = 1.0 }
-prompt_tokens_per_s = 20000.0
-first_token_ms = { dist = "constant", mean = 4.0 }
-decode_tokens_per_s = 2000.0
-inter_token = { dist = "gamma", cv = 0.05 }
-output_tokens = { dist = "constant", mean = 100.0 }
 "#;
 
 fn within(what: &str, got: f64, want: f64, rel: f64) {
@@ -99,7 +81,12 @@ fn within(what: &str, got: f64, want: f64, rel: f64) {
 /// in turn, moves no figure further than `--check` allows (15 % or the figures' own range).
 #[test]
 fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
-    let known = ConfigFile::from_toml(KNOWN).expect("the known configuration parses");
+    let mut known = ConfigFile::from_toml(KNOWN).expect("the known configuration parses");
+    // A second model the agents use (`--with-models helper`): the first's figures, slower to
+    // load.
+    let mut helper = ModelSpec { name: "helper:latest".into(), ..known.models[0].clone() };
+    helper.profile.load_ms = DistSpec::constant(150.0);
+    known.models.push(helper);
     let sim = SimBuilder::new().config(known).seed(5).time_scale(1.0).start().expect("the simulator starts");
     let plan = CalibratePlan {
         endpoints: sim.urls().to_vec(),
@@ -192,7 +179,7 @@ fn a_matrix_on_a_twin_runs_its_scenarios_on_the_twins_servers() {
     file.devices.truncate(1);
     file.instances.truncate(1);
     file.instances[0].num_parallel = Some(1);
-    file.models[0].profile.load_ms = sim_ollama::advanced::dist::DistSpec::constant(10.0);
+    file.models[0].profile.load_ms = DistSpec::constant(10.0);
     let mut plan = helpers::plan(&["tokio-default"], vec![helpers::two_agents_at("on-twin", "single-4slots", 1.0)], 1);
     plan.target = Target::Twin { config: std::sync::Arc::new(file), model: "known".into() };
     let r = helpers::run(&plan);
@@ -218,7 +205,7 @@ fn a_live_matrix_shows_what_its_twin_predicted_beside_what_the_servers_gave() {
     one_slot.devices.truncate(1);
     one_slot.instances.truncate(1);
     one_slot.instances[0].num_parallel = Some(1);
-    one_slot.models[0].profile.load_ms = sim_ollama::advanced::dist::DistSpec::constant(10.0);
+    one_slot.models[0].profile.load_ms = DistSpec::constant(10.0);
     let server = SimBuilder::new().config(one_slot.clone()).seed(3).time_scale(1.0).start().expect("starts");
     let mut plan =
         helpers::plan(&["tokio-default"], vec![helpers::two_agents_at("beside-twin", "single-1slot", 1.0)], 1);

@@ -134,9 +134,9 @@ pub struct Calibration {
     pub decode_tokens_per_s: Option<Figure>,
     /// Each server's solo decode speed, in `endpoints` order.
     pub decode_per_server: Vec<Figure>,
-    /// Each server's time to first token of one-token calls after a long prompt, ms: the
-    /// first's from the prompt line's calls, the others' measured alike (a device's prompt
-    /// speed, where it differs from its decoding's).
+    /// Each server's time to first token of one-token calls after a long prompt, ms (in
+    /// rounds of one call per server; with one server, the prompt line's longest calls): a
+    /// device's prompt speed, where it differs from its decoding's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub long_ttft_per_server: Vec<Figure>,
     /// Coefficient of variation of the gaps between tokens of solo calls.

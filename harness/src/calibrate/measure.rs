@@ -10,7 +10,7 @@ use super::figures::{
     CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, OtherModel, Pair, PromptFit, Slots, decoded_at_once,
     fit_prompt, num, robust_rising_line,
 };
-use crate::client::{CallOpts, CallRecord, Stack};
+use crate::client::{CallOpts, CallRecord, Stack, tagged};
 use std::time::{Duration, Instant};
 
 /// Progress: (step done, steps in all, what was just done).
@@ -91,21 +91,18 @@ impl Session<'_> {
         tokens: u32,
         options: serde_json::Value,
     ) -> Result<CallRecord, String> {
-        let rec = self.record(server, prompt, tokens, options).await;
-        match &rec.error {
-            Some(e) => Err(format!("{}: {e}", self.plan.endpoints[server])),
-            None if rec.tokens.is_empty() => Err(format!("{}: an answer without tokens", self.plan.endpoints[server])),
-            None => Ok(rec),
-        }
+        let rec = self.record(&self.plan.model, server, prompt, tokens, options).await;
+        answered(rec, &self.plan.endpoints[server])
     }
 
-    /// One streamed `/api/generate` call, as the client saw it (errors in the record).
-    async fn record(&self, server: usize, prompt: String, tokens: u32, options: serde_json::Value) -> CallRecord {
-        self.record_of(&self.plan.model, server, prompt, tokens, options).await
+    /// The time to first token of a one-token call of `model` (not the one calibrated), ms.
+    async fn first_token_of(&self, model: &str, server: usize) -> Result<f64, String> {
+        let rec = self.record(model, server, self.prompt(60), 1, serde_json::json!({})).await;
+        answered(rec, &format!("{} ({model})", self.plan.endpoints[server])).map(|r| ttft_ms(&r))
     }
 
-    /// [`Session::record`] of `model`.
-    async fn record_of(
+    /// One streamed `/api/generate` call of `model`, as the client saw it (errors in the record).
+    async fn record(
         &self,
         model: &str,
         server: usize,
@@ -130,7 +127,7 @@ impl Session<'_> {
     /// `OLLAMA_MAX_QUEUE`, holds the requests waiting for a load; server/sched.go). Any other
     /// error is an `Err`.
     async fn load_burst(&self, server: usize, k: usize) -> Result<LoadBurst, String> {
-        let calls = (0..k).map(|_| self.record(server, self.prompt(60), 1, serde_json::json!({})));
+        let calls = (0..k).map(|_| self.record(&self.plan.model, server, self.prompt(60), 1, serde_json::json!({})));
         let recs = futures::future::join_all(calls).await;
         let busy = |r: &CallRecord| r.status == Some(503);
         if let Some(e) = recs.iter().filter(|r| !busy(r)).find_map(|r| r.error.as_ref()) {
@@ -175,6 +172,17 @@ impl Session<'_> {
         self.unload_model(server, &self.plan.model).await
     }
 
+    /// The names of the models a server has loaded (`/api/ps`).
+    async fn loaded(&self, server: usize) -> Result<Vec<String>, String> {
+        let ps = self.get(server, "/api/ps").await?;
+        Ok(ps["models"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["name"].as_str().map(str::to_string))
+            .collect())
+    }
+
     /// [`Session::unload`] of `model`.
     async fn unload_model(&self, server: usize, model: &str) -> Result<(), String> {
         self.post(server, "/api/generate", serde_json::json!({"model": model, "keep_alive": 0, "stream": false}))
@@ -182,10 +190,7 @@ impl Session<'_> {
         let name = tagged(model);
         let until = Instant::now() + Duration::from_secs(30);
         while Instant::now() < until {
-            let ps = self.get(server, "/api/ps").await?;
-            let listed = ps["models"].as_array().into_iter().flatten();
-            let loaded = listed.filter_map(|m| m["name"].as_str()).any(|n| n.eq_ignore_ascii_case(&name));
-            if !loaded {
+            if !self.loaded(server).await?.iter().any(|n| n.eq_ignore_ascii_case(&name)) {
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -194,9 +199,14 @@ impl Session<'_> {
     }
 }
 
-/// A model's name as `/api/ps` lists it: with its tag (`:latest` where it has none).
-fn tagged(model: &str) -> String {
-    if model.contains(':') { model.to_string() } else { format!("{model}:latest") }
+/// A call that answered with tokens, else what went wrong at `at` (a server, and the model
+/// where it is not the one calibrated).
+fn answered(rec: CallRecord, at: &str) -> Result<CallRecord, String> {
+    match &rec.error {
+        Some(e) => Err(format!("{at}: {e}")),
+        None if rec.tokens.is_empty() => Err(format!("{at}: an answer without tokens")),
+        None => Ok(rec),
+    }
 }
 
 fn ttft_ms(r: &CallRecord) -> f64 {
@@ -277,14 +287,15 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
                 + plan.reps * ks.iter().sum::<usize>()
                 + (n - 1) * plan.max_streams
                 + n * (n - 1) * plan.reps;
+            let bursts = burst_sizes(plan);
             step(
                 &format!(
                     "one {}-token call takes {per_call:.2} s: the decoding calls take at most {:.0} s, then {} one-token calls, at most {} more in bursts at a load, and at most {} loads",
                     plan.tokens,
                     per_call * calls as f64,
                     (3 + if n > 1 { n } else { 0 }) * plan.reps + 2 * plan.others.len(),
-                    burst_sizes(plan).iter().sum::<usize>(),
-                    2 * plan.reps + burst_sizes(plan).len() + plan.others.len()
+                    bursts.iter().sum::<usize>(),
+                    2 * plan.reps + bursts.len() + plan.others.len()
                 ),
                 false,
             );
@@ -503,46 +514,22 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
 /// the first's time to first token over the second's is its load), then `/api/ps`: how many
 /// of the model and the others are still loaded (`Calibration::loaded_together`).
 async fn others(s: &Session<'_>, cal: &mut Calibration) -> Result<(), String> {
-    let one = |model: String| async move {
-        let r = s.record_of(&model, 0, s.prompt(60), 1, serde_json::json!({})).await;
-        match (&r.error, r.tokens.is_empty()) {
-            (Some(e), _) => Err(format!("{} ({model}): {e}", s.plan.endpoints[0])),
-            (None, true) => Err(format!("{} ({model}): an answer without tokens", s.plan.endpoints[0])),
-            (None, false) => Ok(ttft_ms(&r)),
-        }
-    };
     for name in &s.plan.others {
         // Unloaded first (a calibration minutes ago, or the agents, may have left it loaded),
         // so that its first call loads it.
         s.unload_model(0, name).await?;
-        let first = one(name.clone()).await?;
-        let warm = one(name.clone()).await?;
-        let ps = s.get(0, "/api/ps").await?;
-        // The name the server loaded it as: the one model of the listing whose name the agents'
-        // name starts (a name without a tag is `:latest`).
+        let first = s.first_token_of(name, 0).await?;
+        let warm = s.first_token_of(name, 0).await?;
+        // The name the server loaded it as (a name without a tag is `:latest`).
         let want = tagged(name);
-        let loaded_as = ps["models"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|m| m["name"].as_str())
-            .find(|n| n.eq_ignore_ascii_case(&want))
-            .unwrap_or(&want)
-            .to_string();
+        let loaded_as = s.loaded(0).await?.into_iter().find(|n| n.eq_ignore_ascii_case(&want)).unwrap_or(want);
         cal.others.push(OtherModel { name: name.clone(), loaded_as, load_ms: (first - warm).max(0.0) });
     }
-    let ps = s.get(0, "/api/ps").await?;
-    let loaded: Vec<String> = ps["models"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|m| m["name"].as_str())
-        .map(str::to_lowercase)
-        .collect();
+    let loaded = s.loaded(0).await?;
     let main =
         cal.meta.as_ref().map(|m| m.name.clone()).filter(|n| !n.is_empty()).unwrap_or_else(|| tagged(&s.plan.model));
     let names = std::iter::once(main).chain(cal.others.iter().map(|o| o.loaded_as.clone()));
-    cal.loaded_together = Some(names.filter(|n| loaded.contains(&n.to_lowercase())).count());
+    cal.loaded_together = Some(names.filter(|n| loaded.iter().any(|l| l.eq_ignore_ascii_case(n))).count());
     Ok(())
 }
 

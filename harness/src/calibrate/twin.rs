@@ -244,8 +244,7 @@ fn others(cal: &Calibration, file: &mut ConfigFile, why: &mut Vec<(&'static str,
     why.push(("models", format!("{}: the model calibrated", main.name)));
     for o in &cal.others {
         let mut m = ModelSpec { name: o.loaded_as.clone(), digest: None, ..main.clone() };
-        m.profile.load_ms =
-            DistSpec { dist: DistKind::Normal, mean: round3(o.load_ms), cv: 0.0, min: Some(0.0), max: None };
+        m.profile.load_ms = DistSpec::constant(round3(o.load_ms));
         why.push(("models", format!("{}: another model the agents use (--with-models), served with the figures of {} (not measured for it) and its own load, {} ms: its first call's time to first token over its second's, on {}", o.loaded_as, main.name, num(o.load_ms), cal.endpoint(0))));
         file.models.push(m);
     }
