@@ -18,8 +18,9 @@
 //! 6. loads: an unload then a call, and a reload for changed runner options;
 //! 7. bursts of one-token calls at a load, each four times the last until one is refused (128
 //!    at most): how many may wait for it (`OLLAMA_MAX_QUEUE`);
-//! 8. with `--with-models`, the other models the agents use, each loaded in turn: its load, and
-//!    how many stay loaded together (`OLLAMA_MAX_LOADED_MODELS`, or the memory they need).
+//! 8. with `--with-models`, the other models the agents use, each loaded in turn: its load, its
+//!    time to first token at two prompt lengths and its decode speed, and how many stay
+//!    loaded together (`OLLAMA_MAX_LOADED_MODELS`, or the memory they need).
 //!
 //! [`twin`] turns the figures into a [`ConfigFile`] with the figures kept in its
 //! `[calibration]` table; [`to_toml`] writes it with a comment above each value saying what

@@ -82,10 +82,13 @@ fn within(what: &str, got: f64, want: f64, rel: f64) {
 #[test]
 fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
     let mut known = ConfigFile::from_toml(KNOWN).expect("the known configuration parses");
-    // A second model the agents use (`--with-models helper`): the first's figures, slower to
-    // load.
+    // A second model the agents use (`--with-models helper`): slower to load, half as fast
+    // at decoding and at a prompt, its first token 20 ms later.
     let mut helper = ModelSpec { name: "helper:latest".into(), ..known.models[0].clone() };
     helper.profile.load_ms = DistSpec::constant(150.0);
+    helper.profile.decode_tokens_per_s = 1000.0;
+    helper.profile.prompt_tokens_per_s = 10000.0;
+    helper.profile.first_token_ms = DistSpec::constant(24.0);
     known.models.push(helper);
     let sim = SimBuilder::new().config(known).seed(5).time_scale(1.0).start().expect("the simulator starts");
     let plan = CalibratePlan {
@@ -157,6 +160,15 @@ fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
     );
     assert_eq!(back.models.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["known:latest", "helper:latest"]);
     assert!((back.models[1].profile.load_ms.mean - 150.0).abs() <= 25.0, "the helper's load: {:?}", cal.others);
+    let (main, helper) = (&back.models[0].profile, &back.models[1].profile);
+    within("the helper's speed over the model's", helper.decode_tokens_per_s / main.decode_tokens_per_s, 0.5, 0.15);
+    within("the helper's later first token, ms", helper.first_token_ms.mean - main.first_token_ms.mean, 20.0, 0.25);
+    within(
+        "the helper's prompt speed over the model's",
+        helper.prompt_tokens_per_s / main.prompt_tokens_per_s,
+        0.5,
+        0.2,
+    );
     assert!((p.load_ms.mean - 60.0).abs() <= 25.0, "load {} ms: {:?} {:?}", p.load_ms.mean, cal.load_ms, cal.reload_ms);
     within("call overhead", p.call_overhead_ms.mean, 1.0, 0.5);
     assert!(text.contains("# http://127.0.0.1:"), "each server's slots say what measured them:\n{text}");

@@ -200,8 +200,23 @@ pub struct OtherModel {
     pub name: String,
     /// As the server names it (`/api/ps`, with its tag).
     pub loaded_as: String,
-    /// Added time to first token of its first call (its load) over its second's, ms.
+    /// Added time to first token of its first call (its load) over its warm calls', ms.
     pub load_ms: f64,
+    /// Its metadata (`/api/show`, `/api/tags`, `/api/ps`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<ModelMeta>,
+    /// Time to first token of its one-token calls once loaded (the prompt of the model's own
+    /// `warm_ttft_ms`), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_ttft_ms: Option<Figure>,
+    /// Its time to first token against prompt length (the short and the long prompt of the
+    /// model's own line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<PromptFit>,
+    /// Its solo calls' decode speed on the first server (the calls of the model's
+    /// `decode_per_server[0]`), tokens/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_tokens_per_s: Option<Figure>,
 }
 
 /// A burst of calls at a load.

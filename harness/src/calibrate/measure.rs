@@ -97,8 +97,13 @@ impl Session<'_> {
 
     /// The time to first token of a one-token call of `model` (not the one calibrated), ms.
     async fn first_token_of(&self, model: &str, server: usize) -> Result<f64, String> {
-        let rec = self.record(model, server, self.prompt(60), 1, serde_json::json!({})).await;
-        answered(rec, &format!("{} ({model})", self.plan.endpoints[server])).map(|r| ttft_ms(&r))
+        self.call_of(model, server, self.prompt(60), 1).await.map(|r| ttft_ms(&r))
+    }
+
+    /// One streamed call of `model` (not the one calibrated) that answered with tokens.
+    async fn call_of(&self, model: &str, server: usize, prompt: String, tokens: u32) -> Result<CallRecord, String> {
+        let rec = self.record(model, server, prompt, tokens, serde_json::json!({})).await;
+        answered(rec, &format!("{} ({model})", self.plan.endpoints[server]))
     }
 
     /// One streamed `/api/generate` call of `model`, as the client saw it (errors in the record).
@@ -246,7 +251,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     };
 
     // 1. Metadata, and a warm-up call on every server (it may load the model).
-    cal.meta = Some(metadata(&s).await?);
+    cal.meta = Some(metadata(&s, &plan.model).await?);
     step("model metadata", true);
     for i in 0..n {
         s.call(i, s.prompt(40), 8, serde_json::json!({})).await?;
@@ -286,14 +291,15 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
             let calls = (n + 1) * plan.reps
                 + plan.reps * ks.iter().sum::<usize>()
                 + (n - 1) * plan.max_streams
-                + n * (n - 1) * plan.reps;
+                + n * (n - 1) * plan.reps
+                + plan.others.len() * plan.reps;
             let bursts = burst_sizes(plan);
             step(
                 &format!(
                     "one {}-token call takes {per_call:.2} s: the decoding calls take at most {:.0} s, then {} one-token calls, at most {} more in bursts at a load, and at most {} loads",
                     plan.tokens,
                     per_call * calls as f64,
-                    (3 + if n > 1 { n } else { 0 }) * plan.reps + 2 * plan.others.len(),
+                    (3 + if n > 1 { n } else { 0 }) * plan.reps + (2 * plan.reps + 1) * plan.others.len(),
                     bursts.iter().sum::<usize>(),
                     2 * plan.reps + bursts.len() + plan.others.len()
                 ),
@@ -510,8 +516,10 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     Ok(())
 }
 
-/// Step 8: each of `--with-models` unloaded, then loaded in turn on the first server (two one-token calls:
-/// the first's time to first token over the second's is its load), then `/api/ps`: how many
+/// Step 8: each of `--with-models` unloaded, then loaded in turn on the first server (a
+/// one-token call: its time to first token over the warm calls' median is its load), then
+/// `--reps` one-token calls and `--reps` decoding calls as the model's own (its time to first
+/// token and decode speed, so the twin serves it at its own speed); then `/api/ps`: how many
 /// of the model and the others are still loaded (`Calibration::loaded_together`).
 async fn others(s: &Session<'_>, cal: &mut Calibration) -> Result<(), String> {
     for name in &s.plan.others {
@@ -519,11 +527,50 @@ async fn others(s: &Session<'_>, cal: &mut Calibration) -> Result<(), String> {
         // so that its first call loads it.
         s.unload_model(0, name).await?;
         let first = s.first_token_of(name, 0).await?;
-        let warm = s.first_token_of(name, 0).await?;
+        // Its time to first token at the model's shortest and longest prompt.
+        let (mut warm, mut points) = (Vec::new(), Vec::new());
+        for chars in [60, LONG_PROMPT_CHARS] {
+            for _ in 0..s.plan.reps {
+                let p = s.prompt(chars);
+                let tokens = f64::from(sim_ollama::advanced::prompt_tokens(&p));
+                let t = ttft_ms(&s.call_of(name, 0, p, 1).await?);
+                points.push((tokens, t));
+                if chars == 60 {
+                    warm.push(t);
+                }
+            }
+        }
+        let mut rates = Vec::new();
+        for _ in 0..s.plan.reps {
+            let r = s.call_of(name, 0, s.prompt(80), s.plan.tokens).await?;
+            rates.push(decode_rate(&r));
+        }
+        let warm = Figure::of(&warm);
+        let mut meta = metadata(s, name).await?;
+        meta.size_loaded = s.get(0, "/api/ps").await.ok().and_then(|ps| {
+            ps["models"]
+                .as_array()?
+                .iter()
+                .find(|m| m["name"].as_str().is_some_and(|n| n.eq_ignore_ascii_case(&meta.name)))?["size"]
+                .as_u64()
+        });
         // The name the server loaded it as (a name without a tag is `:latest`).
         let want = tagged(name);
         let loaded_as = s.loaded(0).await?.into_iter().find(|n| n.eq_ignore_ascii_case(&want)).unwrap_or(want);
-        cal.others.push(OtherModel { name: name.clone(), loaded_as, load_ms: (first - warm).max(0.0) });
+        cal.others.push(OtherModel {
+            name: name.clone(),
+            loaded_as,
+            load_ms: (first - warm.map_or(0.0, |w| w.median)).max(0.0),
+            meta: Some(meta),
+            warm_ttft_ms: warm,
+            prompt: fit_prompt(&points).map(|(a, rate, resid)| PromptFit {
+                intercept_ms: a,
+                tokens_per_s: rate,
+                residual_ms: resid,
+                points,
+            }),
+            decode_tokens_per_s: Figure::of(&rates),
+        });
     }
     let loaded = s.loaded(0).await?;
     let main =
@@ -588,10 +635,10 @@ fn cv(v: &[f64]) -> Option<f64> {
     (s.n >= 2 && s.mean > 0.0).then(|| s.sd / s.mean)
 }
 
-async fn metadata(s: &Session<'_>) -> Result<ModelMeta, String> {
-    let show = s.post(0, "/api/show", serde_json::json!({"model": s.plan.model})).await?;
+async fn metadata(s: &Session<'_>, model: &str) -> Result<ModelMeta, String> {
+    let show = s.post(0, "/api/show", serde_json::json!({"model": model})).await?;
     let tags = s.get(0, "/api/tags").await?;
-    let want = if s.plan.model.contains(':') { s.plan.model.clone() } else { format!("{}:latest", s.plan.model) };
+    let want = tagged(model);
     let tag = tags["models"]
         .as_array()
         .and_then(|m| m.iter().find(|x| x["name"].as_str().is_some_and(|n| n.eq_ignore_ascii_case(&want))))

@@ -5,8 +5,10 @@
 //! Over 600 lines with its tests (about 200 of them, on one calibration they all edit): the
 //! writer and the drift check read the same figures, and the tests check one against the other.
 
-use super::devices::{DeviceGroup, alone_words, device_groups, device_prompt_speed, device_speed};
-use super::figures::{Calibration, Figure, LoadBurst, fit_batch_penalty, num, round3, sharing_efficiency};
+use super::devices::{DeviceGroup, alone_words, apart_in_speed, device_groups, device_prompt_speed, device_speed};
+use super::figures::{
+    Calibration, Figure, LoadBurst, ModelMeta, OtherModel, fit_batch_penalty, num, round3, sharing_efficiency,
+};
 use serde::Serialize;
 use sim_ollama::advanced::config::{ConfigFile, DeviceSpec, InstanceSpec, Jitter, ModelSpec, Profile};
 use sim_ollama::advanced::dist::{DistKind, DistSpec};
@@ -109,24 +111,7 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
         replay: None,
         replay_file: None,
     };
-    let model = ModelSpec {
-        name: if meta.name.is_empty() { cal.model.clone() } else { meta.name.clone() },
-        family: meta.family.clone(),
-        parameter_size: meta.parameter_size.clone(),
-        quantization_level: meta.quantization_level.clone(),
-        size: meta.size,
-        size_loaded: meta.size_loaded,
-        digest: meta.digest.clone(),
-        context_length: meta.context_length.max(1),
-        embedding_length: meta.embedding_length.max(1),
-        kv_bytes_per_token: None,
-        capabilities: if meta.capabilities.is_empty() { vec!["completion".into()] } else { meta.capabilities.clone() },
-        template: meta.template.clone(),
-        model_info: Default::default(),
-        parameters: meta.parameters.clone(),
-        license: meta.license.clone(),
-        profile,
-    };
+    let model = model_spec(&meta, &cal.model, profile);
 
     // Devices: the groups of servers that slowed each other, each server alone on its own.
     let n = cal.endpoints.len().max(1);
@@ -234,8 +219,32 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
     Some((file, why))
 }
 
-/// The other models the agents use (`--with-models`): each served with the model's figures and
-/// its own load, and `max_loaded_models` where loading them in turn evicted some.
+/// The twin's entry for a model: its metadata as the server gave it, served with `profile`.
+fn model_spec(meta: &ModelMeta, asked_as: &str, profile: Profile) -> ModelSpec {
+    ModelSpec {
+        name: if meta.name.is_empty() { asked_as.to_string() } else { meta.name.clone() },
+        family: meta.family.clone(),
+        parameter_size: meta.parameter_size.clone(),
+        quantization_level: meta.quantization_level.clone(),
+        size: meta.size,
+        size_loaded: meta.size_loaded,
+        digest: meta.digest.clone(),
+        context_length: meta.context_length.max(1),
+        embedding_length: meta.embedding_length.max(1),
+        kv_bytes_per_token: None,
+        capabilities: if meta.capabilities.is_empty() { vec!["completion".into()] } else { meta.capabilities.clone() },
+        template: meta.template.clone(),
+        model_info: Default::default(),
+        parameters: meta.parameters.clone(),
+        license: meta.license.clone(),
+        profile,
+    }
+}
+
+/// The other models the agents use (`--with-models`): each with its own metadata, load, and
+/// the decode speed, prompt speed and first token measured for it where they are apart from
+/// the model's ([`OwnFigures`]; its other figures the model's), and `max_loaded_models` where
+/// loading them in turn evicted some.
 fn others(cal: &Calibration, file: &mut ConfigFile, why: &mut Vec<(&'static str, String)>) {
     let Some(main) = file.models.first().cloned() else { return };
     if cal.others.is_empty() {
@@ -243,9 +252,50 @@ fn others(cal: &Calibration, file: &mut ConfigFile, why: &mut Vec<(&'static str,
     }
     why.push(("models", format!("{}: the model calibrated", main.name)));
     for o in &cal.others {
-        let mut m = ModelSpec { name: o.loaded_as.clone(), digest: None, ..main.clone() };
+        // Its own metadata where the server gave it (a calibration before 2026-11-27 kept none).
+        let mut m = match &o.meta {
+            Some(meta) => {
+                model_spec(&ModelMeta { name: o.loaded_as.clone(), ..meta.clone() }, &o.name, main.profile.clone())
+            }
+            None => ModelSpec { name: o.loaded_as.clone(), digest: None, ..main.clone() },
+        };
         m.profile.load_ms = DistSpec::constant(round3(o.load_ms));
-        why.push(("models", format!("{}: another model the agents use (--with-models), served with the figures of {} (not measured for it) and its own load, {} ms: its first call's time to first token over its second's, on {}", o.loaded_as, main.name, num(o.load_ms), cal.endpoint(0))));
+        let own = OwnFigures::of(cal, o, &main.profile);
+        let mut own_words =
+            vec![format!("its load, {} ms: its first call's time to first token over its warm calls'", num(o.load_ms))];
+        let mut kept = Vec::new();
+        for (what, fig) in
+            [("decode speed", &own.speed), ("prompt speed", &own.prompt), ("time to first token", &own.first_token)]
+        {
+            match fig {
+                Some((_, words)) => own_words.push(format!("its {what}, {words}")),
+                None => kept.push(what),
+            }
+        }
+        if let Some((x, _)) = own.speed {
+            m.profile.decode_tokens_per_s = round3(main.profile.decode_tokens_per_s * x);
+        }
+        if let Some((rate, _)) = own.prompt {
+            m.profile.prompt_tokens_per_s = round3(rate);
+        }
+        if let Some((ft, _)) = own.first_token {
+            m.profile.first_token_ms.mean = round3(ft);
+        }
+        let kept = if kept.is_empty() {
+            String::new()
+        } else {
+            format!("; {}'s {} (within the machine's noise of it, or not measured)", main.name, kept.join(" and "))
+        };
+        why.push((
+            "models",
+            format!(
+                "{}: another model the agents use (--with-models), on {}: {}{kept}; its other figures {}'s (its slowdown with context and with other streams not measured)",
+                o.loaded_as,
+                cal.endpoint(0),
+                own_words.join("; "),
+                main.name
+            ),
+        ));
         file.models.push(m);
     }
     let all = cal.others.len() + 1;
@@ -262,6 +312,103 @@ fn others(cal: &Calibration, file: &mut ConfigFile, why: &mut Vec<(&'static str,
             format!("{loaded}: all still loaded after (/api/ps); the twin keeps Ollama's OLLAMA_MAX_LOADED_MODELS, 3"),
         ),
         None => {}
+    }
+}
+
+/// Another model's own figures where they are apart from the model's beyond the machine's
+/// noise, each with the words saying what measured it (`None`: the model's figure serves it).
+struct OwnFigures {
+    /// Its decode speed as a multiple of the model's: where every one of its solo calls ran
+    /// more than 15 % from the model's median on the first server (the devices' rule,
+    /// [`apart_in_speed`]).
+    speed: Option<(f64, String)>,
+    /// Its prompt tokens per second: where its long prompt's time over its short one's differs
+    /// from the model's by more than 5 ms and 15 %.
+    prompt: Option<(f64, String)>,
+    /// Its `first_token_ms`, its line's intercept less the call overhead and one of its own
+    /// gaps (as the model's): where one of the two above is its own, or its short prompt's
+    /// time to first token differs from the model's by more than 5 ms and 15 % (a busy
+    /// machine's scheduling delays of a one-token call).
+    first_token: Option<(f64, String)>,
+}
+
+impl OwnFigures {
+    fn of(cal: &Calibration, o: &OtherModel, main: &Profile) -> OwnFigures {
+        let apart = |a: f64, b: f64| (a - b).abs() > 5.0 && (a - b).abs() > 0.15 * b.abs();
+        // Its speed over the model's at an empty context: its solo calls' speed at their
+        // context (that of the model's solo calls) over what the model's profile gives there,
+        // so that its twin decodes those calls as measured (the model's own line may sit off
+        // its calls' mean speed), with the model's slowdown with context.
+        let at_calls =
+            main.decode_tokens_per_s / (1.0 + main.decode_slowdown_per_1k * cal.batch_context.unwrap_or(0.0) / 1000.0);
+        let speed = match (cal.decode_per_server.first(), o.decode_tokens_per_s) {
+            (Some(m), Some(own)) if apart_in_speed(m.median, &own) => Some((
+                round3(own.median / at_calls),
+                format!(
+                    "{} x of the model's: its solo calls {}, the model's {}",
+                    num(own.median / m.median),
+                    own.words("tokens/s"),
+                    m.words("tokens/s")
+                ),
+            )),
+            _ => None,
+        };
+        // Milliseconds per prompt token, and the span of prompts both lines were measured over.
+        let per_token = |rate: f64| if rate.is_finite() && rate > 0.0 { 1000.0 / rate } else { 0.0 };
+        let main_slope = per_token(main.prompt_tokens_per_s);
+        let prompt = o.prompt.as_ref().and_then(|p| {
+            let span = p.points.iter().map(|x| x.0).fold(f64::NAN, f64::max)
+                - p.points.iter().map(|x| x.0).fold(f64::NAN, f64::min);
+            let (own, model) = (per_token(p.tokens_per_s) * span, main_slope * span);
+            apart(own, model).then(|| {
+                (
+                    if p.tokens_per_s.is_finite() { p.tokens_per_s } else { 1e6 },
+                    format!(
+                        "{} tokens/s: {} ms more for a prompt {} tokens longer, the model's {} ms ({} one-token calls)",
+                        num(p.tokens_per_s),
+                        num(own),
+                        num(span),
+                        num(model),
+                        p.points.len()
+                    ),
+                )
+            })
+        });
+        let gap_ms = 1000.0 / (main.decode_tokens_per_s * speed.as_ref().map_or(1.0, |(x, _)| *x)).max(1e-9);
+        let overhead = main.call_overhead_ms.mean;
+        let first_token = match (&o.prompt, o.warm_ttft_ms, cal.warm_ttft_ms) {
+            (Some(p), Some(own), Some(m)) if speed.is_some() || prompt.is_some() || apart(own.median, m.median) => {
+                // Its intercept with the slope the twin gives it: its own where its prompt
+                // speed is, else the model's through its points.
+                let intercept = if prompt.is_some() {
+                    p.intercept_ms
+                } else {
+                    p.points.iter().map(|(t, ms)| ms - main_slope * t).sum::<f64>() / p.points.len().max(1) as f64
+                };
+                let below = overhead + gap_ms - intercept;
+                let ft = (-below).max(0.0);
+                let linear = if below > 5.0 {
+                    format!(
+                        "; the line falls below zero at an empty prompt (its first token grows faster than in proportion to its prompt), so the twin's first token of a short prompt comes up to {} ms later than measured",
+                        num(below)
+                    )
+                } else {
+                    String::new()
+                };
+                Some((
+                    round3(ft),
+                    format!(
+                        "{} ms: its line's intercept {} ms less the call overhead and one of its gaps (its short prompt's one-token calls {}, the model's {}){linear}",
+                        num(ft),
+                        num(intercept),
+                        own.words("ms"),
+                        m.words("ms")
+                    ),
+                ))
+            }
+            _ => None,
+        };
+        OwnFigures { speed, prompt, first_token }
     }
 }
 
@@ -378,6 +525,8 @@ pub fn check(twin: &Calibration, now: &Calibration) -> Vec<Drift> {
     for (a, b) in twin.others.iter().zip(&now.others) {
         let one = |x: f64| Figure::of(&[x]);
         fig(&format!("load of {}, ms", a.name), one(a.load_ms), one(b.load_ms), 20.0);
+        fig(&format!("decode tokens/s of {}", a.name), a.decode_tokens_per_s, b.decode_tokens_per_s, 0.0);
+        fig(&format!("time to first token of {}, ms", a.name), a.warm_ttft_ms, b.warm_ttft_ms, 5.0);
     }
     let last = |c: &Calibration| c.batch.last().map(|(_, f)| *f);
     fig("speed beside others on one server", last(twin), last(now), SPEED_FLOOR);
@@ -553,14 +702,58 @@ mod tests {
     fn other_models_are_served_with_their_load_and_evictions_hold_the_models_loaded_at_once() {
         // A second model loaded after the model, both still loaded: served, Ollama's limit kept.
         let mut cal = measured();
-        cal.others = vec![OtherModel { name: "helper".into(), loaded_as: "helper:latest".into(), load_ms: 420.0 }];
+        cal.others = vec![OtherModel {
+            name: "helper".into(),
+            loaded_as: "helper:latest".into(),
+            load_ms: 420.0,
+            meta: Some(ModelMeta {
+                name: "helper:latest".into(),
+                parameter_size: "34M".into(),
+                embedding_length: 512,
+                ..ModelMeta::default()
+            }),
+            warm_ttft_ms: Figure::of(&[66.0]),
+            // 0.4 ms a prompt token (the model's 0.2), 60 ms at an empty prompt.
+            prompt: Some(PromptFit {
+                intercept_ms: 60.0,
+                tokens_per_s: 2500.0,
+                residual_ms: 0.0,
+                points: vec![(15.0, 66.0), (375.0, 210.0)],
+            }),
+            decode_tokens_per_s: Figure::of(&[40.0, 42.0]),
+        }];
         cal.loaded_together = Some(2);
         let (file, why) = twin(&cal).expect("a twin");
         let text = to_toml(&cal, &file, &why).expect("written");
         let back = ConfigFile::from_toml(&text).expect("loads");
         assert_eq!(back.models.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["tiny:latest", "helper:latest"]);
         assert_eq!(back.models[1].profile.load_ms.mean, 420.0);
+        // Its own metadata, not the model's.
+        assert_eq!((back.models[1].parameter_size.as_str(), back.models[1].embedding_length), ("34M", 512), "{text}");
+        // Its own speed (41 of the model's 1,000 tokens/s), prompt speed, and first token: its
+        // intercept less the overhead (2 ms) and one of its own gaps (1000 / 41 ms).
+        let (main, helper) = (&back.models[0].profile, &back.models[1].profile);
+        assert!((helper.decode_tokens_per_s / main.decode_tokens_per_s - 0.041).abs() < 1e-3, "{text}");
+        assert_eq!(helper.prompt_tokens_per_s, 2500.0, "{text}");
+        assert!((helper.first_token_ms.mean - (60.0 - 2.0 - 1000.0 / 41.0)).abs() < 1e-2, "{text}");
+        assert!(text.contains("its decode speed, 0.041"), "{text}");
+        // Within the machine's noise of the model's: the model's figures, said so.
+        let mut close = cal.clone();
+        close.others[0].decode_tokens_per_s = Figure::of(&[900.0, 1100.0]);
+        close.others[0].warm_ttft_ms = Figure::of(&[12.0, 13.0]);
+        close.others[0].prompt = Some(PromptFit {
+            intercept_ms: 9.0,
+            tokens_per_s: 5000.0,
+            residual_ms: 0.0,
+            points: vec![(15.0, 12.0), (375.0, 84.0)],
+        });
+        let (file, why) = twin(&close).expect("a twin");
+        let text = to_toml(&close, &file, &why).expect("written");
+        let back = ConfigFile::from_toml(&text).expect("loads");
         assert_eq!(back.models[1].profile.decode_tokens_per_s, back.models[0].profile.decode_tokens_per_s);
+        assert_eq!(back.models[1].profile.first_token_ms.mean, back.models[0].profile.first_token_ms.mean);
+        assert_eq!(back.models[1].profile.prompt_tokens_per_s, back.models[0].profile.prompt_tokens_per_s);
+        assert!(text.contains("(within the machine's noise of it"), "{text}");
         assert_eq!(back.server.max_loaded_models, None, "{text}");
         assert!(text.contains("all still loaded after"), "{text}");
         assert!(text.contains("another model the agents use"), "{text}");
