@@ -167,25 +167,31 @@ fn cmd(parts: &[&str], labelled: bool) -> Vec<String> {
     v
 }
 
+/// The official ollama-python client: correct agents parallel, every bug serialized, labelled
+/// or not; every run judged over HTTP in one process per half (`--judged`: one import of the
+/// client per process, where `harness exec` around each run imported it twelve times; exec's
+/// own path is the raw-asyncio programs' below).
 #[test]
-fn python_official_client_correct_agents_are_parallel_labelled_or_not() {
+fn python_official_client_correct_agents_are_parallel_and_every_serialization_bug_is_caught_labelled_or_not() {
     let (py, script) = (python(), fixture("python_ollama.py"));
-    for labelled in [true, false] {
-        let (v, words) = judge(cmd(&[&py, &script, "correct"], labelled), None);
-        assert_eq!(v, Verdict::Parallel, "{words}");
+    let runs = [
+        "correct:labelled",
+        "correct",
+        "awaited:labelled",
+        "awaited",
+        "semaphore:labelled",
+        "semaphore",
+        "lock:labelled",
+        "lock",
+        "blocking:labelled",
+        "blocking",
+        "one-connection:labelled",
+        "one-connection",
+    ];
+    for (run, j) in runs.iter().zip(judged_over_http_two_at_a_time(&[&py, &script, "--judged"], &runs)) {
+        let want = if run.starts_with("correct") { "parallel" } else { "serialized" };
+        assert_eq!(j["verdict"], want, "{run}: {j}");
     }
-}
-
-#[test]
-fn python_official_client_every_serialization_bug_is_caught_labelled_or_not() {
-    let (py, script) = (python(), fixture("python_ollama.py"));
-    let modes = ["awaited", "semaphore", "lock", "blocking", "one-connection"];
-    all_serialized(
-        modes
-            .iter()
-            .flat_map(|m| [true, false].map(|l| (format!("{m}, labelled {l}"), cmd(&[&py, &script, m], l))))
-            .collect(),
-    );
 }
 
 /// CrewAI 1.15 (its OpenAI-compatible provider; a crew's LLM call on a worker thread): crews
