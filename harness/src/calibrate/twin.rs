@@ -252,7 +252,7 @@ fn others(cal: &Calibration, file: &mut ConfigFile, why: &mut Vec<(&'static str,
     }
     why.push(("models", format!("{}: the model calibrated", main.name)));
     for o in &cal.others {
-        // Its own metadata where the server gave it (a calibration before 2026-11-27 kept none).
+        // Its own metadata where the server gave it (older calibrations kept none).
         let mut m = match &o.meta {
             Some(meta) => {
                 model_spec(&ModelMeta { name: o.loaded_as.clone(), ..meta.clone() }, &o.name, main.profile.clone())
@@ -284,7 +284,7 @@ fn others(cal: &Calibration, file: &mut ConfigFile, why: &mut Vec<(&'static str,
         let kept = if kept.is_empty() {
             String::new()
         } else {
-            format!("; {}'s {} (within the machine's noise of it, or not measured)", main.name, kept.join(" and "))
+            format!("; {}'s {} (within the machine's noise of it, or not measured)", main.name, kept.join(", "))
         };
         why.push((
             "models",
