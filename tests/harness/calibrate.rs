@@ -161,6 +161,15 @@ fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
     assert_eq!(back.models.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["known:latest", "helper:latest"]);
     assert!((back.models[1].profile.load_ms.mean - 150.0).abs() <= 25.0, "the helper's load: {:?}", cal.others);
     let (main, helper) = (&back.models[0].profile, &back.models[1].profile);
+    eprintln!(
+        "helper: decode {} / {}, prompt {} / {}, first token {} / {}",
+        helper.decode_tokens_per_s,
+        main.decode_tokens_per_s,
+        helper.prompt_tokens_per_s,
+        main.prompt_tokens_per_s,
+        helper.first_token_ms.mean,
+        main.first_token_ms.mean
+    );
     within("the helper's speed over the model's", helper.decode_tokens_per_s / main.decode_tokens_per_s, 0.5, 0.15);
     within("the helper's later first token, ms", helper.first_token_ms.mean - main.first_token_ms.mean, 20.0, 0.25);
     within(
