@@ -43,4 +43,4 @@ pub use figures::{
     fit_batch_penalty, fit_prompt, fit_sharing, rising_line, robust_rising_line,
 };
 pub use measure::{ProgressFn, calibrate};
-pub use twin::{Drift, Tolerance, calibration_of, check, to_toml, tolerance, twin};
+pub use twin::{Drift, Tolerance, calibration_of, check, confirm, to_toml, tolerance, twin};
