@@ -42,5 +42,5 @@ pub use figures::{
     CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, OtherModel, Pair, PromptFit, Slots, decoded_at_once,
     fit_batch_penalty, fit_prompt, fit_sharing, rising_line, robust_rising_line,
 };
-pub use measure::{ProgressFn, calibrate};
+pub use measure::{ProgressFn, calibrate, check_confirmed};
 pub use twin::{Drift, Tolerance, calibration_of, check, confirm, to_toml, tolerance, twin};

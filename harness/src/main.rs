@@ -343,26 +343,18 @@ fn calibrate(a: CalibrateArgs) -> ExitCode {
             eprintln!("harness calibrate --check: {e}");
             return ExitCode::from(1);
         }
-        let mut drifts = harness::calibrate::check(old, &cal);
-        let mut elapsed = cal.elapsed_s;
-        if drifts.iter().any(|d| d.moved) {
-            // A slow stretch of a busy machine can fall on every round of one measurement: a
-            // figure is moved only where it moves again.
-            eprintln!(
-                "harness calibrate --check: {} moved; measuring again, to call moved only what moves again",
-                drifts.iter().filter(|d| d.moved).map(|d| d.figure.as_str()).collect::<Vec<_>>().join(", ")
-            );
-            match harness::calibrate::calibrate(&plan, &mut progress) {
-                Ok(again) => {
-                    elapsed += again.elapsed_s;
-                    drifts = harness::calibrate::confirm(&drifts, &harness::calibrate::check(old, &again));
-                }
-                Err((_, e)) => {
-                    eprintln!("harness calibrate --check: {e}");
-                    return ExitCode::from(1);
-                }
+        // A figure is moved only where it moves in a second measurement too.
+        let (drifts, again_s) = match harness::calibrate::check_confirmed(&plan, old, &cal, &mut progress) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("harness calibrate --check: {e}");
+                return ExitCode::from(1);
             }
+        };
+        if let Some(b) = &bar {
+            b.finish_and_clear();
         }
+        let elapsed = cal.elapsed_s + again_s;
         println!("| figure | twin | now | |\n|---|---|---|---|");
         for d in &drifts {
             println!("| {} | {:.3} | {:.3} | {} |", d.figure, d.twin, d.now, if d.moved { "moved" } else { "held" });

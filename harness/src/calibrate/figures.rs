@@ -110,6 +110,20 @@ pub struct PromptFit {
     pub points: Vec<(f64, f64)>,
 }
 
+impl PromptFit {
+    /// The line through `points` ([`fit_prompt`]), keeping them.
+    pub fn fit(points: Vec<(f64, f64)>) -> Option<PromptFit> {
+        let (intercept_ms, tokens_per_s, residual_ms) = fit_prompt(&points)?;
+        Some(PromptFit { intercept_ms, tokens_per_s, residual_ms, points })
+    }
+
+    /// Its prompt speed as a profile's `prompt_tokens_per_s`: a prompt too fast to measure is
+    /// a million tokens a second.
+    pub(crate) fn profile_tokens_per_s(&self) -> f64 {
+        if self.tokens_per_s.is_finite() { self.tokens_per_s } else { 1e6 }
+    }
+}
+
 /// Everything measured, kept whatever failed later.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

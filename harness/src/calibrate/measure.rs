@@ -7,8 +7,8 @@
 
 use super::devices::{apart_in_speed, busy_note, device_groups};
 use super::figures::{
-    CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, OtherModel, Pair, PromptFit, Slots, decoded_at_once,
-    fit_prompt, num, robust_rising_line,
+    CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, OtherModel, Pair, PromptFit, Slots, decoded_at_once, num,
+    robust_rising_line,
 };
 use crate::client::{CallOpts, CallRecord, Stack, tagged};
 use std::time::{Duration, Instant};
@@ -50,6 +50,27 @@ pub fn calibrate(plan: &CalibratePlan, progress: ProgressFn<'_>) -> Result<Calib
         Ok(()) => Ok(cal),
         Err(e) => Err((Box::new(cal), e)),
     }
+}
+
+/// [`super::twin::check`] of `now` against `twin`, confirmed where a figure moved: the servers are
+/// measured again (`plan`, reporting to `progress`) and a figure is moved only where it moves in
+/// both ([`super::twin::confirm`]: a slow stretch of a busy machine can fall on every round of one
+/// measurement). Returns the drifts and the seconds the second measurement took (0 when none
+/// was needed).
+pub fn check_confirmed(
+    plan: &CalibratePlan,
+    twin: &Calibration,
+    now: &Calibration,
+    progress: ProgressFn<'_>,
+) -> Result<(Vec<super::twin::Drift>, f64), String> {
+    let drifts = super::twin::check(twin, now);
+    let moved: Vec<&str> = drifts.iter().filter(|d| d.moved).map(|d| d.figure.as_str()).collect();
+    if moved.is_empty() {
+        return Ok((drifts, 0.0));
+    }
+    progress(0, 0, &format!("{} moved; measuring again, to call moved only what moves again", moved.join(", ")));
+    let again = calibrate(plan, progress).map_err(|(_, e)| e)?;
+    Ok((super::twin::confirm(&drifts, &super::twin::check(twin, &again)), again.elapsed_s))
 }
 
 /// Calls to one set of servers.
@@ -177,15 +198,26 @@ impl Session<'_> {
         self.unload_model(server, &self.plan.model).await
     }
 
-    /// The names of the models a server has loaded (`/api/ps`).
-    async fn loaded(&self, server: usize) -> Result<Vec<String>, String> {
+    /// The models a server has loaded (`/api/ps`).
+    async fn ps(&self, server: usize) -> Result<Vec<Loaded>, String> {
         let ps = self.get(server, "/api/ps").await?;
         Ok(ps["models"]
             .as_array()
             .into_iter()
             .flatten()
-            .filter_map(|m| m["name"].as_str().map(str::to_string))
+            .filter_map(|m| {
+                Some(Loaded {
+                    name: m["name"].as_str()?.to_string(),
+                    size: m["size"].as_u64(),
+                    size_vram: m["size_vram"].as_u64(),
+                })
+            })
             .collect())
+    }
+
+    /// The names of the models a server has loaded.
+    async fn loaded(&self, server: usize) -> Result<Vec<String>, String> {
+        Ok(self.ps(server).await?.into_iter().map(|m| m.name).collect())
     }
 
     /// [`Session::unload`] of `model`.
@@ -202,6 +234,15 @@ impl Session<'_> {
         }
         Err(format!("{}: {model} was still loaded 30 s after an unload", self.plan.endpoints[server]))
     }
+}
+
+/// A model a server has loaded, as `/api/ps` lists it.
+struct Loaded {
+    name: String,
+    /// Bytes in memory.
+    size: Option<u64>,
+    /// Of them, on a GPU.
+    size_vram: Option<u64>,
 }
 
 /// A call that answered with tokens, else what went wrong at `at` (a server, and the model
@@ -258,11 +299,9 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         step(&format!("warm-up of {}", plan.endpoints[i]), true);
     }
     if let Some(meta) = &mut cal.meta {
-        if let Ok(ps) = s.get(0, "/api/ps").await {
-            if let Some(m) = ps["models"].as_array().and_then(|m| m.first()) {
-                meta.size_loaded = m["size"].as_u64();
-                meta.cpu = m["size_vram"].as_u64() == Some(0);
-            }
+        if let Some(m) = s.ps(0).await.ok().and_then(|ps| ps.into_iter().next()) {
+            meta.size_loaded = m.size;
+            meta.cpu = m.size_vram == Some(0);
         }
     }
 
@@ -364,12 +403,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     }
     cal.long_ttft_per_server = long.iter().filter_map(|t| Figure::of(t)).collect();
     cal.warm_ttft_ms = Figure::of(&short);
-    cal.prompt = fit_prompt(&points).map(|(a, rate, resid)| PromptFit {
-        intercept_ms: a,
-        tokens_per_s: rate,
-        residual_ms: resid,
-        points: points.clone(),
-    });
+    cal.prompt = PromptFit::fit(points);
 
     // 4. k calls at once on the first server; then the slots of every other server.
     let mut found = 0usize;
@@ -546,29 +580,20 @@ async fn others(s: &Session<'_>, cal: &mut Calibration) -> Result<(), String> {
             rates.push(decode_rate(&r));
         }
         let warm = Figure::of(&warm);
-        let mut meta = metadata(s, name).await?;
-        meta.size_loaded = s.get(0, "/api/ps").await.ok().and_then(|ps| {
-            ps["models"]
-                .as_array()?
-                .iter()
-                .find(|m| m["name"].as_str().is_some_and(|n| n.eq_ignore_ascii_case(&meta.name)))?["size"]
-                .as_u64()
-        });
-        // The name the server loaded it as (a name without a tag is `:latest`).
+        // The name the server loaded it as (a name without a tag is `:latest`), and its size.
         let want = tagged(name);
-        let loaded_as = s.loaded(0).await?.into_iter().find(|n| n.eq_ignore_ascii_case(&want)).unwrap_or(want);
+        let ps = s.ps(0).await?;
+        let listed = ps.iter().find(|m| m.name.eq_ignore_ascii_case(&want));
+        let mut meta = metadata(s, name).await?;
+        meta.size_loaded = listed.and_then(|m| m.size);
+        let loaded_as = listed.map_or(want, |m| m.name.clone());
         cal.others.push(OtherModel {
             name: name.clone(),
             loaded_as,
             load_ms: (first - warm.map_or(0.0, |w| w.median)).max(0.0),
             meta: Some(meta),
             warm_ttft_ms: warm,
-            prompt: fit_prompt(&points).map(|(a, rate, resid)| PromptFit {
-                intercept_ms: a,
-                tokens_per_s: rate,
-                residual_ms: resid,
-                points,
-            }),
+            prompt: PromptFit::fit(points),
             decode_tokens_per_s: Figure::of(&rates),
         });
     }

@@ -32,7 +32,7 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
         Some(p) => {
             let ft = (p.intercept_ms - overhead - gap_ms).max(0.0);
             let cv = if ft > 0.0 { (p.residual_ms / ft).min(1.0) } else { 0.0 };
-            (ft, if p.tokens_per_s.is_finite() { p.tokens_per_s } else { 1e6 }, cv)
+            (ft, p.profile_tokens_per_s(), cv)
         }
         None => (0.0, 1e6, 0.0),
     };
@@ -362,7 +362,7 @@ impl OwnFigures {
             let (own, model) = (per_token(p.tokens_per_s) * span, main_slope * span);
             apart(own, model).then(|| {
                 (
-                    if p.tokens_per_s.is_finite() { p.tokens_per_s } else { 1e6 },
+                    p.profile_tokens_per_s(),
                     format!(
                         "{} tokens/s: {} ms more for a prompt {} tokens longer, the model's {} ms ({} one-token calls)",
                         num(p.tokens_per_s),
