@@ -8,8 +8,10 @@
 //! 1. the model's metadata (`/api/show`, `/api/tags`) and whether it runs on a CPU (`/api/ps`);
 //! 2. solo calls: decode speed, the spread of the gaps between tokens, the per-call overhead
 //!    the server reports in `load_duration`;
-//! 3. time to first token against prompt length (one token answers at three lengths): the
-//!    fixed part and the prompt speed, in the simulator's own token counts of the same texts;
+//! 3. time to first token against prompt length (one token answers at three lengths, in
+//!    rounds): the fixed part, the prompt speed and whether it falls with the prompt's length
+//!    (a curve where the fastest calls bend upward), in the simulator's own token counts of
+//!    the same texts;
 //! 4. 2..N calls at once on one server: the slots (how many decode before one finishes) and
 //!    each stream's speed beside k-1 others (the batching slowdown);
 //! 5. one call on each of two servers at once, every pair: which servers slow which (the
@@ -19,7 +21,7 @@
 //! 7. bursts of one-token calls at a load, each four times the last until one is refused (128
 //!    at most): how many may wait for it (`OLLAMA_MAX_QUEUE`);
 //! 8. with `--with-models`, the other models the agents use, each loaded in turn: its load, its
-//!    time to first token at two prompt lengths and its decode speed, and how many stay
+//!    time to first token at the three prompt lengths and its decode speed, and how many stay
 //!    loaded together (`OLLAMA_MAX_LOADED_MODELS`, or the memory they need).
 //!
 //! [`twin`] turns the figures into a [`ConfigFile`] with the figures kept in its
@@ -27,20 +29,19 @@
 //! measured it; [`check`] compares a new calibration with a twin's (`--check`: has the server
 //! drifted?). What the model cannot express is said in the file's notes, not fitted.
 //!
-//! `calibrate/figures.rs` holds the figures and the fits; `calibrate/devices.rs` which servers
-//! share a device; `calibrate/measure.rs` the session
-//! of calls to the servers; `calibrate/twin.rs` the twin file and the drift check. This file
-//! only names them.
+//! `calibrate/figures.rs` holds the figures, `calibrate/fits.rs` the fits;
+//! `calibrate/devices.rs` which servers share a device; `calibrate/measure.rs` the session of
+//! calls to the servers; `calibrate/twin.rs` the twin file and the drift check. This file only
+//! names them.
 
 mod devices;
 mod figures;
+mod fits;
 mod measure;
 mod twin;
 
 pub use devices::{DeviceGroup, apart_in_speed, busy_note, device_groups};
-pub use figures::{
-    CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, OtherModel, Pair, PromptFit, Slots, decoded_at_once,
-    fit_batch_penalty, fit_prompt, fit_sharing, rising_line, robust_rising_line,
-};
+pub use figures::{CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, OtherModel, Pair, Slots, decoded_at_once};
+pub use fits::{PromptFit, fit_batch_penalty, fit_prompt, fit_sharing, rising_curve, rising_line, robust_rising_line};
 pub use measure::{ProgressFn, calibrate, check_confirmed};
 pub use twin::{Drift, Tolerance, calibration_of, check, confirm, to_toml, tolerance, twin};

@@ -362,7 +362,12 @@ impl Running {
         // it too (the guard's drop), not only a generation that ends.
         let cache_slot = CacheSlot { runner: Arc::clone(&lease.runner), slot: claim.slot, generated: Vec::new() };
         if timing.prompt > Duration::ZERO && planned > 0 {
-            timing.prompt = timing.prompt.mul_f64(claim.evaluated as f64 / planned as f64)
+            // The evaluated tokens are the prompt's last ones, each at its own position's
+            // speed: their share of the whole prompt's time.
+            let (profile, evaluated) = (&model.spec.profile, claim.evaluated as f64);
+            let share =
+                profile.prompt_ms(planned as f64 - evaluated, evaluated) / profile.prompt_ms(0.0, planned as f64);
+            timing.prompt = timing.prompt.mul_f64(if share.is_finite() { share } else { 0.0 })
                 + copy_per_token.saturating_mul(claim.copied() as u32);
         }
         trace.with(|r| r.cache = Some(cache_use(&claim)));

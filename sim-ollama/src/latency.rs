@@ -82,7 +82,7 @@ impl Timing {
                 slowdown: 0.0,
             };
         }
-        let prompt = scaled_ms(f64::from(prompt_tokens) / profile.prompt_tokens_per_s * 1000.0, time_scale);
+        let prompt = scaled_ms(profile.prompt_ms(0.0, f64::from(prompt_tokens)), time_scale);
         let overhead = scaled_ms(profile.first_token_ms.sampler().sample(&mut rng), time_scale);
         let mean_gap_ms = 1000.0 / profile.decode_tokens_per_s; // 0 for an infinite rate
         let gap_spec = DistSpec {
@@ -190,6 +190,21 @@ mod tests {
         assert_eq!(short, Duration::from_millis(25));
         assert_eq!(long, Duration::from_millis(250));
         assert_eq!(scaled, Duration::from_micros(2500));
+    }
+
+    #[test]
+    fn a_prompt_whose_tokens_slow_with_context_takes_longer_than_its_length_says() {
+        let mut p = gemma();
+        p.prompt_slowdown_per_1k = 1.0;
+        // gemma3's 4,000 prompt tokens a second: 1,000 tokens are 250 ms at an empty context,
+        // each at its position's speed (mean position 499.5): 1.4995 times that.
+        assert_eq!(Timing::new(&p, 1000, 1.0, SimRng::seed_from_u64(1)).prompt, Duration::from_micros(374_875));
+        // The last 100 tokens of a 1,000-token prompt (a slot that held the first 900) cost
+        // more than a prompt of 100 alone: they attend to the 900 before them.
+        let (tail, alone) = (p.prompt_ms(900.0, 100.0), p.prompt_ms(0.0, 100.0));
+        assert!((tail / alone - 1.9495 / 1.0495).abs() < 1e-9, "{tail} {alone}");
+        p.prompt_slowdown_per_1k = 0.0;
+        assert_eq!(p.prompt_ms(900.0, 100.0), 25.0, "in proportion to its length");
     }
 
     #[test]

@@ -76,6 +76,7 @@ fn within(what: &str, got: f64, want: f64, rel: f64) {
 
 /// Timing: the figures are wall-clock measurements of a simulator at time scale 1. The
 /// tolerances are a few milliseconds on calls of 100-200 ms: the speeds within 15 %, the
+/// helper's 2,000-token prompt within 20 % (its bend 9.6-9.84 for 10 idle), the
 /// batching and sharing figures within 0.15, the slowdown with context within 1.0 per 1,000
 /// tokens (measured 2.2-2.5 for 2.0, idle), the load within 25 ms; slots exactly. The twin, calibrated
 /// in turn, moves no figure further than `--check` allows (15 % or the figures' own range).
@@ -83,11 +84,13 @@ fn within(what: &str, got: f64, want: f64, rel: f64) {
 fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
     let mut known = ConfigFile::from_toml(KNOWN).expect("the known configuration parses");
     // A second model the agents use (`--with-models helper`): slower to load, half as fast
-    // at decoding and at a prompt, its first token 20 ms later.
+    // at decoding and at a prompt (at an empty context), each of its prompt tokens slower by
+    // 10 per 1,000 before it (the model's prompt a straight line), its first token 20 ms later.
     let mut helper = ModelSpec { name: "helper:latest".into(), ..known.models[0].clone() };
     helper.profile.load_ms = DistSpec::constant(150.0);
     helper.profile.decode_tokens_per_s = 1000.0;
     helper.profile.prompt_tokens_per_s = 10000.0;
+    helper.profile.prompt_slowdown_per_1k = 10.0;
     helper.profile.first_token_ms = DistSpec::constant(24.0);
     known.models.push(helper);
     let sim = SimBuilder::new().config(known).seed(5).time_scale(1.0).start().expect("the simulator starts");
@@ -162,22 +165,28 @@ fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
     assert!((back.models[1].profile.load_ms.mean - 150.0).abs() <= 25.0, "the helper's load: {:?}", cal.others);
     let (main, helper) = (&back.models[0].profile, &back.models[1].profile);
     eprintln!(
-        "helper: decode {} / {}, prompt {} / {}, first token {} / {}",
+        "helper: decode {} / {}, prompt {} / {} bending {} / {}, first token {} / {}",
         helper.decode_tokens_per_s,
         main.decode_tokens_per_s,
         helper.prompt_tokens_per_s,
         main.prompt_tokens_per_s,
+        helper.prompt_slowdown_per_1k,
+        main.prompt_slowdown_per_1k,
         helper.first_token_ms.mean,
         main.first_token_ms.mean
     );
     within("the helper's speed over the model's", helper.decode_tokens_per_s / main.decode_tokens_per_s, 0.5, 0.15);
+    // Its bend: what a prompt of 2,000 tokens (beyond the longest measured, as an agent's long
+    // history) costs it, 2,200 ms as configured (0.1 ms a token, times 1 + 10 x 999.5 / 1,000),
+    // where a straight line through its calls would give about 500. The bend's own figure
+    // trades against the speed at an empty context on so few calls (13.1 with 12,200 tokens/s,
+    // once under two CPU hogs); their product is what a long prompt costs.
+    within("the helper's 2,000-token prompt, ms", helper.prompt_ms(0.0, 2000.0), 2200.0, 0.2);
+    assert_eq!(main.prompt_slowdown_per_1k, 0.0, "the model's prompt is a straight line: {:?}", cal.prompt);
     within("the helper's later first token, ms", helper.first_token_ms.mean - main.first_token_ms.mean, 20.0, 0.25);
-    within(
-        "the helper's prompt speed over the model's",
-        helper.prompt_tokens_per_s / main.prompt_tokens_per_s,
-        0.5,
-        0.2,
-    );
+    // Its prompt of the longest measured length (375 tokens): 107.6 ms as configured, where the
+    // model's takes 18.75.
+    within("the helper's 375-token prompt, ms", helper.prompt_ms(0.0, 375.0), 107.6, 0.15);
     assert!((p.load_ms.mean - 60.0).abs() <= 25.0, "load {} ms: {:?} {:?}", p.load_ms.mean, cal.load_ms, cal.reload_ms);
     within("call overhead", p.call_overhead_ms.mean, 1.0, 0.5);
     assert!(text.contains("# http://127.0.0.1:"), "each server's slots say what measured them:\n{text}");

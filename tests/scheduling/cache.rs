@@ -94,6 +94,43 @@ async fn a_growing_history_is_evaluated_only_past_its_cached_prefix() -> Result 
     Ok(())
 }
 
+/// A prompt whose tokens slow with the context before them (`prompt_slowdown_per_1k`): the
+/// turn that evaluates only past its cached prefix pays for those tokens at their positions,
+/// after the prefix, not as if they began the prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_past_a_cached_prefix_are_evaluated_at_their_positions_speed() -> Result {
+    let mut bent =
+        sim_ollama::advanced::config::default_catalogue().into_iter().find(|m| m.name == "gemma3:latest").unwrap();
+    bent.profile.prompt_slowdown_per_1k = 2.0;
+    let sim = SimBuilder::new()
+        .frozen_clock(true)
+        .time_scale(0.01)
+        .num_parallel(1)
+        .cache_ram_mib(0)
+        .model(bent.clone())
+        .start()?;
+    let mut a = Agent::new("a", 400);
+    let (first, c1, _) = a.turn(&sim).await;
+    let (second, c2, _) = a.turn(&sim).await;
+    // µs at time scale 0.01, as the real server reports it (whole µs).
+    let modelled = |before: u64, n: u64| (bent.profile.prompt_ms(before as f64, n as f64) * 10.0) as u64;
+    assert_eq!(c1.cached_tokens, 0);
+    let n1 = first["prompt_eval_count"].as_u64().unwrap();
+    assert!(us(&first).abs_diff(modelled(0, n1)) <= 1, "{} µs, modelled {}", us(&first), modelled(0, n1));
+    // The second turn's new tokens come after its cached ones: each slower than a token at
+    // the prompt's start.
+    let (cached, evaluated) = (c2.cached_tokens, c2.evaluated_tokens);
+    assert!(cached > 400 && evaluated > 0, "{c2:?}");
+    assert!(
+        us(&second).abs_diff(modelled(cached, evaluated)) <= 1,
+        "{} µs, modelled {}",
+        us(&second),
+        modelled(cached, evaluated)
+    );
+    assert!(modelled(cached, evaluated) > modelled(0, evaluated) * 3 / 2, "at its positions, not the prompt's start");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_return_to_their_own_slots_when_there_is_one_each() -> Result {
     let sim = sim(2, 0);

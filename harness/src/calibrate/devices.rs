@@ -3,7 +3,8 @@
 //! servers decoded at different speeds alone, and what the twin's file says of a server on a
 //! device of its own.
 
-use super::figures::{Calibration, Figure, Pair, fit_sharing, num, round3, sharing_efficiency};
+use super::figures::{Calibration, Figure, Pair, num, round3};
+use super::fits::{fit_sharing, sharing_efficiency};
 
 /// Servers the twin puts on one device, and what measured their sharing.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,7 +1,8 @@
-//! What `harness calibrate` measures and how it fits the simulator's parameters to it: the
-//! figures (a median with its range), the calibration that holds them all, and the fits (the
-//! prompt line, the batching slowdown, a shared device, the slots seen in a round).
+//! What `harness calibrate` measures: the figures (a median with its range), the calibration
+//! that holds them all, and the slots seen in a round. The fits of the simulator's parameters
+//! to them are in `fits.rs`.
 
+use super::fits::PromptFit;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -94,34 +95,6 @@ pub struct ModelMeta {
     pub license: String,
     /// `/api/ps` reported no memory in VRAM: the server runs on a CPU.
     pub cpu: bool,
-}
-
-/// The fitted line of time to first token against prompt length.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PromptFit {
-    /// Time to first token of an empty prompt, ms (the line's intercept).
-    pub intercept_ms: f64,
-    /// Prompt tokens (the simulator's count of the same text) per second; infinite when the
-    /// longest prompt took no longer than the shortest.
-    pub tokens_per_s: f64,
-    /// Spread of the points around the line, ms (standard deviation of the residuals).
-    pub residual_ms: f64,
-    /// The points: (prompt tokens, time to first token in ms).
-    pub points: Vec<(f64, f64)>,
-}
-
-impl PromptFit {
-    /// The line through `points` ([`fit_prompt`]), keeping them.
-    pub fn fit(points: Vec<(f64, f64)>) -> Option<PromptFit> {
-        let (intercept_ms, tokens_per_s, residual_ms) = fit_prompt(&points)?;
-        Some(PromptFit { intercept_ms, tokens_per_s, residual_ms, points })
-    }
-
-    /// Its prompt speed as a profile's `prompt_tokens_per_s`: a prompt too fast to measure is
-    /// a million tokens a second.
-    pub(crate) fn profile_tokens_per_s(&self) -> f64 {
-        if self.tokens_per_s.is_finite() { self.tokens_per_s } else { 1e6 }
-    }
 }
 
 /// Everything measured, kept whatever failed later.
@@ -276,101 +249,6 @@ pub fn decoded_at_once(starts: &[f64], ends: &[f64]) -> usize {
     starts.iter().filter(|&&s| s < first_end).count()
 }
 
-/// The line `y = a + x / rate` through the points by least squares: (intercept, rate,
-/// residual standard deviation). A slope at or below zero is an infinite rate.
-pub fn fit_prompt(points: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
-    let (a, slope, resid) = rising_line(points)?;
-    let rate = if slope > 0.0 { 1000.0 / slope } else { f64::INFINITY };
-    Some((a, rate, resid))
-}
-
-/// The least-squares line `y = a + b x` through at least three points with some spread in x,
-/// never falling (a falling fit is the flat line through the mean): (a, b, residual standard
-/// deviation).
-pub fn rising_line(points: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
-    let n = points.len() as f64;
-    if points.len() < 3 {
-        return None;
-    }
-    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
-    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
-    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    if sxx <= 0.0 {
-        return None;
-    }
-    let slope = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx;
-    let (slope, a) = if slope > 0.0 { (slope, my - slope * mx) } else { (0.0, my) };
-    let resid = (points.iter().map(|p| (p.1 - a - slope * p.0).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
-    Some((a, slope, resid))
-}
-
-/// The line `y = a + b x` by Theil-Sen: the median of the slopes between every two points
-/// (with x apart), the intercept the median of `y - b x`; never falling; (a, b, residual
-/// standard deviation). A few points far off the line (an eighth of a call in which the client
-/// was descheduled: its mean gap tens of times the others) move it little, where they tilt a
-/// least-squares line: the decode line of a known simulator's 100-token calls read a slowdown
-/// of 13 per 1,000 tokens for 2 once, in a suite run.
-pub fn robust_rising_line(points: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
-    if points.len() < 3 {
-        return None;
-    }
-    let median = |mut v: Vec<f64>| -> Option<f64> {
-        v.retain(|x| x.is_finite());
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        let m = v.len() / 2;
-        Some(if v.len() % 2 == 1 { v[m] } else { (v[m - 1] + v[m]) / 2.0 })
-    };
-    let spread = points.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max)
-        - points.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
-    if !(spread > 0.0) {
-        return None;
-    }
-    let mut slopes = Vec::new();
-    for (i, p) in points.iter().enumerate() {
-        for q in &points[i + 1..] {
-            let dx = q.0 - p.0;
-            if dx.abs() > spread * 1e-9 {
-                slopes.push((q.1 - p.1) / dx);
-            }
-        }
-    }
-    let slope = median(slopes)?.max(0.0);
-    let a = median(points.iter().map(|p| p.1 - slope * p.0).collect())?;
-    let n = points.len() as f64;
-    let resid = (points.iter().map(|p| (p.1 - a - slope * p.0).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
-    Some((a, slope, resid))
-}
-
-/// The simulator's batching slowdown that best explains the measured relative speeds: a stream
-/// beside k-1 others runs at `(1 + x) / (1 + p (k - 1) + k x)` of its solo speed, `x` the
-/// calls' attention (`sim_ollama`'s `DeviceSharing::speed`; 0: `1 / (1 + p (k - 1))`); least
-/// squares on `(1 + x) / speed - 1 - k x = p (k - 1)`, never below zero.
-pub fn fit_batch_penalty(rel: &[(usize, f64)], attention: f64) -> Option<f64> {
-    let x = attention.max(0.0);
-    let pts: Vec<(f64, f64)> = rel
-        .iter()
-        .filter(|(k, s)| *k >= 2 && *s > 0.0)
-        .map(|&(k, s)| ((k - 1) as f64, (1.0 + x) / s - 1.0 - k as f64 * x))
-        .collect();
-    let sxx: f64 = pts.iter().map(|p| p.0 * p.0).sum();
-    (sxx > 0.0).then(|| (pts.iter().map(|p| p.0 * p.1).sum::<f64>() / sxx).max(0.0))
-}
-
-/// Whether servers that slowed each other to `together` of their solo speed share a device,
-/// and with what efficiency (`m` servers time-slicing one device each get `efficiency / m`).
-/// Above 0.9 of solo speed, each server is on a device of its own.
-pub fn fit_sharing(together: f64, servers: usize) -> Option<f64> {
-    (together < 0.9).then(|| sharing_efficiency(together, servers))
-}
-
-/// The efficiency of a device `servers` time-slice, each getting `together` of its solo speed.
-pub(crate) fn sharing_efficiency(together: f64, servers: usize) -> f64 {
-    (together * servers as f64).clamp(0.05, 2.0)
-}
-
 /// A number as the twin file writes it: three significant digits or so.
 pub(crate) fn num(x: f64) -> String {
     if !x.is_finite() {
@@ -395,61 +273,6 @@ pub(crate) fn round3(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_prompt_line_recovers_its_slope_and_intercept() {
-        let pts: Vec<(f64, f64)> =
-            [10.0, 100.0, 400.0].iter().flat_map(|&x| [(x, 20.0 + x / 2.0), (x, 20.0 + x / 2.0)]).collect();
-        let (a, rate, resid) = fit_prompt(&pts).unwrap();
-        assert!((a - 20.0).abs() < 1e-9 && (rate - 2000.0).abs() < 1e-6 && resid < 1e-9, "{a} {rate} {resid}");
-        // No slope: an infinite prompt speed, the mean as the intercept.
-        let (a, rate, _) = fit_prompt(&[(10.0, 5.0), (100.0, 5.0), (400.0, 5.0)]).unwrap();
-        assert_eq!((a, rate), (5.0, f64::INFINITY));
-        assert!(fit_prompt(&[(10.0, 5.0), (10.0, 6.0), (10.0, 7.0)]).is_none());
-    }
-
-    #[test]
-    fn a_few_stalled_eighths_do_not_tilt_the_robust_line() {
-        // Gaps of 0.5 ms + 1 ms per 1,000 tokens of context, 32 eighths of calls; two of the
-        // last ones stalled to 10 ms. Least squares tilts (a slope several times the true one);
-        // Theil-Sen keeps it.
-        let mut pts: Vec<(f64, f64)> =
-            (0..32).map(|i| (20.0 + (i % 8) as f64 * 12.0, 0.5 + (20.0 + (i % 8) as f64 * 12.0) / 1000.0)).collect();
-        pts[7].1 = 10.0;
-        pts[15].1 = 10.0;
-        let (a, b, _) = robust_rising_line(&pts).unwrap();
-        assert!((a - 0.5).abs() < 0.01 && (b - 0.001).abs() < 2e-4, "{a} {b}");
-        let (_, ls, _) = rising_line(&pts).unwrap();
-        assert!(ls > 0.01, "least squares tilts: {ls}");
-        assert_eq!(robust_rising_line(&[(1.0, 1.0), (1.0, 2.0), (1.0, 3.0)]), None, "no spread in x");
-    }
-
-    #[test]
-    fn the_batch_penalty_explains_the_relative_speeds() {
-        let p = 0.3;
-        let rel: Vec<(usize, f64)> = (2..=4).map(|k| (k, 1.0 / (1.0 + p * (k - 1) as f64))).collect();
-        assert!((fit_batch_penalty(&rel, 0.0).unwrap() - p).abs() < 1e-9);
-        assert_eq!(fit_batch_penalty(&[(2, 1.1)], 0.0), Some(0.0), "faster together is no penalty, not a negative one");
-        assert_eq!(fit_batch_penalty(&[], 0.0), None);
-        // With attention: the CPU build's 1,000-token calls (x = 1.7 at a mean context of 500)
-        // ran at 0.63, 0.42 and 0.32 of solo speed beside 1, 2 and 3 others: p near 0.2, where
-        // without the attention term it reads 0.65.
-        let cpu = [(2, 0.63), (3, 0.42), (4, 0.32)];
-        let with = fit_batch_penalty(&cpu, 1.7).unwrap();
-        assert!((0.1..0.3).contains(&with), "{with}");
-        assert!(fit_batch_penalty(&cpu, 0.0).unwrap() > 0.6);
-        // Recovered from speeds the model itself gives.
-        let dev = sim_ollama::advanced::trace::DeviceSharing { batch_penalty: 0.4, cross_process_efficiency: 1.0 };
-        let made: Vec<(usize, f64)> = (2..=5).map(|k| (k, dev.speed(k, 1, 2.5))).collect();
-        assert!((fit_batch_penalty(&made, 2.5).unwrap() - 0.4).abs() < 1e-9);
-    }
-
-    #[test]
-    fn servers_that_slow_each_other_share_a_device() {
-        assert_eq!(fit_sharing(0.98, 2), None);
-        assert!((fit_sharing(0.62, 2).unwrap() - 1.24).abs() < 1e-9);
-        assert!((fit_sharing(0.39, 2).unwrap() - 0.78).abs() < 1e-9);
-    }
 
     #[test]
     fn slots_are_the_calls_that_started_before_any_finished() {

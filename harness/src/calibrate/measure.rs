@@ -7,9 +7,9 @@
 
 use super::devices::{apart_in_speed, busy_note, device_groups};
 use super::figures::{
-    CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, OtherModel, Pair, PromptFit, Slots, decoded_at_once, num,
-    robust_rising_line,
+    CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, OtherModel, Pair, Slots, decoded_at_once, num,
 };
+use super::fits::{PromptFit, robust_rising_line};
 use crate::client::{CallOpts, CallRecord, Stack, tagged};
 use std::time::{Duration, Instant};
 
@@ -84,6 +84,16 @@ struct Session<'a> {
 /// The longest calibration prompt, in characters (about 375 of the simulator's tokens): well
 /// inside any model's context, with room for the answer.
 const LONG_PROMPT_CHARS: usize = 1500;
+
+/// The prompt lengths of the one-token calls, characters: three, so that a prompt's time that
+/// bends upward with its length shows (`PromptFit::fit`).
+const PROMPT_CHARS: [usize; 3] = [60, 600, LONG_PROMPT_CHARS];
+
+/// [`PROMPT_CHARS`] in words: "60, 600 and 1500 characters".
+fn prompt_lengths_words() -> String {
+    let [a, b, c] = PROMPT_CHARS;
+    format!("{a}, {b} and {c} characters")
+}
 
 /// Words the calibration prompts are made of.
 const FILLER: &str = "The agents read the report, compare the figures with last week, and write a short note on what changed and why it matters to the team. ";
@@ -277,7 +287,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         + n
         + n * plan.reps
         + 1
-        + 3
+        + plan.reps
         + usize::from(n > 1)
         + ks.len()
         + (n - 1)
@@ -373,12 +383,14 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         ));
     }
 
-    // 3. Time to first token against prompt length: one-token calls at three lengths.
+    // 3. Time to first token against prompt length: one-token calls at three lengths, in
+    // rounds of one call at each (a slow stretch of the machine then slows calls of every
+    // length, not all the calls of one, which would bend the line).
     let mut points = Vec::new();
     let mut short = Vec::new();
     let mut long = vec![Vec::new(); n];
-    for (li, chars) in [60usize, 600, LONG_PROMPT_CHARS].into_iter().enumerate() {
-        for _ in 0..plan.reps {
+    for round in 1..=plan.reps {
+        for (li, chars) in PROMPT_CHARS.into_iter().enumerate() {
             let p = s.prompt(chars);
             let tokens = f64::from(sim_ollama::advanced::prompt_tokens(&p));
             let r = s.call(0, p, 1, serde_json::json!({})).await?;
@@ -389,7 +401,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
                 _ => {}
             }
         }
-        step(&format!("one-token calls of {chars} characters"), true);
+        step(&format!("one-token calls of {}, round {round} of {}", prompt_lengths_words(), plan.reps), true);
     }
     // With more servers, the long prompt's time to first token on every server, in rounds of
     // one call each (as the solo calls): a device may process prompts faster or slower than it
@@ -561,15 +573,16 @@ async fn others(s: &Session<'_>, cal: &mut Calibration) -> Result<(), String> {
         // so that its first call loads it.
         s.unload_model(0, name).await?;
         let first = s.first_token_of(name, 0).await?;
-        // Its time to first token at the model's shortest and longest prompt.
+        // Its time to first token at the model's three prompt lengths, in rounds (as the
+        // model's).
         let (mut warm, mut points) = (Vec::new(), Vec::new());
-        for chars in [60, LONG_PROMPT_CHARS] {
-            for _ in 0..s.plan.reps {
+        for _ in 0..s.plan.reps {
+            for chars in PROMPT_CHARS {
                 let p = s.prompt(chars);
                 let tokens = f64::from(sim_ollama::advanced::prompt_tokens(&p));
                 let t = ttft_ms(&s.call_of(name, 0, p, 1).await?);
                 points.push((tokens, t));
-                if chars == 60 {
+                if chars == PROMPT_CHARS[0] {
                     warm.push(t);
                 }
             }

@@ -6,9 +6,8 @@
 //! writer and the drift check read the same figures, and the tests check one against the other.
 
 use super::devices::{DeviceGroup, alone_words, apart_in_speed, device_groups, device_prompt_speed, device_speed};
-use super::figures::{
-    Calibration, Figure, LoadBurst, ModelMeta, OtherModel, fit_batch_penalty, num, round3, sharing_efficiency,
-};
+use super::figures::{Calibration, Figure, LoadBurst, ModelMeta, OtherModel, num, round3};
+use super::fits::{PromptFit, fit_batch_penalty, sharing_efficiency};
 use serde::Serialize;
 use sim_ollama::advanced::config::{ConfigFile, DeviceSpec, InstanceSpec, Jitter, ModelSpec, Profile};
 use sim_ollama::advanced::dist::{DistKind, DistSpec};
@@ -31,11 +30,11 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
     let (first_token, prompt_rate, first_cv) = match &cal.prompt {
         Some(p) => {
             let ft = (p.intercept_ms - overhead - gap_ms).max(0.0);
-            let cv = if ft > 0.0 { (p.residual_ms / ft).min(1.0) } else { 0.0 };
-            (ft, p.profile_tokens_per_s(), cv)
+            (ft, p.profile_tokens_per_s(), first_token_cv(p, ft))
         }
         None => (0.0, 1e6, 0.0),
     };
+    let prompt_slowdown = cal.prompt.as_ref().map_or(0.0, |p| p.slowdown_per_1k);
     why.push(("decode_tokens_per_s", match cal.decode_line {
         Some((a, b)) if b > 0.0 => format!("the speed at an empty context of the line through the solo calls' mean gaps (over eighths of each call) against the context before them ({} ms + {} ms per 1,000 tokens of context); those calls averaged {}", num(a), num(1000.0 * b), decode.words("tokens/s")),
         _ => format!("solo calls, tokens after the first over the time they took (their gaps did not grow with context): {}", decode.words("tokens/s")),
@@ -65,7 +64,11 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
     match &cal.prompt {
         Some(p) => {
             why.push(("prompt_tokens_per_s", format!("the slope of time to first token against prompt length ({} one-token calls, in the simulator's token counts of the same texts){}", p.points.len(), if p.tokens_per_s.is_finite() { String::new() } else { "; the longest prompt was no slower than the shortest: too fast to measure".into() })));
-            why.push(("first_token_ms", format!("the line's intercept {} ms less the call overhead and one token's gap; spread: the points lie within {} ms of the line", num(p.intercept_ms), num(p.residual_ms))));
+            if p.slowdown_per_1k > 0.0 {
+                why.push(("prompt_slowdown_per_1k", format!("the times bend upward with prompt length beyond their noise (a straight line misses some length's time by more than 15 % and 5 ms, and is unlikely at 1 %): each prompt token slower the more come before it, fitted as a curve; the slope above is its speed at an empty context")));
+            }
+            let line = if p.slowdown_per_1k > 0.0 { "curve" } else { "line" };
+            why.push(("first_token_ms", format!("the {line}'s intercept {} ms less the call overhead and one token's gap; spread: the points lie within {} ms of the {line}", num(p.intercept_ms), num(p.residual_ms))));
         }
         None => why.push(("first_token_ms", "not measured".into())),
     }
@@ -95,6 +98,7 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
         cold_load_ms: None,
         call_overhead_ms: DistSpec::constant(round3(overhead)),
         prompt_tokens_per_s: round3(prompt_rate),
+        prompt_slowdown_per_1k: round3(prompt_slowdown),
         first_token_ms: DistSpec {
             dist: DistKind::Normal,
             mean: round3(first_token),
@@ -264,22 +268,28 @@ fn others(cal: &Calibration, file: &mut ConfigFile, why: &mut Vec<(&'static str,
         let mut own_words =
             vec![format!("its load, {} ms: its first call's time to first token over its warm calls'", num(o.load_ms))];
         let mut kept = Vec::new();
-        for (what, fig) in
-            [("decode speed", &own.speed), ("prompt speed", &own.prompt), ("time to first token", &own.first_token)]
-        {
+        let words = |f: &Option<(f64, String)>| f.as_ref().map(|(_, w)| w.clone());
+        for (what, fig) in [
+            ("decode speed", words(&own.speed)),
+            ("prompt speed", own.prompt.as_ref().map(|(_, w)| w.clone())),
+            ("time to first token", words(&own.first_token)),
+        ] {
             match fig {
-                Some((_, words)) => own_words.push(format!("its {what}, {words}")),
+                Some(words) => own_words.push(format!("its {what}, {words}")),
                 None => kept.push(what),
             }
         }
         if let Some((x, _)) = own.speed {
             m.profile.decode_tokens_per_s = round3(main.profile.decode_tokens_per_s * x);
         }
-        if let Some((rate, _)) = own.prompt {
+        if let Some(((rate, bend), _)) = own.prompt {
             m.profile.prompt_tokens_per_s = round3(rate);
+            m.profile.prompt_slowdown_per_1k = round3(bend);
         }
         if let Some((ft, _)) = own.first_token {
+            // Its spread too: its own calls' around its own line, not the model's.
             m.profile.first_token_ms.mean = round3(ft);
+            m.profile.first_token_ms.cv = round3(o.prompt.as_ref().map_or(0.0, |p| first_token_cv(p, ft)));
         }
         let kept = if kept.is_empty() {
             String::new()
@@ -322,9 +332,9 @@ struct OwnFigures {
     /// more than 15 % from the model's median on the first server (the devices' rule,
     /// [`apart_in_speed`]).
     speed: Option<(f64, String)>,
-    /// Its prompt tokens per second: where its long prompt's time over its short one's differs
-    /// from the model's by more than 5 ms and 15 %.
-    prompt: Option<(f64, String)>,
+    /// Its prompt tokens per second and slowdown per 1,000 tokens of context: where its long
+    /// prompt's time over its short one's differs from the model's by more than 5 ms and 15 %.
+    prompt: Option<((f64, f64), String)>,
     /// Its `first_token_ms`, its line's intercept less the call overhead and one of its own
     /// gaps (as the model's): where one of the two above is its own, or its short prompt's
     /// time to first token differs from the model's by more than 5 ms and 15 % (a busy
@@ -353,21 +363,28 @@ impl OwnFigures {
             )),
             _ => None,
         };
-        // Milliseconds per prompt token, and the span of prompts both lines were measured over.
-        let per_token = |rate: f64| if rate.is_finite() && rate > 0.0 { 1000.0 / rate } else { 0.0 };
-        let main_slope = per_token(main.prompt_tokens_per_s);
+        // What a prompt of `t` tokens costs on the model's profile, ms.
+        let model_ms = |t: f64| if main.prompt_tokens_per_s.is_finite() { main.prompt_ms(0.0, t) } else { 0.0 };
         let prompt = o.prompt.as_ref().and_then(|p| {
-            let span = p.points.iter().map(|x| x.0).fold(f64::NAN, f64::max)
-                - p.points.iter().map(|x| x.0).fold(f64::NAN, f64::min);
-            let (own, model) = (per_token(p.tokens_per_s) * span, main_slope * span);
+            // The shortest and longest prompts both were measured at.
+            let (lo, hi) = (
+                p.points.iter().map(|x| x.0).fold(f64::NAN, f64::min),
+                p.points.iter().map(|x| x.0).fold(f64::NAN, f64::max),
+            );
+            let (own, model) = (p.at(hi) - p.at(lo), model_ms(hi) - model_ms(lo));
             apart(own, model).then(|| {
+                let bend = if p.slowdown_per_1k > 0.0 {
+                    format!(" at an empty context, each token slower by {} per 1,000 before it (its times bend upward beyond their noise)", num(p.slowdown_per_1k))
+                } else {
+                    String::new()
+                };
                 (
-                    p.profile_tokens_per_s(),
+                    (p.profile_tokens_per_s(), p.slowdown_per_1k),
                     format!(
-                        "{} tokens/s: {} ms more for a prompt {} tokens longer, the model's {} ms ({} one-token calls)",
+                        "{} tokens/s{bend}: {} ms more for a prompt {} tokens longer, the model's {} ms ({} one-token calls)",
                         num(p.tokens_per_s),
                         num(own),
-                        num(span),
+                        num(hi - lo),
                         num(model),
                         p.points.len()
                     ),
@@ -383,7 +400,7 @@ impl OwnFigures {
                 let intercept = if prompt.is_some() {
                     p.intercept_ms
                 } else {
-                    p.points.iter().map(|(t, ms)| ms - main_slope * t).sum::<f64>() / p.points.len().max(1) as f64
+                    p.points.iter().map(|(t, ms)| ms - model_ms(*t)).sum::<f64>() / p.points.len().max(1) as f64
                 };
                 let below = overhead + gap_ms - intercept;
                 let ft = (-below).max(0.0);
@@ -410,6 +427,12 @@ impl OwnFigures {
         };
         OwnFigures { speed, prompt, first_token }
     }
+}
+
+/// The spread of a first token of `ft` ms whose one-token calls lie within `p.residual_ms` of
+/// their line: the coefficient of variation, at most 1 (0 for no first token).
+fn first_token_cv(p: &PromptFit, ft: f64) -> f64 {
+    if ft > 0.0 { (p.residual_ms / ft).min(1.0) } else { 0.0 }
 }
 
 /// Adds `text` to the comment on `key`, or makes it that comment.
@@ -690,6 +713,7 @@ mod tests {
                 intercept_ms: 10.0,
                 tokens_per_s: 5000.0,
                 residual_ms: 1.0,
+                slowdown_per_1k: 0.0,
                 points: vec![(10.0, 12.0)],
             }),
             slots: vec![
@@ -731,6 +755,7 @@ mod tests {
                 intercept_ms: 60.0,
                 tokens_per_s: 2500.0,
                 residual_ms: 0.0,
+                slowdown_per_1k: 0.0,
                 points: vec![(15.0, 66.0), (375.0, 210.0)],
             }),
             decode_tokens_per_s: Figure::of(&[40.0, 42.0]),
@@ -758,6 +783,7 @@ mod tests {
             intercept_ms: 9.0,
             tokens_per_s: 5000.0,
             residual_ms: 0.0,
+            slowdown_per_1k: 0.0,
             points: vec![(15.0, 12.0), (375.0, 84.0)],
         });
         let (file, why) = twin(&close).expect("a twin");
@@ -779,6 +805,51 @@ mod tests {
         let drifts = check(&cal, &evicting);
         assert!(drifts.iter().any(|d| d.figure == "models still loaded together" && d.moved), "{drifts:?}");
         assert!(drifts.iter().any(|d| d.figure == "load of helper, ms" && !d.moved), "{drifts:?}");
+    }
+
+    #[test]
+    fn a_prompt_time_that_bends_upward_gives_the_twin_a_prompt_slowdown_the_model_and_each_other_model_its_own() {
+        let mut cal = measured();
+        // 2 ms a prompt token at an empty context, 4 per 1,000 slower per token before it.
+        let bent = PromptFit {
+            intercept_ms: 150.0,
+            tokens_per_s: 500.0,
+            residual_ms: 3.0,
+            slowdown_per_1k: 4.0,
+            points: vec![(15.0, 181.0), (375.0, 1461.0)],
+        };
+        cal.prompt = Some(bent.clone());
+        let (file, why) = twin(&cal).expect("a twin");
+        let text = to_toml(&cal, &file, &why).expect("written");
+        let back = ConfigFile::from_toml(&text).expect("loads");
+        let p = &back.models[0].profile;
+        assert_eq!((p.prompt_tokens_per_s, p.prompt_slowdown_per_1k), (500.0, 4.0), "{text}");
+        assert!(text.replace("\n# ", " ").contains("bend upward with prompt length"), "{text}");
+        // The twin's prompt of 375 tokens takes what the curve gives it, less the intercept.
+        assert!((p.prompt_ms(0.0, 375.0) - (bent.at(375.0) - 150.0)).abs() < 1e-6);
+        // Another model whose prompt bends (the model's a line): its own speed and bend.
+        let mut with_other = measured();
+        with_other.others = vec![OtherModel {
+            name: "helper".into(),
+            loaded_as: "helper:latest".into(),
+            load_ms: 420.0,
+            meta: None,
+            warm_ttft_ms: Figure::of(&[181.0]),
+            prompt: Some(bent),
+            decode_tokens_per_s: Figure::of(&[40.0, 42.0]),
+        }];
+        let (file, why) = twin(&with_other).expect("a twin");
+        let text = to_toml(&with_other, &file, &why).expect("written");
+        let back = ConfigFile::from_toml(&text).expect("loads");
+        let (main, helper) = (&back.models[0].profile, &back.models[1].profile);
+        assert_eq!((main.prompt_slowdown_per_1k, helper.prompt_slowdown_per_1k), (0.0, 4.0), "{text}");
+        assert!(text.replace("\n# ", " ").contains("each token slower by 4.00 per 1,000 before it"), "{text}");
+        // Its first token: the curve's intercept less the overhead and one of its gaps, no
+        // longer below zero.
+        assert!((helper.first_token_ms.mean - (150.0 - 2.0 - 1000.0 / 41.0)).abs() < 1.0, "{text}");
+        // Its spread its own calls' (3 ms about 124), not the model's (1 ms about 7).
+        assert!((helper.first_token_ms.cv - 3.0 / 124.0).abs() < 2e-3, "{text}");
+        assert!(!text.contains("falls below zero"), "{text}");
     }
 
     #[test]

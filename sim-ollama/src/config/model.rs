@@ -35,6 +35,7 @@ impl ModelSpec {
                 decode_tokens_per_s,
                 inter_token: Jitter { dist: DistKind::Constant, cv: 0.0 },
                 decode_slowdown_per_1k: 0.0,
+                prompt_slowdown_per_1k: 0.0,
                 output_tokens: DistSpec::constant(f64::from(output_tokens)),
                 thinking_tokens: None,
                 template_tokens: 0,
@@ -66,7 +67,7 @@ impl ModelSpec {
         let context = f64::from(prompt_tokens) + f64::from(tokens.saturating_sub(1)) / 2.0;
         p.call_overhead_ms.mean
             + p.first_token_ms.mean
-            + f64::from(prompt_tokens) / p.prompt_tokens_per_s * 1000.0
+            + p.prompt_ms(0.0, f64::from(prompt_tokens))
             + decode * f64::from(tokens) * (1.0 + p.decode_slowdown_per_1k * context / 1000.0)
     }
 

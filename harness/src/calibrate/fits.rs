@@ -1,0 +1,348 @@
+//! The fits `harness calibrate` makes of what it measured: the prompt's line (or curve) of
+//! time to first token against length, the lines of speed against context, the batching
+//! slowdown, and a shared device's efficiency.
+
+use serde::{Deserialize, Serialize};
+
+/// The fitted line (or curve) of time to first token against prompt length.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PromptFit {
+    /// Time to first token of an empty prompt, ms (the line's intercept).
+    pub intercept_ms: f64,
+    /// Prompt tokens (the simulator's count of the same text) per second at an empty context;
+    /// infinite when the longest prompt took no longer than the shortest.
+    pub tokens_per_s: f64,
+    /// Spread of the points around the line, ms (standard deviation of the residuals).
+    pub residual_ms: f64,
+    /// How much slower a prompt token evaluates per 1,000 tokens before it (the simulator's
+    /// `prompt_slowdown_per_1k`), where the points bend upward beyond their noise
+    /// ([`PromptFit::fit`]); 0: a straight line.
+    #[serde(default)]
+    pub slowdown_per_1k: f64,
+    /// The points: (prompt tokens, time to first token in ms).
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A bend of the prompt's time is fitted where the line through each length's fastest call
+/// misses the curve through them, at some length, by more than this share of that call's time
+/// and [`BEND_MIN_MS`]: a bend that changes nothing a verdict reads is not fitted.
+const BEND_SHARE: f64 = 0.15;
+const BEND_MIN_MS: f64 = 5.0;
+
+impl PromptFit {
+    /// The line through `points` ([`fit_prompt`]), keeping them; or, where the points bend
+    /// upward (each prompt token slower the more tokens precede it: attention), the curve
+    /// `a + g n (1 + s (n - 1) / 2000)` of the simulator's prompt time, `s` the slowdown per
+    /// 1,000 tokens, fitted to every point. Whether they bend is read from each length's
+    /// fastest call: a machine's stall only adds time, and one slow stretch over the longest
+    /// prompt's calls bends a line through every point, not through the fastest
+    /// ([`BEND_SHARE`], [`BEND_MIN_MS`]).
+    pub fn fit(points: Vec<(f64, f64)>) -> Option<PromptFit> {
+        let (intercept_ms, tokens_per_s, residual_ms) = fit_prompt(&points)?;
+        let line = PromptFit { intercept_ms, tokens_per_s, residual_ms, slowdown_per_1k: 0.0, points };
+        Some(line.bent().unwrap_or(line))
+    }
+
+    /// The curve through the points where their fastest calls bend ([`PromptFit::fit`]).
+    fn bent(&self) -> Option<PromptFit> {
+        // Each length's fastest call.
+        let mut fastest: Vec<(f64, f64)> = Vec::new();
+        for &(x, y) in &self.points {
+            match fastest.iter_mut().find(|p| p.0 == x) {
+                Some(p) => p.1 = p.1.min(y),
+                None => fastest.push((x, y)),
+            }
+        }
+        if fastest.len() < 3 {
+            return None;
+        }
+        let (la, lb, _) = rising_line(&fastest)?;
+        // Through three lengths exactly: `rising_curve` wants a fourth point, so each counts twice.
+        let doubled: Vec<(f64, f64)> = fastest.iter().flat_map(|&p| [p, p]).collect();
+        let (ca, cb, cc, _) = rising_curve(&doubled)?;
+        let bends = cc > 0.0
+            && fastest.iter().any(|&(x, y)| {
+                let miss = (la + lb * x - (ca + cb * x + cc * x * x)).abs();
+                miss > BEND_MIN_MS && miss > BEND_SHARE * y.abs()
+            });
+        let (a, b, c, residual_ms) = rising_curve(&self.points)?;
+        (bends && c > 0.0).then(|| {
+            let g = b + c;
+            PromptFit {
+                intercept_ms: a,
+                tokens_per_s: 1000.0 / g,
+                residual_ms,
+                slowdown_per_1k: 2000.0 * c / g,
+                points: self.points.clone(),
+            }
+        })
+    }
+
+    /// The time to first token it gives a prompt of `tokens`, ms (the simulator's
+    /// `Profile::prompt_ms` plus the intercept).
+    pub fn at(&self, tokens: f64) -> f64 {
+        let per_token =
+            if self.tokens_per_s.is_finite() && self.tokens_per_s > 0.0 { 1000.0 / self.tokens_per_s } else { 0.0 };
+        self.intercept_ms + per_token * tokens * (1.0 + self.slowdown_per_1k * (tokens - 1.0).max(0.0) / 2000.0)
+    }
+
+    /// Its prompt speed as a profile's `prompt_tokens_per_s`: a prompt too fast to measure is
+    /// a million tokens a second.
+    pub(crate) fn profile_tokens_per_s(&self) -> f64 {
+        if self.tokens_per_s.is_finite() { self.tokens_per_s } else { 1e6 }
+    }
+}
+
+/// The line `y = a + x / rate` through the points by least squares: (intercept, rate,
+/// residual standard deviation). A slope at or below zero is an infinite rate.
+pub fn fit_prompt(points: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
+    let (a, slope, resid) = rising_line(points)?;
+    let rate = if slope > 0.0 { 1000.0 / slope } else { f64::INFINITY };
+    Some((a, rate, resid))
+}
+
+/// The least-squares line `y = a + b x` through at least three points with some spread in x,
+/// never falling (a falling fit is the flat line through the mean): (a, b, residual standard
+/// deviation).
+pub fn rising_line(points: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
+    let n = points.len() as f64;
+    if points.len() < 3 {
+        return None;
+    }
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if sxx <= 0.0 {
+        return None;
+    }
+    let slope = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx;
+    let (slope, a) = if slope > 0.0 { (slope, my - slope * mx) } else { (0.0, my) };
+    let resid = (points.iter().map(|p| (p.1 - a - slope * p.0).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    Some((a, slope, resid))
+}
+
+/// The least-squares curve `y = a + b x + c x^2` through at least four points at three or more
+/// distinct x, `b` never below zero (such a fit is `y = a + c x^2`): (a, b, c, residual
+/// standard deviation over n - 3 degrees of freedom).
+pub fn rising_curve(points: &[(f64, f64)]) -> Option<(f64, f64, f64, f64)> {
+    let mut xs: Vec<f64> = points.iter().map(|p| p.0).collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    if points.len() < 4 || xs.len() < 3 {
+        return None;
+    }
+    // Least squares in the basis `cols` (each a function of x), by the normal equations.
+    let solve = |cols: &[fn(f64) -> f64]| -> Option<Vec<f64>> {
+        let k = cols.len();
+        let mut m = vec![vec![0.0; k + 1]; k];
+        for &(x, y) in points {
+            for i in 0..k {
+                for j in 0..k {
+                    m[i][j] += cols[i](x) * cols[j](x);
+                }
+                m[i][k] += cols[i](x) * y;
+            }
+        }
+        // Gaussian elimination with partial pivoting.
+        for col in 0..k {
+            let pivot = (col..k).max_by(|&a, &b| m[a][col].abs().total_cmp(&m[b][col].abs()))?;
+            m.swap(col, pivot);
+            if m[col][col].abs() < 1e-300 {
+                return None;
+            }
+            for row in 0..k {
+                if row != col {
+                    let f = m[row][col] / m[col][col];
+                    for j in col..=k {
+                        m[row][j] -= f * m[col][j];
+                    }
+                }
+            }
+        }
+        Some((0..k).map(|i| m[i][k] / m[i][i]).collect())
+    };
+    let full = solve(&[|_| 1.0, |x| x, |x| x * x])?;
+    let (a, b, c) = if full[1] >= 0.0 {
+        (full[0], full[1], full[2])
+    } else {
+        let q = solve(&[|_| 1.0, |x| x * x])?;
+        (q[0], 0.0, q[1])
+    };
+    let rss: f64 = points.iter().map(|&(x, y)| (y - a - b * x - c * x * x).powi(2)).sum();
+    Some((a, b, c, (rss / (points.len() as f64 - 3.0)).sqrt()))
+}
+
+/// The line `y = a + b x` by Theil-Sen: the median of the slopes between every two points
+/// (with x apart), the intercept the median of `y - b x`; never falling; (a, b, residual
+/// standard deviation). A few points far off the line (an eighth of a call in which the client
+/// was descheduled: its mean gap tens of times the others) move it little, where they tilt a
+/// least-squares line: the decode line of a known simulator's 100-token calls read a slowdown
+/// of 13 per 1,000 tokens for 2 once, in a suite run.
+pub fn robust_rising_line(points: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
+    if points.len() < 3 {
+        return None;
+    }
+    let median = |mut v: Vec<f64>| -> Option<f64> {
+        v.retain(|x| x.is_finite());
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let m = v.len() / 2;
+        Some(if v.len() % 2 == 1 { v[m] } else { (v[m - 1] + v[m]) / 2.0 })
+    };
+    let spread = points.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max)
+        - points.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
+    if !(spread > 0.0) {
+        return None;
+    }
+    let mut slopes = Vec::new();
+    for (i, p) in points.iter().enumerate() {
+        for q in &points[i + 1..] {
+            let dx = q.0 - p.0;
+            if dx.abs() > spread * 1e-9 {
+                slopes.push((q.1 - p.1) / dx);
+            }
+        }
+    }
+    let slope = median(slopes)?.max(0.0);
+    let a = median(points.iter().map(|p| p.1 - slope * p.0).collect())?;
+    let n = points.len() as f64;
+    let resid = (points.iter().map(|p| (p.1 - a - slope * p.0).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    Some((a, slope, resid))
+}
+
+/// The simulator's batching slowdown that best explains the measured relative speeds: a stream
+/// beside k-1 others runs at `(1 + x) / (1 + p (k - 1) + k x)` of its solo speed, `x` the
+/// calls' attention (`sim_ollama`'s `DeviceSharing::speed`; 0: `1 / (1 + p (k - 1))`); least
+/// squares on `(1 + x) / speed - 1 - k x = p (k - 1)`, never below zero.
+pub fn fit_batch_penalty(rel: &[(usize, f64)], attention: f64) -> Option<f64> {
+    let x = attention.max(0.0);
+    let pts: Vec<(f64, f64)> = rel
+        .iter()
+        .filter(|(k, s)| *k >= 2 && *s > 0.0)
+        .map(|&(k, s)| ((k - 1) as f64, (1.0 + x) / s - 1.0 - k as f64 * x))
+        .collect();
+    let sxx: f64 = pts.iter().map(|p| p.0 * p.0).sum();
+    (sxx > 0.0).then(|| (pts.iter().map(|p| p.0 * p.1).sum::<f64>() / sxx).max(0.0))
+}
+
+/// Whether servers that slowed each other to `together` of their solo speed share a device,
+/// and with what efficiency (`m` servers time-slicing one device each get `efficiency / m`).
+/// Above 0.9 of solo speed, each server is on a device of its own.
+pub fn fit_sharing(together: f64, servers: usize) -> Option<f64> {
+    (together < 0.9).then(|| sharing_efficiency(together, servers))
+}
+
+/// The efficiency of a device `servers` time-slice, each getting `together` of its solo speed.
+pub(crate) fn sharing_efficiency(together: f64, servers: usize) -> f64 {
+    (together * servers as f64).clamp(0.05, 2.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prompt_line_recovers_its_slope_and_intercept() {
+        let pts: Vec<(f64, f64)> =
+            [10.0, 100.0, 400.0].iter().flat_map(|&x| [(x, 20.0 + x / 2.0), (x, 20.0 + x / 2.0)]).collect();
+        let (a, rate, resid) = fit_prompt(&pts).unwrap();
+        assert!((a - 20.0).abs() < 1e-9 && (rate - 2000.0).abs() < 1e-6 && resid < 1e-9, "{a} {rate} {resid}");
+        // No slope: an infinite prompt speed, the mean as the intercept.
+        let (a, rate, _) = fit_prompt(&[(10.0, 5.0), (100.0, 5.0), (400.0, 5.0)]).unwrap();
+        assert_eq!((a, rate), (5.0, f64::INFINITY));
+        assert!(fit_prompt(&[(10.0, 5.0), (10.0, 6.0), (10.0, 7.0)]).is_none());
+    }
+
+    /// Five one-token calls at each of the calibration's three lengths (about 15, 150 and 375 of
+    /// the simulator's tokens), each time `f(tokens)` off by -4 %, -2 %, 0, +2 %, +4 %.
+    fn calls(f: impl Fn(f64) -> f64) -> Vec<(f64, f64)> {
+        [15.0, 150.0, 375.0].iter().flat_map(|&x| [0.96, 0.98, 1.0, 1.02, 1.04].map(|e| (x, f(x) * e))).collect()
+    }
+
+    #[test]
+    fn a_prompt_time_that_bends_upward_is_fitted_as_a_curve_and_a_straight_one_as_a_line() {
+        // As the 34 M-parameter model on the real CPU server: 150 ms, then 2 ms a token at an
+        // empty context, each token slower by 4 per 1,000 before it (195 ms at 15 tokens,
+        // about 1,940 at 375).
+        let bent = PromptFit::fit(calls(|x| 150.0 + 2.0 * x * (1.0 + 4.0 * (x - 1.0) / 2000.0))).unwrap();
+        assert!((bent.slowdown_per_1k - 4.0).abs() < 0.8, "{bent:?}");
+        assert!((bent.tokens_per_s - 500.0).abs() < 75.0, "{bent:?}");
+        assert!((bent.intercept_ms - 150.0).abs() < 30.0, "{bent:?}");
+        // What the curve gives each length is its calls' time within their 4 %.
+        for x in [15.0, 150.0, 375.0] {
+            let want = 150.0 + 2.0 * x * (1.0 + 4.0 * (x - 1.0) / 2000.0);
+            assert!((bent.at(x) / want - 1.0).abs() < 0.04, "{x}: {} {want}", bent.at(x));
+        }
+        // The line through the same points misses the middle length's calls by a tenth and more.
+        let (a, rate, _) = fit_prompt(&bent.points).unwrap();
+        assert!(a + 150.0 * 1000.0 / rate > 1.1 * bent.at(150.0), "{a} {rate}");
+        // The real tiny model (its medians: 5.2, 15.7 and 31.6 ms): a line; so is a straight
+        // one whose middle calls ran 4 % slow.
+        let tiny = |x: f64| {
+            if x < 100.0 {
+                5.2
+            } else if x < 200.0 {
+                15.7
+            } else {
+                31.6
+            }
+        };
+        assert_eq!(PromptFit::fit(calls(tiny)).unwrap().slowdown_per_1k, 0.0);
+        let slow_middle = |x: f64| (20.0 + x) * if x == 150.0 { 1.04 } else { 1.0 };
+        assert_eq!(PromptFit::fit(calls(slow_middle)).unwrap().slowdown_per_1k, 0.0);
+        // One of the longest prompt's calls stalled (three times as long): every point bends,
+        // the fastest calls do not: a line.
+        let mut stalled = calls(|x| 20.0 + x);
+        stalled.iter_mut().rfind(|p| p.0 == 375.0).unwrap().1 *= 3.0;
+        assert!(rising_curve(&stalled).unwrap().2 > 0.0, "a curve through every point bends");
+        assert_eq!(PromptFit::fit(stalled).unwrap().slowdown_per_1k, 0.0);
+        // A bend of a few milliseconds changes no verdict: a line.
+        let slight = |x: f64| 20.0 + 0.1 * x * (1.0 + 4.0 * (x - 1.0) / 2000.0);
+        assert_eq!(PromptFit::fit(calls(slight)).unwrap().slowdown_per_1k, 0.0);
+    }
+
+    #[test]
+    fn a_few_stalled_eighths_do_not_tilt_the_robust_line() {
+        // Gaps of 0.5 ms + 1 ms per 1,000 tokens of context, 32 eighths of calls; two of the
+        // last ones stalled to 10 ms. Least squares tilts (a slope several times the true one);
+        // Theil-Sen keeps it.
+        let mut pts: Vec<(f64, f64)> =
+            (0..32).map(|i| (20.0 + (i % 8) as f64 * 12.0, 0.5 + (20.0 + (i % 8) as f64 * 12.0) / 1000.0)).collect();
+        pts[7].1 = 10.0;
+        pts[15].1 = 10.0;
+        let (a, b, _) = robust_rising_line(&pts).unwrap();
+        assert!((a - 0.5).abs() < 0.01 && (b - 0.001).abs() < 2e-4, "{a} {b}");
+        let (_, ls, _) = rising_line(&pts).unwrap();
+        assert!(ls > 0.01, "least squares tilts: {ls}");
+        assert_eq!(robust_rising_line(&[(1.0, 1.0), (1.0, 2.0), (1.0, 3.0)]), None, "no spread in x");
+    }
+
+    #[test]
+    fn the_batch_penalty_explains_the_relative_speeds() {
+        let p = 0.3;
+        let rel: Vec<(usize, f64)> = (2..=4).map(|k| (k, 1.0 / (1.0 + p * (k - 1) as f64))).collect();
+        assert!((fit_batch_penalty(&rel, 0.0).unwrap() - p).abs() < 1e-9);
+        assert_eq!(fit_batch_penalty(&[(2, 1.1)], 0.0), Some(0.0), "faster together is no penalty, not a negative one");
+        assert_eq!(fit_batch_penalty(&[], 0.0), None);
+        // With attention: the CPU build's 1,000-token calls (x = 1.7 at a mean context of 500)
+        // ran at 0.63, 0.42 and 0.32 of solo speed beside 1, 2 and 3 others: p near 0.2, where
+        // without the attention term it reads 0.65.
+        let cpu = [(2, 0.63), (3, 0.42), (4, 0.32)];
+        let with = fit_batch_penalty(&cpu, 1.7).unwrap();
+        assert!((0.1..0.3).contains(&with), "{with}");
+        assert!(fit_batch_penalty(&cpu, 0.0).unwrap() > 0.6);
+        // Recovered from speeds the model itself gives.
+        let dev = sim_ollama::advanced::trace::DeviceSharing { batch_penalty: 0.4, cross_process_efficiency: 1.0 };
+        let made: Vec<(usize, f64)> = (2..=5).map(|k| (k, dev.speed(k, 1, 2.5))).collect();
+        assert!((fit_batch_penalty(&made, 2.5).unwrap() - 0.4).abs() < 1e-9);
+    }
+
+    #[test]
+    fn servers_that_slow_each_other_share_a_device() {
+        assert_eq!(fit_sharing(0.98, 2), None);
+        assert!((fit_sharing(0.62, 2).unwrap() - 1.24).abs() < 1e-9);
+        assert!((fit_sharing(0.39, 2).unwrap() - 0.78).abs() < 1e-9);
+    }
+}
