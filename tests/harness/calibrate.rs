@@ -84,13 +84,15 @@ fn within(what: &str, got: f64, want: f64, rel: f64) {
 fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
     let mut known = ConfigFile::from_toml(KNOWN).expect("the known configuration parses");
     // A second model the agents use (`--with-models helper`): slower to load, half as fast
-    // at decoding and at a prompt (at an empty context), each of its prompt tokens slower by
-    // 10 per 1,000 before it (the model's prompt a straight line), its first token 20 ms later.
+    // at decoding and at a prompt (at an empty context), its tokens slower by 8 per 1,000 of
+    // context (the model's by 2), each of its prompt tokens slower by 10 per 1,000 before it
+    // (the model's prompt a straight line), its first token 20 ms later.
     let mut helper = ModelSpec { name: "helper:latest".into(), ..known.models[0].clone() };
     helper.profile.load_ms = DistSpec::constant(150.0);
     helper.profile.decode_tokens_per_s = 1000.0;
     helper.profile.prompt_tokens_per_s = 10000.0;
     helper.profile.prompt_slowdown_per_1k = 10.0;
+    helper.profile.decode_slowdown_per_1k = 8.0;
     helper.profile.first_token_ms = DistSpec::constant(24.0);
     known.models.push(helper);
     let sim = SimBuilder::new().config(known).seed(5).time_scale(1.0).start().expect("the simulator starts");
@@ -165,9 +167,11 @@ fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
     assert!((back.models[1].profile.load_ms.mean - 150.0).abs() <= 25.0, "the helper's load: {:?}", cal.others);
     let (main, helper) = (&back.models[0].profile, &back.models[1].profile);
     eprintln!(
-        "helper: decode {} / {}, prompt {} / {} bending {} / {}, first token {} / {}",
+        "helper: decode {} / {} falling {} / {}, prompt {} / {} bending {} / {}, first token {} / {}",
         helper.decode_tokens_per_s,
         main.decode_tokens_per_s,
+        helper.decode_slowdown_per_1k,
+        main.decode_slowdown_per_1k,
         helper.prompt_tokens_per_s,
         main.prompt_tokens_per_s,
         helper.prompt_slowdown_per_1k,
@@ -176,6 +180,9 @@ fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
         main.first_token_ms.mean
     );
     within("the helper's speed over the model's", helper.decode_tokens_per_s / main.decode_tokens_per_s, 0.5, 0.15);
+    // Its own fall with context (its calls after the long prompt at 0.28 of its speed at an
+    // empty context, where the model's slowdown gives 0.54).
+    assert!((helper.decode_slowdown_per_1k - 8.0).abs() <= 2.0, "the helper's slowdown: {:?}", cal.others);
     // Its bend: what a prompt of 2,000 tokens (beyond the longest measured, as an agent's long
     // history) costs it, 2,200 ms as configured (0.1 ms a token, times 1 + 10 x 999.5 / 1,000),
     // where a straight line through its calls would give about 500. The bend's own figure

@@ -196,14 +196,24 @@ pub struct OtherModel {
     /// `warm_ttft_ms`), ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warm_ttft_ms: Option<Figure>,
-    /// Its time to first token against prompt length (the short and the long prompt of the
-    /// model's own line).
+    /// Its time to first token against prompt length (the three lengths of the model's own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<PromptFit>,
     /// Its solo calls' decode speed on the first server (the calls of the model's
     /// `decode_per_server[0]`), tokens/s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode_tokens_per_s: Option<Figure>,
+    /// The line through its solo calls' mean gaps against the context before them (after the
+    /// short and the long prompt), as the model's `decode_line`: (ms at an empty context, ms
+    /// more per token of context).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_line: Option<(f64, f64)>,
+    /// Its solo calls' decode speed after the long prompt, tokens/s ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub long_decode_tokens_per_s: Option<Figure>,
+    /// ... and their mean context (the prompt and half the answer), tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub long_context: Option<f64>,
 }
 
 /// A burst of calls at a load.

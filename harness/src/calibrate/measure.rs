@@ -341,14 +341,14 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
                 + plan.reps * ks.iter().sum::<usize>()
                 + (n - 1) * plan.max_streams
                 + n * (n - 1) * plan.reps
-                + plan.others.len() * plan.reps;
+                + 2 * plan.others.len() * plan.reps;
             let bursts = burst_sizes(plan);
             step(
                 &format!(
                     "one {}-token call takes {per_call:.2} s: the decoding calls take at most {:.0} s, then {} one-token calls, at most {} more in bursts at a load, and at most {} loads",
                     plan.tokens,
                     per_call * calls as f64,
-                    (3 + if n > 1 { n } else { 0 }) * plan.reps + (2 * plan.reps + 1) * plan.others.len(),
+                    (3 + if n > 1 { n } else { 0 }) * plan.reps + (3 * plan.reps + 1) * plan.others.len(),
                     bursts.iter().sum::<usize>(),
                     2 * plan.reps + bursts.len() + plan.others.len()
                 ),
@@ -587,10 +587,23 @@ async fn others(s: &Session<'_>, cal: &mut Calibration) -> Result<(), String> {
                 }
             }
         }
-        let mut rates = Vec::new();
-        for _ in 0..s.plan.reps {
-            let r = s.call_of(name, 0, s.prompt(80), s.plan.tokens).await?;
-            rates.push(decode_rate(&r));
+        // Its solo calls, after the model's short prompt (its speed) and after its long one
+        // (its fall with context): the line through their gaps, as the model's.
+        let (mut rates, mut long_rates, mut by_context) = (Vec::new(), Vec::new(), Vec::new());
+        let mut long_context = None;
+        for chars in [80, LONG_PROMPT_CHARS] {
+            for _ in 0..s.plan.reps {
+                let prompt = s.prompt(chars);
+                let context = f64::from(sim_ollama::advanced::prompt_tokens(&prompt));
+                let r = s.call_of(name, 0, prompt, s.plan.tokens).await?;
+                by_context.extend(segment_gaps(&r, context));
+                if chars == LONG_PROMPT_CHARS {
+                    long_rates.push(decode_rate(&r));
+                    long_context = Some(context + f64::from(s.plan.tokens) / 2.0);
+                } else {
+                    rates.push(decode_rate(&r));
+                }
+            }
         }
         let warm = Figure::of(&warm);
         // The name the server loaded it as (a name without a tag is `:latest`), and its size.
@@ -608,6 +621,9 @@ async fn others(s: &Session<'_>, cal: &mut Calibration) -> Result<(), String> {
             warm_ttft_ms: warm,
             prompt: PromptFit::fit(points),
             decode_tokens_per_s: Figure::of(&rates),
+            decode_line: robust_rising_line(&by_context).map(|(a, b, _)| (a, b)).filter(|(a, _)| *a > 0.0),
+            long_decode_tokens_per_s: Figure::of(&long_rates),
+            long_context,
         });
     }
     let loaded = s.loaded(0).await?;

@@ -65,7 +65,7 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
         Some(p) => {
             why.push(("prompt_tokens_per_s", format!("the slope of time to first token against prompt length ({} one-token calls, in the simulator's token counts of the same texts){}", p.points.len(), if p.tokens_per_s.is_finite() { String::new() } else { "; the longest prompt was no slower than the shortest: too fast to measure".into() })));
             if p.slowdown_per_1k > 0.0 {
-                why.push(("prompt_slowdown_per_1k", format!("the times bend upward with prompt length beyond their noise (a straight line misses some length's time by more than 15 % and 5 ms, and is unlikely at 1 %): each prompt token slower the more come before it, fitted as a curve; the slope above is its speed at an empty context")));
+                why.push(("prompt_slowdown_per_1k", format!("the times bend upward with prompt length beyond the machine's noise (the middle length's fastest call lies more than 5 % and 5 ms below the chord of the shortest's and the longest's): each prompt token slower the more come before it, fitted as a curve to every call; the slope above is its speed at an empty context")));
             }
             let line = if p.slowdown_per_1k > 0.0 { "curve" } else { "line" };
             why.push(("first_token_ms", format!("the {line}'s intercept {} ms less the call overhead and one token's gap; spread: the points lie within {} ms of the {line}", num(p.intercept_ms), num(p.residual_ms))));
@@ -269,9 +269,11 @@ fn others(cal: &Calibration, file: &mut ConfigFile, why: &mut Vec<(&'static str,
             vec![format!("its load, {} ms: its first call's time to first token over its warm calls'", num(o.load_ms))];
         let mut kept = Vec::new();
         let words = |f: &Option<(f64, String)>| f.as_ref().map(|(_, w)| w.clone());
+        let pair_words = |f: &Option<((f64, f64), String)>| f.as_ref().map(|(_, w)| w.clone());
         for (what, fig) in [
             ("decode speed", words(&own.speed)),
-            ("prompt speed", own.prompt.as_ref().map(|(_, w)| w.clone())),
+            ("fall with context", pair_words(&own.line)),
+            ("prompt speed", pair_words(&own.prompt)),
             ("time to first token", words(&own.first_token)),
         ] {
             match fig {
@@ -279,7 +281,10 @@ fn others(cal: &Calibration, file: &mut ConfigFile, why: &mut Vec<(&'static str,
                 None => kept.push(what),
             }
         }
-        if let Some((x, _)) = own.speed {
+        if let Some(((rate, slowdown), _)) = own.line {
+            m.profile.decode_tokens_per_s = rate;
+            m.profile.decode_slowdown_per_1k = slowdown;
+        } else if let Some((x, _)) = own.speed {
             m.profile.decode_tokens_per_s = round3(main.profile.decode_tokens_per_s * x);
         }
         if let Some(((rate, bend), _)) = own.prompt {
@@ -299,7 +304,7 @@ fn others(cal: &Calibration, file: &mut ConfigFile, why: &mut Vec<(&'static str,
         why.push((
             "models",
             format!(
-                "{}: another model the agents use (--with-models), on {}: {}{kept}; its other figures {}'s (its slowdown with context and with other streams not measured)",
+                "{}: another model the agents use (--with-models), on {}: {}{kept}; its other figures {}'s (its slowdown beside other streams not measured)",
                 o.loaded_as,
                 cal.endpoint(0),
                 own_words.join("; "),
@@ -332,6 +337,10 @@ struct OwnFigures {
     /// more than 15 % from the model's median on the first server (the devices' rule,
     /// [`apart_in_speed`]).
     speed: Option<(f64, String)>,
+    /// Its decode speed at an empty context and slowdown per 1,000 tokens of context, from the
+    /// line through its own solo calls' gaps: where its calls after the long prompt all ran
+    /// more than 15 % from what the model's slowdown with context gives them at its speed.
+    line: Option<((f64, f64), String)>,
     /// Its prompt tokens per second and slowdown per 1,000 tokens of context: where its long
     /// prompt's time over its short one's differs from the model's by more than 5 ms and 15 %.
     prompt: Option<((f64, f64), String)>,
@@ -361,6 +370,28 @@ impl OwnFigures {
                     m.words("tokens/s")
                 ),
             )),
+            _ => None,
+        };
+        // Its fall with context: what the twin would serve its calls after the long prompt
+        // at with its speed and the model's slowdown, against what they ran at.
+        let x = speed.as_ref().map_or(1.0, |(x, _)| *x);
+        let line = match (o.decode_line, o.long_decode_tokens_per_s, o.long_context) {
+            (Some((a, b)), Some(long), Some(context)) => {
+                let served = main.decode_tokens_per_s * x / (1.0 + main.decode_slowdown_per_1k * context / 1000.0);
+                apart_in_speed(served, &long).then(|| {
+                    let (rate, slowdown) = (round3(1000.0 / a), round3(1000.0 * b / a));
+                    (
+                        (rate, slowdown),
+                        format!(
+                            "{} tokens/s at an empty context, slower by {} per 1,000 tokens of context (the line through its solo calls' gaps, after the short and the long prompt): its calls after the long prompt ran at {}, where the model's fall with context gives {} tokens/s",
+                            num(rate),
+                            num(slowdown),
+                            long.words("tokens/s"),
+                            num(served)
+                        ),
+                    )
+                })
+            }
             _ => None,
         };
         // What a prompt of `t` tokens costs on the model's profile, ms.
@@ -425,7 +456,7 @@ impl OwnFigures {
             }
             _ => None,
         };
-        OwnFigures { speed, prompt, first_token }
+        OwnFigures { speed, line, prompt, first_token }
     }
 }
 
@@ -759,6 +790,9 @@ mod tests {
                 points: vec![(15.0, 66.0), (375.0, 210.0)],
             }),
             decode_tokens_per_s: Figure::of(&[40.0, 42.0]),
+            decode_line: None,
+            long_decode_tokens_per_s: None,
+            long_context: None,
         }];
         cal.loaded_together = Some(2);
         let (file, why) = twin(&cal).expect("a twin");
@@ -808,6 +842,42 @@ mod tests {
     }
 
     #[test]
+    fn another_model_whose_speed_falls_faster_with_context_gets_its_own_line() {
+        // A helper at 41 tokens/s at an empty context (24.4 ms a token), 0.1 ms more per token
+        // of context; the model's speed does not fall with context (its slowdown 0).
+        let helper = |long: &[f64]| OtherModel {
+            name: "helper".into(),
+            loaded_as: "helper:latest".into(),
+            load_ms: 420.0,
+            meta: None,
+            warm_ttft_ms: Figure::of(&[66.0]),
+            prompt: None,
+            decode_tokens_per_s: Figure::of(&[40.0, 42.0]),
+            decode_line: Some((24.4, 0.1)),
+            long_decode_tokens_per_s: Figure::of(long),
+            long_context: Some(500.0),
+        };
+        let mut cal = measured();
+        // After the long prompt (500 tokens of context) its calls ran at 13-14 tokens/s, where
+        // its speed with the model's slowdown gives 41.
+        cal.others = vec![helper(&[13.0, 14.0])];
+        let (file, why) = twin(&cal).expect("a twin");
+        let text = to_toml(&cal, &file, &why).expect("written");
+        let back = ConfigFile::from_toml(&text).expect("loads");
+        let h = &back.models[1].profile;
+        assert_eq!((h.decode_tokens_per_s, h.decode_slowdown_per_1k), (41.0, 4.1), "{text}");
+        assert!(text.replace("\n# ", " ").contains("slower by 4.10 per 1,000 tokens of context"), "{text}");
+        // Its long calls as the model's slowdown gives them: the model's slowdown, its speed.
+        cal.others = vec![helper(&[39.0, 42.0])];
+        let (file, why) = twin(&cal).expect("a twin");
+        let text = to_toml(&cal, &file, &why).expect("written");
+        let h = &ConfigFile::from_toml(&text).expect("loads").models[1].profile;
+        assert_eq!(h.decode_slowdown_per_1k, 0.0, "{text}");
+        assert!((h.decode_tokens_per_s - 41.0).abs() < 0.5, "{text}");
+        assert!(text.replace("\n# ", " ").contains("fall with context"), "kept, said so: {text}");
+    }
+
+    #[test]
     fn a_prompt_time_that_bends_upward_gives_the_twin_a_prompt_slowdown_the_model_and_each_other_model_its_own() {
         let mut cal = measured();
         // 2 ms a prompt token at an empty context, 4 per 1,000 slower per token before it.
@@ -837,6 +907,9 @@ mod tests {
             warm_ttft_ms: Figure::of(&[181.0]),
             prompt: Some(bent),
             decode_tokens_per_s: Figure::of(&[40.0, 42.0]),
+            decode_line: None,
+            long_decode_tokens_per_s: None,
+            long_context: None,
         }];
         let (file, why) = twin(&with_other).expect("a twin");
         let text = to_toml(&with_other, &file, &why).expect("written");
