@@ -123,6 +123,19 @@ pub(crate) fn check_object(obj: &Map<String, Value>, s: &'static GoStruct) -> Re
     d.saved.map_or(Ok(()), Err)
 }
 
+/// [`check_object`] of an object given as its keys in the body's order, each with the value it
+/// had there (a key that came twice, twice: [`crate::request::Body::occurrences`]).
+pub(crate) fn check_entries<'a>(
+    entries: impl IntoIterator<Item = (&'a String, &'a Value)>,
+    s: &'static GoStruct,
+) -> Result<(), Failure> {
+    let mut d = Decoder::default();
+    for (k, v) in entries {
+        d.fields(&Map::from_iter([(k.clone(), v.clone())]), s)?;
+    }
+    d.saved.map_or(Ok(()), Err)
+}
+
 /// A field of a JSON object as Go's decoder binds it: the last key naming it, exactly or but
 /// for case ([`folds_to`]).
 pub(crate) fn field<'a>(obj: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {

@@ -1,35 +1,17 @@
 //! Request decoding with the real server's error texts. Bodies are read the way Go's
 //! `json.Decoder` reads them (first JSON value only, `null` = `{}`, empty = "missing request
-//! body"), then each field is checked for its type with Go's `cannot unmarshal` message.
+//! body": `request/body.rs`), then each field is checked for its type with Go's `cannot
+//! unmarshal` message.
 
 use crate::error::ApiError;
 use crate::gotype::Decoded;
 use crate::keepalive::KeepAlive;
 use serde_json::{Map, Value};
 
+mod body;
 mod fold;
 
-/// Decodes a body to a JSON object, or the error the real server gives (`go_type` with its
-/// package: `api.GenerateRequest`, `openai.EmbedRequest`; `empty`: the text for no body).
-pub(crate) fn decode_body(body: &[u8], go_type: &str, empty: &str) -> Result<Map<String, Value>, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::bad_request(empty));
-    }
-    let mut stream = serde_json::Deserializer::from_slice(body).into_iter::<Value>();
-    match stream.next() {
-        None => Err(ApiError::bad_request(empty)),
-        Some(Ok(Value::Object(m))) => Ok(fold::request(m, go_type)),
-        Some(Ok(Value::Null)) => Ok(Map::new()),
-        Some(Ok(other)) => Err(ApiError::bad_request(format!(
-            "json: cannot unmarshal {} into Go value of type {go_type}",
-            json_kind(&other)
-        ))),
-        // serde_json refuses what Go's scanner accepts only past Go's own limits (nesting).
-        Some(Err(e)) => {
-            Err(ApiError::bad_request(crate::goscan::syntax_error(body, false).unwrap_or_else(|| e.to_string())))
-        }
-    }
-}
+pub(crate) use body::{Body, decode_body};
 
 /// `decodeImageURL` (openai/openai.go v0.33.0-rc2 738-766), which the OpenAI-compatible routes
 /// read an image with: a web URL is refused, a data URL must be base64 of a JPEG, PNG or WebP
@@ -56,11 +38,18 @@ pub(crate) use crate::gotype::json_kind;
 pub(crate) struct Fields<'a> {
     pub(crate) map: &'a Map<String, Value>,
     go_type: &'static str,
+    /// [`Body`]'s keys in the body's order where a field came twice.
+    order: &'a [(String, Option<Value>)],
 }
 
 impl<'a> Fields<'a> {
     pub(crate) fn new(map: &'a Map<String, Value>, go_type: &'static str) -> Self {
-        Fields { map, go_type }
+        Fields { map, go_type, order: &[] }
+    }
+
+    /// A body's fields, each occurrence of a field that came twice bound in turn ([`Fields::bound`]).
+    pub(crate) fn of(body: &'a Body, go_type: &'static str) -> Self {
+        Fields { map: &body.map, go_type, order: &body.order }
     }
 
     fn get(&self, key: &str) -> Option<&'a Value> {
@@ -83,27 +72,52 @@ impl<'a> Fields<'a> {
     /// struct declares it), as Go's decoder binds them: it goes on past a field of the wrong
     /// type and answers with the earliest, unless a field whose type decodes itself (`own`: an
     /// `UnmarshalJSON` of its own, as `keep_alive`'s `Duration`) fails, which ends the decoding
-    /// there with its error, whatever came before.
+    /// there with its error, whatever came before. A field whose key came more than once is
+    /// checked at each of its places, with the value it had there (`check` and `own` are given
+    /// the fields as they stood: one field, or all of them at its last place).
     pub(crate) fn bound(
         &self,
-        check: impl Fn(&str) -> Result<(), ApiError>,
-        own: impl Fn(&str) -> bool,
+        check: impl Fn(&Fields<'_>, &str) -> Result<(), ApiError>,
+        own: impl Fn(&Fields<'_>, &str) -> bool,
     ) -> Result<(), ApiError> {
         let mut first = None;
-        for key in self.map.keys() {
-            if let Err(e) = check(key) {
-                if own(key) {
+        let mut bind = |f: &Fields<'_>, key: &str| match check(f, key) {
+            Err(e) if own(f, key) => Some(e),
+            Err(e) => {
+                first.get_or_insert(e);
+                None
+            }
+            Ok(()) => None,
+        };
+        if self.order.is_empty() {
+            for key in self.map.keys() {
+                if let Some(e) = bind(self, key) {
                     return Err(e);
                 }
-                first.get_or_insert(e);
+            }
+        } else {
+            for (key, earlier) in self.order {
+                let ended = match earlier {
+                    None => bind(self, key),
+                    Some(v) => {
+                        let one = Map::from_iter([(key.clone(), v.clone())]);
+                        bind(&Fields::new(&one, self.go_type), key)
+                    }
+                };
+                if let Some(e) = ended {
+                    return Err(e);
+                }
             }
         }
         first.map_or(Ok(()), Err)
     }
 
     /// [`Fields::bound`] for a struct with no field that decodes itself.
-    pub(crate) fn in_body_order(&self, check: impl Fn(&str) -> Result<(), ApiError>) -> Result<(), ApiError> {
-        self.bound(check, |_| false)
+    pub(crate) fn in_body_order(
+        &self,
+        check: impl Fn(&Fields<'_>, &str) -> Result<(), ApiError>,
+    ) -> Result<(), ApiError> {
+        self.bound(check, |_, _| false)
     }
 
     /// `tools` decoded as a field of struct `strukt` (`ChatRequest`, `ChatCompletionRequest`), nested
@@ -455,63 +469,47 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn msg(r: Result<Map<String, Value>, ApiError>) -> String {
-        r.unwrap_err().message
-    }
-
     #[test]
-    fn keys_bind_to_fields_ignoring_case_where_go_reads_a_struct_and_maps_keep_theirs() {
-        // As on Ollama 0.33: an untagged Go struct's keys reach the fields; the options map's
-        // `Num_Predict` is no option; `ſtream` (the long s) folds to `stream`.
-        let body = r#"{"Model":"tiny","ſtream":false,"Options":{"Num_Predict":3},"Messages":[{"Role":"user","Content":"hi","Tool_Calls":[{"Function":{"Name":"f","Arguments":{"A":1}}}]}]}"#;
-        let m = decode_body(body.as_bytes(), "api.ChatRequest", "missing request body").unwrap();
+    fn a_field_that_comes_twice_is_bound_at_each_place_as_go_binds_it() {
+        let bound = |body: &str| {
+            let b = decode_body(body.as_bytes(), "api.GenerateRequest", "x").unwrap();
+            let f = Fields::of(&b, "GenerateRequest");
+            let r = f.bound(
+                |f, key| match key {
+                    "model" => f.string(key).map(drop),
+                    "stream" => f.bool(key).map(drop),
+                    "keep_alive" => f.keep_alive().map(drop),
+                    _ => Ok(()),
+                },
+                |_, key| key == "keep_alive",
+            );
+            (r.err().map(|e| e.message), b.map)
+        };
+        // The last value is the object's, at the first key's place; the first is bound too
+        // (Ollama 0.33 answers 400 for it).
+        let (err, map) = bound(r#"{"model":1,"prompt":"p","model":"tiny"}"#);
+        assert_eq!(map.keys().collect::<Vec<_>>(), ["model", "prompt"]);
+        assert_eq!(map["model"], "tiny");
         assert_eq!(
-            Value::Object(m),
-            json!({"model":"tiny","stream":false,"options":{"Num_Predict":3},"messages":[{"role":"user","content":"hi","tool_calls":[{"function":{"name":"f","arguments":{"A":1}}}]}]})
+            err.as_deref(),
+            Some("json: cannot unmarshal number into Go struct field GenerateRequest.model of type string")
         );
-        // A tool's parameters are a struct, its properties a map of names.
-        let body = br#"{"tools":[{"Type":"function","Function":{"Name":"f","Parameters":{"Type":"object","Properties":{"Path":{"type":"string"}}}}}]}"#;
-        let m = decode_body(body, "api.ChatRequest", "x").unwrap();
+        // The earliest error in the body's order, each occurrence at its own place.
+        let (err, _) = bound(r#"{"model":"tiny","stream":"x","model":1}"#);
         assert_eq!(
-            Value::Object(m),
-            json!({"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"Path":{"type":"string"}}}}}]})
+            err.as_deref(),
+            Some("json: cannot unmarshal string into Go struct field GenerateRequest.stream of type bool")
         );
-        // An OpenAI message's content parts are an `any` (maps): their keys stay.
-        let body = br#"{"Model":"tiny","Messages":[{"Role":"user","Content":[{"Type":"text","Text":"hi"}]}]}"#;
-        let m = decode_body(body, "openai.ChatCompletionRequest", "EOF").unwrap();
+        let (err, _) = bound(r#"{"Model":1,"stream":"x","model":"tiny"}"#);
         assert_eq!(
-            Value::Object(m),
-            json!({"model":"tiny","messages":[{"role":"user","content":[{"Type":"text","Text":"hi"}]}]})
+            err.as_deref(),
+            Some("json: cannot unmarshal number into Go struct field GenerateRequest.model of type string")
         );
-        // Anthropic's content blocks are structs, a tool_use's input a map.
-        let body = br#"{"Messages":[{"Content":[{"Type":"tool_use","Input":{"Q":1}}]}]}"#;
-        let m = decode_body(body, "anthropic.MessagesRequest", "EOF").unwrap();
-        assert_eq!(Value::Object(m), json!({"messages":[{"content":[{"type":"tool_use","input":{"Q":1}}]}]}));
-        // Two keys naming one field: the last one's value, at the first one's place.
-        let m = decode_body(br#"{"MODEL":"a","prompt":"p","model":"b"}"#, "api.GenerateRequest", "x").unwrap();
-        assert_eq!(m.keys().collect::<Vec<_>>(), ["model", "prompt"]);
-        assert_eq!(m["model"], "b");
-    }
-
-    #[test]
-    fn body_errors_match_the_real_server() {
-        assert_eq!(msg(decode_body(b"", "api.GenerateRequest", "missing request body")), "missing request body");
-        assert_eq!(msg(decode_body(b"  \n", "api.GenerateRequest", "missing request body")), "missing request body");
-        assert_eq!(
-            msg(decode_body(br#"{"model":"tiny","prompt":"#, "api.GenerateRequest", "missing request body")),
-            "unexpected EOF"
-        );
-        assert_eq!(
-            msg(decode_body(b"xyz", "api.GenerateRequest", "missing request body")),
-            "invalid character 'x' looking for beginning of value"
-        );
-        assert_eq!(
-            msg(decode_body(b"[1]", "api.GenerateRequest", "missing request body")),
-            "json: cannot unmarshal array into Go value of type api.GenerateRequest"
-        );
-        assert!(decode_body(b"null", "api.GenerateRequest", "missing request body").unwrap().is_empty());
-        // Like Go's decoder, only the first value is read.
-        assert!(decode_body(br#"{"model":"a"} trailing"#, "api.GenerateRequest", "missing request body").is_ok());
+        // A value that decodes itself ends the decoding at its first place.
+        let (err, _) = bound(r#"{"stream":"x","keep_alive":true,"keep_alive":"5m"}"#);
+        assert_eq!(err.as_deref(), Some("Unsupported type: 'bool'"));
+        // Twice and right both times: bound.
+        assert_eq!(bound(r#"{"model":"a","model":"tiny"}"#).0, None);
     }
 
     #[test]

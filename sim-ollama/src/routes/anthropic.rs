@@ -180,7 +180,7 @@ fn estimate_input_tokens(map: &Map<String, Value>) -> u64 {
 fn bind(f: &Fields<'_>) -> Result<(), ApiError> {
     let field = |key: &str, go: &str, v: &Value| f.type_error(key, v, go);
     f.bound(
-        |key| match key {
+        |f, key| match key {
             "model" => f.string(key).map(drop),
             "max_tokens" | "top_k" => f.int(key).map(drop),
             "stream" => f.bool(key).map(drop),
@@ -203,7 +203,7 @@ fn bind(f: &Fields<'_>) -> Result<(), ApiError> {
             },
         },
         // Each message decodes itself: its failure ends the decoding.
-        |key| key == "messages" && f.map.get(key).is_some_and(Value::is_array),
+        |f, key| key == "messages" && f.map.get(key).is_some_and(Value::is_array),
     )
 }
 
@@ -270,8 +270,8 @@ pub(crate) async fn messages(
     let arrival = peer.arrival();
     // The middleware's own checks (middleware/anthropic.go 736-760), answered by gin itself.
     let mw = ApiError::anthropic_middleware;
-    let map = json_body(&s, body, "MessagesRequest", BodyErrors::AnthropicMiddleware)?;
-    let f = Fields::new(&map, "MessagesRequest");
+    let body = json_body(&s, body, "MessagesRequest", BodyErrors::AnthropicMiddleware)?;
+    let (map, f) = (&body.map, Fields::of(&body, "MessagesRequest"));
     bind(&f).map_err(mw)?;
     let model_s = f.string("model").map_err(mw)?.unwrap_or_default();
     let stream = f.bool("stream").map_err(mw)?.unwrap_or(false);

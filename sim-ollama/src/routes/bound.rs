@@ -11,7 +11,7 @@ use crate::request::Fields;
 
 /// `openai.CompletionRequest`.
 pub(crate) fn completion_bound_in_order(f: &Fields<'_>) -> Result<(), ApiError> {
-    f.in_body_order(|key| match key {
+    f.in_body_order(|f, key| match key {
         "model" | "prompt" | "suffix" => f.string(key).map(drop),
         "stream" | "_debug_render_only" => f.bool(key).map(drop),
         "max_tokens" | "seed" | "logprobs" => f.int(key).map(drop),
@@ -24,7 +24,7 @@ pub(crate) fn completion_bound_in_order(f: &Fields<'_>) -> Result<(), ApiError> 
 /// `openai.ChatCompletionRequest`: its tools' parameters' `properties` decode themselves.
 pub(crate) fn chat_completion_bound_in_order(f: &Fields<'_>) -> Result<(), ApiError> {
     let (tools, tools_end) = f.tools_bound("ChatCompletionRequest");
-    let check = |key: &str| match key {
+    let check = |f: &Fields<'_>, key: &str| match key {
         "model" | "reasoning_effort" => f.string(key).map(drop),
         "stream" | "logprobs" | "_debug_render_only" => f.bool(key).map(drop),
         "max_tokens" | "seed" | "top_logprobs" => f.int(key).map(drop),
@@ -36,12 +36,12 @@ pub(crate) fn chat_completion_bound_in_order(f: &Fields<'_>) -> Result<(), ApiEr
         "reasoning" => f.object(key, "openai.Reasoning").map(drop),
         _ => Ok(()),
     };
-    f.bound(check, |key| key == "tools" && tools_end)
+    f.bound(check, |_, key| key == "tools" && tools_end)
 }
 
 /// `openai.EmbedRequest`.
 pub(crate) fn embed_bound_in_order(f: &Fields<'_>) -> Result<(), ApiError> {
-    f.in_body_order(|key| match key {
+    f.in_body_order(|f, key| match key {
         "model" | "encoding_format" => f.string(key).map(drop),
         "dimensions" => f.int(key).map(drop),
         _ => Ok(()),

@@ -231,12 +231,12 @@ pub(crate) async fn embed(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
-    let map = json_body(&s, body, "EmbedRequest", BodyErrors::Native)?;
-    let f = Fields::new(&map, "EmbedRequest");
+    let body = json_body(&s, body, "EmbedRequest", BodyErrors::Native)?;
+    let (map, f) = (&body.map, Fields::of(&body, "EmbedRequest"));
     // Bound in the body's order (api.EmbedRequest, api/types.go v0.33.0-rc2 599-620):
     // `keep_alive` decodes itself, and its failure ends the binding there.
     f.bound(
-        |key| match key {
+        |f, key| match key {
             "model" => f.string(key).map(drop),
             "keep_alive" => f.keep_alive().map(drop),
             "truncate" => f.bool(key).map(drop),
@@ -244,7 +244,7 @@ pub(crate) async fn embed(
             "options" => f.object(key, "map[string]interface {}").map(drop),
             _ => Ok(()),
         },
-        |key| key == "keep_alive",
+        |_, key| key == "keep_alive",
     )?;
     let model_s = f.string("model")?.unwrap_or_default();
     let keep_alive = f.keep_alive()?;
@@ -335,17 +335,17 @@ pub(crate) async fn embeddings(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
-    let map = json_body(&s, body, "EmbeddingRequest", BodyErrors::Native)?;
-    let f = Fields::new(&map, "EmbeddingRequest");
+    let body = json_body(&s, body, "EmbeddingRequest", BodyErrors::Native)?;
+    let f = Fields::of(&body, "EmbeddingRequest");
     // Bound in the body's order (api.EmbeddingRequest, api/types.go v0.33.0-rc2 631-644).
     f.bound(
-        |key| match key {
+        |f, key| match key {
             "model" | "prompt" => f.string(key).map(drop),
             "keep_alive" => f.keep_alive().map(drop),
             "options" => f.object(key, "map[string]interface {}").map(drop),
             _ => Ok(()),
         },
-        |key| key == "keep_alive",
+        |_, key| key == "keep_alive",
     )?;
     let model_s = f.string("model")?.unwrap_or_default();
     let prompt = f.string("prompt")?.unwrap_or_default();

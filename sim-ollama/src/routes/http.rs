@@ -9,7 +9,6 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Map, Value};
 use std::sync::Arc;
 
 /// What every handler gets: the simulator and the instance the request reached.
@@ -78,7 +77,7 @@ pub(crate) fn json_body(
     body: Result<Bytes, BytesRejection>,
     go_type: &str,
     errors: BodyErrors,
-) -> Result<Map<String, Value>, ApiError> {
+) -> Result<crate::request::Body, ApiError> {
     let bytes = body_bytes(body, s.shared.cfg.body_limit).map_err(|e| errors.shape(e))?;
     crate::request::decode_body(&bytes, &format!("{}.{go_type}", errors.package()), errors.empty_body())
         .map_err(|e| errors.shape(e))

@@ -164,11 +164,11 @@ fn go_quote(s: &str) -> String {
 /// `POST /api/show` (`GetModelInfo`, server/routes.go v0.33.0-rc2 1396-1598; what the model
 /// file says is in [`crate::gguf`]).
 pub(crate) async fn show(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
-    let map = json_body(&s, body, "ShowRequest", BodyErrors::Native)?;
-    let f = Fields::new(&map, "ShowRequest");
+    let body = json_body(&s, body, "ShowRequest", BodyErrors::Native)?;
+    let f = Fields::of(&body, "ShowRequest");
     // Bound whole before the handler looks at the name (api.ShowRequest, api/types.go
     // v0.33.0-rc2 722-734): a field of the wrong type is named before a missing model.
-    f.in_body_order(|key| match key {
+    f.in_body_order(|f, key| match key {
         "model" | "name" | "system" | "template" => f.string(key).map(drop),
         "verbose" => f.bool(key).map(drop),
         "options" => f.object(key, "map[string]interface {}").map(drop),
@@ -234,8 +234,15 @@ fn progress(status: impl Into<String>) -> Progress<'static> {
 
 /// `POST /api/pull`: a simulated progress stream that installs a catalogue model.
 pub(crate) async fn pull(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
-    let map = json_body(&s, body, "PullRequest", BodyErrors::Native)?;
-    let f = Fields::new(&map, "PullRequest");
+    let body = json_body(&s, body, "PullRequest", BodyErrors::Native)?;
+    let f = Fields::of(&body, "PullRequest");
+    // Bound whole first (api.PullRequest, api/types.go v0.33.0-rc2 764-773): a field that came
+    // twice is checked at each place.
+    f.in_body_order(|f, key| match key {
+        "model" | "name" | "username" | "password" => f.string(key).map(drop),
+        "insecure" | "stream" => f.bool(key).map(drop),
+        _ => Ok(()),
+    })?;
     let model_s = f.string("model")?.filter(|m| !m.is_empty()).or(f.string("name")?.filter(|m| !m.is_empty()));
     let _insecure = f.bool("insecure")?;
     let stream = f.bool("stream")?.unwrap_or(true);
@@ -337,8 +344,13 @@ fn async_stream(
 
 /// `POST /api/copy`: 200 with an empty body.
 pub(crate) async fn copy(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
-    let map = json_body(&s, body, "CopyRequest", BodyErrors::Native)?;
-    let f = Fields::new(&map, "CopyRequest");
+    let body = json_body(&s, body, "CopyRequest", BodyErrors::Native)?;
+    let f = Fields::of(&body, "CopyRequest");
+    // Bound whole first (api.CopyRequest, api/types.go v0.33.0-rc2 758-761).
+    f.in_body_order(|f, key| match key {
+        "source" | "destination" => f.string(key).map(drop),
+        _ => Ok(()),
+    })?;
     let src_s = f.string("source")?.unwrap_or_default();
     let dst_s = f.string("destination")?.unwrap_or_default();
     let src = Name::parse(&src_s).ok_or_else(|| ApiError::bad_request(format!("source \"{src_s}\" is invalid")))?;
@@ -355,8 +367,13 @@ pub(crate) async fn delete(
     State(s): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let map = json_body(&s, body, "DeleteRequest", BodyErrors::Native)?;
-    let f = Fields::new(&map, "DeleteRequest");
+    let body = json_body(&s, body, "DeleteRequest", BodyErrors::Native)?;
+    let f = Fields::of(&body, "DeleteRequest");
+    // Bound whole first (api.DeleteRequest, api/types.go v0.33.0-rc2 714-719).
+    f.in_body_order(|f, key| match key {
+        "model" | "name" => f.string(key).map(drop),
+        _ => Ok(()),
+    })?;
     let model_s = f.string("model")?.filter(|m| !m.is_empty()).or(f.string("name")?.filter(|m| !m.is_empty()));
     let Some(model_s) = model_s else {
         return Err(ApiError::bad_request("model is required"));
@@ -389,7 +406,7 @@ pub(crate) async fn create(
     State(s): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let map = json_body(&s, body, "CreateRequest", BodyErrors::Native)?;
+    let map = json_body(&s, body, "CreateRequest", BodyErrors::Native)?.map;
     let f = Fields::new(&map, "CreateRequest");
     let nonempty = |v: Option<String>| v.filter(|m| !m.trim().is_empty());
     let model_s = nonempty(f.string("model")?).or(nonempty(f.string("name")?));

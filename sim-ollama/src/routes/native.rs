@@ -68,7 +68,7 @@ fn bound_in_order(f: &Fields<'_>, endpoint: &str) -> Result<(), ApiError> {
     // The tools decoded once: their error, and whether it ends the decoding.
     let (tools, tools_end) = if chat { f.tools_bound("ChatRequest") } else { (Ok(()), false) };
     f.bound(
-        |key| match key {
+        |f, key| match key {
             "model" => f.string(key).map(|_| ()),
             "stream" | "shift" | "truncate" | "logprobs" => f.bool(key).map(|_| ()),
             "keep_alive" => f.keep_alive().map(|_| ()),
@@ -83,7 +83,7 @@ fn bound_in_order(f: &Fields<'_>, endpoint: &str) -> Result<(), ApiError> {
             "images" if !chat => f.images(key),
             _ => Ok(()),
         },
-        |key| {
+        |f, key| {
             matches!(key, "keep_alive" | "think")
                 || (key == "messages" && f.map.get(key).is_some_and(Value::is_array))
                 || (key == "tools" && tools_end)
@@ -113,8 +113,8 @@ fn begin(
     endpoint: &'static str,
 ) -> Result<Begun, ApiError> {
     let arrival = peer.arrival();
-    let map = json_body(s, body, go_type, BodyErrors::Native)?;
-    let f = Fields::new(&map, go_type);
+    let body = json_body(s, body, go_type, BodyErrors::Native)?;
+    let f = Fields::of(&body, go_type);
     bound_in_order(&f, endpoint)?;
     let model = f.string("model")?.unwrap_or_default();
     let c = chat_generate_fields(&f)?;
@@ -123,7 +123,7 @@ fn begin(
         super::pipeline::chat_model_named(&model)?;
     }
     let trace = Some(begin_trace(s, arrival, endpoint, &model, peer, c.stream, c.options_map.as_ref()));
-    Ok(Begun { map, model, c, arrival, trace })
+    Ok(Begun { map: body.map, model, c, arrival, trace })
 }
 
 fn now_stamp(s: &AppState) -> String {

@@ -216,8 +216,8 @@ pub(crate) async fn chat_completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
-    let map = json_body(&s, body, "ChatCompletionRequest", BodyErrors::OpenAi)?;
-    let f = Fields::new(&map, "ChatCompletionRequest");
+    let body = json_body(&s, body, "ChatCompletionRequest", BodyErrors::OpenAi)?;
+    let f = Fields::of(&body, "ChatCompletionRequest");
     chat_completion_bound_in_order(&f).map_err(ApiError::openai)?;
     let model_s = f.string("model").map_err(ApiError::openai)?.unwrap_or_default();
     let stream = f.bool("stream").map_err(ApiError::openai)?.unwrap_or(false);
@@ -358,8 +358,8 @@ pub(crate) async fn completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
-    let map = json_body(&s, body, "CompletionRequest", BodyErrors::OpenAi)?;
-    let f = Fields::new(&map, "CompletionRequest");
+    let body = json_body(&s, body, "CompletionRequest", BodyErrors::OpenAi)?;
+    let f = Fields::of(&body, "CompletionRequest");
     completion_bound_in_order(&f).map_err(ApiError::openai)?;
     let model_s = f.string("model").map_err(ApiError::openai)?.unwrap_or_default();
     let stream = f.bool("stream").map_err(ApiError::openai)?.unwrap_or(false);
@@ -467,8 +467,8 @@ pub(crate) async fn embeddings(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
-    let map = json_body(&s, body, "EmbedRequest", BodyErrors::OpenAi)?;
-    let f = Fields::new(&map, "EmbedRequest");
+    let body = json_body(&s, body, "EmbedRequest", BodyErrors::OpenAi)?;
+    let (map, f) = (&body.map, Fields::of(&body, "EmbedRequest"));
     let r = async {
         embed_bound_in_order(&f)?;
         let model_s = f.string("model")?.unwrap_or_default();

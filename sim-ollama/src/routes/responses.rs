@@ -56,9 +56,10 @@ pub(crate) async fn responses(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let arrival = peer.arrival();
-    let map = json_body(&s, body, "ResponsesRequest", BodyErrors::OpenAi)?;
+    let body = json_body(&s, body, "ResponsesRequest", BodyErrors::OpenAi)?;
     // The binding and the history's conversion, before anything else.
-    let messages = bind(&map).map_err(ApiError::openai)?;
+    let messages = bind(&body).map_err(ApiError::openai)?;
+    let map = body.map;
     let f = Fields::new(&map, "ResponsesRequest");
     let model_s = f.string("model").map_err(ApiError::openai)?.unwrap_or_default();
     let stream = f.bool("stream").map_err(ApiError::openai)?.unwrap_or(false);

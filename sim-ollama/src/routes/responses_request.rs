@@ -196,8 +196,15 @@ fn bad(e: Failure) -> ApiError {
 
 /// Binds a request body (`ShouldBindJSON`) and converts its history (`FromResponsesRequest`'s
 /// messages): the chat messages, or the first error as the middleware answers it.
-pub(crate) fn bind(map: &Map<String, Value>) -> Result<Vec<ChatMessage>, ApiError> {
-    gotype::check_object(map, &REQUEST).map_err(bad)?;
+pub(crate) fn bind(body: &crate::request::Body) -> Result<Vec<ChatMessage>, ApiError> {
+    let map = &body.map;
+    // A field that came twice is bound at each of its places.
+    let bound = if body.repeats() {
+        gotype::check_entries(body.occurrences(), &REQUEST)
+    } else {
+        gotype::check_object(map, &REQUEST)
+    };
+    bound.map_err(bad)?;
     let input = decode_input(gotype::field(map, "input").unwrap_or(&Value::Null)).map_err(bad)?;
     let mut messages = Vec::new();
     let instructions = gotype::string_field(map, "instructions");
