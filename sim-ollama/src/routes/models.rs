@@ -406,8 +406,30 @@ pub(crate) async fn create(
     State(s): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let map = json_body(&s, body, "CreateRequest", BodyErrors::Native)?.map;
-    let f = Fields::new(&map, "CreateRequest");
+    let body = json_body(&s, body, "CreateRequest", BodyErrors::Native)?;
+    let (map, f) = (&body.map, Fields::of(&body, "CreateRequest"));
+    // Bound whole first, in the body's order (api.CreateRequest, api/types.go v0.33.0-rc2
+    // 652-708; server/create.go 57-64): each field's type, a map's values' (`files`'s are
+    // strings), a message's own decoding left to where the messages are read.
+    f.in_body_order(|f, key| match key {
+        "model" | "quantize" | "draft_quantize" | "from" | "remote_host" | "template" | "system" | "renderer"
+        | "parser" | "requires" | "name" | "quantization" => f.string(key).map(drop),
+        "stream" => f.bool(key).map(drop),
+        "files" | "draft_files" | "adapters" => {
+            match f
+                .object(key, "map[string]string")?
+                .into_iter()
+                .flatten()
+                .find(|(_, v)| !v.is_string() && !v.is_null())
+            {
+                Some((_, v)) => Err(f.type_error(key, v, "string")),
+                None => Ok(()),
+            }
+        }
+        "parameters" | "info" => f.object(key, "map[string]interface {}").map(drop),
+        "messages" => f.array(key, "[]api.Message").map(drop),
+        _ => Ok(()),
+    })?;
     let nonempty = |v: Option<String>| v.filter(|m| !m.trim().is_empty());
     let model_s = nonempty(f.string("model")?).or(nonempty(f.string("name")?));
     let from_s = f.string("from")?.unwrap_or_default();
