@@ -501,6 +501,22 @@ pub(crate) async fn create(
         }
         None => lines.push(progress(format!("using existing layer sha256:{}", src.spec.digest()))),
     }
+    // `license` is an `any`: a string, or what re-marshals to a list of strings; anything else
+    // fails the creation after its layers, before anything is streamed (server/create.go
+    // v0.33.0-rc2 842-866; on Ollama 0.33 a 500 with the error alone, streamed or not).
+    let license = match map.get("license") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .find(|v| !v.is_string() && !v.is_null())
+            .map(|v| format!("json: cannot unmarshal {} into Go value of type string", crate::request::json_kind(v))),
+        Some(l) if !l.is_null() && !l.is_string() => {
+            Some(format!("json: cannot unmarshal {} into Go value of type []string", crate::request::json_kind(l)))
+        }
+        _ => None,
+    };
+    if let Some(e) = license {
+        return Err(first(e));
+    }
     if let Some(t) = template.filter(|t| !t.is_empty()) {
         spec.template = t;
     }
