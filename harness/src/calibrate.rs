@@ -8,7 +8,7 @@
 //! 1. the model's metadata (`/api/show`, `/api/tags`) and whether it runs on a CPU (`/api/ps`);
 //! 2. solo calls: decode speed, the spread of the gaps between tokens, the per-call overhead
 //!    the server reports in `load_duration`;
-//! 3. time to first token against prompt length (one token answers at three lengths, in
+//! 3. time to first token against prompt length (one token answers at four lengths, in
 //!    rounds): the fixed part, the prompt speed and whether it falls with the prompt's length
 //!    (a curve where the fastest calls bend upward), in the simulator's own token counts of
 //!    the same texts;
@@ -21,7 +21,7 @@
 //! 7. bursts of one-token calls at a load, each four times the last until one is refused (128
 //!    at most): how many may wait for it (`OLLAMA_MAX_QUEUE`);
 //! 8. with `--with-models`, the other models the agents use, each loaded in turn: its load, its
-//!    time to first token at the three prompt lengths and its decode speed, and how many stay
+//!    time to first token at the four prompt lengths and its decode speed, and how many stay
 //!    loaded together (`OLLAMA_MAX_LOADED_MODELS`, or the memory they need).
 //!
 //! [`twin`] turns the figures into a [`ConfigFile`] with the figures kept in its

@@ -196,7 +196,7 @@ pub struct OtherModel {
     /// `warm_ttft_ms`), ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warm_ttft_ms: Option<Figure>,
-    /// Its time to first token against prompt length (the three lengths of the model's own).
+    /// Its time to first token against prompt length (the prompt lengths of the model's own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<PromptFit>,
     /// Its solo calls' decode speed on the first server (the calls of the model's

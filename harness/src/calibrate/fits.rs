@@ -23,7 +23,7 @@ pub struct PromptFit {
     pub points: Vec<(f64, f64)>,
 }
 
-/// A bend of the prompt's time is fitted where the fastest call of a length between the
+/// A bend of the prompt's time is fitted where the fastest call of some length between the
 /// shortest and the longest lies below the straight line between theirs (the chord) by more
 /// than this share of its time and [`BEND_MIN_MS`]. The fastest calls of a straight prompt
 /// line lie within a few per cent of its chord on a busy machine (a stall only adds time); a

@@ -85,14 +85,17 @@ struct Session<'a> {
 /// inside any model's context, with room for the answer.
 const LONG_PROMPT_CHARS: usize = 1500;
 
-/// The prompt lengths of the one-token calls, characters: three, so that a prompt's time that
-/// bends upward with its length shows (`PromptFit::fit`).
-const PROMPT_CHARS: [usize; 3] = [60, 600, LONG_PROMPT_CHARS];
+/// The prompt lengths of the one-token calls, characters: several, so that a prompt's time that
+/// bends upward with its length shows (`PromptFit::fit`), the longest twice the long prompt's
+/// (about 750 of the simulator's tokens; 2,564 of the real tiny model's, whose tokens are a
+/// few characters, within Ollama's default context of 4,096): the real tiny model's prompt
+/// bends past 2,000 of its tokens (35 µs a token at 2,564, 21 at 1,302).
+const PROMPT_CHARS: [usize; 4] = [60, 600, LONG_PROMPT_CHARS, 2 * LONG_PROMPT_CHARS];
 
-/// [`PROMPT_CHARS`] in words: "60, 600 and 1500 characters".
+/// [`PROMPT_CHARS`] in words: "60, 600, 1500 and 3000 characters".
 fn prompt_lengths_words() -> String {
-    let [a, b, c] = PROMPT_CHARS;
-    format!("{a}, {b} and {c} characters")
+    let all: Vec<String> = PROMPT_CHARS.iter().map(|c| c.to_string()).collect();
+    format!("{} and {} characters", all[..all.len() - 1].join(", "), all[all.len() - 1])
 }
 
 /// Words the calibration prompts are made of.
@@ -348,7 +351,8 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
                     "one {}-token call takes {per_call:.2} s: the decoding calls take at most {:.0} s, then {} one-token calls, at most {} more in bursts at a load, and at most {} loads",
                     plan.tokens,
                     per_call * calls as f64,
-                    (3 + if n > 1 { n } else { 0 }) * plan.reps + (3 * plan.reps + 1) * plan.others.len(),
+                    (PROMPT_CHARS.len() + if n > 1 { n } else { 0 }) * plan.reps
+                        + (PROMPT_CHARS.len() * plan.reps + 1) * plan.others.len(),
                     bursts.iter().sum::<usize>(),
                     2 * plan.reps + bursts.len() + plan.others.len()
                 ),
@@ -383,21 +387,21 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         ));
     }
 
-    // 3. Time to first token against prompt length: one-token calls at three lengths, in
+    // 3. Time to first token against prompt length: one-token calls at four lengths, in
     // rounds of one call at each (a slow stretch of the machine then slows calls of every
     // length, not all the calls of one, which would bend the line).
     let mut points = Vec::new();
     let mut short = Vec::new();
     let mut long = vec![Vec::new(); n];
     for round in 1..=plan.reps {
-        for (li, chars) in PROMPT_CHARS.into_iter().enumerate() {
+        for chars in PROMPT_CHARS {
             let p = s.prompt(chars);
             let tokens = f64::from(sim_ollama::advanced::prompt_tokens(&p));
             let r = s.call(0, p, 1, serde_json::json!({})).await?;
             points.push((tokens, ttft_ms(&r)));
-            match li {
-                0 => short.push(ttft_ms(&r)),
-                2 if n == 1 => long[0].push(ttft_ms(&r)),
+            match chars {
+                c if c == PROMPT_CHARS[0] => short.push(ttft_ms(&r)),
+                LONG_PROMPT_CHARS if n == 1 => long[0].push(ttft_ms(&r)),
                 _ => {}
             }
         }
@@ -573,7 +577,7 @@ async fn others(s: &Session<'_>, cal: &mut Calibration) -> Result<(), String> {
         // so that its first call loads it.
         s.unload_model(0, name).await?;
         let first = s.first_token_of(name, 0).await?;
-        // Its time to first token at the model's three prompt lengths, in rounds (as the
+        // Its time to first token at the model's prompt lengths, in rounds (as the
         // model's).
         let (mut warm, mut points) = (Vec::new(), Vec::new());
         for _ in 0..s.plan.reps {

@@ -65,7 +65,7 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
         Some(p) => {
             why.push(("prompt_tokens_per_s", format!("the slope of time to first token against prompt length ({} one-token calls, in the simulator's token counts of the same texts){}", p.points.len(), if p.tokens_per_s.is_finite() { String::new() } else { "; the longest prompt was no slower than the shortest: too fast to measure".into() })));
             if p.slowdown_per_1k > 0.0 {
-                why.push(("prompt_slowdown_per_1k", format!("the times bend upward with prompt length beyond the machine's noise (the middle length's fastest call lies more than 5 % and 5 ms below the chord of the shortest's and the longest's): each prompt token slower the more come before it, fitted as a curve to every call; the slope above is its speed at an empty context")));
+                why.push(("prompt_slowdown_per_1k", format!("the times bend upward with prompt length beyond the machine's noise (a length's fastest call lies more than 5 % and 5 ms below the chord of the shortest's and the longest's): each prompt token slower the more come before it, fitted as a curve to every call; the slope above is its speed at an empty context")));
             }
             let line = if p.slowdown_per_1k > 0.0 { "curve" } else { "line" };
             why.push(("first_token_ms", format!("the {line}'s intercept {} ms less the call overhead and one token's gap; spread: the points lie within {} ms of the {line}", num(p.intercept_ms), num(p.residual_ms))));
