@@ -208,6 +208,7 @@ fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
     // 0.64 -> 0.42 once in about 35 runs).
     let (drifts, _) =
         calibrate::check_confirmed(&of_twin, &cal, &again, &mut |_, _, _| {}).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("drifts: {drifts:?}");
     assert!(drifts.len() >= 6, "{drifts:?}");
     assert!(drifts.iter().all(|d| !d.moved), "the twin measured unlike its servers: {drifts:?}");
 }

@@ -588,6 +588,13 @@ pub fn check(twin: &Calibration, now: &Calibration) -> Vec<Drift> {
     // 5 ms: a busy machine's scheduling delays of a one-token call, and far below what moves
     // a verdict on calls of a tenth of a second or more.
     fig("time to first token, ms", twin.warm_ttft_ms, now.warm_ttft_ms, 5.0);
+    // The longest prompt's: a prompt speed or a bend that moved shows there most.
+    let longest = |c: &Calibration| {
+        let p = c.prompt.as_ref()?;
+        let x = p.points.iter().map(|q| q.0).fold(f64::NAN, f64::max);
+        Figure::of(&p.points.iter().filter(|q| q.0 == x).map(|q| q.1).collect::<Vec<_>>())
+    };
+    fig("time to first token of the longest prompt, ms", longest(twin), longest(now), 5.0);
     fig("load, ms", twin.load_ms, now.load_ms, 20.0);
     for (a, b) in twin.others.iter().zip(&now.others) {
         let one = |x: f64| Figure::of(&[x]);
@@ -1014,11 +1021,15 @@ mod tests {
         now.decode_tokens_per_s = Some(Figure { median: 700.0, min: 690.0, max: 710.0, samples: 3 });
         now.slots[1].slots = 1;
         now.load_burst = Some(LoadBurst { sent: 12, refused: 7 });
+        // The longest prompt's first token 25 ms where it came at 12 (a prompt that now bends,
+        // or is slower); 15 ms would be within the check's 5 ms.
+        now.prompt.as_mut().unwrap().points = vec![(10.0, 25.0), (10.0, 26.0)];
         let moved: Vec<String> = check(&twin, &now).into_iter().filter(|d| d.moved).map(|d| d.figure).collect();
         assert_eq!(
             moved,
             vec![
                 "decode tokens/s".to_string(),
+                "time to first token of the longest prompt, ms".to_string(),
                 "requests that may wait for a load".to_string(),
                 "slots of http://127.0.0.1:2".to_string()
             ]
