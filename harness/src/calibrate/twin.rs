@@ -589,18 +589,22 @@ pub fn check(twin: &Calibration, now: &Calibration) -> Vec<Drift> {
     // a verdict on calls of a tenth of a second or more.
     fig("time to first token, ms", twin.warm_ttft_ms, now.warm_ttft_ms, 5.0);
     // The longest prompt's: a prompt speed or a bend that moved shows there most.
-    let longest = |c: &Calibration| {
-        let p = c.prompt.as_ref()?;
+    let longest = |p: &Option<PromptFit>| {
+        let p = p.as_ref()?;
         let x = p.points.iter().map(|q| q.0).fold(f64::NAN, f64::max);
         Figure::of(&p.points.iter().filter(|q| q.0 == x).map(|q| q.1).collect::<Vec<_>>())
     };
-    fig("time to first token of the longest prompt, ms", longest(twin), longest(now), 5.0);
+    fig("time to first token of the longest prompt, ms", longest(&twin.prompt), longest(&now.prompt), 5.0);
     fig("load, ms", twin.load_ms, now.load_ms, 20.0);
     for (a, b) in twin.others.iter().zip(&now.others) {
         let one = |x: f64| Figure::of(&[x]);
         fig(&format!("load of {}, ms", a.name), one(a.load_ms), one(b.load_ms), 20.0);
         fig(&format!("decode tokens/s of {}", a.name), a.decode_tokens_per_s, b.decode_tokens_per_s, 0.0);
         fig(&format!("time to first token of {}, ms", a.name), a.warm_ttft_ms, b.warm_ttft_ms, 5.0);
+        let name = format!("time to first token of {}'s longest prompt, ms", a.name);
+        fig(&name, longest(&a.prompt), longest(&b.prompt), 5.0);
+        let name = format!("decode tokens/s of {} after the long prompt", a.name);
+        fig(&name, a.long_decode_tokens_per_s, b.long_decode_tokens_per_s, 0.0);
     }
     let last = |c: &Calibration| c.batch.last().map(|(_, f)| *f);
     fig("speed beside others on one server", last(twin), last(now), SPEED_FLOOR);
@@ -874,8 +878,16 @@ mod tests {
         let h = &back.models[1].profile;
         assert_eq!((h.decode_tokens_per_s, h.decode_slowdown_per_1k), (41.0, 4.1), "{text}");
         assert!(text.replace("\n# ", " ").contains("slower by 4.10 per 1,000 tokens of context"), "{text}");
+        // `--check` sees its fall with context move (13-14 tokens/s after the long prompt, now
+        // 39-42), and its prompt's longest length held.
+        let falling = cal.clone();
         // Its long calls as the model's slowdown gives them: the model's slowdown, its speed.
         cal.others = vec![helper(&[39.0, 42.0])];
+        let drifts = check(&falling, &cal);
+        assert!(
+            drifts.iter().any(|d| d.figure == "decode tokens/s of helper after the long prompt" && d.moved),
+            "{drifts:?}"
+        );
         let (file, why) = twin(&cal).expect("a twin");
         let text = to_toml(&cal, &file, &why).expect("written");
         let h = &ConfigFile::from_toml(&text).expect("loads").models[1].profile;
