@@ -89,24 +89,16 @@ impl<'a> Fields<'a> {
             }
             Ok(()) => None,
         };
-        if self.order.is_empty() {
-            for key in self.map.keys() {
-                if let Some(e) = bind(self, key) {
-                    return Err(e);
+        for (key, earlier) in body::places(self.map, self.order) {
+            let ended = match earlier {
+                None => bind(self, key),
+                Some(v) => {
+                    let one = Map::from_iter([(key.clone(), v.clone())]);
+                    bind(&Fields::new(&one, self.go_type), key)
                 }
-            }
-        } else {
-            for (key, earlier) in self.order {
-                let ended = match earlier {
-                    None => bind(self, key),
-                    Some(v) => {
-                        let one = Map::from_iter([(key.clone(), v.clone())]);
-                        bind(&Fields::new(&one, self.go_type), key)
-                    }
-                };
-                if let Some(e) = ended {
-                    return Err(e);
-                }
+            };
+            if let Some(e) = ended {
+                return Err(e);
             }
         }
         first.map_or(Ok(()), Err)

@@ -65,8 +65,11 @@ impl PromptFit {
             let below = y0 + (y1 - y0) * (x - x0) / (x1 - x0) - y;
             below > BEND_MIN_MS && below > BEND_SHARE * y.abs()
         });
+        if !bends {
+            return None;
+        }
         let (a, b, c, residual_ms) = rising_curve(&self.points)?;
-        (bends && c > 0.0).then(|| {
+        (c > 0.0).then(|| {
             let g = b + c;
             PromptFit {
                 intercept_ms: a,
@@ -78,12 +81,12 @@ impl PromptFit {
         })
     }
 
-    /// The time to first token it gives a prompt of `tokens`, ms (the simulator's
-    /// `Profile::prompt_ms` plus the intercept).
+    /// The time to first token it gives a prompt of `tokens`, ms: the intercept and the
+    /// simulator's prompt time of its speed and bend (`sim_ollama`'s `prompt_ms`; a speed too
+    /// fast to measure takes none).
     pub fn at(&self, tokens: f64) -> f64 {
-        let per_token =
-            if self.tokens_per_s.is_finite() && self.tokens_per_s > 0.0 { 1000.0 / self.tokens_per_s } else { 0.0 };
-        self.intercept_ms + per_token * tokens * (1.0 + self.slowdown_per_1k * (tokens - 1.0).max(0.0) / 2000.0)
+        let rate = if self.tokens_per_s > 0.0 { self.tokens_per_s } else { f64::INFINITY };
+        self.intercept_ms + sim_ollama::advanced::config::prompt_ms(rate, self.slowdown_per_1k, 0.0, tokens)
     }
 
     /// Its prompt speed as a profile's `prompt_tokens_per_s`: a prompt too fast to measure is

@@ -140,6 +140,32 @@ impl Session<'_> {
         answered(rec, &format!("{} ({model})", self.plan.endpoints[server]))
     }
 
+    /// One-token calls on the first server at each of [`PROMPT_CHARS`], `--reps` rounds of one
+    /// call at each length (a slow stretch of the machine then slows calls of every length, not
+    /// all the calls of one, which would bend the line), of the model calibrated or of `other`:
+    /// (characters, the simulator's tokens of the prompt, time to first token in ms), in order.
+    /// `round_done` is told each round's number as it ends.
+    async fn prompt_rounds(
+        &self,
+        other: Option<&str>,
+        mut round_done: impl FnMut(usize),
+    ) -> Result<Vec<(usize, f64, f64)>, String> {
+        let mut calls = Vec::new();
+        for round in 1..=self.plan.reps {
+            for chars in PROMPT_CHARS {
+                let p = self.prompt(chars);
+                let tokens = f64::from(sim_ollama::advanced::prompt_tokens(&p));
+                let r = match other {
+                    Some(model) => self.call_of(model, 0, p, 1).await?,
+                    None => self.call(0, p, 1, serde_json::json!({})).await?,
+                };
+                calls.push((chars, tokens, ttft_ms(&r)));
+            }
+            round_done(round);
+        }
+        Ok(calls)
+    }
+
     /// One streamed `/api/generate` call of `model`, as the client saw it (errors in the record).
     async fn record(
         &self,
@@ -388,24 +414,17 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     }
 
     // 3. Time to first token against prompt length: one-token calls at four lengths, in
-    // rounds of one call at each (a slow stretch of the machine then slows calls of every
-    // length, not all the calls of one, which would bend the line).
-    let mut points = Vec::new();
-    let mut short = Vec::new();
+    // rounds ([`Session::prompt_rounds`]).
+    let calls = s
+        .prompt_rounds(None, |round| {
+            step(&format!("one-token calls of {}, round {round} of {}", prompt_lengths_words(), plan.reps), true)
+        })
+        .await?;
+    let at = |len: usize| calls.iter().filter(|c| c.0 == len).map(|c| c.2).collect::<Vec<_>>();
+    let short = at(PROMPT_CHARS[0]);
     let mut long = vec![Vec::new(); n];
-    for round in 1..=plan.reps {
-        for chars in PROMPT_CHARS {
-            let p = s.prompt(chars);
-            let tokens = f64::from(sim_ollama::advanced::prompt_tokens(&p));
-            let r = s.call(0, p, 1, serde_json::json!({})).await?;
-            points.push((tokens, ttft_ms(&r)));
-            match chars {
-                c if c == PROMPT_CHARS[0] => short.push(ttft_ms(&r)),
-                LONG_PROMPT_CHARS if n == 1 => long[0].push(ttft_ms(&r)),
-                _ => {}
-            }
-        }
-        step(&format!("one-token calls of {}, round {round} of {}", prompt_lengths_words(), plan.reps), true);
+    if n == 1 {
+        long[0] = at(LONG_PROMPT_CHARS);
     }
     // With more servers, the long prompt's time to first token on every server, in rounds of
     // one call each (as the solo calls): a device may process prompts faster or slower than it
@@ -419,7 +438,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     }
     cal.long_ttft_per_server = long.iter().filter_map(|t| Figure::of(t)).collect();
     cal.warm_ttft_ms = Figure::of(&short);
-    cal.prompt = PromptFit::fit(points);
+    cal.prompt = PromptFit::fit(calls.iter().map(|c| (c.1, c.2)).collect());
 
     // 4. k calls at once on the first server; then the slots of every other server.
     let mut found = 0usize;
@@ -577,20 +596,10 @@ async fn others(s: &Session<'_>, cal: &mut Calibration) -> Result<(), String> {
         // so that its first call loads it.
         s.unload_model(0, name).await?;
         let first = s.first_token_of(name, 0).await?;
-        // Its time to first token at the model's prompt lengths, in rounds (as the
-        // model's).
-        let (mut warm, mut points) = (Vec::new(), Vec::new());
-        for _ in 0..s.plan.reps {
-            for chars in PROMPT_CHARS {
-                let p = s.prompt(chars);
-                let tokens = f64::from(sim_ollama::advanced::prompt_tokens(&p));
-                let t = ttft_ms(&s.call_of(name, 0, p, 1).await?);
-                points.push((tokens, t));
-                if chars == PROMPT_CHARS[0] {
-                    warm.push(t);
-                }
-            }
-        }
+        // Its time to first token at the model's prompt lengths, in rounds (as the model's).
+        let calls = s.prompt_rounds(Some(name), |_| {}).await?;
+        let warm: Vec<f64> = calls.iter().filter(|c| c.0 == PROMPT_CHARS[0]).map(|c| c.2).collect();
+        let points: Vec<(f64, f64)> = calls.iter().map(|c| (c.1, c.2)).collect();
         // Its solo calls, after the model's short prompt (its speed) and after its long one
         // (its fall with context): the line through their gaps, as the model's.
         let (mut rates, mut long_rates, mut by_context) = (Vec::new(), Vec::new(), Vec::new());

@@ -268,12 +268,13 @@ fn others(cal: &Calibration, file: &mut ConfigFile, why: &mut Vec<(&'static str,
         let mut own_words =
             vec![format!("its load, {} ms: its first call's time to first token over its warm calls'", num(o.load_ms))];
         let mut kept = Vec::new();
-        let words = |f: &Option<(f64, String)>| f.as_ref().map(|(_, w)| w.clone());
-        let pair_words = |f: &Option<((f64, f64), String)>| f.as_ref().map(|(_, w)| w.clone());
+        fn words<T>(f: &Option<(T, String)>) -> Option<String> {
+            f.as_ref().map(|(_, w)| w.clone())
+        }
         for (what, fig) in [
             ("decode speed", words(&own.speed)),
-            ("fall with context", pair_words(&own.line)),
-            ("prompt speed", pair_words(&own.prompt)),
+            ("fall with context", words(&own.line)),
+            ("prompt speed", words(&own.prompt)),
             ("time to first token", words(&own.first_token)),
         ] {
             match fig {
@@ -395,7 +396,7 @@ impl OwnFigures {
             _ => None,
         };
         // What a prompt of `t` tokens costs on the model's profile, ms.
-        let model_ms = |t: f64| if main.prompt_tokens_per_s.is_finite() { main.prompt_ms(0.0, t) } else { 0.0 };
+        let model_ms = |t: f64| main.prompt_ms(0.0, t);
         let prompt = o.prompt.as_ref().and_then(|p| {
             // The shortest and longest prompts both were measured at.
             let (lo, hi) = (

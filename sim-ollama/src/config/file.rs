@@ -211,13 +211,20 @@ fn zero_dist() -> DistSpec {
     DistSpec::constant(0.0)
 }
 
+/// [`Profile::prompt_ms`] of a prompt speed and slowdown given apart (what `harness calibrate`
+/// fits them with): `tokens` at `tokens_per_s` at an empty context, each slower by
+/// `slowdown_per_1k` per 1,000 tokens before it, after `before` already in the context.
+pub fn prompt_ms(tokens_per_s: f64, slowdown_per_1k: f64, before: f64, tokens: f64) -> f64 {
+    let mean_position = before + (tokens - 1.0).max(0.0) / 2.0;
+    tokens / tokens_per_s * 1000.0 * (1.0 + slowdown_per_1k * mean_position / 1000.0)
+}
+
 impl Profile {
     /// Modelled milliseconds (before any time scale) to evaluate `tokens` prompt tokens that
     /// follow `before` tokens already in the context (a slot's cached prefix): each at its
     /// position's speed ([`Profile::prompt_slowdown_per_1k`]).
     pub fn prompt_ms(&self, before: f64, tokens: f64) -> f64 {
-        let mean_position = before + (tokens - 1.0).max(0.0) / 2.0;
-        tokens / self.prompt_tokens_per_s * 1000.0 * (1.0 + self.prompt_slowdown_per_1k * mean_position / 1000.0)
+        prompt_ms(self.prompt_tokens_per_s, self.prompt_slowdown_per_1k, before, tokens)
     }
 
     pub(super) fn validate(&self, model: &str) -> Result<(), String> {

@@ -30,29 +30,39 @@ impl Body {
 
     /// Each key in the body's order with the value it had there (the object's own entries
     /// where no field came twice).
-    pub(crate) fn occurrences(&self) -> Vec<(&String, &Value)> {
-        if self.order.is_empty() {
-            return self.map.iter().collect();
-        }
-        self.order.iter().filter_map(|(k, earlier)| Some((k, earlier.as_ref().or_else(|| self.map.get(k))?))).collect()
+    pub(crate) fn occurrences(&self) -> impl Iterator<Item = (&String, &Value)> {
+        places(&self.map, &self.order).filter_map(|(k, earlier)| Some((k, earlier.or_else(|| self.map.get(k))?)))
     }
 
     fn of(entries: Vec<(String, Value)>, go_type: &str) -> Body {
-        let keys: Vec<String> = entries.iter().map(|(k, _)| crate::gotype::folded(k).into_owned()).collect();
+        // Folded without a copy where there is nothing to fold (nearly every key).
+        let keys: Vec<std::borrow::Cow<'_, str>> = entries.iter().map(|(k, _)| crate::gotype::folded(k)).collect();
         let twice = keys.iter().enumerate().any(|(i, k)| keys[..i].contains(k));
         let order = if twice {
-            let earlier = |i: usize, k: &String, v: &Value| {
-                keys[i + 1..].contains(k).then(|| {
+            let earlier = |i: usize, k: &str, v: &Value| {
+                keys[i + 1..].iter().any(|later| later == k).then(|| {
                     // Folded below it as the field's value in the object is.
-                    fold::request(Map::from_iter([(k.clone(), v.clone())]), go_type).remove(k).unwrap_or(Value::Null)
+                    fold::request(Map::from_iter([(k.to_string(), v.clone())]), go_type)
+                        .remove(k)
+                        .unwrap_or(Value::Null)
                 })
             };
-            entries.iter().zip(&keys).enumerate().map(|(i, ((_, v), k))| (k.clone(), earlier(i, k, v))).collect()
+            entries.iter().zip(&keys).enumerate().map(|(i, ((_, v), k))| (k.to_string(), earlier(i, k, v))).collect()
         } else {
             Vec::new()
         };
         Body { map: fold::request(entries.into_iter().collect(), go_type), order }
     }
+}
+
+/// A body's keys in the body's order (`map`'s own where `order` is empty: no field came
+/// twice), each with its value where it is not its field's last key (`None`: `map` holds it).
+pub(super) fn places<'a>(
+    map: &'a Map<String, Value>,
+    order: &'a [(String, Option<Value>)],
+) -> impl Iterator<Item = (&'a String, Option<&'a Value>)> {
+    let plain = order.is_empty().then(|| map.keys().map(|k| (k, None)));
+    plain.into_iter().flatten().chain(order.iter().map(|(k, earlier)| (k, earlier.as_ref())))
 }
 
 /// Decodes a body to a JSON object, or the error the real server gives (`go_type` with its
