@@ -175,11 +175,12 @@ impl PromptCache {
         Claim { slot, choice, cached, evaluated: prompt.len() - cached, restored, saved, lost_to }
     }
 
-    /// Frees a slot; `generated` are the tokens it decoded after the prompt.
-    pub(crate) fn release(&mut self, slot: usize, generated: &[Tok]) {
+    /// Frees a slot; `generated` are the tokens it decoded after the prompt, with the context
+    /// shifts a full slot made on the way (`full`).
+    pub(crate) fn release(&mut self, slot: usize, generated: &[Tok], full: crate::context::SlotContext) {
         self.tick += 1;
         if let Some(s) = self.slots.get_mut(slot) {
-            s.tokens.extend_from_slice(generated);
+            full.extend(&mut s.tokens, generated);
             s.busy = false;
             s.last_used = self.tick;
         }
@@ -228,6 +229,9 @@ impl PromptCache {
 mod tests {
     use super::*;
 
+    /// Slots that never fill in these tests.
+    const NO_SHIFT: crate::context::SlotContext = crate::context::SlotContext { tokens: usize::MAX, shift: false };
+
     fn toks(r: std::ops::Range<u64>) -> Vec<Tok> {
         r.collect()
     }
@@ -237,14 +241,14 @@ mod tests {
         let mut c = PromptCache::new(1, 0);
         let first = c.claim(&toks(0..100), "a");
         assert_eq!((first.cached, first.evaluated), (0, 100));
-        c.release(first.slot, &toks(1000..1010));
+        c.release(first.slot, &toks(1000..1010), NO_SHIFT);
         // The next turn resends the prompt and the answer, and adds 20 tokens.
         let mut next = toks(0..100);
         next.extend(1000..1010);
         next.extend(2000..2020);
         let second = c.claim(&next, "a");
         assert_eq!((second.cached, second.evaluated, second.choice), (110, 20, Choice::Similarity));
-        c.release(second.slot, &[]);
+        c.release(second.slot, &[], NO_SHIFT);
         let same = c.claim(&next, "a");
         assert_eq!((same.cached, same.evaluated), (129, 1));
     }
@@ -257,8 +261,8 @@ mod tests {
         assert_eq!((a.slot, a.choice), (1, Choice::LeastRecentlyUsed));
         let b = c.claim(&toks(100..150), "b");
         assert_eq!(b.slot, 0);
-        c.release(a.slot, &[]);
-        c.release(b.slot, &[]);
+        c.release(a.slot, &[], NO_SHIFT);
+        c.release(b.slot, &[], NO_SHIFT);
         // Each comes back to its own slot, whatever the order.
         let mut b2 = toks(100..150);
         b2.extend(500..510);
@@ -268,8 +272,8 @@ mod tests {
         let a2 = c.claim(&a2, "a");
         assert_eq!((a2.slot, a2.cached), (1, 50));
         // A prompt sharing nothing takes the least recently used idle slot.
-        c.release(0, &[]);
-        c.release(1, &[]);
+        c.release(0, &[], NO_SHIFT);
+        c.release(1, &[], NO_SHIFT);
         assert_eq!(c.claim(&toks(900..950), "c").slot, 0);
     }
 
@@ -277,10 +281,10 @@ mod tests {
     fn without_a_host_cache_an_agent_that_lost_its_slot_evaluates_everything_and_knows_who_took_it() {
         let mut c = PromptCache::new(1, 0);
         let a = c.claim(&toks(0..200), "a");
-        c.release(a.slot, &[]);
+        c.release(a.slot, &[], NO_SHIFT);
         let b = c.claim(&toks(300..400), "b");
         assert_eq!(b.lost_to, None);
-        c.release(b.slot, &[]);
+        c.release(b.slot, &[], NO_SHIFT);
         let a2 = c.claim(&toks(0..220), "a");
         assert_eq!((a2.cached, a2.evaluated), (0, 220));
         assert_eq!(a2.lost_to, Some(("b".to_string(), 200)));
@@ -290,10 +294,10 @@ mod tests {
     fn the_host_cache_saves_an_evicted_prompt_and_restores_it() {
         let mut c = PromptCache::new(1, 100_000);
         let a = c.claim(&toks(0..200), "a");
-        c.release(a.slot, &[]);
+        c.release(a.slot, &[], NO_SHIFT);
         let b = c.claim(&toks(300..400), "b");
         assert_eq!((b.saved, b.restored), (200, 0), "a's prompt saved before b takes the slot");
-        c.release(b.slot, &[]);
+        c.release(b.slot, &[], NO_SHIFT);
         let a2 = c.claim(&toks(0..220), "a");
         assert_eq!((a2.saved, a2.restored, a2.cached, a2.evaluated), (100, 200, 200, 20));
         assert_eq!(a2.lost_to, None);
@@ -306,7 +310,7 @@ mod tests {
         for (i, agent) in ["a", "b", "c"].iter().enumerate() {
             let start = i as u64 * 1000;
             let x = c.claim(&toks(start..start + 200), agent);
-            c.release(x.slot, &[]);
+            c.release(x.slot, &[], NO_SHIFT);
         }
         // a's and b's prompts were saved in turn; 400 tokens exceed 250, so a's went.
         let a = c.claim(&toks(0..210), "a");

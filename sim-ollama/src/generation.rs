@@ -50,6 +50,8 @@ pub(crate) struct PlanInput<'a> {
     pub(crate) think: f64,
     /// The runner's context per slot: generation is bounded at ten of them.
     pub(crate) num_ctx: u64,
+    /// The slot the answer is decoded in: without context shift it stops when that is full.
+    pub(crate) slot: crate::context::SlotContext,
 }
 
 /// A request's content and intended schedule.
@@ -101,8 +103,12 @@ impl Plan {
             Some(n) if n > 0 => (n as usize).min(cap + 1),
             _ => latency::output_len(profile, &mut text_rng),
         };
-        // `boundedNumPredict`: unset, negative or past the cap, it is the cap.
-        let num_predict = Some(o.num_predict.filter(|n| *n > 0).map_or(cap, |n| (n as usize).min(cap)));
+        // `boundedNumPredict`: unset, negative or past the cap, it is the cap; and without
+        // context shift the answer ends where the slot is full (llama-server's
+        // `n_tokens + 1 >= n_ctx`: a prompt that does not leave a token is refused before).
+        let prompt_tokens = prompt_tokens(input.model, input.rendered, input.templated, input.images);
+        let room = input.slot.room(prompt_tokens as usize).map_or(usize::MAX, |r| r.max(1));
+        let num_predict = Some(o.num_predict.filter(|n| *n > 0).map_or(cap, |n| (n as usize).min(cap)).min(room));
         let policy = crate::tools::Policy {
             probability: o.sim_tool_call_probability.unwrap_or(1.0),
             max_calls: o.sim_tool_calls.map_or(1, |n| n.clamp(0, 64) as usize),
@@ -134,7 +140,6 @@ impl Plan {
             }
             _ => text,
         };
-        let prompt_tokens = prompt_tokens(input.model, input.rendered, input.templated, input.images);
         let timing = Timing::new(profile, prompt_tokens, input.time_scale, content.str("timing").rng());
         Plan { prompt_tokens, text, timing, seed: content.str("misc").finish() }
     }
@@ -340,11 +345,8 @@ impl Running {
         // The slot's context: a longer prompt is cut or refused, as the real runner does it
         // once it has its slot.
         let planned = prompt.len();
-        let limits = crate::context::Limits {
-            num_ctx: lease.runner.opts.num_ctx as usize,
-            truncate,
-            shift: lease.runner.opts.shift && lease.runner.model.family != "deepseek2",
-        };
+        let full = lease.runner.opts.slot(&lease.runner.model);
+        let limits = crate::context::Limits { num_ctx: lease.runner.opts.num_ctx as usize, slot: full, truncate };
         if let Err(e) = crate::context::fit_prompt(&mut prompt, limits) {
             let e = e.from_runner();
             trace.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
@@ -371,9 +373,11 @@ impl Running {
                 + copy_per_token.saturating_mul(claim.copied() as u32);
         }
         trace.with(|r| r.cache = Some(cache_use(&claim)));
+        timing.in_slot(full, prompt_tokens as usize);
         // Attention over the context at its mean during the answer (the prompt and half the
-        // answer): the part of each token that does not batch with other streams.
-        let mean_context = f64::from(prompt_tokens) + text.pieces.len() as f64 / 2.0;
+        // answer, less what a full slot's shifts discard): the part of each token that does not
+        // batch with other streams.
+        let mean_context = full.mean_context(prompt_tokens as usize, text.pieces.len());
         let attention = model.spec.profile.decode_slowdown_per_1k * mean_context / 1000.0;
         trace.with(|r| r.attention = attention);
         // A streamed answer in a probe run may be held whole, before it starts: its slot kept,

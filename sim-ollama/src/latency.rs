@@ -5,6 +5,7 @@
 //! [`device`](crate::device) turns work into wall-clock deadlines under contention.
 
 use crate::config::Profile;
+use crate::context::SlotContext;
 use crate::dist::{DistSpec, Sampler};
 use crate::seed::SimRng;
 use std::time::Duration;
@@ -58,11 +59,17 @@ pub(crate) struct Timing {
     first_free: bool,
     /// Multiplies every gap (noise, [`Timing::slow_down`]).
     factor: f64,
-    /// Tokens of context before the next token (the prompt, then each token generated).
+    /// Tokens of context before the next token (the prompt, then each token generated, less
+    /// what a full slot's shifts discarded).
     context: f64,
     /// [`Profile::decode_slowdown_per_1k`] per token.
     slowdown: f64,
+    /// The slot the stream decodes in, once it has one ([`Timing::in_slot`]).
+    slot: SlotContext,
 }
+
+/// Before a stream has its slot: one that never fills.
+const NO_SLOT: SlotContext = SlotContext { tokens: usize::MAX, shift: false };
 
 impl Timing {
     pub(crate) fn new(profile: &Profile, prompt_tokens: u32, time_scale: f64, mut rng: SimRng) -> Timing {
@@ -80,6 +87,7 @@ impl Timing {
                 factor: 1.0,
                 context: 0.0,
                 slowdown: 0.0,
+                slot: NO_SLOT,
             };
         }
         let prompt = scaled_ms(profile.prompt_ms(0.0, f64::from(prompt_tokens)), time_scale);
@@ -101,7 +109,16 @@ impl Timing {
             factor: 1.0,
             context: f64::from(prompt_tokens),
             slowdown: profile.decode_slowdown_per_1k / 1000.0,
+            slot: NO_SLOT,
         }
+    }
+
+    /// The slot the stream decodes in, holding `held` tokens before its first (the prompt as
+    /// the slot took it: a cut prompt holds fewer than planned); a full slot's shifts discard
+    /// context from then on ([`SlotContext`]).
+    pub(crate) fn in_slot(&mut self, slot: SlotContext, held: usize) {
+        self.slot = slot;
+        self.context = held as f64;
     }
 
     /// Multiplies all of the stream's work by `factor` (noise on purpose, [`crate::noise`]).
@@ -121,6 +138,7 @@ impl Timing {
 
     /// Solo work from the previous token (or the end of prompt evaluation) to the next token.
     pub(crate) fn next_gap(&mut self) -> Duration {
+        self.context -= self.slot.discard(self.context as usize) as f64;
         let context = self.context;
         self.context += 1.0;
         if std::mem::take(&mut self.first_free) {

@@ -88,6 +88,16 @@ impl RunnerOptions {
         }
     }
 
+    /// What a generation meets when it fills a slot of a runner of these options for `model`:
+    /// its slot's tokens, and a shift of them unless context shift is off (asked off, or a
+    /// deepseek2 model: `supportsContextShift`, server/sched.go 129-147).
+    pub(crate) fn slot(&self, model: &ModelSpec) -> crate::context::SlotContext {
+        crate::context::SlotContext {
+            tokens: crate::context::slot_tokens(self.num_ctx, model.context_length),
+            shift: self.shift && model.family != "deepseek2",
+        }
+    }
+
     /// Why a runner loaded with `self` cannot serve a request asking for `req`, if it cannot.
     pub(crate) fn reload_reason(&self, req: &RunnerOptions) -> Option<String> {
         let mut diffs = Vec::new();
@@ -176,7 +186,8 @@ impl Runner {
 
     /// Frees a slot's cache with the tokens it generated, before its permit is returned.
     pub(crate) fn release_slot(&self, slot: usize, generated: &[crate::cache::Tok]) {
-        self.cache.lock().unwrap_or_else(|e| e.into_inner()).release(slot, generated);
+        let full = self.opts.slot(&self.model);
+        self.cache.lock().unwrap_or_else(|e| e.into_inner()).release(slot, generated, full);
     }
 
     pub(crate) fn is_ready(&self) -> bool {

@@ -91,7 +91,8 @@ fn a_prompt_longer_than_the_context_is_cut_after_its_first_tokens_or_refused() {
         v["error"],
         "the prompt is longer than the context length currently available to the model; shorten the prompt, adjust the context length in settings, or use a model with a longer context length"
     );
-    // No truncation: llama-server's refusal, with both counts.
+    // No truncation: llama-server's refusal, with both counts; its slot is num_ctx rounded up
+    // to 256.
     let mut whole = body.clone();
     whole["truncate"] = json!(false);
     let (status, v) = post(&sim, "/api/generate", &whole);
@@ -100,7 +101,7 @@ fn a_prompt_longer_than_the_context_is_cut_after_its_first_tokens_or_refused() {
     assert_eq!(
         inner["error"]["message"],
         format!(
-            "request ({} tokens) exceeds the available context size (128 tokens), try increasing it",
+            "request ({} tokens) exceeds the available context size (256 tokens), try increasing it",
             inner["error"]["n_prompt_tokens"]
         )
     );
@@ -120,4 +121,65 @@ fn open_ended_generation_stops_at_ten_context_windows() {
     let (status, v) = post(&sim, "/api/generate", &body);
     assert_eq!(status, 200, "{v}");
     assert_eq!((v["eval_count"].as_u64(), v["done_reason"].as_str()), (Some(160), Some("length")));
+}
+
+/// A model whose tokens slow with the context they attend to (4 per 1,000 tokens of it).
+const SLOWING: &str = r#"
+[[models]]
+name = "slowing:latest"
+family = "llama"
+parameter_size = "1B"
+quantization_level = "Q8_0"
+size = 1000000
+context_length = 8192
+embedding_length = 256
+capabilities = ["completion"]
+[models.profile]
+load_ms = { dist = "constant", mean = 10.0 }
+call_overhead_ms = { dist = "constant", mean = 1.0 }
+prompt_tokens_per_s = 20000.0
+first_token_ms = { dist = "constant", mean = 4.0 }
+decode_tokens_per_s = 2000.0
+decode_slowdown_per_1k = 4.0
+inter_token = { dist = "constant" }
+output_tokens = { dist = "constant", mean = 100.0 }
+"#;
+
+#[test]
+fn a_full_slot_stops_the_answer_without_context_shift_and_shifts_its_context_with_it() {
+    let config = sim_ollama::advanced::config::ConfigFile::from_toml(SLOWING).unwrap();
+    let sim = SimBuilder::new().config(config).frozen_clock(true).time_scale(0.001).start().unwrap();
+    let ask = |num_ctx: u64, shift: bool| {
+        let body = json!({"model": "slowing", "prompt": "hello there", "stream": false, "shift": shift,
+            "options": {"num_ctx": num_ctx, "num_predict": 3000, "sim_tokens": 5000}});
+        let (status, v) = post(&sim, "/api/generate", &body);
+        assert_eq!(status, 200, "{v}");
+        let attention = sim.trace().requests.last().unwrap().attention;
+        let eval_ms = v["eval_duration"].as_f64().unwrap() / 1e6;
+        (
+            v["prompt_eval_count"].as_u64().unwrap(),
+            v["eval_count"].as_u64().unwrap(),
+            v["done_reason"].clone(),
+            (attention, eval_ms),
+        )
+    };
+    // Without context shift the answer stops where its slot is full, and a slot is num_ctx
+    // rounded up to 256 (the real CPU build: 230 tokens after a 26-token prompt at num_ctx
+    // 100 and 256, 486 at 300).
+    for (num_ctx, slot) in [(100, 256), (256, 256), (300, 512)] {
+        let (prompt, answer, reason, _) = ask(num_ctx, false);
+        assert_eq!((prompt + answer, reason.as_str()), (slot, Some("length")), "num_ctx {num_ctx}");
+    }
+    // With it the answer goes on, and each token attends to at most a slot's tokens: 3,000
+    // tokens in a 512-token slot attend to about 3/4 of it (0.004 x 384 = 1.5), where a
+    // 4096-token slot holds them all (0.004 x 1,500 = 6).
+    let (_, answer, reason, (short, short_ms)) = ask(512, true);
+    assert_eq!((answer, reason.as_str()), (3000, Some("length")));
+    let (_, _, _, (long, long_ms)) = ask(4096, true);
+    assert!((1.2..1.8).contains(&short), "attention in a 512-token slot: {short}");
+    assert!((5.8..6.3).contains(&long), "attention in a 4096-token slot: {long}");
+    // And its tokens are as much faster: 1 + 0.004 x 384 against 1 + 0.004 x 1,513 per token
+    // (2.5 against 7.1; the real tiny model: 3,400 tokens/s against 1,135).
+    let ratio = long_ms / short_ms;
+    assert!((2.4..3.2).contains(&ratio), "decode {long_ms} ms in 4096, {short_ms} ms in 512: {ratio}");
 }

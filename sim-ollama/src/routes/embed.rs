@@ -74,6 +74,8 @@ pub(crate) async fn run_embedding(
         scripted: None,
         think: 0.0,
         num_ctx: model.spec.context_length,
+        // Its text is not used.
+        slot: crate::context::SlotContext { tokens: usize::MAX, shift: true },
     });
     let plan = Plan {
         prompt_tokens: tokens.max(1),

@@ -195,6 +195,7 @@ pub(crate) async fn start(
         scripted,
         think: g.think.factor(),
         num_ctx,
+        slot: g.runner.slot(&g.model.spec),
     });
     if let Some(t) = trace.as_ref() {
         // What the model will answer (its reasoning aside) and its tool calls' ids, to
