@@ -106,11 +106,10 @@ pub(crate) fn twin_deployment(
     agents: &[AgentRecord],
     tolerance: &crate::calibrate::Tolerance,
 ) -> sim_ollama::judge::DeploymentReport {
-    let share_at = |ends: &[(f64, f64)]| {
+    let share_at = |ends: &[sim_ollama::advanced::trace::DeviceSharing]| {
         let mut moved = trace.clone();
-        for (d, &(penalty, efficiency)) in moved.devices.iter_mut().zip(ends) {
-            d.batch_penalty = penalty;
-            d.cross_process_efficiency = efficiency;
+        for (d, end) in moved.devices.iter_mut().zip(ends) {
+            *d = *end;
         }
         judge_trace(&moved, origin, agents, None).deployment.share.unwrap_or(f64::NAN)
     };

@@ -26,6 +26,8 @@ max_loaded_models = 1
 name = "shared"
 batch_penalty = 0.5
 cross_process_efficiency = 0.8
+# Its servers' attention shares it otherwise: two busy servers each keep 0.8 of its speed.
+cross_process_attention_efficiency = 1.6
 
 [[devices]]
 name = "own"
@@ -152,6 +154,13 @@ fn timing_calibration_recovers_the_configuration_of_a_known_simulator() {
         "cross-process efficiency {}: {:?}",
         device.cross_process_efficiency,
         cal.pairs
+    );
+    let attention = device.cross_process_attention_efficiency;
+    assert!(
+        attention.is_some_and(|e| (e - 1.6).abs() <= 0.4),
+        "the attention's share {attention:?}: {:?} at contexts {:?}",
+        cal.pairs,
+        cal.pair_contexts
     );
     assert_eq!(back.server.max_queue, Some(12), "bursts at a load: {:?}", cal.load_burst);
     assert!(steps.iter().any(|(_, _, w)| w.starts_with("8 calls at once at a load: 0 refused")), "{steps:?}");

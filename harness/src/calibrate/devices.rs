@@ -4,7 +4,7 @@
 //! device of its own.
 
 use super::figures::{Calibration, Figure, Pair, num, round3};
-use super::fits::{fit_sharing, sharing_efficiency};
+use super::fits::{fit_sharing, fit_sharing_parts, sharing_efficiency};
 
 /// Servers the twin puts on one device, and what measured their sharing.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,6 +16,8 @@ pub struct DeviceGroup {
     pub together: Option<Figure>,
     /// How many servers decoded at once in those rounds.
     pub busy: usize,
+    /// Each stream's speed relative to solo in the pairs' rounds after a long prompt.
+    pub after_long: Option<Figure>,
 }
 
 impl DeviceGroup {
@@ -23,6 +25,24 @@ impl DeviceGroup {
     /// each (1 for a server alone).
     pub fn efficiency(&self) -> f64 {
         self.together.map_or(1.0, |t| sharing_efficiency(t.median, self.busy))
+    }
+
+    /// The device's `(cross_process_efficiency, cross_process_attention_efficiency)` from its
+    /// pairs' speeds at the short and the long prompt ([`fit_sharing_parts`]), their attention
+    /// the profile's `slowdown_per_1k` at the rounds' mean contexts; `together` and
+    /// `after_long` may be moved first (`moved`, as [`super::tolerance`] moves them). The
+    /// second is `None` where the two rounds cannot tell the parts apart: one share for both.
+    pub fn efficiencies(
+        &self,
+        cal: &Calibration,
+        slowdown_per_1k: f64,
+        moved: impl Fn(&Figure) -> f64,
+    ) -> (f64, Option<f64>) {
+        let Some(t) = self.together else { return (1.0, None) };
+        let one = (sharing_efficiency(moved(&t), self.busy), None);
+        let (Some(l), Some([short, long])) = (self.after_long, cal.pair_contexts) else { return one };
+        let x = |c: f64| slowdown_per_1k * c / 1000.0;
+        fit_sharing_parts((x(short), moved(&t)), (x(long), moved(&l)), self.busy).map_or(one, |(e, ea)| (e, Some(ea)))
     }
 }
 
@@ -36,10 +56,12 @@ impl DeviceGroup {
 /// overrules (a pair above the line on one device through others).
 pub fn device_groups(cal: &Calibration) -> (Vec<DeviceGroup>, Vec<String>) {
     let n = cal.endpoints.len().max(cal.slots.len()).max(1);
-    let alone = |i: usize| DeviceGroup { servers: vec![i], together: None, busy: 1 };
+    let alone = |i: usize| DeviceGroup { servers: vec![i], together: None, busy: 1, after_long: None };
     if cal.pairs.is_empty() {
         return match cal.together.filter(|t| fit_sharing(t.median, n).is_some()) {
-            Some(t) if n > 1 => (vec![DeviceGroup { servers: (0..n).collect(), together: Some(t), busy: n }], vec![]),
+            Some(t) if n > 1 => {
+                (vec![DeviceGroup { servers: (0..n).collect(), together: Some(t), busy: n, after_long: None }], vec![])
+            }
             _ => ((0..n).map(alone).collect(), vec![]),
         };
     }
@@ -73,15 +95,10 @@ pub fn device_groups(cal: &Calibration) -> (Vec<DeviceGroup>, Vec<String>) {
     for g in groups.iter_mut().filter(|g| g.servers.len() > 1) {
         let (below, above): (Vec<&Pair>, Vec<&Pair>) =
             cal.pairs.iter().filter(|p| g.servers.contains(&p.a) && g.servers.contains(&p.b)).partition(|p| shared(p));
-        // The median of the medians, the range of the ranges.
         let medians: Vec<f64> = below.iter().map(|p| p.speed.median).collect();
-        g.together = Figure::of(&medians).map(|f| Figure {
-            min: below.iter().map(|p| p.speed.min).fold(f.min, f64::min),
-            max: below.iter().map(|p| p.speed.max).fold(f.max, f64::max),
-            samples: below.iter().map(|p| p.speed.samples).sum(),
-            ..f
-        });
+        g.together = pooled(below.iter().map(|p| p.speed));
         g.busy = 2;
+        g.after_long = pooled(below.iter().filter_map(|p| p.after_long));
         if let (Some(lo), Some(hi)) =
             (medians.iter().copied().reduce(f64::min), medians.iter().copied().reduce(f64::max))
         {
@@ -115,6 +132,17 @@ pub fn device_groups(cal: &Calibration) -> (Vec<DeviceGroup>, Vec<String>) {
         ));
     }
     (groups, notes)
+}
+
+/// Figures of several pairs as one: the median of their medians, the range of their ranges.
+fn pooled(figures: impl Iterator<Item = Figure> + Clone) -> Option<Figure> {
+    let medians: Vec<f64> = figures.clone().map(|f| f.median).collect();
+    Figure::of(&medians).map(|f| Figure {
+        min: figures.clone().map(|p| p.min).fold(f.min, f64::min),
+        max: figures.clone().map(|p| p.max).fold(f.max, f64::max),
+        samples: figures.map(|p| p.samples).sum(),
+        ..f
+    })
 }
 
 /// What showed a server has a device of its own: each other server beside it ran at its solo
@@ -243,9 +271,9 @@ mod tests {
         let mut cal = Calibration {
             endpoints: (0..3).map(|i| format!("http://s{i}")).collect(),
             pairs: vec![
-                Pair { a: 0, b: 1, speed: fig(0.6) },
-                Pair { a: 0, b: 2, speed: fig(0.6) },
-                Pair { a: 1, b: 2, speed: fig(0.6) },
+                Pair { a: 0, b: 1, speed: fig(0.6), after_long: None },
+                Pair { a: 0, b: 2, speed: fig(0.6), after_long: None },
+                Pair { a: 1, b: 2, speed: fig(0.6), after_long: None },
             ],
             ..Calibration::default()
         };
@@ -256,9 +284,9 @@ mod tests {
         // Three servers on two cores: no pair slowed much (a core each), all three at once
         // did: devices of their own give 1, said.
         cal.pairs = vec![
-            Pair { a: 0, b: 1, speed: fig(0.95) },
-            Pair { a: 0, b: 2, speed: fig(0.97) },
-            Pair { a: 1, b: 2, speed: fig(0.94) },
+            Pair { a: 0, b: 1, speed: fig(0.95), after_long: None },
+            Pair { a: 0, b: 2, speed: fig(0.97), after_long: None },
+            Pair { a: 1, b: 2, speed: fig(0.94), after_long: None },
         ];
         let (groups, _) = device_groups(&cal);
         assert_eq!(groups.len(), 3);
@@ -275,8 +303,8 @@ mod tests {
             ..Calibration::default()
         };
         let groups = vec![
-            DeviceGroup { servers: vec![0, 1], together: None, busy: 1 },
-            DeviceGroup { servers: vec![2], together: None, busy: 1 },
+            DeviceGroup { servers: vec![0, 1], together: None, busy: 1, after_long: None },
+            DeviceGroup { servers: vec![2], together: None, busy: 1, after_long: None },
         ];
         let speed = |c: &Calibration, g: &DeviceGroup| device_speed(c, g).map(|(x, _)| x);
         assert_eq!((speed(&cal, &groups[0]), speed(&cal, &groups[1])), (Some(1.0), Some(0.5)));
@@ -292,7 +320,7 @@ mod tests {
     #[test]
     fn servers_go_on_the_devices_their_pairs_show() {
         let fig = |m: f64| Figure { median: m, min: m - 0.02, max: m + 0.02, samples: 4 };
-        let pair = |a, b, m| Pair { a, b, speed: fig(m) };
+        let pair = |a, b, m| Pair { a, b, speed: fig(m), after_long: None };
         let servers = |n: usize| Calibration {
             endpoints: (0..n).map(|i| format!("http://s{i}")).collect(),
             ..Calibration::default()
@@ -330,7 +358,7 @@ mod tests {
         // A pair slower at the median but at its solo speed in some round: apart, said.
         let mut noisy = servers(3);
         let wide = Figure { median: 0.84, min: 0.57, max: 1.34, samples: 6 };
-        noisy.pairs = vec![pair(0, 1, 0.39), pair(0, 2, 1.07), Pair { a: 1, b: 2, speed: wide }];
+        noisy.pairs = vec![pair(0, 1, 0.39), pair(0, 2, 1.07), Pair { a: 1, b: 2, speed: wide, after_long: None }];
         let (groups, notes) = device_groups(&noisy);
         assert_eq!(groups.iter().map(|g| g.servers.clone()).collect::<Vec<_>>(), vec![vec![0, 1], vec![2]]);
         assert!(notes.len() == 1 && notes[0].contains("not in every one"), "{notes:?}");

@@ -156,6 +156,15 @@ pub struct Calibration {
     /// pair, the same rounds as `together`).
     #[serde(default)]
     pub pairs: Vec<Pair>,
+    /// Solo calls on the first server after a long prompt, as the pairs' second rounds
+    /// ([`Pair::after_long`]) are compared with: tokens per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub long_decode_tokens_per_s: Option<Figure>,
+    /// The mean context of the pairs' calls, in the simulator's token counts (their prompt and
+    /// half their answer): the short prompt's rounds ([`Pair::speed`]) and the long prompt's
+    /// ([`Pair::after_long`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair_contexts: Option<[f64; 2]>,
     /// Three servers or more with one call on every one at once: each stream's speed
     /// relative to its server's solo speed.
     #[serde(default)]
@@ -250,6 +259,11 @@ pub struct Pair {
     pub b: usize,
     /// Each stream's speed relative to its server's solo speed.
     pub speed: Figure,
+    /// The same after a long prompt (relative to solo calls after it): at a longer context,
+    /// where attention is more of each token's work, which servers may share otherwise than
+    /// the rest (`cross_process_attention_efficiency`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_long: Option<Figure>,
 }
 
 /// How many calls sent together decoded at once: those whose first token came before any of

@@ -237,6 +237,27 @@ pub fn fit_sharing(together: f64, servers: usize) -> Option<f64> {
     (together < 0.9).then(|| sharing_efficiency(together, servers))
 }
 
+/// A device's two shares when `servers` processes time-slice it, `(cross_process_efficiency,
+/// cross_process_attention_efficiency)`: the step's part that batches and the streams'
+/// attention may be shared otherwise (on this machine's CPU servers the weights slowed 2.2
+/// times beside another server, the attention hardly at all). From each stream's speed beside
+/// the others relative to alone, `r`, at two mean attentions `x` (the profile's slowdown at
+/// the calls' mean contexts): `(1 + x) / r = m / e + m x / e_a` at both
+/// ([`sim_ollama::advanced::trace::DeviceSharing::stream_speed`]). `None` where the two
+/// attentions are too close to tell the parts apart (under 0.3 apart), or a part comes out at
+/// zero or below (the rounds' noise larger than what tells them apart).
+pub(crate) fn fit_sharing_parts(short: (f64, f64), long: (f64, f64), servers: usize) -> Option<(f64, f64)> {
+    let ((xs, rs), (xl, rl)) = (short, long);
+    if !(xl - xs >= 0.3 && rs > 0.0 && rl > 0.0 && xs >= 0.0) {
+        return None;
+    }
+    let (ys, yl) = ((1.0 + xs) / rs, (1.0 + xl) / rl);
+    let attention = (yl - ys) / (xl - xs);
+    let weights = ys - xs * attention;
+    let m = servers as f64;
+    (attention > 0.0 && weights > 0.0).then(|| ((m / weights).clamp(0.05, 2.0), (m / attention).clamp(0.05, 16.0)))
+}
+
 /// The efficiency of a device `servers` time-slice, each getting `together` of its solo speed.
 pub(crate) fn sharing_efficiency(together: f64, servers: usize) -> f64 {
     (together * servers as f64).clamp(0.05, 2.0)
@@ -245,6 +266,23 @@ pub(crate) fn sharing_efficiency(together: f64, servers: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_devices_weights_and_attention_shares_come_from_two_contexts() {
+        // The real pair on this machine's cores (0.93 and 2.1): at attentions 2.5 and 5.5 each
+        // stream keeps 0.77 and 0.87 of its solo speed.
+        let m = 2.0;
+        let r = |x: f64| (1.0 + x) / (m * (1.0 / 0.93 + x / 2.1));
+        let (e, ea) = fit_sharing_parts((2.5, r(2.5)), (5.5, r(5.5)), 2).unwrap();
+        assert!((e - 0.93).abs() < 1e-9 && (ea - 2.1).abs() < 1e-9, "{e} {ea}");
+        // One share for both (a GPU): the same figure twice.
+        let r = |x: f64| 0.78 / m * (1.0 + x) / (1.0 + x);
+        let (e, ea) = fit_sharing_parts((0.1, r(0.1)), (1.4, r(1.4)), 2).unwrap();
+        assert!((e - 0.78).abs() < 1e-9 && (ea - 0.78).abs() < 1e-9, "{e} {ea}");
+        // Too close to tell apart, or noise that makes a part negative: none.
+        assert_eq!(fit_sharing_parts((1.0, 0.6), (1.2, 0.62), 2), None);
+        assert_eq!(fit_sharing_parts((0.1, 0.3), (2.0, 0.95), 2), None);
+    }
 
     #[test]
     fn the_prompt_line_recovers_its_slope_and_intercept() {
@@ -337,7 +375,11 @@ mod tests {
         assert!((0.1..0.3).contains(&with), "{with}");
         assert!(fit_batch_penalty(&cpu, 0.0).unwrap() > 0.6);
         // Recovered from speeds the model itself gives.
-        let dev = sim_ollama::advanced::trace::DeviceSharing { batch_penalty: 0.4, cross_process_efficiency: 1.0 };
+        let dev = sim_ollama::advanced::trace::DeviceSharing {
+            batch_penalty: 0.4,
+            cross_process_efficiency: 1.0,
+            cross_process_attention_efficiency: None,
+        };
         let made: Vec<(usize, f64)> = (2..=5).map(|k| (k, dev.speed(k, 1, 2.5))).collect();
         assert!((fit_batch_penalty(&made, 2.5).unwrap() - 0.4).abs() < 1e-9);
     }

@@ -85,6 +85,9 @@ struct Session<'a> {
 /// inside any model's context, with room for the answer.
 const LONG_PROMPT_CHARS: usize = 1500;
 
+/// The prompt of the calls started together (the batching rounds, the pairs), characters.
+const PAIR_PROMPT_CHARS: usize = 80;
+
 /// The prompt lengths of the one-token calls, characters: several, so that a prompt's time that
 /// bends upward with its length shows (`PromptFit::fit`), the longest twice the long prompt's
 /// (about 750 of the simulator's tokens; 2,564 of the real tiny model's, whose tokens are a
@@ -201,9 +204,9 @@ impl Session<'_> {
         Ok(LoadBurst { sent: k, refused: recs.iter().filter(|r| busy(r)).count() })
     }
 
-    /// Calls started together, one per entry of `servers`.
-    async fn together(&self, servers: &[usize], tokens: u32) -> Result<Vec<CallRecord>, String> {
-        let calls = servers.iter().map(|&s| self.call(s, self.prompt(80), tokens, serde_json::json!({})));
+    /// Calls started together, one per entry of `servers`, each after a prompt of `chars`.
+    async fn together(&self, servers: &[usize], chars: usize, tokens: u32) -> Result<Vec<CallRecord>, String> {
+        let calls = servers.iter().map(|&s| self.call(s, self.prompt(chars), tokens, serde_json::json!({})));
         futures::future::join_all(calls).await.into_iter().collect()
     }
 
@@ -321,6 +324,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         + ks.len()
         + (n - 1)
         + n * (n - 1) / 2
+        + usize::from(n > 1)
         + 3
         + usize::from(!plan.others.is_empty());
     let mut done = 0;
@@ -369,7 +373,8 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
             let calls = (n + 1) * plan.reps
                 + plan.reps * ks.iter().sum::<usize>()
                 + (n - 1) * plan.max_streams
-                + n * (n - 1) * plan.reps
+                + 2 * n * (n - 1) * plan.reps
+                + usize::from(n > 1) * plan.reps
                 + 2 * plan.others.len() * plan.reps;
             let bursts = burst_sizes(plan);
             step(
@@ -443,17 +448,20 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     // 4. k calls at once on the first server; then the slots of every other server.
     let mut found = 0usize;
     let mut batch_rates: Vec<(usize, Vec<f64>)> = Vec::new();
+    let mut batch_recs = Vec::new();
+    let short_sim = f64::from(sim_ollama::advanced::prompt_tokens(&s.prompt(PAIR_PROMPT_CHARS)));
     for &k in &ks {
         // Rounds of k, `reps` of them: contention on a shared CPU varies from round to round.
         let mut rel = Vec::new();
         let mut seen = Vec::new();
         for _ in 0..plan.reps {
-            let recs = s.together(&vec![0; k], plan.tokens).await?;
+            let recs = s.together(&vec![0; k], PAIR_PROMPT_CHARS, plan.tokens).await?;
             let (starts, ends) = spans(&recs);
             let at_once = decoded_at_once(&starts, &ends);
             seen.push(at_once);
             if at_once == k {
                 rel.extend(recs.iter().map(|r| decode_rate(r) / solo));
+                batch_recs.extend(recs);
             }
         }
         // The slots: what most rounds showed (a round whose first call ended early shows fewer).
@@ -472,9 +480,9 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     });
     cal.batch = batch_rates.iter().filter_map(|(k, v)| Figure::of(v).map(|f| (*k, f))).collect();
     cal.batch_context =
-        Some(f64::from(sim_ollama::advanced::prompt_tokens(&s.prompt(80))) + f64::from(plan.tokens) / 2.0);
+        mean_context(&batch_recs, short_sim, plan.tokens).or(Some(short_sim + f64::from(plan.tokens) / 2.0));
     for i in 1..n {
-        let recs = s.together(&vec![i; plan.max_streams], plan.tokens).await?;
+        let recs = s.together(&vec![i; plan.max_streams], PAIR_PROMPT_CHARS, plan.tokens).await?;
         let (starts, ends) = spans(&recs);
         let at_once = decoded_at_once(&starts, &ends);
         cal.slots.push(Slots {
@@ -488,19 +496,49 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     // 5. Each pair of servers with one call on each at once: which servers slow which (a
     // shared device, or shared cores), so servers on one device and servers on their own in
     // one deployment each get theirs.
+    // Then the same after a long prompt, where attention is more of each token's work: servers
+    // may share it otherwise than the rest (cores of one machine: the weights' part time-sliced,
+    // each process's attention hardly slowed), against solo calls after that prompt.
     let solo_of = |i: usize| cal.decode_per_server.get(i).map_or(solo, |f| f.median);
+    let long_sim = f64::from(sim_ollama::advanced::prompt_tokens(&s.prompt(2 * LONG_PROMPT_CHARS)));
+    if n > 1 {
+        let mut long_rates = Vec::new();
+        for _ in 0..plan.reps {
+            let r = s.call(0, s.prompt(2 * LONG_PROMPT_CHARS), plan.tokens, serde_json::json!({})).await?;
+            long_rates.push(decode_rate(&r));
+        }
+        cal.long_decode_tokens_per_s = Figure::of(&long_rates);
+        step(&format!("solo calls after a prompt of {} characters", 2 * LONG_PROMPT_CHARS), true);
+    }
+    let (mut short_recs, mut long_recs) = (Vec::new(), Vec::new());
+    let long_solo_of = |i: usize| cal.long_decode_tokens_per_s.map(|f| f.median * solo_of(i) / solo);
     for a in 0..n {
         for b in a + 1..n {
-            let mut rel = Vec::new();
+            let (mut rel, mut rel_long) = (Vec::new(), Vec::new());
             for _ in 0..plan.reps {
-                let recs = s.together(&[a, b], plan.tokens).await?;
+                let recs = s.together(&[a, b], PAIR_PROMPT_CHARS, plan.tokens).await?;
                 rel.extend(recs.iter().zip([a, b]).map(|(r, i)| decode_rate(r) / solo_of(i)));
+                short_recs.extend(recs);
+                let recs = s.together(&[a, b], 2 * LONG_PROMPT_CHARS, plan.tokens).await?;
+                rel_long.extend(recs.iter().zip([a, b]).filter_map(|(r, i)| Some(decode_rate(r) / long_solo_of(i)?)));
+                long_recs.extend(recs);
             }
             if let Some(speed) = Figure::of(&rel) {
-                cal.pairs.push(Pair { a, b, speed });
+                cal.pairs.push(Pair { a, b, speed, after_long: Figure::of(&rel_long) });
             }
-            step(&format!("one call on {} and one on {} at once", plan.endpoints[a], plan.endpoints[b]), true);
+            step(
+                &format!(
+                    "one call on {} and one on {} at once, after a short and a long prompt",
+                    plan.endpoints[a], plan.endpoints[b]
+                ),
+                true,
+            );
         }
+    }
+    if let (Some(short), Some(long)) =
+        (mean_context(&short_recs, short_sim, plan.tokens), mean_context(&long_recs, long_sim, plan.tokens))
+    {
+        cal.pair_contexts = Some([short, long]);
     }
     if n == 2 {
         cal.together = cal.pairs.first().map(|p| p.speed);
@@ -515,7 +553,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         let all: Vec<usize> = (0..n).collect();
         let mut rel = Vec::new();
         for _ in 0..plan.reps {
-            let recs = s.together(&all, plan.tokens).await?;
+            let recs = s.together(&all, PAIR_PROMPT_CHARS, plan.tokens).await?;
             rel.extend(recs.iter().zip(&all).map(|(r, &i)| decode_rate(r) / solo_of(i)));
         }
         if let Some(speed) = Figure::of(&rel) {
@@ -612,7 +650,7 @@ async fn others(s: &Session<'_>, cal: &mut Calibration) -> Result<(), String> {
                 by_context.extend(segment_gaps(&r, context));
                 if chars == LONG_PROMPT_CHARS {
                     long_rates.push(decode_rate(&r));
-                    long_context = Some(context + f64::from(s.plan.tokens) / 2.0);
+                    long_context = mean_context([&r], context, s.plan.tokens);
                 } else {
                     rates.push(decode_rate(&r));
                 }
@@ -668,7 +706,8 @@ pub(crate) const MAX_LOAD_BURST: usize = 128;
 /// (context before the token, ms). A segment's mean rests on its two end tokens only, so a
 /// client that reads several tokens at once (a busy machine, a server that merges pieces)
 /// moves no point, where single gaps would bunch into zeros and doubles.
-fn segment_gaps(r: &CallRecord, context: f64) -> Vec<(f64, f64)> {
+fn segment_gaps(r: &CallRecord, sim_count: f64) -> Vec<(f64, f64)> {
+    let context = prompt_context(r, sim_count);
     // Chunks that carry several tokens: positions in tokens, not chunks.
     let per_chunk = r.eval_count.map_or(1.0, |c| c as f64 / r.tokens.len().max(1) as f64).max(1.0);
     let n = r.tokens.len();
@@ -685,6 +724,24 @@ fn segment_gaps(r: &CallRecord, context: f64) -> Vec<(f64, f64)> {
             (context + (b[0] + b[1]) as f64 / 2.0 * per_chunk, span / tokens)
         })
         .collect()
+}
+
+/// The context before a call's first generated token: its prompt as the server counted it
+/// (`prompt_eval_count`), else the simulator's count `sim_count`. A real model's tokenizer may
+/// count a text as several times the simulator's tokens (the real tiny model: 2,564 for the
+/// 3,000-character prompt the simulator counts as about 660), and each generated token attends
+/// to the tokens the server holds: the decode line placed its calls after a long prompt at a
+/// quarter of their context, and read 0.25 ms a token at an empty context for the 0.1 the
+/// server's counts give.
+fn prompt_context(r: &CallRecord, sim_count: f64) -> f64 {
+    r.prompt_eval_count.filter(|n| *n > 0).map_or(sim_count, |n| n as f64)
+}
+
+/// The mean context of calls of `tokens` each whose prompts the simulator counts as
+/// `sim_count`: their prompts' ([`prompt_context`]) and half their answers'.
+fn mean_context<'a>(recs: impl IntoIterator<Item = &'a CallRecord>, sim_count: f64, tokens: u32) -> Option<f64> {
+    let v: Vec<f64> = recs.into_iter().map(|r| prompt_context(r, sim_count) + f64::from(tokens) / 2.0).collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
 fn spans(recs: &[CallRecord]) -> (Vec<f64>, Vec<f64>) {

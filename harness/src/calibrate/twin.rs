@@ -7,10 +7,11 @@
 
 use super::devices::{DeviceGroup, alone_words, apart_in_speed, device_groups, device_prompt_speed, device_speed};
 use super::figures::{Calibration, Figure, LoadBurst, ModelMeta, OtherModel, num, round3};
-use super::fits::{PromptFit, fit_batch_penalty, sharing_efficiency};
+use super::fits::{PromptFit, fit_batch_penalty};
 use serde::Serialize;
 use sim_ollama::advanced::config::{ConfigFile, DeviceSpec, InstanceSpec, Jitter, ModelSpec, Profile};
 use sim_ollama::advanced::dist::{DistKind, DistSpec};
+use sim_ollama::advanced::trace::DeviceSharing;
 
 /// The twin: the configuration the simulator runs the measured deployment with, and a comment
 /// per value saying what measured it. `None` when too little was measured to write one (the
@@ -124,6 +125,7 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
     let attention = slowdown * cal.batch_context.unwrap_or(0.0) / 1000.0;
     let penalty = fit_batch_penalty(&cal.batch.iter().map(|(k, f)| (*k, f.median)).collect::<Vec<_>>(), attention);
     let (groups, _) = device_groups(cal);
+    let shares: Vec<(f64, Option<f64>)> = groups.iter().map(|g| g.efficiencies(cal, slowdown, |f| f.median)).collect();
     let shared_count = groups.iter().filter(|g| g.servers.len() > 1).count();
     let mut shared_seen = 0;
     let speeds: Vec<Option<(f64, String)>> = groups.iter().map(|g| device_speed(cal, g)).collect();
@@ -144,7 +146,8 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
             };
             DeviceSpec {
                 batch_penalty: round3(penalty.unwrap_or(0.0)),
-                cross_process_efficiency: round3(g.efficiency()),
+                cross_process_efficiency: round3(shares[k].0),
+                cross_process_attention_efficiency: shares[k].1.map(round3),
                 cpu: meta.cpu,
                 speed: speeds[k].as_ref().map_or(1.0, |(x, _)| *x),
                 prompt_speed: prompt_speeds[k].as_ref().map(|(x, _)| *x),
@@ -157,14 +160,19 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
         Some(p) => format!("each stream's speed beside k-1 others on one server, relative to alone: {}; 1 / (1 + p (k - 1)) fits them with p = {}", cal.batch.iter().map(|(k, f)| format!("k={k}: {}", f.words(""))).collect::<Vec<_>>().join("; "), num(p)),
         None => "not measured: the server decoded one call at a time".into(),
     }));
-    // One comment per device, in order.
-    for g in &groups {
-        why.push(("cross_process_efficiency", match (g.together, g.servers.as_slice()) {
-            (Some(t), servers) if g.busy == servers.len() && cal.pairs.is_empty() => format!("one call on each of the {} servers at once ran at {} of its solo speed: one device shared, each server getting {} / {} of it", servers.len(), t.words("x"), num(g.efficiency()), g.busy),
-            (Some(t), servers) => format!("{}: one call on each of two of them at once ran at {} of its solo speed: one device shared, each of two busy servers getting {} / 2 of it", servers.iter().map(|&i| cal.endpoint(i)).collect::<Vec<_>>().join(", "), t.words("x"), num(g.efficiency())),
-            (None, [i]) if n > 1 => format!("{}: {}", cal.endpoint(*i), alone_words(cal, *i)),
+    // One comment per device, in order; one per device whose attention shares otherwise.
+    for (g, &(e, e_attention)) in groups.iter().zip(&shares) {
+        let servers = g.servers.iter().map(|&i| cal.endpoint(i)).collect::<Vec<_>>().join(", ");
+        why.push(("cross_process_efficiency", match (g.together, g.servers.as_slice(), e_attention) {
+            (Some(t), s, _) if g.busy == s.len() && cal.pairs.is_empty() => format!("one call on each of the {} servers at once ran at {} of its solo speed: one device shared, each server getting {} / {} of it", s.len(), t.words("x"), num(e), g.busy),
+            (Some(t), _, Some(_)) => format!("{servers}: one call on each of two of them at once ran at {} of its solo speed after a short prompt, {} after a long one: one device shared, the part of each token that batches getting {} / 2 of it (the attention: below)", t.words("x"), g.after_long.map_or("?".into(), |l| l.words("x")), num(e)),
+            (Some(t), _, None) => format!("{servers}: one call on each of two of them at once ran at {} of its solo speed: one device shared, each of two busy servers getting {} / 2 of it", t.words("x"), num(e)),
+            (None, [i], _) if n > 1 => format!("{}: {}", cal.endpoint(*i), alone_words(cal, *i)),
             _ => "one server: nothing shares its device".into(),
         }));
+        if let (Some(ea), Some([short, long])) = (e_attention, cal.pair_contexts) {
+            why.push(("cross_process_attention_efficiency", format!("the attention's share (each token's work over its context, {} per 1,000 tokens of it): the two rounds' mean contexts of {} and {} tokens give (1 + x) / r = 2 / e + 2 x / e_a at both, e = {} and e_a = {}", num(slowdown), num(short), num(long), num(e), num(ea))));
+        }
     }
     // One comment per device whose speed is written (a speed of 1 is not), in order.
     for (x, words) in speeds.into_iter().flatten() {
@@ -613,9 +621,12 @@ pub fn check(twin: &Calibration, now: &Calibration) -> Vec<Drift> {
         fig("speed with every server busy", twin.together, now.together, SPEED_FLOOR);
     } else {
         for p in &twin.pairs {
-            let q = now.pairs.iter().find(|q| (q.a, q.b) == (p.a, p.b)).map(|q| q.speed);
+            let q = now.pairs.iter().find(|q| (q.a, q.b) == (p.a, p.b));
             let name = format!("speed of {} beside {}", twin.endpoint(p.a), twin.endpoint(p.b));
-            fig(&name, Some(p.speed), q, SPEED_FLOOR);
+            fig(&name, Some(p.speed), q.map(|q| q.speed), SPEED_FLOOR);
+            // And after the long prompt: the attention's share moved shows there.
+            let name = format!("{name} after the long prompt");
+            fig(&name, p.after_long, q.and_then(|q| q.after_long), SPEED_FLOOR);
         }
     }
     if let (Some(a), Some(b)) = (twin.load_burst, now.load_burst) {
@@ -657,13 +668,13 @@ fn allowed_move(a: &Figure, floor: f64) -> f64 {
 }
 
 /// A twin's batching and sharing at the two ends of what `--check` calls the same servers:
-/// (`batch_penalty`, `cross_process_efficiency`) of each of its devices, in the file's order.
+/// each of its devices' sharing, in the file's order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tolerance {
     /// Streams beside each other and servers beside each other as slow as the check allows.
-    pub slow: Vec<(f64, f64)>,
+    pub slow: Vec<DeviceSharing>,
     /// As fast as it allows.
-    pub fast: Vec<(f64, f64)>,
+    pub fast: Vec<DeviceSharing>,
 }
 
 /// The twin's [`Tolerance`]: each figure its batching and sharing were fitted from (each
@@ -692,23 +703,30 @@ pub fn tolerance(file: &ConfigFile) -> Option<Tolerance> {
     // groups are the twin's devices in order (as `twin` wrote them); a file whose devices
     // are not (edited by hand) keeps its own figures.
     let (groups, _) = device_groups(&cal);
-    let ends: Vec<((f64, f64), (f64, f64))> = file
+    let end = |penalty: f64, (e, e_attention): (f64, Option<f64>)| DeviceSharing {
+        batch_penalty: penalty,
+        cross_process_efficiency: e,
+        cross_process_attention_efficiency: e_attention,
+    };
+    let ends: Vec<(DeviceSharing, DeviceSharing)> = file
         .devices
         .iter()
         .enumerate()
-        .map(|(i, d)| {
-            let e = d.cross_process_efficiency;
-            let (e_slow, e_fast) = match groups.get(i).filter(|_| groups.len() == file.devices.len()) {
-                Some(DeviceGroup { together: Some(t), busy, .. }) => {
-                    let m = relative_move(t, SPEED_FLOOR);
-                    (sharing_efficiency(t.median - m, *busy), sharing_efficiency(t.median + m, *busy))
-                }
-                _ => (e, e),
-            };
-            ((p_slow, e_slow), (p_fast, e_fast))
+        .map(|(i, d)| match groups.get(i).filter(|_| groups.len() == file.devices.len()) {
+            Some(g @ DeviceGroup { together: Some(_), .. }) => {
+                let moved = |sign: f64| move |f: &Figure| f.median + sign * relative_move(f, SPEED_FLOOR);
+                (
+                    end(p_slow, g.efficiencies(&cal, slowdown, moved(-1.0))),
+                    end(p_fast, g.efficiencies(&cal, slowdown, moved(1.0))),
+                )
+            }
+            _ => {
+                let kept = (d.cross_process_efficiency, d.cross_process_attention_efficiency);
+                (end(p_slow, kept), end(p_fast, kept))
+            }
         })
         .collect();
-    let sharing_moves = ends.iter().any(|(s, f)| s.1 != f.1);
+    let sharing_moves = ends.iter().any(|(s, f)| s.cross_process_efficiency != f.cross_process_efficiency);
     (!cal.batch.is_empty() || sharing_moves)
         .then(|| Tolerance { slow: ends.iter().map(|e| e.0).collect(), fast: ends.iter().map(|e| e.1).collect() })
 }
@@ -766,7 +784,9 @@ mod tests {
             batch: vec![(2, f(0.8).unwrap()), (3, f(2.0 / 3.0).unwrap())],
             batch_context: None,
             together: f(0.6),
-            pairs: vec![Pair { a: 0, b: 1, speed: f(0.6).unwrap() }],
+            pairs: vec![Pair { a: 0, b: 1, speed: f(0.6).unwrap(), after_long: None }],
+            long_decode_tokens_per_s: None,
+            pair_contexts: None,
             all_busy: None,
             load_ms: f(250.0),
             reload_ms: f(260.0),
@@ -974,6 +994,38 @@ mod tests {
     }
 
     #[test]
+    fn a_devices_attention_share_comes_from_its_pairs_after_a_long_prompt() {
+        // Tokens of 0.5 ms plus 0.5 ms per 1,000 of context (a slowdown of 1 per 1,000): at the
+        // pairs' mean contexts of 500 and 2,500 tokens the attention is 0.5 and 2.5; each
+        // stream kept 0.6 and then 0.75 of its speed: (1 + x) / r = 2.5 and 4.67 give
+        // 2 / e = 1.958 and 2 / e_a = 1.083.
+        let mut cal = measured();
+        cal.decode_line = Some((0.5, 0.0005));
+        cal.pairs[0].after_long = Some(Figure { median: 0.75, min: 0.74, max: 0.76, samples: 6 });
+        cal.pair_contexts = Some([500.0, 2500.0]);
+        let (file, why) = twin(&cal).unwrap();
+        let d = &file.devices[0];
+        // (Written to three figures: 1.02 and 1.85.)
+        assert!((d.cross_process_efficiency - 1.021).abs() < 0.005, "{d:?}");
+        assert!(d.cross_process_attention_efficiency.is_some_and(|e| (e - 1.846).abs() < 0.005), "{d:?}");
+        assert!(
+            why.iter().any(|(k, w)| *k == "cross_process_attention_efficiency" && w.contains("2500 tokens")),
+            "{why:?}"
+        );
+        // The simulator's device gives the streams what was measured at both contexts.
+        for (x, r) in [(0.5, 0.6), (2.5, 0.75)] {
+            assert!((d.sharing().speed(1, 2, x) - r).abs() < 0.005, "{x}: {}", d.sharing().speed(1, 2, x));
+        }
+        // The tolerance moves both shares; without the long rounds there is one share.
+        let tol = tolerance(&file).unwrap();
+        let (slow, fast) =
+            (tol.slow[0].cross_process_attention_efficiency, tol.fast[0].cross_process_attention_efficiency);
+        assert!(slow.zip(fast).is_some_and(|(s, f)| s < 1.846 && f > 1.846), "{tol:?}");
+        cal.pairs[0].after_long = None;
+        assert_eq!(twin(&cal).unwrap().0.devices[0].cross_process_attention_efficiency, None);
+    }
+
+    #[test]
     fn a_twins_tolerance_moves_its_fitted_figures_by_the_checks_fifteen_percent() {
         // Streams at 0.8 and 2/3 beside 1 and 2 others (p = 0.25), servers at 0.6 together
         // (efficiency 1.2): moved by 15 %, 0.68 and 0.567 fit p = 0.40, 0.92 and 0.767 fit
@@ -981,8 +1033,11 @@ mod tests {
         let (file, _) = twin(&measured()).unwrap();
         let tol = tolerance(&file).expect("a twin with batching and sharing has a tolerance");
         let close = |got: f64, want: f64| (got - want).abs() < 0.01;
-        assert!(close(tol.slow[0].0, 0.40) && close(tol.fast[0].0, 0.14), "{tol:?}");
-        assert!(close(tol.slow[0].1, 1.02) && close(tol.fast[0].1, 1.38), "{tol:?}");
+        assert!(close(tol.slow[0].batch_penalty, 0.40) && close(tol.fast[0].batch_penalty, 0.14), "{tol:?}");
+        assert!(
+            close(tol.slow[0].cross_process_efficiency, 1.02) && close(tol.fast[0].cross_process_efficiency, 1.38),
+            "{tol:?}"
+        );
         // A server that decoded one call at a time, alone: nothing to move.
         let mut one = measured();
         one.batch.clear();
@@ -997,7 +1052,10 @@ mod tests {
         apart.together = Some(near);
         apart.pairs[0].speed = near;
         let tol = tolerance(&twin(&apart).unwrap().0).unwrap();
-        assert_eq!(tol.slow.iter().chain(&tol.fast).map(|e| e.1).collect::<Vec<_>>(), vec![1.0; 4]);
+        assert_eq!(
+            tol.slow.iter().chain(&tol.fast).map(|e| e.cross_process_efficiency).collect::<Vec<_>>(),
+            vec![1.0; 4]
+        );
         // Three servers, two of them slowing each other: their device's sharing moves, the
         // third's device (its own) keeps 1.
         let mut mixed = measured();
@@ -1007,9 +1065,9 @@ mod tests {
         mixed.decode_per_server.push(f(1000.0));
         mixed.together = None;
         mixed.pairs = vec![
-            Pair { a: 0, b: 1, speed: f(0.6) },
-            Pair { a: 0, b: 2, speed: f(0.97) },
-            Pair { a: 1, b: 2, speed: f(0.98) },
+            Pair { a: 0, b: 1, speed: f(0.6), after_long: None },
+            Pair { a: 0, b: 2, speed: f(0.97), after_long: None },
+            Pair { a: 1, b: 2, speed: f(0.98), after_long: None },
         ];
         let (file, why) = twin(&mixed).unwrap();
         let on: Vec<_> = file.instances.iter().map(|i| i.device.clone().unwrap()).collect();
@@ -1020,8 +1078,11 @@ mod tests {
             "{text}"
         );
         let tol = tolerance(&file).unwrap();
-        assert!(close(tol.slow[0].1, 1.02) && close(tol.fast[0].1, 1.38), "{tol:?}");
-        assert_eq!((tol.slow[1].1, tol.fast[1].1), (1.0, 1.0), "{tol:?}");
+        assert!(
+            close(tol.slow[0].cross_process_efficiency, 1.02) && close(tol.fast[0].cross_process_efficiency, 1.38),
+            "{tol:?}"
+        );
+        assert_eq!((tol.slow[1].cross_process_efficiency, tol.fast[1].cross_process_efficiency), (1.0, 1.0), "{tol:?}");
         // Not a twin: no tolerance.
         assert_eq!(tolerance(&ConfigFile::default()), None);
     }

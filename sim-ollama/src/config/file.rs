@@ -323,6 +323,17 @@ pub struct DeviceSpec {
     /// cores: each kept 69 % of its solo speed).
     #[serde(default = "default_cross_process_efficiency")]
     pub cross_process_efficiency: f64,
+    /// The same share for the streams' attention (each token's work over its own context, the
+    /// profile's `decode_slowdown_per_1k`), where it differs from the rest's: with `m` processes
+    /// decoding, a token's weights take `m / cross_process_efficiency` of their solo time and
+    /// its attention `m / cross_process_attention_efficiency`. Unset: the same as
+    /// `cross_process_efficiency` (a GPU time-slices all of a process's work). Two real servers
+    /// sharing this machine's 2 cores: the weights slowed 2.2 times (0.93), the attention not
+    /// at all (2.1), so their short-context calls kept 59-64 % of their solo speeds beside each
+    /// other and their 3,000-token answers 91 % (`harness calibrate` fits it from the pairs'
+    /// tokens against their context).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cross_process_attention_efficiency: Option<f64>,
     /// Cost of each extra stream batched inside one process: with `n` streams in one batch each
     /// runs at `1 / (1 + batch_penalty * (n - 1))` of its solo speed. 0 = perfect batching,
     /// 1 = no better than time-slicing.
@@ -382,6 +393,7 @@ impl DeviceSpec {
         crate::trace::DeviceSharing {
             batch_penalty: self.batch_penalty,
             cross_process_efficiency: self.cross_process_efficiency,
+            cross_process_attention_efficiency: self.cross_process_attention_efficiency,
         }
     }
 
@@ -390,6 +402,7 @@ impl DeviceSpec {
         DeviceSpec {
             name: name.into(),
             cross_process_efficiency: default_cross_process_efficiency(),
+            cross_process_attention_efficiency: None,
             batch_penalty: default_batch_penalty(),
             memory_gib: None,
             vram_release_ms: 0.0,

@@ -143,6 +143,12 @@ impl RawConfig {
             if !(d.cross_process_efficiency > 0.0 && d.cross_process_efficiency <= 2.0) {
                 return Err(invalid(format!("device {:?}: cross_process_efficiency must be in (0, 2]", d.name)));
             }
+            if d.cross_process_attention_efficiency.is_some_and(|e| !(e > 0.0 && e <= 16.0)) {
+                return Err(invalid(format!(
+                    "device {:?}: cross_process_attention_efficiency must be in (0, 16]",
+                    d.name
+                )));
+            }
             if !(d.batch_penalty >= 0.0 && d.batch_penalty.is_finite()) {
                 return Err(invalid(format!("device {:?}: batch_penalty must be >= 0", d.name)));
             }

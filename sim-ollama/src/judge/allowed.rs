@@ -358,7 +358,8 @@ mod tests {
         assert!((makespan(&two, &[IDEAL], None, Relax::default()) - 100.0).abs() < 1e-6);
     }
 
-    const IDEAL: DeviceSharing = DeviceSharing { batch_penalty: 0.0, cross_process_efficiency: 1.0 };
+    const IDEAL: DeviceSharing =
+        DeviceSharing { batch_penalty: 0.0, cross_process_efficiency: 1.0, cross_process_attention_efficiency: None };
 
     #[test]
     fn unlimited_slots_on_an_ideal_device_take_the_longest_chain() {
@@ -387,7 +388,11 @@ mod tests {
         // Instances 0 and 1 on device 0 at 0.78: each stream at 0.39 while both decode. Calls
         // of 390 and 640: the first ends at 390 / 0.39 = 1000, when the second has 250 left,
         // alone at full speed: 1250. One after the other: 1030. Overlapping is slower.
-        let dev = DeviceSharing { batch_penalty: 0.0, cross_process_efficiency: 0.78 };
+        let dev = DeviceSharing {
+            batch_penalty: 0.0,
+            cross_process_efficiency: 0.78,
+            cross_process_attention_efficiency: None,
+        };
         let calls = [call(390.0, None, 0.0, 0, 1, 0), call(640.0, None, 0.0, 1, 1, 0)];
         assert!((makespan(&calls, &[dev], None, Relax::default()) - 1250.0).abs() < 1e-6);
         let relax = Relax { cross_process: true, ..Relax::default() };
@@ -400,7 +405,11 @@ mod tests {
     #[test]
     fn a_batch_runs_each_stream_slower_by_its_penalty() {
         // Two 100 µs calls batched at penalty 1: each at 1/2 speed, both end at 200.
-        let dev = DeviceSharing { batch_penalty: 1.0, cross_process_efficiency: 1.0 };
+        let dev = DeviceSharing {
+            batch_penalty: 1.0,
+            cross_process_efficiency: 1.0,
+            cross_process_attention_efficiency: None,
+        };
         let calls = [call(100.0, None, 0.0, 0, 4, 0), call(100.0, None, 0.0, 0, 4, 0)];
         assert!((makespan(&calls, &[dev], None, Relax::default()) - 200.0).abs() < 1e-6);
         let relax = Relax { batch: true, ..Relax::default() };
@@ -414,7 +423,11 @@ mod tests {
         // both end at 500, the short one held to the long one's step. The streams' mean
         // attention (2, the model before) ends the short one at 200 x 5 / 3 = 333 and the
         // long one at 400 x 5 / 3 = 667.
-        let dev = DeviceSharing { batch_penalty: 0.0, cross_process_efficiency: 1.0 };
+        let dev = DeviceSharing {
+            batch_penalty: 0.0,
+            cross_process_efficiency: 1.0,
+            cross_process_attention_efficiency: None,
+        };
         let calls = [
             Call { attention: 1.0, ..call(200.0, None, 0.0, 0, 4, 0) },
             Call { attention: 3.0, ..call(400.0, None, 0.0, 0, 4, 0) },

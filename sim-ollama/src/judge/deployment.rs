@@ -218,9 +218,17 @@ fn limit_words(c: &LimitCost, i: &Inputs<'_>) -> String {
                 .iter()
                 .filter(|(_, inst)| inst.len() >= 2)
                 .map(|(d, inst)| {
-                    let eff = i.devices.get(*d).map_or(1.0, |s| s.cross_process_efficiency);
+                    // Where attention shares the device otherwise than the rest, the share at
+                    // these calls' mean context: two processes' speeds, summed.
+                    let sharing = i.devices.get(*d);
+                    let eff = sharing.map_or(1.0, |s| 2.0 * s.speed(1, 2, i.attention));
+                    let at = if sharing.is_some_and(|s| s.cross_process_attention_efficiency.is_some()) {
+                        " at these calls' contexts"
+                    } else {
+                        ""
+                    };
                     format!(
-                        "instances {} share device {d} and time-slice it ({} of its capacity while both decode)",
+                        "instances {} share device {d} and time-slice it ({} of its capacity while both decode{at})",
                         inst.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" and "),
                         pct(eff)
                     )
@@ -449,7 +457,11 @@ mod tests {
     fn the_batching_limit_quotes_two_streams_speed_at_the_calls_contexts() {
         // p = 0.48 and calls whose attention is 1.59 (the four-slot CPU server's twin): two
         // at once run at 2.59 / (1 + 0.48 + 3.18) = 56 % of solo speed, not 1 / 1.48 = 68 %.
-        let devices = [DeviceSharing { batch_penalty: 0.48, cross_process_efficiency: 1.0 }];
+        let devices = [DeviceSharing {
+            batch_penalty: 0.48,
+            cross_process_efficiency: 1.0,
+            cross_process_attention_efficiency: None,
+        }];
         let inputs = |attention: f64| Inputs {
             described: true,
             requests: 2,

@@ -14,7 +14,11 @@ pub(super) fn trace(requests: Vec<RequestTrace>) -> TraceSnapshot {
         time_scale: 1.0,
         dropped: 0,
         requests: requests.into_iter().map(|r| RequestTrace { slots: 64, ..r }).collect(),
-        devices: vec![crate::trace::DeviceSharing { batch_penalty: 0.0, cross_process_efficiency: 1.0 }],
+        devices: vec![crate::trace::DeviceSharing {
+            batch_penalty: 0.0,
+            cross_process_efficiency: 1.0,
+            cross_process_attention_efficiency: None,
+        }],
     }
 }
 

@@ -391,13 +391,19 @@ pub struct TraceSnapshot {
 /// where `X` is the sum of the streams' [`RequestTrace::attention`], so a stream whose own
 /// attention is `x` runs at `(1 + x) / (1 + batch_penalty * (n - 1) + X)` of its solo speed
 /// (no attention: `1 / (1 + batch_penalty * (n - 1))`); `m` processes decoding on the device at
-/// once get `cross_process_efficiency / m` of it each.
+/// once get `cross_process_efficiency / m` of it each for the step's part that batches, and
+/// `cross_process_attention_efficiency / m` for the attention (the same where that is unset).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct DeviceSharing {
     /// Cost of each extra stream batched in one process.
     pub batch_penalty: f64,
     /// Share of the device left when several processes time-slice it.
     pub cross_process_efficiency: f64,
+    /// The same for the streams' attention, where it differs (`harness calibrate` measures it:
+    /// on this machine's CPU servers two processes slow each other's weights twice over and
+    /// their attention hardly at all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cross_process_attention_efficiency: Option<f64>,
 }
 
 impl DeviceSharing {
@@ -421,12 +427,19 @@ impl DeviceSharing {
     /// the batch steps all its streams together, each step costing `1 + p (n - 1) + total`,
     /// where this stream alone takes `1 + own`. A stream of a short context batched with long
     /// ones is held to their step, not to the mean.
+    ///
+    /// With `m` processes each part of the step is slowed by its own share: the part that
+    /// batches by `m / cross_process_efficiency`, the attention by
+    /// `m / cross_process_attention_efficiency`.
     pub fn stream_speed(&self, n: usize, m: usize, own: f64, total: f64) -> f64 {
         let clean = |x: f64| if x.is_finite() { x.max(0.0) } else { 0.0 };
         let (own, total) = (clean(own), clean(total));
-        let batch = (1.0 + own) / (1.0 + self.batch_penalty * n.saturating_sub(1) as f64 + total.max(own));
-        let share = if m <= 1 { 1.0 } else { self.cross_process_efficiency / m as f64 };
-        batch * share
+        let (weights, attention) = (1.0 + self.batch_penalty * n.saturating_sub(1) as f64, total.max(own));
+        let e = self.cross_process_efficiency;
+        match self.cross_process_attention_efficiency {
+            Some(e_attention) if m > 1 => (1.0 + own) / (m as f64 * (weights / e + attention / e_attention)),
+            _ => (1.0 + own) / (weights + attention) * if m <= 1 { 1.0 } else { e / m as f64 },
+        }
     }
 }
 
