@@ -247,6 +247,11 @@ struct CalibrateArgs {
     /// Measure again and compare with this twin instead of writing one.
     #[arg(long, conflicts_with = "out")]
     check: Option<PathBuf>,
+    /// Measure nothing: write the twin again (to --out) from the figures this twin records in
+    /// its [calibration] table, with this version's fits (a newer harness may read the same
+    /// measurements into other figures).
+    #[arg(long, conflicts_with = "check", requires = "out")]
+    refit: Option<PathBuf>,
     /// Most calls sent to one server at once: slots beyond it are not found [default: 6; with
     /// --check, the twin's].
     #[arg(long)]
@@ -267,6 +272,28 @@ struct CalibrateArgs {
 /// error (what was measured is still written: the twin with a note, or the figures); 3 when
 /// --check finds figures that moved.
 fn calibrate(a: CalibrateArgs) -> ExitCode {
+    if let (Some(from), Some(out)) = (&a.refit, &a.out) {
+        let written = sim_ollama::advanced::config::ConfigFile::from_path(from)
+            .map_err(|e| e.to_string())
+            .and_then(|f| harness::calibrate::calibration_of(&f).map_err(|e| format!("{}: {e}", from.display())))
+            .and_then(|cal| {
+                let (file, why) = harness::calibrate::twin(&cal)
+                    .ok_or("its calibration has too little for a twin (no solo call decoded)")?;
+                let text = harness::calibrate::to_toml(&cal, &file, &why)?;
+                harness::report::write_atomic(out, text.as_bytes())
+                    .map_err(|e| format!("cannot write {}: {e}", out.display()))
+            });
+        return match written {
+            Ok(()) => {
+                eprintln!("harness calibrate: the twin refitted from {} is in {}", from.display(), out.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("harness calibrate --refit: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let twin_file = match &a.check {
         Some(path) => match sim_ollama::advanced::config::ConfigFile::from_path(path)
             .map_err(|e| e.to_string())

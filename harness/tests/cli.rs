@@ -755,3 +755,43 @@ fn calibrate_refuses_bad_input_clearly_and_keeps_what_it_measured_when_a_server_
     assert_eq!(code, Some(1));
     assert!(err.contains("not a twin"), "{err}");
 }
+
+#[test]
+fn calibrate_refit_writes_a_twin_again_from_the_measurements_it_records() {
+    use harness::calibrate::{Calibration, Figure, Pair, Slots};
+    let dir = std::env::temp_dir().join(format!("harness-refit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Two servers that slowed each other to 0.6 of their solo speeds: one device, 1.2.
+    let f = |m: f64| Figure { median: m, min: m * 0.95, max: m * 1.05, samples: 6 };
+    let slots = |i: u16| Slots { endpoint: format!("http://127.0.0.1:{i}"), slots: 1, at_least: false };
+    let cal = Calibration {
+        endpoints: vec!["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()],
+        model: "tiny".into(),
+        decode_tokens_per_s: Some(f(1000.0)),
+        decode_per_server: vec![f(1000.0), f(1000.0)],
+        slots: vec![slots(1), slots(2)],
+        pairs: vec![Pair { a: 0, b: 1, speed: f(0.6), after_long: None }],
+        ..Calibration::default()
+    };
+    let (file, why) = harness::calibrate::twin(&cal).unwrap();
+    let text = harness::calibrate::to_toml(&cal, &file, &why).unwrap();
+    // A figure edited by hand (or fitted by an older version) is written again from the
+    // measurements; nothing is measured (the servers do not exist).
+    let edited = dir.join("edited.toml");
+    std::fs::write(&edited, text.replace("cross_process_efficiency = 1.2", "cross_process_efficiency = 0.1")).unwrap();
+    let out = dir.join("refit.toml");
+    let run = harness().args(["calibrate", "--refit"]).arg(&edited).arg("--out").arg(&out).output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let again = std::fs::read_to_string(&out).unwrap();
+    assert!(again.contains("cross_process_efficiency = 1.2"), "{again}");
+    assert_eq!(again, text, "the same measurements give the same twin");
+    // A configuration that is not a twin: a clear error, exit 1, nothing written.
+    let plain = dir.join("plain.toml");
+    std::fs::write(&plain, "[server]\n").unwrap();
+    let none = dir.join("none.toml");
+    let run = harness().args(["calibrate", "--refit"]).arg(&plain).arg("--out").arg(&none).output().unwrap();
+    assert_eq!(run.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&run.stderr).contains("not a twin"), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(!none.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
