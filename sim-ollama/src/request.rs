@@ -40,16 +40,25 @@ pub(crate) struct Fields<'a> {
     go_type: &'static str,
     /// [`Body`]'s keys in the body's order where a field came twice.
     order: &'a [(String, Option<Value>)],
+    /// The same for each element of `messages` where a field came twice in it.
+    message_order: &'a [(usize, Vec<(String, Option<Value>)>)],
 }
 
 impl<'a> Fields<'a> {
     pub(crate) fn new(map: &'a Map<String, Value>, go_type: &'static str) -> Self {
-        Fields { map, go_type, order: &[] }
+        Fields { map, go_type, order: &[], message_order: &[] }
+    }
+
+    /// The `index`-th element of `messages`, `message` (an object), as a Go struct `go_type`:
+    /// where a field came twice in it, each occurrence is bound in turn ([`Fields::bound`]).
+    pub(crate) fn message(&self, index: usize, message: &'a Map<String, Value>, go_type: &'static str) -> Fields<'a> {
+        let order = self.message_order.iter().find(|(i, _)| *i == index).map_or(&[][..], |(_, o)| o.as_slice());
+        Fields { map: message, go_type, order, message_order: &[] }
     }
 
     /// A body's fields, each occurrence of a field that came twice bound in turn ([`Fields::bound`]).
     pub(crate) fn of(body: &'a Body, go_type: &'static str) -> Self {
-        Fields { map: &body.map, go_type, order: &body.order }
+        Fields { map: &body.map, go_type, order: &body.order, message_order: &body.message_order }
     }
 
     fn get(&self, key: &str) -> Option<&'a Value> {

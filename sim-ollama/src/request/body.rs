@@ -20,6 +20,10 @@ pub(crate) struct Body {
     /// Each key in the body's order, folded, with its value where a later key names the same
     /// field (`None`: its value is the one in `map`); empty where no field came twice.
     pub(super) order: Vec<(String, Option<Value>)>,
+    /// The same for each element of `messages` in which a field came twice, by its index (a
+    /// message is a Go struct too: on Ollama 0.33 `{"role": 1, "role": "user"}` in a message
+    /// is refused for the first).
+    pub(super) message_order: Vec<(usize, Vec<(String, Option<Value>)>)>,
 }
 
 impl Body {
@@ -34,7 +38,11 @@ impl Body {
         places(&self.map, &self.order).filter_map(|(k, earlier)| Some((k, earlier.or_else(|| self.map.get(k))?)))
     }
 
-    fn of(entries: Vec<(String, Value)>, go_type: &str) -> Body {
+    fn of(
+        entries: Vec<(String, Value)>,
+        go_type: &str,
+        message_order: Vec<(usize, Vec<(String, Option<Value>)>)>,
+    ) -> Body {
         // Folded without a copy where there is nothing to fold (nearly every key).
         let keys: Vec<std::borrow::Cow<'_, str>> = entries.iter().map(|(k, _)| crate::gotype::folded(k)).collect();
         let twice = keys.iter().enumerate().any(|(i, k)| keys[..i].contains(k));
@@ -51,8 +59,23 @@ impl Body {
         } else {
             Vec::new()
         };
-        Body { map: fold::request(entries.into_iter().collect(), go_type), order }
+        Body { map: fold::request(entries.into_iter().collect(), go_type), order, message_order }
     }
+}
+
+/// An object's keys in order, folded, each with its value where a later key folds to the same
+/// (`None`: the last, whose value the object holds); `None` where no key came twice.
+fn repeated(entries: &[(String, Value)]) -> Option<Vec<(String, Option<Value>)>> {
+    let keys: Vec<std::borrow::Cow<'_, str>> = entries.iter().map(|(k, _)| crate::gotype::folded(k)).collect();
+    let twice = keys.iter().enumerate().any(|(i, k)| keys[..i].contains(k));
+    twice.then(|| {
+        entries
+            .iter()
+            .zip(&keys)
+            .enumerate()
+            .map(|(i, ((_, v), k))| (k.to_string(), keys[i + 1..].contains(k).then(|| v.clone())))
+            .collect()
+    })
 }
 
 /// A body's keys in the body's order (`map`'s own where `order` is empty: no field came
@@ -74,11 +97,11 @@ pub(crate) fn decode_body(body: &[u8], go_type: &str, empty: &str) -> Result<Bod
     let mut stream = serde_json::Deserializer::from_slice(body).into_iter::<Top>();
     match stream.next() {
         None => Err(ApiError::bad_request(empty)),
-        Some(Ok(Top::Object(entries))) => Ok(Body::of(entries, go_type)),
+        Some(Ok(Top::Object(entries, messages))) => Ok(Body::of(entries, go_type, messages)),
         Some(Ok(Top::Other(Value::Null))) => Ok(Body::default()),
-        Some(Ok(Top::Other(other))) => Err(ApiError::bad_request(format!(
+        Some(Ok(other)) => Err(ApiError::bad_request(format!(
             "json: cannot unmarshal {} into Go value of type {go_type}",
-            json_kind(&other)
+            json_kind(&other.into_value())
         ))),
         // serde_json refuses what Go's scanner accepts only past Go's own limits (nesting).
         Some(Err(e)) => {
@@ -87,10 +110,26 @@ pub(crate) fn decode_body(body: &[u8], go_type: &str, empty: &str) -> Result<Bod
     }
 }
 
-/// An object's entries in order, or any other JSON value.
+/// Each element of `messages` in which a key came twice, by its index: its keys in order.
+type MessageOrders = Vec<(usize, Vec<(String, Option<Value>)>)>;
+
+/// An object's entries in order (and, of its `messages`, each element's keys in order where
+/// one came twice: [`Body::message_order`]), an array's elements read so, or any other value.
 enum Top {
-    Object(Vec<(String, Value)>),
+    Object(Vec<(String, Value)>, MessageOrders),
+    Array(Vec<Top>),
     Other(Value),
+}
+
+impl Top {
+    fn into_value(self) -> Value {
+        match self {
+            // A key that came twice: the last value, at the first key's place (as `Value`'s own).
+            Top::Object(entries, _) => Value::Object(entries.into_iter().collect()),
+            Top::Array(items) => Value::Array(items.into_iter().map(Top::into_value).collect()),
+            Top::Other(v) => v,
+        }
+    }
 }
 
 impl<'de> Deserialize<'de> for Top {
@@ -109,19 +148,36 @@ impl<'de> Visitor<'de> for TopVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Top, A::Error> {
-        let mut entries = Vec::new();
-        while let Some(entry) = m.next_entry::<String, Value>()? {
-            entries.push(entry);
+        let (mut entries, mut messages) = (Vec::new(), Vec::new());
+        while let Some(key) = m.next_key::<String>()? {
+            // A message's keys in order: the elements of `messages`, read as `Top`.
+            let value = if crate::gotype::folded(&key) == "messages" {
+                let read = m.next_value::<Top>()?;
+                if let Top::Array(items) = &read {
+                    messages = items
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, t)| match t {
+                            Top::Object(e, _) => repeated(e).map(|o| (i, o)),
+                            _ => None,
+                        })
+                        .collect();
+                }
+                read.into_value()
+            } else {
+                m.next_value::<Value>()?
+            };
+            entries.push((key, value));
         }
-        Ok(Top::Object(entries))
+        Ok(Top::Object(entries, messages))
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Top, A::Error> {
         let mut items = Vec::new();
-        while let Some(item) = s.next_element::<Value>()? {
+        while let Some(item) = s.next_element::<Top>()? {
             items.push(item);
         }
-        Ok(Top::Other(Value::Array(items)))
+        Ok(Top::Array(items))
     }
 
     fn visit_unit<E>(self) -> Result<Top, E> {
@@ -190,6 +246,23 @@ mod tests {
         let m = decode_body(br#"{"MODEL":"a","prompt":"p","model":"b"}"#, "api.GenerateRequest", "x").unwrap().map;
         assert_eq!(m.keys().collect::<Vec<_>>(), ["model", "prompt"]);
         assert_eq!(m["model"], "b");
+    }
+
+    #[test]
+    fn a_key_twice_in_a_message_is_kept_in_order_and_the_message_holds_the_last() {
+        let body = br#"{"messages":[{"role":"user","content":"a"},{"Role":1,"content":"hi","role":"user"}]}"#;
+        let b = decode_body(body, "api.ChatRequest", "x").unwrap();
+        assert_eq!(b.map["messages"][1], json!({"role":"user","content":"hi"}));
+        assert_eq!(
+            b.message_order,
+            vec![(1, vec![("role".into(), Some(json!(1))), ("content".into(), None), ("role".into(), None)])]
+        );
+        assert!(b.order.is_empty(), "no top-level field came twice");
+        // A body that is an array is still Go's error for one.
+        assert_eq!(
+            msg(decode_body(br#"[{"a":1,"a":2}]"#, "api.ChatRequest", "x")),
+            "json: cannot unmarshal array into Go value of type api.ChatRequest"
+        );
     }
 
     #[test]

@@ -295,16 +295,15 @@ async fn generate_inner(
 /// The messages' types, each message's fields in its own order (see `bound_in_order`), with
 /// nothing built: [`parse_messages`] reads them once they bound.
 fn messages_bound(f: &Fields<'_>) -> Result<(), ApiError> {
-    for v in f.array("messages", "[]api.Message")?.into_iter().flatten() {
-        let mf = Fields::new(message_object(v)?, "ChatRequest.messages");
-        for key in mf.map.keys() {
-            match key.as_str() {
-                "role" | "content" | "tool_name" | "tool_call_id" => mf.string(key).map(|_| ())?,
-                "images" => mf.images(key)?,
-                "tool_calls" => mf.array(key, "[]api.ToolCall").map(|_| ())?,
-                _ => {}
-            }
-        }
+    for (i, v) in f.array("messages", "[]api.Message")?.into_iter().flatten().enumerate() {
+        // A field that came twice in the message: each occurrence bound in turn (the real
+        // server refuses `{"role": 1, "role": "user"}` for the first).
+        f.message(i, message_object(v)?, "ChatRequest.messages").in_body_order(|mf, key| match key {
+            "role" | "content" | "tool_name" | "tool_call_id" => mf.string(key).map(|_| ()),
+            "images" => mf.images(key),
+            "tool_calls" => mf.array(key, "[]api.ToolCall").map(|_| ()),
+            _ => Ok(()),
+        })?;
     }
     Ok(())
 }
