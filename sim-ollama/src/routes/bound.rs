@@ -29,7 +29,7 @@ pub(crate) fn chat_completion_bound_in_order(f: &Fields<'_>) -> Result<(), ApiEr
         "stream" | "logprobs" | "_debug_render_only" => f.bool(key).map(drop),
         "max_tokens" | "seed" | "top_logprobs" => f.int(key).map(drop),
         "temperature" | "frequency_penalty" | "presence_penalty" | "top_p" => f.float(key).map(drop),
-        "messages" => f.array(key, "[]openai.Message").map(drop),
+        "messages" => messages_bound(f),
         "tools" => tools.clone(),
         "stream_options" => f.object(key, "openai.StreamOptions").map(drop),
         "response_format" => f.object(key, "openai.ResponseFormat").map(drop),
@@ -37,6 +37,34 @@ pub(crate) fn chat_completion_bound_in_order(f: &Fields<'_>) -> Result<(), ApiEr
         _ => Ok(()),
     };
     f.bound(check, |_, key| key == "tools" && tools_end)
+}
+
+/// `messages`, each element an `openai.Message` (openai/openai.go v0.33.0-rc2 32-39): its own
+/// fields' types, each occurrence of one that came twice in turn (`content` is an `any`); the
+/// earliest error. On the real server `{"role": 1, "content": "hi"}` is refused ("Go struct
+/// field Message.messages.role of type string"), and `{"role": 1, "role": "user"}` too.
+fn messages_bound(f: &Fields<'_>) -> Result<(), ApiError> {
+    let Some(items) = f.array("messages", "[]openai.Message")? else { return Ok(()) };
+    for (i, v) in items.iter().enumerate() {
+        let m = match v {
+            serde_json::Value::Object(m) => m,
+            // A null element binds nothing.
+            serde_json::Value::Null => continue,
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "json: cannot unmarshal {} into Go struct field ChatCompletionRequest.messages of type openai.Message",
+                    crate::request::json_kind(other)
+                ))
+                .from_middleware());
+            }
+        };
+        f.message(i, m, "Message.messages").in_body_order(|mf, key| match key {
+            "role" | "reasoning" | "name" | "tool_call_id" => mf.string(key).map(drop),
+            "tool_calls" => mf.array(key, "[]openai.ToolCall").map(drop),
+            _ => Ok(()),
+        })?;
+    }
+    Ok(())
 }
 
 /// `openai.EmbedRequest`.
