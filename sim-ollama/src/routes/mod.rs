@@ -13,6 +13,7 @@ pub(crate) mod anthropic;
 pub(crate) mod audio;
 pub(crate) mod body;
 pub(crate) mod bound;
+pub(crate) mod create;
 pub(crate) mod embed;
 pub(crate) mod history;
 pub(crate) mod http;
@@ -53,7 +54,7 @@ pub(crate) fn app(state: AppState) -> Router {
         .route("/api/embeddings", post(embed::embeddings))
         .route("/api/pull", post(models::pull))
         .route("/api/copy", post(models::copy))
-        .route("/api/create", post(models::create))
+        .route("/api/create", post(create::create))
         .route("/api/delete", delete(models::delete))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))

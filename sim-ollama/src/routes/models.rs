@@ -1,6 +1,6 @@
 //! The models Ollama's native API lists and manages: `/`, `/api/version`, `/api/tags`,
-//! `/api/ps`, `/api/show`, `/api/pull`, `/api/copy`, `/api/delete`. Validation order, status
-//! codes and texts follow `server/routes.go`.
+//! `/api/ps`, `/api/show`, `/api/pull`, `/api/copy`, `/api/delete` (`/api/create` is
+//! `super::create`). Validation order, status codes and texts follow `server/routes.go`.
 
 use super::http::{AppState, BodyErrors, bytes_response, json_body, json_response};
 use crate::clock::rfc3339;
@@ -216,19 +216,19 @@ pub(crate) async fn show(State(s): State<AppState>, body: Result<Bytes, BytesRej
 }
 
 #[derive(Serialize)]
-struct Progress<'a> {
-    status: String,
+pub(super) struct Progress<'a> {
+    pub(super) status: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    digest: Option<String>,
+    pub(super) digest: Option<String>,
     #[serde(skip_serializing_if = "super::http::is_zero")]
-    total: u64,
+    pub(super) total: u64,
     #[serde(skip_serializing_if = "super::http::is_zero")]
-    completed: u64,
+    pub(super) completed: u64,
     #[serde(skip)]
-    _p: std::marker::PhantomData<&'a ()>,
+    pub(super) _p: std::marker::PhantomData<&'a ()>,
 }
 
-fn progress(status: impl Into<String>) -> Progress<'static> {
+pub(super) fn progress(status: impl Into<String>) -> Progress<'static> {
     Progress { status: status.into(), digest: None, total: 0, completed: 0, _p: std::marker::PhantomData }
 }
 
@@ -283,7 +283,7 @@ pub(crate) async fn pull(State(s): State<AppState>, body: Result<Bytes, BytesRej
 }
 
 /// A progress stream that installs `spec` as `name` when its last line goes out (pull, create).
-fn installing(
+pub(super) fn installing(
     s: &AppState,
     lines: Vec<Progress<'static>>,
     step: std::time::Duration,
@@ -304,7 +304,7 @@ fn installing(
 
 /// The stream of a pull (or a create from a model) whose manifest the registry does not have:
 /// "pulling manifest", then the error, in a 200.
-fn manifest_missing(missing: &str) -> Response {
+pub(super) fn manifest_missing(missing: &str) -> Response {
     let mut out = crate::gojson::to_go_json(&progress("pulling manifest"));
     out.push(b'\n');
     out.extend(crate::gojson::to_go_json(&serde_json::json!({ "error": missing })));
@@ -313,12 +313,12 @@ fn manifest_missing(missing: &str) -> Response {
 }
 
 /// Time between pull progress lines: the real server's 60 ms, scaled.
-fn pull_step(s: &AppState) -> std::time::Duration {
+pub(super) fn pull_step(s: &AppState) -> std::time::Duration {
     std::time::Duration::try_from_secs_f64(0.060 * s.shared.cfg.time_scale)
         .unwrap_or(std::time::Duration::from_secs(60))
 }
 
-fn async_stream(
+pub(super) fn async_stream(
     lines: Vec<Progress<'static>>,
     step: std::time::Duration,
     on_done: impl FnOnce() + Send + 'static,
@@ -387,163 +387,4 @@ pub(crate) async fn delete(
     // layers and never touches the scheduler: a loaded runner stays loaded (and in /api/ps)
     // until it expires.
     Ok(StatusCode::OK.into_response())
-}
-
-/// Quantization types `/api/create` accepts, with their bits per weight (for the new file's
-/// size): `ggml.ParseFileType` (fs/ggml/type.go v0.33.0-rc2 60-90; `Q4_K` is `Q4_K_M`, `BF16`
-/// parses but is not listed as supported).
-const QUANTIZATIONS: &[(&str, f64)] =
-    &[("F32", 32.0), ("F16", 16.0), ("Q4_K_S", 4.58), ("Q4_K_M", 4.85), ("Q8_0", 8.5), ("BF16", 16.0)];
-
-/// `POST /api/create` from an installed model (`from`; the `files` and adapter forms are not
-/// simulated): a new model under `model` with the source's runner and metadata, its
-/// `template` and `parameters` when given, and `quantize` (or the older `quantization`)
-/// applied to a source in F16, BF16 or F32, as the real server streams it: the quantizing
-/// progress, the layers, "writing manifest", "success" (server/create.go v0.33.0-rc2 1014-1055,
-/// 885-889). An error before any progress is the answer (500 unless said); one after it, a
-/// line of the stream, as Ollama's `streamResponse` writes them.
-pub(crate) async fn create(
-    State(s): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let body = json_body(&s, body, "CreateRequest", BodyErrors::Native)?;
-    let (map, f) = (&body.map, Fields::of(&body, "CreateRequest"));
-    // Bound whole first, in the body's order (api.CreateRequest, api/types.go v0.33.0-rc2
-    // 652-708; server/create.go 57-64): each field's type, a map's values' (`files`'s are
-    // strings), a message's own decoding left to where the messages are read.
-    f.in_body_order(|f, key| match key {
-        "model" | "quantize" | "draft_quantize" | "from" | "remote_host" | "template" | "system" | "renderer"
-        | "parser" | "requires" | "name" | "quantization" => f.string(key).map(drop),
-        "stream" => f.bool(key).map(drop),
-        "files" | "draft_files" | "adapters" => {
-            match f
-                .object(key, "map[string]string")?
-                .into_iter()
-                .flatten()
-                .find(|(_, v)| !v.is_string() && !v.is_null())
-            {
-                Some((_, v)) => Err(f.type_error(key, v, "string")),
-                None => Ok(()),
-            }
-        }
-        "parameters" | "info" => f.object(key, "map[string]interface {}").map(drop),
-        "messages" => f.array(key, "[]api.Message").map(drop),
-        _ => Ok(()),
-    })?;
-    let nonempty = |v: Option<String>| v.filter(|m| !m.trim().is_empty());
-    let model_s = nonempty(f.string("model")?).or(nonempty(f.string("name")?));
-    let from_s = f.string("from")?.unwrap_or_default();
-    let quantize = nonempty(f.string("quantize")?).or(nonempty(f.string("quantization")?));
-    let stream = f.bool("stream")?.unwrap_or(true);
-    let template = f.string("template")?;
-    let system = f.string("system")?;
-    let parameters = f.object("parameters", "map[string]interface {}")?;
-    // Written by `streamResponse` (server/routes.go): `application/json` without a charset,
-    // chunked when the request streams.
-    let first = |msg: String| {
-        let mut e = ApiError::internal(msg);
-        e.chunked = stream;
-        e.charset = false;
-        e
-    };
-    let Some(model_s) = model_s else {
-        return Err(ApiError::bad_request("model is required"));
-    };
-    let name = Name::parse(&model_s).ok_or_else(ApiError::invalid_model_name)?;
-    if from_s.is_empty() && map.get("files").is_none_or(Value::is_null) {
-        let mut e = first("neither 'from' or 'files' was specified".into());
-        e.status = StatusCode::BAD_REQUEST;
-        return Err(e);
-    }
-    let quant =
-        match quantize.map(|q| if q.eq_ignore_ascii_case("Q4_K") { "Q4_K_M".to_string() } else { q.to_uppercase() }) {
-            Some(q) => match QUANTIZATIONS.iter().find(|(t, _)| *t == q) {
-                Some(&(t, bits)) => Some((t, bits)),
-                None => {
-                    return Err(first(format!(
-                        "unsupported quantization type {q} - supported types are F32, F16, Q4_K_S, Q4_K_M, Q8_0"
-                    )));
-                }
-            },
-            None => None,
-        };
-    let from = Name::parse(&from_s).ok_or_else(ApiError::invalid_model_name)?;
-    let missing = "pull model manifest: file does not exist";
-    let Some(src) = s.instance.store.get(&from) else {
-        if !stream {
-            return Err(first(missing.into()));
-        }
-        return Ok(manifest_missing(missing));
-    };
-    let mut spec = (*src.spec).clone();
-    spec.name = name.full();
-    spec.digest = None;
-    let mut lines: Vec<Progress<'static>> = Vec::new();
-    match quant {
-        Some((t, bits)) => {
-            let level = spec.quantization_level.to_uppercase();
-            let Some(&(_, from_bits)) =
-                QUANTIZATIONS.iter().find(|(q, _)| *q == level && matches!(*q, "F16" | "BF16" | "F32"))
-            else {
-                return Err(first("quantization is only supported for F16, BF16 and F32 models".into()));
-            };
-            spec.size = (spec.size as f64 * bits / from_bits) as u64;
-            lines.push(Progress {
-                status: format!("quantizing {level} model to {t}"),
-                digest: Some("0000000000000000000".into()),
-                total: src.spec.size,
-                completed: src.spec.size,
-                _p: std::marker::PhantomData,
-            });
-            lines.push(progress("verifying conversion"));
-            spec.quantization_level = t.to_string();
-            lines.push(progress(format!("creating new layer sha256:{}", spec.digest())));
-        }
-        None => lines.push(progress(format!("using existing layer sha256:{}", src.spec.digest()))),
-    }
-    // `license` is an `any`: a string, or what re-marshals to a list of strings; anything else
-    // fails the creation after its layers, before anything is streamed (server/create.go
-    // v0.33.0-rc2 842-866; on Ollama 0.33 a 500 with the error alone, streamed or not).
-    let license = match map.get("license") {
-        Some(Value::Array(items)) => items
-            .iter()
-            .find(|v| !v.is_string() && !v.is_null())
-            .map(|v| format!("json: cannot unmarshal {} into Go value of type string", crate::request::json_kind(v))),
-        Some(l) if !l.is_null() && !l.is_string() => {
-            Some(format!("json: cannot unmarshal {} into Go value of type []string", crate::request::json_kind(l)))
-        }
-        _ => None,
-    };
-    if let Some(e) = license {
-        return Err(first(e));
-    }
-    if let Some(t) = template.filter(|t| !t.is_empty()) {
-        spec.template = t;
-    }
-    if let Some(p) = parameters {
-        for (k, v) in p {
-            let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
-            spec.parameters.retain(|(key, _)| key != k);
-            spec.parameters.push((k.clone(), v));
-        }
-    }
-    // The layers a Modelfile's commands write (template, system, params), then the config.
-    let layer = |what: &str| {
-        let h = crate::seed::mix(crate::seed::fnv1a(format!("{}{what}", spec.name).as_bytes()));
-        progress(format!("creating new layer sha256:{h:016x}{:016x}{:016x}{:016x}", h ^ 1, h ^ 2, h ^ 3))
-    };
-    if system.as_deref().is_some_and(|s| !s.is_empty()) {
-        lines.push(layer("system"));
-    }
-    if !spec.parameters.is_empty() {
-        lines.push(layer("params"));
-    }
-    lines.extend([layer("config"), progress("writing manifest"), progress("success")]);
-    let at = s.shared.clock.now();
-    let spec = Arc::new(spec);
-    if !stream {
-        s.instance.store.install(name, spec, at).map_err(ApiError::internal)?;
-        return Ok(json_response(StatusCode::OK, &progress("success")));
-    }
-    Ok(installing(&s, lines, pull_step(&s), name, spec, at))
 }
