@@ -279,6 +279,27 @@ impl Decoder {
     }
 }
 
+/// An OpenAI message's `tool_calls` (openai/openai.go v0.33.0-rc2 185-193): its function an
+/// anonymous struct, whose fields' errors name no struct (`.messages.tool_calls.function.name`).
+pub(crate) static OPENAI_TOOL_CALLS: Go = Go::Slice("[]openai.ToolCall", &Go::Struct(&OPENAI_TOOL_CALL));
+
+static OPENAI_TOOL_CALL: GoStruct = GoStruct {
+    name: "ToolCall",
+    type_name: "openai.ToolCall",
+    fields: &[
+        ("id", Go::String),
+        ("index", Go::Int),
+        ("type", Go::String),
+        ("function", Go::Struct(&OPENAI_TOOL_CALL_FUNCTION)),
+    ],
+};
+
+static OPENAI_TOOL_CALL_FUNCTION: GoStruct = GoStruct {
+    name: "",
+    type_name: r#"struct { Name string "json:\"name\""; Arguments string "json:\"arguments\"" }"#,
+    fields: &[("name", Go::String), ("arguments", Go::String)],
+};
+
 /// A chat request's `tools` (api/types.go v0.33.0-rc2 182, 305-309, 486-490): `api.Tools` in
 /// the native `ChatRequest`, `[]api.Tool` in the OpenAI `ChatCompletionRequest`.
 pub(crate) static NATIVE_TOOLS: Go = Go::Slice("api.Tools", &TOOL_TYPE);

@@ -60,7 +60,21 @@ fn messages_bound(f: &Fields<'_>) -> Result<(), ApiError> {
         };
         f.message(i, m, "Message.messages").in_body_order(|mf, key| match key {
             "role" | "reasoning" | "name" | "tool_call_id" => mf.string(key).map(drop),
-            "tool_calls" => mf.array(key, "[]openai.ToolCall").map(drop),
+            // Each call's fields too (an `openai.ToolCall`, its function a struct).
+            "tool_calls" => match mf.map.get(key).filter(|v| !v.is_null()) {
+                None => Ok(()),
+                Some(v) => match crate::gotype::decode_field(
+                    v,
+                    crate::gotype::OPENAI_TOOL_CALLS,
+                    "Message",
+                    "messages.tool_calls",
+                ) {
+                    crate::gotype::Decoded::Fits => Ok(()),
+                    crate::gotype::Decoded::Saved(e) | crate::gotype::Decoded::Ended(e) => {
+                        Err(ApiError::bad_request(e.text()).from_middleware())
+                    }
+                },
+            },
             _ => Ok(()),
         })?;
     }
