@@ -279,6 +279,31 @@ impl Decoder {
     }
 }
 
+/// A native message's `tool_calls` (api/types.go v0.33.0-rc2 221-235): decoded inside the
+/// message's own `UnmarshalJSON`, so that every error inside names `ChatRequest` (the message's
+/// decoder renames them, `addErrorContext`); the arguments an ordered map that decodes itself.
+pub(crate) static NATIVE_TOOL_CALLS: Go = Go::Slice("[]api.ToolCall", &Go::Struct(&NATIVE_TOOL_CALL));
+
+static NATIVE_TOOL_CALL: GoStruct = GoStruct {
+    name: "ChatRequest",
+    type_name: "api.ToolCall",
+    fields: &[("id", Go::String), ("function", Go::Struct(&NATIVE_TOOL_CALL_FUNCTION))],
+};
+
+static NATIVE_TOOL_CALL_FUNCTION: GoStruct = GoStruct {
+    name: "ChatRequest",
+    type_name: "api.ToolCallFunction",
+    fields: &[("index", Go::Int), ("name", Go::String), ("arguments", Go::Own(ordered_map))],
+};
+
+/// An `orderedmap.Map`'s `UnmarshalJSON`: an object (of anything), or null.
+fn ordered_map(v: &Value) -> Result<(), Failure> {
+    match v {
+        Value::Null | Value::Object(_) => Ok(()),
+        _ => Err(Failure::Other("Value looks like object, but can't find closing '}' symbol".into())),
+    }
+}
+
 /// An OpenAI message's `tool_calls` (openai/openai.go v0.33.0-rc2 185-193): its function an
 /// anonymous struct, whose fields' errors name no struct (`.messages.tool_calls.function.name`).
 pub(crate) static OPENAI_TOOL_CALLS: Go = Go::Slice("[]openai.ToolCall", &Go::Struct(&OPENAI_TOOL_CALL));
@@ -354,9 +379,8 @@ static TOOL_PROPERTY_TYPE: Go = Go::Struct(&TOOL_PROPERTY);
 /// stopping at the first that fails; anything but an object is refused with jsonparser's text.
 fn tool_properties(v: &Value) -> Result<(), Failure> {
     match v {
-        Value::Null => Ok(()),
         Value::Object(props) => props.values().try_for_each(|p| check(p, TOOL_PROPERTY_TYPE)),
-        _ => Err(Failure::Other("Value looks like object, but can't find closing '}' symbol".into())),
+        other => ordered_map(other),
     }
 }
 

@@ -298,12 +298,27 @@ fn messages_bound(f: &Fields<'_>) -> Result<(), ApiError> {
     for (i, v) in f.array("messages", "[]api.Message")?.into_iter().flatten().enumerate() {
         // A field that came twice in the message: each occurrence bound in turn (the real
         // server refuses `{"role": 1, "role": "user"}` for the first).
-        f.message(i, message_object(v)?, "ChatRequest.messages").in_body_order(|mf, key| match key {
-            "role" | "content" | "tool_name" | "tool_call_id" => mf.string(key).map(|_| ()),
-            "images" => mf.images(key),
-            "tool_calls" => mf.array(key, "[]api.ToolCall").map(|_| ()),
-            _ => Ok(()),
-        })?;
+        // Its tool calls decoded whole (`api.ToolCall`): an argument list that is no object
+        // ends the message's decoding with its own error, whatever came before in it.
+        let calls = |mf: &Fields<'_>| {
+            mf.map.get("tool_calls").filter(|v| !v.is_null()).map(|v| {
+                crate::gotype::decode_field(v, crate::gotype::NATIVE_TOOL_CALLS, "ChatRequest", "messages.tool_calls")
+            })
+        };
+        f.message(i, message_object(v)?, "ChatRequest.messages").bound(
+            |mf, key| match key {
+                "role" | "content" | "tool_name" | "tool_call_id" => mf.string(key).map(|_| ()),
+                "images" => mf.images(key),
+                "tool_calls" => match calls(mf) {
+                    None | Some(crate::gotype::Decoded::Fits) => Ok(()),
+                    Some(crate::gotype::Decoded::Saved(e) | crate::gotype::Decoded::Ended(e)) => {
+                        Err(ApiError::bad_request(e.text()).from_middleware())
+                    }
+                },
+                _ => Ok(()),
+            },
+            |mf, key| key == "tool_calls" && matches!(calls(mf), Some(crate::gotype::Decoded::Ended(_))),
+        )?;
     }
     Ok(())
 }
