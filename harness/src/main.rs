@@ -268,6 +268,14 @@ struct CalibrateArgs {
     timeout_s: f64,
 }
 
+/// The twin of what `cal` measured, written to `out` with its comments.
+fn write_twin(cal: &harness::calibrate::Calibration, out: &std::path::Path) -> Result<(), String> {
+    let (file, why) =
+        harness::calibrate::twin(cal).ok_or("too little was measured for a twin (no solo call decoded)")?;
+    let text = harness::calibrate::to_toml(cal, &file, &why)?;
+    harness::report::write_atomic(out, text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", out.display()))
+}
+
 /// `harness calibrate`: 0 when the twin is written (or, with --check, nothing moved); 1 on an
 /// error (what was measured is still written: the twin with a note, or the figures); 3 when
 /// --check finds figures that moved.
@@ -276,13 +284,7 @@ fn calibrate(a: CalibrateArgs) -> ExitCode {
         let written = sim_ollama::advanced::config::ConfigFile::from_path(from)
             .map_err(|e| e.to_string())
             .and_then(|f| harness::calibrate::calibration_of(&f).map_err(|e| format!("{}: {e}", from.display())))
-            .and_then(|cal| {
-                let (file, why) = harness::calibrate::twin(&cal)
-                    .ok_or("its calibration has too little for a twin (no solo call decoded)")?;
-                let text = harness::calibrate::to_toml(&cal, &file, &why)?;
-                harness::report::write_atomic(out, text.as_bytes())
-                    .map_err(|e| format!("cannot write {}: {e}", out.display()))
-            });
+            .and_then(|cal| write_twin(&cal, out));
         return match written {
             Ok(()) => {
                 eprintln!("harness calibrate: the twin refitted from {} is in {}", from.display(), out.display());
@@ -397,13 +399,7 @@ fn calibrate(a: CalibrateArgs) -> ExitCode {
             "calibration stopped early ({e}): figures it did not reach are guesses, marked not measured"
         ));
     }
-    let written = harness::calibrate::twin(&cal)
-        .ok_or_else(|| "too little was measured for a twin (no solo call decoded)".to_string())
-        .and_then(|(file, why)| harness::calibrate::to_toml(&cal, &file, &why))
-        .and_then(|text| {
-            harness::report::write_atomic(&out, text.as_bytes())
-                .map_err(|e| format!("cannot write {}: {e}", out.display()))
-        });
+    let written = write_twin(&cal, &out);
     match (written, failed) {
         (Ok(()), None) => {
             eprintln!(

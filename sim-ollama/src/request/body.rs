@@ -43,22 +43,13 @@ impl Body {
         go_type: &str,
         message_order: Vec<(usize, Vec<(String, Option<Value>)>)>,
     ) -> Body {
-        // Folded without a copy where there is nothing to fold (nearly every key).
-        let keys: Vec<std::borrow::Cow<'_, str>> = entries.iter().map(|(k, _)| crate::gotype::folded(k)).collect();
-        let twice = keys.iter().enumerate().any(|(i, k)| keys[..i].contains(k));
-        let order = if twice {
-            let earlier = |i: usize, k: &str, v: &Value| {
-                keys[i + 1..].iter().any(|later| later == k).then(|| {
-                    // Folded below it as the field's value in the object is.
-                    fold::request(Map::from_iter([(k.to_string(), v.clone())]), go_type)
-                        .remove(k)
-                        .unwrap_or(Value::Null)
-                })
-            };
-            entries.iter().zip(&keys).enumerate().map(|(i, ((_, v), k))| (k.to_string(), earlier(i, k, v))).collect()
-        } else {
-            Vec::new()
+        // Each earlier occurrence folded below it as the field's value in the object is.
+        let fold_value = |k: &str, v: Value| {
+            fold::request(Map::from_iter([(k.to_string(), v)]), go_type).remove(k).unwrap_or(Value::Null)
         };
+        let order = repeated(&entries)
+            .map(|o| o.into_iter().map(|(k, v)| (k.clone(), v.map(|v| fold_value(&k, v)))).collect())
+            .unwrap_or_default();
         Body { map: fold::request(entries.into_iter().collect(), go_type), order, message_order }
     }
 }

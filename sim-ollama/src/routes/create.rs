@@ -4,15 +4,15 @@
 //! v0.33.0-rc2).
 
 use super::http::{AppState, BodyErrors, json_body, json_response};
-use super::models::{Progress, installing, manifest_missing, progress, pull_step};
+use super::models::{Progress, installing, manifest_missing, progress, pull_step, status_then_error};
 use crate::error::ApiError;
 use crate::names::Name;
 use crate::request::Fields;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
@@ -238,17 +238,7 @@ fn from_missing_files(files: &Map<String, Value>, stream: bool) -> Result<Respon
     if !stream {
         return Err(ApiError::internal(error));
     }
-    let lines = [
-        crate::gojson::to_go_json(&progress(status)),
-        crate::gojson::to_go_json(&serde_json::json!({ "error": error })),
-    ];
-    let chunks = lines.map(|mut l| {
-        l.push(b'\n');
-        Ok::<_, std::convert::Infallible>(Bytes::from(l))
-    });
-    let mut r = (StatusCode::OK, Body::from_stream(futures::stream::iter(chunks))).into_response();
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
-    Ok(r)
+    Ok(status_then_error(status, &error, true))
 }
 
 /// Where the simulated server keeps its models (`OLLAMA_MODELS`' default for root).

@@ -305,11 +305,30 @@ pub(super) fn installing(
 /// The stream of a pull (or a create from a model) whose manifest the registry does not have:
 /// "pulling manifest", then the error, in a 200.
 pub(super) fn manifest_missing(missing: &str) -> Response {
-    let mut out = crate::gojson::to_go_json(&progress("pulling manifest"));
-    out.push(b'\n');
-    out.extend(crate::gojson::to_go_json(&serde_json::json!({ "error": missing })));
-    out.push(b'\n');
-    bytes_response(StatusCode::OK, "application/x-ndjson", out)
+    status_then_error("pulling manifest", missing, false)
+}
+
+/// A 200 stream of one progress line, `status`, then the error that ended it, as Ollama's
+/// `streamResponse` writes one; `chunked`, or with its length (the pull's is sent whole).
+pub(super) fn status_then_error(status: &str, error: &str, chunked: bool) -> Response {
+    let lines = [
+        crate::gojson::to_go_json(&progress(status)),
+        crate::gojson::to_go_json(&serde_json::json!({ "error": error })),
+    ];
+    if !chunked {
+        return bytes_response(
+            StatusCode::OK,
+            "application/x-ndjson",
+            lines.join(&b'\n').into_iter().chain([b'\n']).collect(),
+        );
+    }
+    let chunks = lines.map(|mut l| {
+        l.push(b'\n');
+        Ok::<_, std::convert::Infallible>(Bytes::from(l))
+    });
+    let mut r = (StatusCode::OK, Body::from_stream(futures::stream::iter(chunks))).into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
+    r
 }
 
 /// Time between pull progress lines: the real server's 60 ms, scaled.
