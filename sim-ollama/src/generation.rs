@@ -94,6 +94,7 @@ impl Plan {
             content = content.str(&t.name).str(&t.parameters.to_string());
         }
         let profile = &input.model.spec.profile;
+        let tok = profile.tokenizer();
         let mut text_rng = content.str("text").rng();
         // Generation is bounded by the context, as the real server bounds it
         // ([`crate::context::generation_cap`]).
@@ -115,20 +116,20 @@ impl Plan {
         };
         let mut tools_rng = content.str("tools").rng();
         let text = match &input.scripted {
-            Some(crate::script::Reply::Text(t)) => tokens::scripted_text(t, num_predict),
+            Some(crate::script::Reply::Text(t)) => tokens::scripted_text(tok, t, num_predict),
             Some(crate::script::Reply::ToolCalls(scripted)) => {
                 let calls = crate::tools::scripted(scripted, &mut tools_rng);
                 if input.last_role.is_some() {
-                    tokens::generate(&mut text_rng, natural, num_predict, &[], &OutputFormat::Prose, calls)
+                    tokens::generate(&mut text_rng, tok, natural, num_predict, &[], &OutputFormat::Prose, calls)
                 } else {
                     // No tool parser outside chat: the calls' text is the answer.
                     let text: String = calls.iter().map(|c| c.raw_text()).collect();
-                    tokens::scripted_text(&text, num_predict)
+                    tokens::scripted_text(tok, &text, num_predict)
                 }
             }
             _ => {
                 let calls = crate::tools::plan(input.tools, input.last_role, policy, &mut tools_rng);
-                tokens::generate(&mut text_rng, natural, num_predict, &o.stop, &input.format, calls)
+                tokens::generate(&mut text_rng, tok, natural, num_predict, &o.stop, &input.format, calls)
             }
         };
         // Reasoning first, from its own seed stream (answers without it are unchanged).
@@ -136,7 +137,7 @@ impl Plan {
             (Some(spec), true) => {
                 let mut rng = content.str("thinking").rng();
                 let n = (spec.sampler().sample(&mut rng) * input.think).round().clamp(1.0, cap as f64) as usize;
-                tokens::think_first(&mut rng, n, num_predict, text)
+                tokens::think_first(&mut rng, tok, n, num_predict, text)
             }
             _ => text,
         };
@@ -149,7 +150,7 @@ impl Plan {
 /// raw mode), and each image's; at least 1.
 pub(crate) fn prompt_tokens(model: &Installed, rendered: &str, templated: bool, images: usize) -> u32 {
     let template = if templated { model.spec.profile.template_tokens } else { 0 };
-    (tokens::count_tokens(rendered) + template + IMAGE_TOKENS * images as u32).max(1)
+    (model.spec.profile.tokenizer().count(rendered) + template + IMAGE_TOKENS * images as u32).max(1)
 }
 
 /// Everything a generation needs from the request besides its plan.
@@ -218,7 +219,7 @@ pub(crate) fn prompt_hashes(model: &Installed, rendered: &str, templated: bool, 
     let template = if templated { model.spec.profile.template_tokens } else { 0 };
     let mut out = Vec::with_capacity(template as usize + rendered.len() / 4);
     out.extend((0..u64::from(template)).map(|i| crate::seed::mix(i ^ 0x7465_6d70_6c61_7465)));
-    tokens::token_hashes(rendered, &mut out);
+    model.spec.profile.tokenizer().hashes(rendered, &mut out);
     let salt = crate::seed::fnv1a(rendered.as_bytes());
     out.extend((0..u64::from(IMAGE_TOKENS) * images as u64).map(|i| crate::seed::mix(salt ^ i)));
     if out.is_empty() {
@@ -250,6 +251,8 @@ pub(crate) struct Running {
     /// when the generation is dropped, before the permit.
     cache_slot: CacheSlot,
     reply_prefix: &'static str,
+    /// The model's tokenizer: what the slot holds of the answer, for the next turn's cache.
+    tokenizer: tokens::Tokenizer,
     // Held for the life of the generation; dropped (freeing the slot, then the runner) when
     // the client goes away or the response ends. Field order is drop order.
     _slot: OwnedSemaphorePermit,
@@ -420,6 +423,7 @@ impl Running {
             pacer,
             cache_slot,
             reply_prefix,
+            tokenizer: model.spec.profile.tokenizer(),
             _slot: slot,
             lease,
             arrival,
@@ -612,7 +616,7 @@ impl Running {
             text.push_str(p);
         }
         let mut out = Vec::new();
-        tokens::token_hashes(&text, &mut out);
+        self.tokenizer.hashes(&text, &mut out);
         out
     }
 

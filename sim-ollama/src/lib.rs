@@ -98,6 +98,7 @@ mod server;
 mod shared;
 mod store;
 mod timer;
+mod tokenizer;
 mod tokens;
 mod tools;
 mod trace;
@@ -147,10 +148,9 @@ pub mod advanced {
         pub use crate::metrics::*;
     }
 
-    /// How many prompt tokens the simulator counts in a text: what its prompt evaluation is
-    /// charged for (`harness calibrate` fits a server's prompt speed in these tokens, so a twin
-    /// given the same text takes the time the server took).
-    pub fn prompt_tokens(text: &str) -> u32 {
-        crate::tokens::count_tokens(text)
-    }
+    /// How the simulator counts a model's tokens in a text: what its prompt evaluation is
+    /// charged for (`harness calibrate` fits a server's tokenizer from its
+    /// `prompt_eval_count`, then its prompt speed in the tokens that tokenizer counts, so a
+    /// twin given the same text takes the time the server took).
+    pub use crate::tokenizer::{LETTERS_PER_TOKEN, Tokenizer};
 }

@@ -183,3 +183,39 @@ fn a_full_slot_stops_the_answer_without_context_shift_and_shifts_its_context_wit
     let ratio = long_ms / short_ms;
     assert!((2.4..3.2).contains(&ratio), "decode {long_ms} ms in 4096, {short_ms} ms in 512: {ratio}");
 }
+
+#[test]
+fn a_model_of_few_letters_a_token_counts_its_prompts_and_its_answers_read_back_as_the_server_does() {
+    // The real tiny model (a 301-token vocabulary) counts a templated "hi" as 22 tokens and
+    // its own 750-token answer, sent back, as 770: a model of 1.5 letters a token and a
+    // 20-token template counts "abcd ef" as 3 + 2 + 20, and generates pieces of a letter or
+    // two, so that its answer reads back at about the tokens it was generated in.
+    let small = SLOWING
+        .replace("slowing:latest", "small-vocab:latest")
+        .replace("[models.profile]\n", "[models.profile]\nletters_per_token = 1.5\ntemplate_tokens = 20\n");
+    let config = sim_ollama::advanced::config::ConfigFile::from_toml(&format!("{SLOWING}{small}")).unwrap();
+    let sim = SimBuilder::new().config(config).frozen_clock(true).time_scale(0.001).start().unwrap();
+    let count = |model: &str, prompt: &str, raw: bool| {
+        let body =
+            json!({"model": model, "prompt": prompt, "raw": raw, "stream": false, "options": {"num_predict": 1}});
+        let (status, v) = post(&sim, "/api/generate", &body);
+        assert_eq!(status, 200, "{v}");
+        v["prompt_eval_count"].as_u64().unwrap()
+    };
+    assert_eq!(count("small-vocab", "abcd ef", false), 25);
+    assert_eq!(count("small-vocab", "abcd ef", true), 5);
+    assert_eq!(count("slowing", "abcd ef", false), 2);
+    for model in ["small-vocab", "slowing"] {
+        let body = json!({"model": model, "prompt": "go on", "stream": false, "options": {"num_predict": 750, "sim_tokens": 750}});
+        let (_, v) = post(&sim, "/api/generate", &body);
+        let answer = v["response"].as_str().unwrap().to_string();
+        let back = count(model, &answer, true) as f64;
+        // Whole words with the default tokenizer: a word of seven letters or more is one
+        // piece generated and two read back.
+        let (lo, hi) = if model == "small-vocab" { (700.0, 800.0) } else { (700.0, 1000.0) };
+        assert!((lo..hi).contains(&back), "{model}: 750 tokens generated read back as {back}");
+        if model == "small-vocab" {
+            assert!(answer.len() < 1500, "{} characters in 750 tokens of 1.5 letters", answer.len());
+        }
+    }
+}

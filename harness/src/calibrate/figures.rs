@@ -2,7 +2,7 @@
 //! that holds them all, and the slots seen in a round. The fits of the simulator's parameters
 //! to them are in `fits.rs`.
 
-use super::fits::PromptFit;
+use super::fits::{PromptFit, TokenizerFit};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -136,8 +136,12 @@ pub struct Calibration {
     pub call_overhead_ms: Option<Figure>,
     /// Time to first token of a short prompt's one-token call, ms.
     pub warm_ttft_ms: Option<Figure>,
-    /// Time to first token against prompt length.
+    /// Time to first token against prompt length, the prompts in the twin's token counts
+    /// (`tokenizer`'s).
     pub prompt: Option<PromptFit>,
+    /// The model's tokenizer, fitted to the server's counts of those prompts (`None` in a
+    /// twin written before it was measured: the simulator's default, no template tokens).
+    pub tokenizer: Option<TokenizerFit>,
     /// Slots found, per server.
     pub slots: Vec<Slots>,
     /// Each stream's speed with k calls decoding at once on one server, relative to one alone:
@@ -208,6 +212,9 @@ pub struct OtherModel {
     /// Its time to first token against prompt length (the prompt lengths of the model's own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<PromptFit>,
+    /// Its tokenizer, fitted as the model's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<TokenizerFit>,
     /// Its solo calls' decode speed on the first server (the calls of the model's
     /// `decode_per_server[0]`), tokens/s.
     #[serde(default, skip_serializing_if = "Option::is_none")]

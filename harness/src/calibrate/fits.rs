@@ -23,6 +23,85 @@ pub struct PromptFit {
     pub points: Vec<(f64, f64)>,
 }
 
+/// The model's tokenizer as the simulator models it ([`sim_ollama::advanced::Tokenizer`]),
+/// fitted to the server's own count (`prompt_eval_count`) of the calibration's prompts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenizerFit {
+    /// Letters a token: the default where it counts the prompts within
+    /// [`TOKENIZER_TOLERANCE`] of the server (the template's tokens aside), else the count
+    /// closest to the server's.
+    pub letters_per_token: f64,
+    /// Tokens the server counts in every prompt beyond its text (the chat template's): the
+    /// median of its count less the tokenizer's over the shortest prompts (where a tokenizer's
+    /// miss is fewest tokens).
+    pub template_tokens: u32,
+    /// The longest prompt: its characters, the server's count of it (the median) and the
+    /// default tokenizer's.
+    pub longest: (usize, f64, f64),
+}
+
+/// How far the default tokenizer's counts (the template's tokens aside) may lie from the
+/// server's, the median over the prompts, before the twin gets a tokenizer of its own: a
+/// 32k-vocabulary model counts English within a few per cent of it, the real tiny model
+/// (301 tokens) three times as many.
+pub(crate) const TOKENIZER_TOLERANCE: f64 = 0.10;
+
+impl TokenizerFit {
+    /// The fit to `(prompt, the server's count of it)`; `None` without a count. Every
+    /// letters-a-token from 1 to 16 in steps of 0.05 is tried, each with its template's tokens,
+    /// and the one whose counts lie closest (the median relative miss; of equals, the one
+    /// nearest the default) is kept. A run of letters is a whole number of tokens, so on the
+    /// calibration's prompts (a sentence repeated) the count moves in steps: the real tiny
+    /// model's 3,000 characters, 1,939 tokens, are 2,001 at 1.45 letters a token and 1,802 at
+    /// 1.5, with its template's 20 (a templated "hi" is 22 tokens, a raw one 3).
+    pub fn fit(samples: &[(String, f64)]) -> Option<TokenizerFit> {
+        use sim_ollama::advanced::{LETTERS_PER_TOKEN, Tokenizer};
+        let samples: Vec<&(String, f64)> = samples.iter().filter(|(_, n)| *n > 0.0).collect();
+        if samples.is_empty() {
+            return None;
+        }
+        let try_at = |l: f64| -> (f64, u32) {
+            let tok = Tokenizer::new(l);
+            let counts: Vec<f64> = samples.iter().map(|(t, _)| f64::from(tok.count(t))).collect();
+            let shortest = samples.iter().map(|(t, _)| t.len()).min().unwrap_or(0);
+            let over: Vec<f64> = samples
+                .iter()
+                .zip(&counts)
+                .filter(|((t, _), _)| t.len() == shortest)
+                .map(|((_, n), c)| n - c)
+                .collect();
+            let template = median(over).unwrap_or(0.0).max(0.0).round();
+            let miss = median(samples.iter().zip(&counts).map(|((_, n), c)| (c + template - n).abs() / n).collect());
+            (miss.unwrap_or(f64::INFINITY), template as u32)
+        };
+        let (default_miss, default_template) = try_at(LETTERS_PER_TOKEN);
+        let (letters_per_token, template_tokens) = if default_miss <= TOKENIZER_TOLERANCE {
+            (LETTERS_PER_TOKEN, default_template)
+        } else {
+            let mut best = (LETTERS_PER_TOKEN, default_miss, default_template);
+            for step in 0..=300 {
+                let l = 1.0 + 0.05 * f64::from(step);
+                let (miss, template) = try_at(l);
+                let nearer = (l - LETTERS_PER_TOKEN).abs() < (best.0 - LETTERS_PER_TOKEN).abs();
+                if miss < best.1 - 1e-12 || (miss <= best.1 + 1e-12 && nearer) {
+                    best = (l, miss, template);
+                }
+            }
+            ((best.0 * 100.0).round() / 100.0, best.2)
+        };
+        let longest = samples.iter().max_by_key(|(t, _)| t.len())?.0.len();
+        let at_longest: Vec<&&(String, f64)> = samples.iter().filter(|(t, _)| t.len() == longest).collect();
+        let server = median(at_longest.iter().map(|(_, n)| *n).collect()).unwrap_or(0.0);
+        let default = f64::from(Tokenizer::default().count(&at_longest[0].0));
+        Some(TokenizerFit { letters_per_token, template_tokens, longest: (longest, server, default) })
+    }
+
+    /// The tokens of a prompt as the twin counts them: its text's and the template's.
+    pub fn count(&self, text: &str) -> f64 {
+        f64::from(sim_ollama::advanced::Tokenizer::new(self.letters_per_token).count(text) + self.template_tokens)
+    }
+}
+
 /// A bend of the prompt's time is fitted where the fastest call of some length between the
 /// shortest and the longest lies below the straight line between theirs (the chord) by more
 /// than this share of its time and [`BEND_MIN_MS`]. The fastest calls of a straight prompt
@@ -185,15 +264,6 @@ pub fn robust_rising_line(points: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
     if points.len() < 3 {
         return None;
     }
-    let median = |mut v: Vec<f64>| -> Option<f64> {
-        v.retain(|x| x.is_finite());
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        let m = v.len() / 2;
-        Some(if v.len() % 2 == 1 { v[m] } else { (v[m - 1] + v[m]) / 2.0 })
-    };
     let spread = points.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max)
         - points.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
     if !(spread > 0.0) {
@@ -263,9 +333,53 @@ pub(crate) fn sharing_efficiency(together: f64, servers: usize) -> f64 {
     (together * servers as f64).clamp(0.05, 2.0)
 }
 
+/// The median of the finite values; `None` when there are none.
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    Some(if v.len() % 2 == 1 { v[m] } else { (v[m - 1] + v[m]) / 2.0 })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The calibration's prompts (a sentence repeated to 60, 600, 1,500 and 3,000 characters)
+    /// as a server counts them with `letters` a token and `template` tokens more.
+    fn counted(letters: f64, template: u32) -> Vec<(String, f64)> {
+        let sentence = "The agents read the report, compare the figures with last week, and write a short note. ";
+        let tok = sim_ollama::advanced::Tokenizer::new(letters);
+        [60, 600, 1500, 3000]
+            .iter()
+            .map(|&chars| {
+                let text = format!("Calibration1x2: {}", sentence.repeat(chars / sentence.len() + 1));
+                let n = f64::from(tok.count(&text) + template);
+                (text, n)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_servers_tokenizer_is_recovered_from_its_counts_and_the_default_kept_within_its_tolerance() {
+        // A server of a small vocabulary (the real tiny model: about 1.45 letters a token and a
+        // template of 20 tokens).
+        let small = TokenizerFit::fit(&counted(1.45, 20)).expect("counts");
+        assert_eq!((small.letters_per_token, small.template_tokens), (1.45, 20), "{small:?}");
+        assert_eq!(small.longest.0, counted(1.45, 20)[3].0.len());
+        // One that counts as the simulator does, with a template of 5: the default.
+        let same = TokenizerFit::fit(&counted(6.0, 5)).unwrap();
+        assert_eq!((same.letters_per_token, same.template_tokens), (6.0, 5));
+        // Within 10 % of the default's counts (a 32k-vocabulary model on English): the default.
+        let close: Vec<(String, f64)> = counted(6.0, 5).into_iter().map(|(t, n)| (t, (n * 1.08).round())).collect();
+        assert_eq!(TokenizerFit::fit(&close).unwrap().letters_per_token, 6.0);
+        // No counts (a server that reports none): nothing fitted.
+        assert_eq!(TokenizerFit::fit(&[("hi".into(), 0.0)]), None);
+        assert_eq!(TokenizerFit::fit(&[]), None);
+    }
 
     #[test]
     fn a_devices_weights_and_attention_shares_come_from_two_contexts() {

@@ -9,7 +9,7 @@ use super::devices::{apart_in_speed, busy_note, device_groups};
 use super::figures::{
     CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, OtherModel, Pair, Slots, decoded_at_once, num,
 };
-use super::fits::{PromptFit, robust_rising_line};
+use super::fits::{PromptFit, TokenizerFit, robust_rising_line};
 use crate::client::{CallOpts, CallRecord, Stack, tagged};
 use std::time::{Duration, Instant};
 
@@ -101,6 +101,30 @@ fn prompt_lengths_words() -> String {
     format!("{} and {} characters", all[..all.len() - 1].join(", "), all[all.len() - 1])
 }
 
+/// One one-token call of the prompt rounds ([`Session::prompt_rounds`]).
+struct PromptCall {
+    /// The prompt's length asked for (one of [`PROMPT_CHARS`]).
+    chars: usize,
+    text: String,
+    ttft_ms: f64,
+    /// The server's count of the prompt (`prompt_eval_count`).
+    counted: Option<f64>,
+}
+
+/// The model's tokenizer fitted to the server's counts of the prompt rounds' prompts, and the
+/// rounds' points of time to first token against the prompt's tokens as that tokenizer counts
+/// them (the default's without a count).
+fn prompt_fits(calls: &[PromptCall]) -> (Option<TokenizerFit>, Option<PromptFit>) {
+    let counted: Vec<(String, f64)> = calls.iter().filter_map(|c| Some((c.text.clone(), c.counted?))).collect();
+    let tokenizer = TokenizerFit::fit(&counted);
+    let count = |t: &str| match &tokenizer {
+        Some(f) => f.count(t),
+        None => f64::from(sim_ollama::advanced::Tokenizer::default().count(t)),
+    };
+    let points = calls.iter().map(|c| (count(&c.text), c.ttft_ms)).collect();
+    (tokenizer.clone(), PromptFit::fit(points))
+}
+
 /// Words the calibration prompts are made of.
 const FILLER: &str = "The agents read the report, compare the figures with last week, and write a short note on what changed and why it matters to the team. ";
 
@@ -146,23 +170,23 @@ impl Session<'_> {
     /// One-token calls on the first server at each of [`PROMPT_CHARS`], `--reps` rounds of one
     /// call at each length (a slow stretch of the machine then slows calls of every length, not
     /// all the calls of one, which would bend the line), of the model calibrated or of `other`:
-    /// (characters, the simulator's tokens of the prompt, time to first token in ms), in order.
-    /// `round_done` is told each round's number as it ends.
+    /// each call's [`PromptCall`], in order. `round_done` is told each round's number as it
+    /// ends.
     async fn prompt_rounds(
         &self,
         other: Option<&str>,
         mut round_done: impl FnMut(usize),
-    ) -> Result<Vec<(usize, f64, f64)>, String> {
+    ) -> Result<Vec<PromptCall>, String> {
         let mut calls = Vec::new();
         for round in 1..=self.plan.reps {
             for chars in PROMPT_CHARS {
-                let p = self.prompt(chars);
-                let tokens = f64::from(sim_ollama::advanced::prompt_tokens(&p));
+                let text = self.prompt(chars);
                 let r = match other {
-                    Some(model) => self.call_of(model, 0, p, 1).await?,
-                    None => self.call(0, p, 1, serde_json::json!({})).await?,
+                    Some(model) => self.call_of(model, 0, text.clone(), 1).await?,
+                    None => self.call(0, text.clone(), 1, serde_json::json!({})).await?,
                 };
-                calls.push((chars, tokens, ttft_ms(&r)));
+                let counted = r.prompt_eval_count.filter(|n| *n > 0).map(|n| n as f64);
+                calls.push(PromptCall { chars, text, ttft_ms: ttft_ms(&r), counted });
             }
             round_done(round);
         }
@@ -357,7 +381,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     let (mut gaps, mut overheads, mut by_context) = (Vec::new(), Vec::new(), Vec::new());
     for i in (0..plan.reps).flat_map(|_| 0..n) {
         let prompt = s.prompt(80);
-        let context = f64::from(sim_ollama::advanced::prompt_tokens(&prompt));
+        let context = f64::from(sim_ollama::advanced::Tokenizer::default().count(&prompt));
         let r = s.call(i, prompt, plan.tokens, serde_json::json!({})).await?;
         rates[i].push(decode_rate(&r));
         gaps.extend(r.tokens.windows(2).map(|w| (w[1] - w[0]).as_secs_f64()));
@@ -399,7 +423,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     // with calls of the short prompt.
     for _ in 0..plan.reps {
         let prompt = s.prompt(LONG_PROMPT_CHARS);
-        let context = f64::from(sim_ollama::advanced::prompt_tokens(&prompt));
+        let context = f64::from(sim_ollama::advanced::Tokenizer::default().count(&prompt));
         let r = s.call(0, prompt, plan.tokens, serde_json::json!({})).await?;
         by_context.extend(segment_gaps(&r, context));
     }
@@ -425,7 +449,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
             step(&format!("one-token calls of {}, round {round} of {}", prompt_lengths_words(), plan.reps), true)
         })
         .await?;
-    let at = |len: usize| calls.iter().filter(|c| c.0 == len).map(|c| c.2).collect::<Vec<_>>();
+    let at = |len: usize| calls.iter().filter(|c| c.chars == len).map(|c| c.ttft_ms).collect::<Vec<_>>();
     let short = at(PROMPT_CHARS[0]);
     let mut long = vec![Vec::new(); n];
     if n == 1 {
@@ -443,13 +467,13 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     }
     cal.long_ttft_per_server = long.iter().filter_map(|t| Figure::of(t)).collect();
     cal.warm_ttft_ms = Figure::of(&short);
-    cal.prompt = PromptFit::fit(calls.iter().map(|c| (c.1, c.2)).collect());
+    (cal.tokenizer, cal.prompt) = prompt_fits(&calls);
 
     // 4. k calls at once on the first server; then the slots of every other server.
     let mut found = 0usize;
     let mut batch_rates: Vec<(usize, Vec<f64>)> = Vec::new();
     let mut batch_recs = Vec::new();
-    let short_sim = f64::from(sim_ollama::advanced::prompt_tokens(&s.prompt(PAIR_PROMPT_CHARS)));
+    let short_sim = f64::from(sim_ollama::advanced::Tokenizer::default().count(&s.prompt(PAIR_PROMPT_CHARS)));
     for &k in &ks {
         // Rounds of k, `reps` of them: contention on a shared CPU varies from round to round.
         let mut rel = Vec::new();
@@ -500,7 +524,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     // may share it otherwise than the rest (cores of one machine: the weights' part time-sliced,
     // each process's attention hardly slowed), against solo calls after that prompt.
     let solo_of = |i: usize| cal.decode_per_server.get(i).map_or(solo, |f| f.median);
-    let long_sim = f64::from(sim_ollama::advanced::prompt_tokens(&s.prompt(2 * LONG_PROMPT_CHARS)));
+    let long_sim = f64::from(sim_ollama::advanced::Tokenizer::default().count(&s.prompt(2 * LONG_PROMPT_CHARS)));
     if n > 1 {
         let mut long_rates = Vec::new();
         for _ in 0..plan.reps {
@@ -636,8 +660,8 @@ async fn others(s: &Session<'_>, cal: &mut Calibration) -> Result<(), String> {
         let first = s.first_token_of(name, 0).await?;
         // Its time to first token at the model's prompt lengths, in rounds (as the model's).
         let calls = s.prompt_rounds(Some(name), |_| {}).await?;
-        let warm: Vec<f64> = calls.iter().filter(|c| c.0 == PROMPT_CHARS[0]).map(|c| c.2).collect();
-        let points: Vec<(f64, f64)> = calls.iter().map(|c| (c.1, c.2)).collect();
+        let warm: Vec<f64> = calls.iter().filter(|c| c.chars == PROMPT_CHARS[0]).map(|c| c.ttft_ms).collect();
+        let (tokenizer, prompt) = prompt_fits(&calls);
         // Its solo calls, after the model's short prompt (its speed) and after its long one
         // (its fall with context): the line through their gaps, as the model's.
         let (mut rates, mut long_rates, mut by_context) = (Vec::new(), Vec::new(), Vec::new());
@@ -645,7 +669,7 @@ async fn others(s: &Session<'_>, cal: &mut Calibration) -> Result<(), String> {
         for chars in [80, LONG_PROMPT_CHARS] {
             for _ in 0..s.plan.reps {
                 let prompt = s.prompt(chars);
-                let context = f64::from(sim_ollama::advanced::prompt_tokens(&prompt));
+                let context = f64::from(sim_ollama::advanced::Tokenizer::default().count(&prompt));
                 let r = s.call_of(name, 0, prompt, s.plan.tokens).await?;
                 by_context.extend(segment_gaps(&r, context));
                 if chars == LONG_PROMPT_CHARS {
@@ -670,7 +694,8 @@ async fn others(s: &Session<'_>, cal: &mut Calibration) -> Result<(), String> {
             load_ms: (first - warm.map_or(0.0, |w| w.median)).max(0.0),
             meta: Some(meta),
             warm_ttft_ms: warm,
-            prompt: PromptFit::fit(points),
+            prompt,
+            tokenizer,
             decode_tokens_per_s: Figure::of(&rates),
             decode_line: robust_rising_line(&by_context).map(|(a, b, _)| (a, b)).filter(|(a, _)| *a > 0.0),
             long_decode_tokens_per_s: Figure::of(&long_rates),

@@ -7,7 +7,7 @@
 
 use super::devices::{DeviceGroup, alone_words, apart_in_speed, device_groups, device_prompt_speed, device_speed};
 use super::figures::{Calibration, Figure, LoadBurst, ModelMeta, OtherModel, num, round3};
-use super::fits::{PromptFit, fit_batch_penalty};
+use super::fits::{PromptFit, TOKENIZER_TOLERANCE, TokenizerFit, fit_batch_penalty};
 use serde::Serialize;
 use sim_ollama::advanced::config::{ConfigFile, DeviceSpec, InstanceSpec, Jitter, ModelSpec, Profile};
 use sim_ollama::advanced::dist::{DistKind, DistSpec};
@@ -62,9 +62,12 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
             None => "not measured: the server reported no load_duration".into(),
         },
     ));
+    if let Some(words) = cal.tokenizer.as_ref().map(tokenizer_words) {
+        why.push(("template_tokens", words));
+    }
     match &cal.prompt {
         Some(p) => {
-            why.push(("prompt_tokens_per_s", format!("the slope of time to first token against prompt length ({} one-token calls, in the simulator's token counts of the same texts){}", p.points.len(), if p.tokens_per_s.is_finite() { String::new() } else { "; the longest prompt was no slower than the shortest: too fast to measure".into() })));
+            why.push(("prompt_tokens_per_s", format!("the slope of time to first token against prompt length ({} one-token calls, in the twin's token counts of the same texts){}", p.points.len(), if p.tokens_per_s.is_finite() { String::new() } else { "; the longest prompt was no slower than the shortest: too fast to measure".into() })));
             if p.slowdown_per_1k > 0.0 {
                 why.push(("prompt_slowdown_per_1k", format!("the times bend upward with prompt length beyond the machine's noise (a length's fastest call lies more than 5 % and 5 ms below the chord of the shortest's and the longest's): each prompt token slower the more come before it, fitted as a curve to every call; the slope above is its speed at an empty context")));
             }
@@ -112,7 +115,11 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
         inter_token: Jitter { dist: DistKind::Gamma, cv: round3(cal.inter_token_cv.unwrap_or(0.0).min(2.0)) },
         output_tokens: DistSpec { dist: DistKind::Normal, mean: 300.0, cv: 0.4, min: Some(10.0), max: Some(1000.0) },
         thinking_tokens: None,
-        template_tokens: 0,
+        template_tokens: cal.tokenizer.as_ref().map_or(0, |f| f.template_tokens),
+        letters_per_token: cal
+            .tokenizer
+            .as_ref()
+            .map_or(sim_ollama::advanced::LETTERS_PER_TOKEN, |f| f.letters_per_token),
         replay: None,
         replay_file: None,
     };
@@ -299,6 +306,11 @@ fn others(cal: &Calibration, file: &mut ConfigFile, why: &mut Vec<(&'static str,
         if let Some(((rate, bend), _)) = own.prompt {
             m.profile.prompt_tokens_per_s = round3(rate);
             m.profile.prompt_slowdown_per_1k = round3(bend);
+        }
+        if let Some(f) = &o.tokenizer {
+            m.profile.letters_per_token = f.letters_per_token;
+            m.profile.template_tokens = f.template_tokens;
+            own_words.push(format!("its tokenizer: {}", tokenizer_words(f)));
         }
         if let Some((ft, _)) = own.first_token {
             // Its spread too: its own calls' around its own line, not the model's.
@@ -731,6 +743,26 @@ pub fn tolerance(file: &ConfigFile) -> Option<Tolerance> {
         .then(|| Tolerance { slow: ends.iter().map(|e| e.0).collect(), fast: ends.iter().map(|e| e.1).collect() })
 }
 
+/// What fitted a model's tokenizer, for the twin's comment on `template_tokens` (and on
+/// `letters_per_token`, written beside it where it is not the default).
+fn tokenizer_words(f: &TokenizerFit) -> String {
+    let (chars, server, default) = f.longest;
+    let letters = if f.letters_per_token == sim_ollama::advanced::LETTERS_PER_TOKEN {
+        format!("the simulator's default tokenizer counts them within {:.0} %", 100.0 * TOKENIZER_TOLERANCE)
+    } else {
+        format!(
+            "the simulator's default tokenizer counts it as {} (six letters a token), so the twin's holds {} letters a token (letters_per_token), the count nearest the server's",
+            num(default),
+            num(f.letters_per_token)
+        )
+    };
+    format!(
+        "the server counted the calibration's prompts of {chars} characters as {} tokens (prompt_eval_count); {letters}; each prompt {} tokens more than its text (the template's)",
+        num(server),
+        f.template_tokens
+    )
+}
+
 /// The calibration a twin file was made from (its `[calibration]` table).
 pub fn calibration_of(file: &ConfigFile) -> Result<Calibration, String> {
     let t = file
@@ -777,6 +809,7 @@ mod tests {
                 slowdown_per_1k: 0.0,
                 points: vec![(10.0, 12.0)],
             }),
+            tokenizer: None,
             slots: vec![
                 Slots { endpoint: "http://127.0.0.1:1".into(), slots: 3, at_least: false },
                 Slots { endpoint: "http://127.0.0.1:2".into(), slots: 3, at_least: false },
@@ -821,6 +854,7 @@ mod tests {
                 slowdown_per_1k: 0.0,
                 points: vec![(15.0, 66.0), (375.0, 210.0)],
             }),
+            tokenizer: None,
             decode_tokens_per_s: Figure::of(&[40.0, 42.0]),
             decode_line: None,
             long_decode_tokens_per_s: None,
@@ -884,6 +918,7 @@ mod tests {
             meta: None,
             warm_ttft_ms: Figure::of(&[66.0]),
             prompt: None,
+            tokenizer: None,
             decode_tokens_per_s: Figure::of(&[40.0, 42.0]),
             decode_line: Some((24.4, 0.1)),
             long_decode_tokens_per_s: Figure::of(long),
@@ -946,6 +981,7 @@ mod tests {
             meta: None,
             warm_ttft_ms: Figure::of(&[181.0]),
             prompt: Some(bent),
+            tokenizer: None,
             decode_tokens_per_s: Figure::of(&[40.0, 42.0]),
             decode_line: None,
             long_decode_tokens_per_s: None,

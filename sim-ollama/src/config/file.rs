@@ -154,6 +154,15 @@ pub struct Profile {
     /// Tokens the chat template adds around every prompt.
     #[serde(default)]
     pub template_tokens: u32,
+    /// Letters or digits one token of the model's tokenizer holds
+    /// ([`crate::tokenizer::Tokenizer`]): prompt counts (`prompt_eval_count`, the context they
+    /// fill, truncation, the prompt cache) and the pieces an answer is generated in. 6 (the
+    /// default) lands where a 32k-vocabulary BPE tokenizer lands on English, one token a
+    /// short word; a model of a small vocabulary holds fewer (the real tiny model of
+    /// ../shared/tools/real-ollama, 301 tokens, about 1.2: `harness calibrate` fits it from
+    /// the server's `prompt_eval_count`). At least 1.
+    #[serde(default = "default_letters_per_token", skip_serializing_if = "is_default_letters_per_token")]
+    pub letters_per_token: f64,
     /// An empirical profile recorded from a real server (`harness record`): when present,
     /// time to first token, inter-token gaps and answer lengths are drawn from it (seeded),
     /// instead of from the distributions above. Loads still use `load_ms`.
@@ -207,6 +216,14 @@ fn is_zero(x: &f64) -> bool {
     *x == 0.0
 }
 
+fn default_letters_per_token() -> f64 {
+    crate::tokenizer::LETTERS_PER_TOKEN
+}
+
+fn is_default_letters_per_token(x: &f64) -> bool {
+    *x == crate::tokenizer::LETTERS_PER_TOKEN
+}
+
 fn zero_dist() -> DistSpec {
     DistSpec::constant(0.0)
 }
@@ -225,6 +242,11 @@ impl Profile {
     /// position's speed ([`Profile::prompt_slowdown_per_1k`]).
     pub fn prompt_ms(&self, before: f64, tokens: f64) -> f64 {
         prompt_ms(self.prompt_tokens_per_s, self.prompt_slowdown_per_1k, before, tokens)
+    }
+
+    /// The model's tokenizer ([`Profile::letters_per_token`]).
+    pub fn tokenizer(&self) -> crate::tokenizer::Tokenizer {
+        crate::tokenizer::Tokenizer::new(self.letters_per_token)
     }
 
     pub(super) fn validate(&self, model: &str) -> Result<(), String> {
@@ -250,6 +272,9 @@ impl Profile {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{} must be a number >= 0", f(name)));
             }
+        }
+        if !(self.letters_per_token.is_finite() && self.letters_per_token >= 1.0) {
+            return Err(format!("{} must be a number >= 1", f("letters_per_token")));
         }
         if !self.inter_token.cv.is_finite() || self.inter_token.cv < 0.0 {
             return Err(format!("{} must be >= 0", f("inter_token.cv")));

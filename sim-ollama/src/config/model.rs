@@ -39,6 +39,7 @@ impl ModelSpec {
                 output_tokens: DistSpec::constant(f64::from(output_tokens)),
                 thinking_tokens: None,
                 template_tokens: 0,
+                letters_per_token: crate::tokenizer::LETTERS_PER_TOKEN,
                 replay: None,
                 replay_file: None,
             },
@@ -61,7 +62,7 @@ impl ModelSpec {
         if let Some(r) = &p.replay {
             return mean(&r.ttft_ms) + mean(&r.gaps_ms) * f64::from(tokens.saturating_sub(1));
         }
-        let prompt_tokens = crate::tokens::count_tokens(prompt) + p.template_tokens;
+        let prompt_tokens = p.tokenizer().count(prompt) + p.template_tokens;
         let decode = if p.decode_tokens_per_s > 0.0 { 1000.0 / p.decode_tokens_per_s } else { 0.0 };
         // The mean context of the call's tokens, for a speed that falls with it.
         let context = f64::from(prompt_tokens) + f64::from(tokens.saturating_sub(1)) / 2.0;

@@ -58,7 +58,7 @@ pub(crate) async fn run_embedding(
     let rendered = inputs.join("\n");
     // Each input with the special tokens its runner adds (`prompt_eval_count` counts them).
     let specials = special_tokens(&model);
-    let tokens: u32 = inputs.iter().map(|t| crate::tokens::count_tokens(t) + specials).sum();
+    let tokens: u32 = inputs.iter().map(|t| model.spec.profile.tokenizer().count(t) + specials).sum();
     let plan = Plan::new(&PlanInput {
         sim_seed: s.shared.cfg.seed,
         time_scale: s.shared.cfg.time_scale,
@@ -117,6 +117,7 @@ fn special_tokens(model: &Installed) -> u32 {
 /// fit it is refused by the runner, and with `truncate` the retry cannot cut it further.
 fn fit_inputs(
     inputs: Vec<String>,
+    tok: crate::tokenizer::Tokenizer,
     context_length: u64,
     options: &Options,
     truncate: bool,
@@ -132,10 +133,10 @@ fn fit_inputs(
             if limit <= 0 {
                 return Err(ApiError::bad_request("input after truncation exceeds maximum context length"));
             }
-            let n = i64::from(crate::tokens::count_tokens(&text));
+            let n = i64::from(tok.count(&text));
             let text = match (n > limit, truncate) {
                 (false, _) => text,
-                (true, true) => crate::tokens::first_tokens(&text, limit as u32).to_string(),
+                (true, true) => tok.first(&text, limit as u32).to_string(),
                 (true, false) => return Err(ApiError::bad_request("the input length exceeds the context length")),
             };
             Ok(text)
@@ -146,9 +147,14 @@ fn fit_inputs(
 /// The runner's own check of what the handler fitted: its context is num_ctx, at least 4
 /// tokens. It runs in the runner, so a model without embeddings refuses first (the real CPU
 /// build: num_ctx 0 on a chat model answers 501, on an embedding model this error).
-fn runner_fits(inputs: &[String], options: &Options, truncate: bool) -> Result<(), ApiError> {
+fn runner_fits(
+    inputs: &[String],
+    tok: crate::tokenizer::Tokenizer,
+    options: &Options,
+    truncate: bool,
+) -> Result<(), ApiError> {
     let Some(runner) = options.num_ctx.map(|n| n.max(4)) else { return Ok(()) };
-    if inputs.iter().any(|t| i64::from(crate::tokens::count_tokens(t)) + 2 > runner) {
+    if inputs.iter().any(|t| i64::from(tok.count(t)) + 2 > runner) {
         return Err(ApiError::bad_request(if truncate {
             "input exceeds maximum context length and cannot be truncated further"
         } else {
@@ -282,7 +288,8 @@ pub(crate) async fn embed(
     };
     let key = model.name.key();
     let full = model.spec.embedding_length as usize;
-    let inputs = match fit_inputs(inputs, model.spec.context_length, &options, truncate) {
+    let inputs = match fit_inputs(inputs, model.spec.profile.tokenizer(), model.spec.context_length, &options, truncate)
+    {
         Ok(i) => i,
         Err(e) => {
             trace.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
@@ -296,7 +303,7 @@ pub(crate) async fn embed(
         trace.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
         return Err(e);
     }
-    let inputs = match runner_fits(&inputs, &options, truncate) {
+    let inputs = match runner_fits(&inputs, model.spec.profile.tokenizer(), &options, truncate) {
         Ok(()) => inputs,
         Err(e) => {
             trace.finish(Outcome::Error, e.status.as_u16(), Some(e.message.clone()));
