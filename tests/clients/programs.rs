@@ -205,7 +205,7 @@ fn python_crewai_crews_together_are_parallel_and_crews_in_turn_are_caught_and_th
     let (py, script) = (crewai_python(), fixture("python_crewai.py"));
     let modes = ["together", "for-each-async", "for-each-async-threads", "in-turn", "for-each"];
     let out = against_ideal_sim(&[&[py.as_str(), script.as_str()][..], &modes].concat());
-    let judged = judged_lines(&out, &modes, "mode");
+    let judged = judged_lines(&out, &modes, "run");
     for (mode, j) in modes.iter().zip(&judged) {
         let verdict = (j["verdict"].as_str().unwrap_or(""), j["cause"].as_str().unwrap_or(""));
         if *mode == "for-each-async-threads" {
