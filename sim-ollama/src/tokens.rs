@@ -102,7 +102,10 @@ pub(crate) fn generate(
     }
     let mut pieces: Vec<Cow<'static, str>> = match format {
         OutputFormat::Prose => prose(rng, tok, natural_len.min(limit)),
-        OutputFormat::Json => json_object(rng, tok, natural_len),
+        // A JSON answer longer than `num_predict` is cut (done reason `length`): a few pieces
+        // past it are enough to cut, whatever the model's length (one that never ends its
+        // answers has a natural length past any cap).
+        OutputFormat::Json => json_object(rng, tok, natural_len.min(limit.saturating_add(16))),
         OutputFormat::Schema(schema) => schema_document(rng, tok, schema, natural_len),
     };
     let mut done_reason = DoneReason::Stop;
@@ -366,6 +369,14 @@ mod tests {
         let text: String = plan.pieces.iter().map(|p| p.as_ref()).collect();
         let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
         assert!(v.is_object());
+        // A model that never ends its answers (a natural length past any cap) is cut at
+        // num_predict, with no larger document built first; the cut is the same prefix as an
+        // answer of a length just past it.
+        let endless =
+            generate(&mut rng(5), Tokenizer::default(), 1_000_000_000, Some(40), &[], &OutputFormat::Json, Vec::new());
+        let longer = generate(&mut rng(5), Tokenizer::default(), 200, Some(40), &[], &OutputFormat::Json, Vec::new());
+        assert_eq!((endless.pieces.len(), endless.done_reason), (40, DoneReason::Length));
+        assert_eq!(endless.pieces, longer.pieces);
     }
 
     #[test]

@@ -181,6 +181,8 @@ pub struct Calibration {
     /// server: how many the scheduler refused (`OLLAMA_MAX_QUEUE`).
     #[serde(default)]
     pub load_burst: Option<LoadBurst>,
+    /// How the solo decoding calls' answers ended: each asked for `tokens` (`num_predict`).
+    pub answers: Option<Answers>,
     /// The other models the agents use (`--with-models`), each loaded in turn after the model
     /// on the first server: its load.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -230,6 +232,33 @@ pub struct OtherModel {
     /// ... and their mean context (the prompt and half the answer), tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub long_context: Option<f64>,
+}
+
+/// How answers that asked for `num_predict` tokens ended: on their own (`done_reason` `stop`,
+/// their lengths the model's own) or at `num_predict` (`length`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Answers {
+    /// Calls.
+    pub calls: usize,
+    /// Of them, those that ended on their own before `num_predict`.
+    pub stopped: usize,
+    /// Their lengths, tokens (`eval_count`).
+    pub lengths: Option<Figure>,
+}
+
+impl Answers {
+    /// How calls that asked for the same `num_predict` ended: each one's `done_reason` and
+    /// `eval_count`.
+    pub(crate) fn of(ends: &[(Option<String>, Option<u64>)]) -> Option<Answers> {
+        let (mut calls, mut lengths) = (0, Vec::new());
+        for (reason, count) in ends {
+            calls += 1;
+            if reason.as_deref() == Some("stop") {
+                lengths.extend(count.map(|n| n as f64));
+            }
+        }
+        (calls > 0).then(|| Answers { calls, stopped: lengths.len(), lengths: Figure::of(&lengths) })
+    }
 }
 
 /// A burst of calls at a load.

@@ -288,8 +288,18 @@ pub fn robust_rising_line(points: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
 /// The simulator's batching slowdown that best explains the measured relative speeds: a stream
 /// beside k-1 others runs at `(1 + x) / (1 + p (k - 1) + k x)` of its solo speed, `x` the
 /// calls' attention (`sim_ollama`'s `DeviceSharing::speed`; 0: `1 / (1 + p (k - 1))`); least
-/// squares on `(1 + x) / speed - 1 - k x = p (k - 1)`, never below zero.
+/// squares on `(1 + x) / speed - 1 - k x = p (k - 1)`, never below zero (a simulator device's
+/// `batch_penalty`).
 pub fn fit_batch_penalty(rel: &[(usize, f64)], attention: f64) -> Option<f64> {
+    fit_batch_penalty_unbounded(rel, attention).map(|p| p.max(0.0))
+}
+
+/// [`fit_batch_penalty`]'s least squares as they come: below zero where the streams beside
+/// each other ran faster than attention that never batches allows (the real four-slot
+/// server's four streams once kept 0.31 of their solo speed where `p = 0` gives 0.30). Not a
+/// device's figure (the simulator refuses a negative one), but the fast end of a twin's
+/// tolerance, which must reach the speeds it moves the measurements to.
+pub(crate) fn fit_batch_penalty_unbounded(rel: &[(usize, f64)], attention: f64) -> Option<f64> {
     let x = attention.max(0.0);
     let pts: Vec<(f64, f64)> = rel
         .iter()
@@ -297,7 +307,7 @@ pub fn fit_batch_penalty(rel: &[(usize, f64)], attention: f64) -> Option<f64> {
         .map(|&(k, s)| ((k - 1) as f64, (1.0 + x) / s - 1.0 - k as f64 * x))
         .collect();
     let sxx: f64 = pts.iter().map(|p| p.0 * p.0).sum();
-    (sxx > 0.0).then(|| (pts.iter().map(|p| p.0 * p.1).sum::<f64>() / sxx).max(0.0))
+    (sxx > 0.0).then(|| pts.iter().map(|p| p.0 * p.1).sum::<f64>() / sxx)
 }
 
 /// Whether servers that slowed each other to `together` of their solo speed share a device,

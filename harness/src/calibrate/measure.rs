@@ -7,7 +7,7 @@
 
 use super::devices::{apart_in_speed, busy_note, device_groups};
 use super::figures::{
-    CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, OtherModel, Pair, Slots, decoded_at_once, num,
+    Answers, CalibratePlan, Calibration, Figure, LoadBurst, ModelMeta, OtherModel, Pair, Slots, decoded_at_once, num,
 };
 use super::fits::{PromptFit, TokenizerFit, robust_rising_line};
 use crate::client::{CallOpts, CallRecord, Stack, tagged};
@@ -379,6 +379,8 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
     // made one after the other, read 1.25 apart in every call once).
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); n];
     let (mut gaps, mut overheads, mut by_context) = (Vec::new(), Vec::new(), Vec::new());
+    // How each decoding call's answer ended (every one asked for --tokens).
+    let mut answers = Vec::new();
     for i in (0..plan.reps).flat_map(|_| 0..n) {
         let prompt = s.prompt(80);
         let context = f64::from(sim_ollama::advanced::Tokenizer::default().count(&prompt));
@@ -391,7 +393,9 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
             by_context.extend(segment_gaps(&r, context));
         }
         overheads.extend(r.load_duration_ns.map(|ns| ns as f64 / 1e6));
-        if rates[0].len() == 1 && i == 0 {
+        let first_call = rates[0].len() == 1 && i == 0;
+        answers.push((r.done_reason.clone(), r.eval_count));
+        if first_call {
             // At most: every call of the sweeps waiting for the one before (one slot).
             let per_call = r.end.saturating_duration_since(r.sent).as_secs_f64();
             let calls = (n + 1) * plan.reps
@@ -426,7 +430,9 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         let context = f64::from(sim_ollama::advanced::Tokenizer::default().count(&prompt));
         let r = s.call(0, prompt, plan.tokens, serde_json::json!({})).await?;
         by_context.extend(segment_gaps(&r, context));
+        answers.push((r.done_reason.clone(), r.eval_count));
     }
+    cal.answers = Answers::of(&answers);
     step(&format!("solo calls after a prompt of {LONG_PROMPT_CHARS} characters"), true);
     cal.decode_per_server = rates.iter().filter_map(|r| Figure::of(r)).collect();
     cal.decode_tokens_per_s = Figure::of(&rates.concat());

@@ -7,7 +7,7 @@
 
 use super::devices::{DeviceGroup, alone_words, apart_in_speed, device_groups, device_prompt_speed, device_speed};
 use super::figures::{Calibration, Figure, LoadBurst, ModelMeta, OtherModel, num, round3};
-use super::fits::{PromptFit, TOKENIZER_TOLERANCE, TokenizerFit, fit_batch_penalty};
+use super::fits::{PromptFit, TOKENIZER_TOLERANCE, TokenizerFit, fit_batch_penalty, fit_batch_penalty_unbounded};
 use serde::Serialize;
 use sim_ollama::advanced::config::{ConfigFile, DeviceSpec, InstanceSpec, Jitter, ModelSpec, Profile};
 use sim_ollama::advanced::dist::{DistKind, DistSpec};
@@ -90,7 +90,8 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
             _ => "not measured: a guess of 1 s".into(),
         },
     ));
-    why.push(("output_tokens", "not measured: every calibration call set num_predict, as the scenarios do; the answer length of a call that sets none is a guess".into()));
+    let (output_tokens, output_words) = answer_lengths(cal);
+    why.push(("output_tokens", output_words));
     let profile = Profile {
         load_ms: DistSpec {
             dist: DistKind::Normal,
@@ -113,7 +114,7 @@ pub fn twin(cal: &Calibration) -> Option<(ConfigFile, Vec<(&'static str, String)
         decode_tokens_per_s: round3(rate),
         decode_slowdown_per_1k: round3(slowdown),
         inter_token: Jitter { dist: DistKind::Gamma, cv: round3(cal.inter_token_cv.unwrap_or(0.0).min(2.0)) },
-        output_tokens: DistSpec { dist: DistKind::Normal, mean: 300.0, cv: 0.4, min: Some(10.0), max: Some(1000.0) },
+        output_tokens,
         thinking_tokens: None,
         template_tokens: cal.tokenizer.as_ref().map_or(0, |f| f.template_tokens),
         letters_per_token: cal
@@ -706,10 +707,17 @@ pub fn tolerance(file: &ConfigFile) -> Option<Tolerance> {
     let moved = |sign: f64| -> Vec<(usize, f64)> {
         cal.batch.iter().map(|(k, f)| (*k, (f.median + sign * relative_move(f, SPEED_FLOOR)).max(0.01))).collect()
     };
+    // The fast end as fast as the moved figures: below a device's zero where they need it
+    // (`fit_batch_penalty_unbounded`), so that a twin fitted at zero still has a faster end,
+    // yet never so far that k streams' batching part costs under half of one's.
+    let most = cal.batch.iter().map(|(k, _)| *k).max().unwrap_or(2).max(2) as f64;
     let (p_slow, p_fast) = if cal.batch.is_empty() {
         (first.batch_penalty, first.batch_penalty)
     } else {
-        (fit_batch_penalty(&moved(-1.0), attention)?, fit_batch_penalty(&moved(1.0), attention)?)
+        (
+            fit_batch_penalty(&moved(-1.0), attention)?,
+            fit_batch_penalty_unbounded(&moved(1.0), attention)?.max(-0.5 / (most - 1.0)),
+        )
     };
     // Sharing moves only on shared devices; servers on devices of their own stay so. The
     // groups are the twin's devices in order (as `twin` wrote them); a file whose devices
@@ -742,6 +750,57 @@ pub fn tolerance(file: &ConfigFile) -> Option<Tolerance> {
     (!cal.batch.is_empty() || sharing_moves)
         .then(|| Tolerance { slow: ends.iter().map(|e| e.0).collect(), fast: ends.iter().map(|e| e.1).collect() })
 }
+
+/// An answer's length where a call sets no `num_predict` (and the most a call that sets one
+/// gets), from how the calibration's answers ended ([`super::figures::Answers`]), with the words that say so.
+/// A model that ended none of them on its own (the real tiny model never does) runs on until
+/// `num_predict` or its context stops it (ten contexts: the simulator's cap, as Ollama's): a
+/// length past any cap. One that ended some gets their lengths (a normal of their median and
+/// spread); those it ended at `num_predict` say its answers may run longer than the twin's.
+fn answer_lengths(cal: &Calibration) -> (DistSpec, String) {
+    let guess = DistSpec { dist: DistKind::Normal, mean: 300.0, cv: 0.4, min: Some(10.0), max: Some(1000.0) };
+    let Some(a) = cal.answers else {
+        return (guess, "not measured: every calibration call set num_predict, as the scenarios do; the answer length of a call that sets none is a guess".into());
+    };
+    match a.lengths {
+        None => (
+            DistSpec::constant(NEVER_ENDS),
+            format!(
+                "none of {} calibration answers of {} tokens (num_predict) ended on its own: the model goes on until num_predict or its context stops it (the simulator's cap, ten contexts, as Ollama's)",
+                a.calls, cal.tokens
+            ),
+        ),
+        Some(f) => {
+            let cut = if a.stopped < a.calls {
+                format!(
+                    "; {} of them ran to num_predict: the model's answers to prompts like those may run longer than the twin's",
+                    a.calls - a.stopped
+                )
+            } else {
+                String::new()
+            };
+            (
+                DistSpec {
+                    dist: DistKind::Normal,
+                    mean: round3(f.median),
+                    cv: round3(((f.max - f.min) / 4.0 / f.median.max(1.0)).min(1.0)),
+                    min: Some(1.0),
+                    max: None,
+                },
+                format!(
+                    "{} of {} calibration answers (num_predict {}) ended on their own: {}{cut}",
+                    a.stopped,
+                    a.calls,
+                    cal.tokens,
+                    f.words("tokens")
+                ),
+            )
+        }
+    }
+}
+
+/// An answer length no cap lets a model reach: a model that never ends its answers.
+const NEVER_ENDS: f64 = 1e9;
 
 /// What fitted a model's tokenizer, for the twin's comment on `template_tokens` (and on
 /// `letters_per_token`, written beside it where it is not the default).
@@ -810,6 +869,7 @@ mod tests {
                 points: vec![(10.0, 12.0)],
             }),
             tokenizer: None,
+            answers: None,
             slots: vec![
                 Slots { endpoint: "http://127.0.0.1:1".into(), slots: 3, at_least: false },
                 Slots { endpoint: "http://127.0.0.1:2".into(), slots: 3, at_least: false },
@@ -1062,6 +1122,35 @@ mod tests {
     }
 
     #[test]
+    fn an_answers_length_is_the_models_own_ending_or_none_where_it_never_ended_one() {
+        use sim_ollama::advanced::config::ConfigFile;
+        let profile = |cal: &Calibration| {
+            let (file, why) = twin(cal).expect("a twin");
+            let text = to_toml(cal, &file, &why).expect("written");
+            (
+                ConfigFile::from_toml(&text).expect("loads").models[0].profile.output_tokens.clone(),
+                text.replace("\n# ", " "),
+            )
+        };
+        // Not measured (a twin of before): the guess.
+        let (guess, _) = profile(&measured());
+        assert_eq!(guess.mean, 300.0);
+        // The real tiny model: no answer ended before num_predict.
+        let mut endless = measured();
+        endless.answers = Some(Answers { calls: 9, stopped: 0, lengths: None });
+        let (spec, text) = profile(&endless);
+        assert_eq!((spec.dist, spec.mean), (DistKind::Constant, NEVER_ENDS));
+        assert!(text.contains("none of 9 calibration answers of 300 tokens (num_predict) ended on its own"), "{text}");
+        // A chat model that ended most on its own: their lengths.
+        let mut ending = measured();
+        ending.answers = Some(Answers { calls: 9, stopped: 8, lengths: Figure::of(&[120.0, 140.0, 160.0, 180.0]) });
+        let (spec, text) = profile(&ending);
+        assert_eq!((spec.dist, spec.mean), (DistKind::Normal, 150.0));
+        assert!(text.contains("8 of 9 calibration answers (num_predict 300) ended on their own"), "{text}");
+        assert!(text.contains("1 of them ran to num_predict"), "{text}");
+    }
+
+    #[test]
     fn a_twins_tolerance_moves_its_fitted_figures_by_the_checks_fifteen_percent() {
         // Streams at 0.8 and 2/3 beside 1 and 2 others (p = 0.25), servers at 0.6 together
         // (efficiency 1.2): moved by 15 %, 0.68 and 0.567 fit p = 0.40, 0.92 and 0.767 fit
@@ -1074,6 +1163,16 @@ mod tests {
             close(tol.slow[0].cross_process_efficiency, 1.02) && close(tol.fast[0].cross_process_efficiency, 1.38),
             "{tol:?}"
         );
+        // Streams that kept their solo speed beside others: the device's least penalty, 0, yet
+        // the fast end faster (1.15 of solo beside 1 and 2 others: p = -0.08 by least
+        // squares), as the moved speeds need, and the slow end at 0.85 (p = 0.11).
+        let mut perfect = measured();
+        let whole = Figure { median: 1.0, min: 0.95, max: 1.05, samples: 3 };
+        perfect.batch = vec![(2, whole), (3, whole)];
+        let (file, _) = twin(&perfect).unwrap();
+        let tol = tolerance(&file).unwrap();
+        assert_eq!(file.devices[0].batch_penalty, 0.0);
+        assert!(close(tol.fast[0].batch_penalty, -0.08) && close(tol.slow[0].batch_penalty, 0.11), "{tol:?}");
         // A server that decoded one call at a time, alone: nothing to move.
         let mut one = measured();
         one.batch.clear();
