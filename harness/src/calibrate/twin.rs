@@ -655,6 +655,27 @@ pub fn check(twin: &Calibration, now: &Calibration) -> Vec<Drift> {
     if let (Some(a), Some(b)) = (twin.loaded_together, now.loaded_together) {
         out.push(Drift { figure: "models still loaded together".into(), twin: a as f64, now: b as f64, moved: a != b });
     }
+    // The model's tokenizer: the same text counted otherwise is another model under the name
+    // (the counts of one model's tokenizer are exact; 2 % leaves the prompt's nonce).
+    if let (Some(a), Some(b)) = (&twin.tokenizer, &now.tokenizer) {
+        let (x, y) = (a.longest.1, b.longest.1);
+        out.push(Drift {
+            figure: "tokens the server counts in the longest prompt".into(),
+            twin: x,
+            now: y,
+            moved: (y - x).abs() > 0.02 * x.max(1.0),
+        });
+    }
+    // Whether the model ends its answers on its own at all (the twin's answer length rests on it).
+    if let (Some(a), Some(b)) = (twin.answers, now.answers) {
+        let share = |a: super::figures::Answers| a.stopped as f64 / a.calls.max(1) as f64;
+        out.push(Drift {
+            figure: "share of answers that ended before num_predict".into(),
+            twin: share(a),
+            now: share(b),
+            moved: (share(a) == 0.0) != (share(b) == 0.0),
+        });
+    }
     for (a, b) in twin.slots.iter().zip(&now.slots) {
         out.push(Drift {
             figure: format!("slots of {}", a.endpoint),
@@ -1233,6 +1254,23 @@ mod tests {
         // The longest prompt's first token 25 ms where it came at 12 (a prompt that now bends,
         // or is slower); 15 ms would be within the check's 5 ms.
         now.prompt.as_mut().unwrap().points = vec![(10.0, 25.0), (10.0, 26.0)];
+        // The tokenizer and the answers' ends: the same, held; another count of the same
+        // prompt, and answers that now end on their own where none did, moved.
+        let mut twin = twin;
+        twin.tokenizer =
+            Some(TokenizerFit { letters_per_token: 1.45, template_tokens: 23, longest: (3002, 1941.0, 732.0) });
+        twin.answers = Some(Answers { calls: 9, stopped: 0, lengths: None });
+        now.tokenizer = twin.tokenizer.clone();
+        now.answers = twin.answers;
+        assert!(
+            check(&twin, &now)
+                .iter()
+                .filter(|d| d.figure.starts_with("tokens the server") || d.figure.contains("answers"))
+                .all(|d| !d.moved)
+        );
+        now.tokenizer =
+            Some(TokenizerFit { letters_per_token: 6.0, template_tokens: 5, longest: (3002, 740.0, 732.0) });
+        now.answers = Some(Answers { calls: 9, stopped: 4, lengths: Figure::of(&[100.0, 120.0]) });
         let moved: Vec<String> = check(&twin, &now).into_iter().filter(|d| d.moved).map(|d| d.figure).collect();
         assert_eq!(
             moved,
@@ -1240,6 +1278,8 @@ mod tests {
                 "decode tokens/s".to_string(),
                 "time to first token of the longest prompt, ms".to_string(),
                 "requests that may wait for a load".to_string(),
+                "tokens the server counts in the longest prompt".to_string(),
+                "share of answers that ended before num_predict".to_string(),
                 "slots of http://127.0.0.1:2".to_string()
             ]
         );
