@@ -296,6 +296,52 @@ static NATIVE_TOOL_CALL_FUNCTION: GoStruct = GoStruct {
     fields: &[("index", Go::Int), ("name", Go::String), ("arguments", Go::Own(ordered_map))],
 };
 
+/// An Anthropic message's content blocks (anthropic/anthropic.go v0.33.0-rc2 113-173): decoded
+/// inside `MessageParam.UnmarshalJSON`, so every error inside names `MessagesRequest` and the
+/// path from `messages` (the message's decoder renames them, `addErrorContext`); a tool call's
+/// `input` an ordered map that decodes itself. Measured on the real server: `"text": 5` is
+/// "... MessagesRequest.messages.text of type string", `"source": 5` "... messages.source of
+/// type anthropic.ImageSource", `"input": 5` the ordered map's own error.
+pub(crate) static ANTHROPIC_CONTENT_BLOCKS: Go =
+    Go::Slice("[]anthropic.ContentBlock", &Go::Struct(&ANTHROPIC_CONTENT_BLOCK));
+
+static ANTHROPIC_CONTENT_BLOCK: GoStruct = GoStruct {
+    name: "MessagesRequest",
+    type_name: "anthropic.ContentBlock",
+    fields: &[
+        ("type", Go::String),
+        ("text", Go::String),
+        ("citations", Go::Slice("[]anthropic.Citation", &Go::Struct(&ANTHROPIC_CITATION))),
+        ("source", Go::Struct(&ANTHROPIC_IMAGE_SOURCE)),
+        ("id", Go::String),
+        ("name", Go::String),
+        ("input", Go::Own(ordered_map)),
+        ("tool_use_id", Go::String),
+        ("content", Go::Any),
+        ("is_error", Go::Bool),
+        ("thinking", Go::String),
+        ("signature", Go::String),
+    ],
+};
+
+static ANTHROPIC_CITATION: GoStruct = GoStruct {
+    name: "MessagesRequest",
+    type_name: "anthropic.Citation",
+    fields: &[
+        ("type", Go::String),
+        ("url", Go::String),
+        ("title", Go::String),
+        ("encrypted_index", Go::String),
+        ("cited_text", Go::String),
+    ],
+};
+
+static ANTHROPIC_IMAGE_SOURCE: GoStruct = GoStruct {
+    name: "MessagesRequest",
+    type_name: "anthropic.ImageSource",
+    fields: &[("type", Go::String), ("media_type", Go::String), ("data", Go::String), ("url", Go::String)],
+};
+
 /// An `orderedmap.Map`'s `UnmarshalJSON`: an object (of anything), or null.
 fn ordered_map(v: &Value) -> Result<(), Failure> {
     match v {

@@ -216,10 +216,13 @@ fn message_bound(m: &Value, field: &impl Fn(&str, &str, &Value) -> ApiError) -> 
     match m.get("content") {
         None => Err(ApiError::bad_request("unexpected end of JSON input")),
         Some(Value::Null | Value::String(_)) => Ok(()),
-        Some(Value::Array(blocks)) => match blocks.iter().find(|b| !b.is_object() && !b.is_null()) {
-            Some(b) => Err(field("messages", "anthropic.ContentBlock", b)),
-            None => Ok(()),
-        },
+        // The blocks, field by field (`ContentBlock`), every error naming the request's struct.
+        Some(blocks @ Value::Array(_)) => {
+            match gotype::decode_field(blocks, gotype::ANTHROPIC_CONTENT_BLOCKS, "MessagesRequest", "messages") {
+                Decoded::Saved(e) | Decoded::Ended(e) => Err(ApiError::bad_request(e.text())),
+                Decoded::Fits => Ok(()),
+            }
+        }
         Some(other) => Err(field("messages", "[]anthropic.ContentBlock", other)),
     }
 }
