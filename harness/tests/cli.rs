@@ -739,7 +739,7 @@ fn calibrate_refuses_bad_input_clearly_and_keeps_what_it_measured_when_a_server_
     assert_eq!(code, Some(1));
     assert!(err.contains("does not have the model mistral:7b"), "{err}");
 
-    // A server that fails midway (its 8th generate request, in the prompt sweep): exit 1, and
+    // A server that fails midway (its 8th generate request, after the solo calls): exit 1, and
     // the twin of what was measured is written, saying where it stopped.
     let (code, err) = run(&["calibrate", "--endpoints", &url, "--model", "tiny", "--tokens", "20", "--out", path]);
     assert_eq!(code, Some(1), "{err}");

@@ -420,6 +420,14 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         }
         step(&format!("solo call on {}", plan.endpoints[i]), true);
     }
+    // The solo figures, kept whatever fails below.
+    cal.decode_per_server = rates.iter().filter_map(|r| Figure::of(r)).collect();
+    cal.decode_tokens_per_s = Figure::of(&rates.concat());
+    // The first server's solo speed: the batching rounds below run on it.
+    let solo = cal.decode_per_server.first().map(|f| f.median).ok_or("no solo call decoded enough tokens to time")?;
+    cal.inter_token_cv = cv(&gaps);
+    cal.call_overhead_ms = Figure::of(&overheads);
+    cal.answers = Answers::of(&answers);
     // 2b. Solo calls after a long prompt: the gaps at a context the short calls never reach,
     // so the line's slope rests on a range of contexts several times their answers' length
     // (100-token answers alone leave 100 tokens of context to fit it on, where a busy
@@ -432,15 +440,17 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         by_context.extend(segment_gaps(&r, context));
         answers.push((r.done_reason.clone(), r.eval_count));
     }
+    // 2c. Short answers after a short prompt: the gaps nearest an empty context, where the
+    // line's intercept (each token's work besides its attention) is read.
+    for _ in 0..plan.reps {
+        let prompt = s.prompt(40);
+        let context = f64::from(sim_ollama::advanced::Tokenizer::default().count(&prompt));
+        let r = s.call(0, prompt, (plan.tokens / 8).max(17), serde_json::json!({})).await?;
+        by_context.extend(segment_gaps(&r, context));
+    }
     cal.answers = Answers::of(&answers);
     step(&format!("solo calls after a prompt of {LONG_PROMPT_CHARS} characters"), true);
-    cal.decode_per_server = rates.iter().filter_map(|r| Figure::of(r)).collect();
-    cal.decode_tokens_per_s = Figure::of(&rates.concat());
-    // The first server's solo speed: the batching rounds below run on it.
-    let solo = cal.decode_per_server.first().map(|f| f.median).ok_or("no solo call decoded enough tokens to time")?;
-    cal.inter_token_cv = cv(&gaps);
     cal.decode_line = robust_rising_line(&by_context).map(|(a, b, _)| (a, b)).filter(|(a, _)| *a > 0.0);
-    cal.call_overhead_ms = Figure::of(&overheads);
     if cal.decode_per_server.iter().any(|f| apart_in_speed(solo, f)) {
         cal.notes.push(format!(
             "the servers decode at different speeds alone ({} tokens/s): the twin's profile is the first server's, and each device runs at its servers' median speed over it (`speed`)",
