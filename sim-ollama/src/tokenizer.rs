@@ -44,11 +44,6 @@ impl Tokenizer {
         i == 0 || self.token_of(i) != self.token_of(i - 1)
     }
 
-    /// Tokens of a run of `n` letters.
-    fn run_tokens(self, n: usize) -> u32 {
-        if n == 0 { 0 } else { self.token_of(n - 1) as u32 + 1 }
-    }
-
     /// Whether generated words are cut into tokens: a tokenizer of fewer letters a token than
     /// the default (the default's answers are whole words, one token each, as a large
     /// vocabulary's are).
@@ -56,118 +51,68 @@ impl Tokenizer {
         self.letters_per_token < LETTERS_PER_TOKEN
     }
 
+    /// The byte ranges of a text's tokens, in order: each run of letters or digits cut where
+    /// [`Tokenizer::starts_token`] says, each other character that is not whitespace one token,
+    /// whitespace none. Every reading of a text ([`Tokenizer::count`], [`Tokenizer::first`],
+    /// [`Tokenizer::hashes`], [`Tokenizer::pieces_of`]) is of these.
+    fn spans(self, text: &str) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+        let mut chars = text.char_indices().peekable();
+        // Letters of the current run already taken.
+        let mut letters = 0usize;
+        std::iter::from_fn(move || {
+            while chars.next_if(|(_, c)| c.is_whitespace()).is_some() {}
+            let (start, c) = chars.next()?;
+            let mut end = start + c.len_utf8();
+            if !c.is_alphanumeric() {
+                return Some(start..end);
+            }
+            letters += 1;
+            while let Some((i, d)) = chars.next_if(|&(_, d)| d.is_alphanumeric() && !self.starts_token(letters)) {
+                end = i + d.len_utf8();
+                letters += 1;
+            }
+            // The run goes on in the next token, or it ended here.
+            if !chars.peek().is_some_and(|(_, d)| d.is_alphanumeric()) {
+                letters = 0;
+            }
+            Some(start..end)
+        })
+    }
+
     /// The token count of a text.
     pub fn count(self, text: &str) -> u32 {
-        let mut n = 0u32;
-        for word in text.split_whitespace() {
-            let mut letters = 0usize;
-            for c in word.chars() {
-                if c.is_alphanumeric() {
-                    letters += 1;
-                } else {
-                    n += self.run_tokens(letters) + 1;
-                    letters = 0;
-                }
-            }
-            n += self.run_tokens(letters);
-        }
-        n
+        self.spans(text).count() as u32
     }
 
     /// The start of `text` that holds its first `n` tokens (as [`Tokenizer::count`] cuts
     /// them): what a runner keeps of an input it truncates, keeping the beginning and cutting
     /// the end.
     pub(crate) fn first(self, text: &str, n: u32) -> &str {
-        if n == 0 {
-            return "";
+        match (n as usize).checked_sub(1) {
+            None => "",
+            Some(last) => self.spans(text).nth(last).map_or(text, |r| &text[..r.end]),
         }
-        let mut count = 0u32;
-        let mut letters = 0usize;
-        for (at, c) in text.char_indices() {
-            let after = at + c.len_utf8();
-            if c.is_whitespace() {
-                letters = 0;
-                continue;
-            }
-            if c.is_alphanumeric() {
-                // A token ends where the run ends or the next letter begins another.
-                let run_ends = text[after..].chars().next().is_none_or(|d| !d.is_alphanumeric());
-                if run_ends || self.starts_token(letters + 1) {
-                    count += 1;
-                }
-                letters = if run_ends { 0 } else { letters + 1 };
-            } else {
-                letters = 0;
-                count += 1;
-            }
-            if count == n {
-                return &text[..after];
-            }
-        }
-        text
     }
 
-    /// The tokens of [`Tokenizer::count`] as hashes of their text, in order (whitespace
-    /// separates and is no token). Two texts share a prefix of these exactly where they share
-    /// their words, which is what the prompt cache compares.
+    /// The tokens of [`Tokenizer::count`] as hashes of their text, in order. Two texts share a
+    /// prefix of these exactly where they share their words, which is what the prompt cache
+    /// compares.
     pub(crate) fn hashes(self, text: &str, out: &mut Vec<u64>) {
-        for word in text.split_whitespace() {
-            let mut start: Option<usize> = None;
-            let mut letters = 0usize;
-            for (i, c) in word.char_indices() {
-                if c.is_alphanumeric() {
-                    if letters > 0 && self.starts_token(letters) {
-                        if let Some(s) = start.take() {
-                            out.push(crate::seed::fnv1a(&word.as_bytes()[s..i]));
-                        }
-                    }
-                    start.get_or_insert(i);
-                    letters += 1;
-                } else {
-                    if let Some(s) = start.take() {
-                        out.push(crate::seed::fnv1a(&word.as_bytes()[s..i]));
-                    }
-                    letters = 0;
-                    out.push(crate::seed::fnv1a(c.encode_utf8(&mut [0; 4]).as_bytes()));
-                }
-            }
-            if let Some(s) = start {
-                out.push(crate::seed::fnv1a(&word.as_bytes()[s..]));
-            }
-        }
+        out.extend(self.spans(text).map(|r| crate::seed::fnv1a(&text.as_bytes()[r])));
     }
 
     /// Splits a text into token pieces whose concatenation is the text: the tokens of
-    /// [`Tokenizer::count`], each with the whitespace before it.
+    /// [`Tokenizer::count`], each with the whitespace before it (whitespace after the last, a
+    /// piece of its own).
     pub(crate) fn pieces_of(self, text: &str) -> Vec<Cow<'static, str>> {
         let mut out: Vec<Cow<'static, str>> = Vec::new();
-        let mut cur = String::new();
-        let (mut letters, mut has_content) = (0usize, false);
-        for c in text.chars() {
-            if c.is_whitespace() {
-                if has_content {
-                    out.push(Cow::Owned(std::mem::take(&mut cur)));
-                    (letters, has_content) = (0, false);
-                }
-                cur.push(c);
-            } else if c.is_alphanumeric() {
-                if has_content && (letters == 0 || self.starts_token(letters)) {
-                    out.push(Cow::Owned(std::mem::take(&mut cur)));
-                }
-                cur.push(c);
-                letters += 1;
-                has_content = true;
-            } else {
-                if has_content {
-                    out.push(Cow::Owned(std::mem::take(&mut cur)));
-                }
-                cur.push(c);
-                out.push(Cow::Owned(std::mem::take(&mut cur)));
-                (letters, has_content) = (0, false);
-            }
+        let mut from = 0;
+        for r in self.spans(text) {
+            out.push(Cow::Owned(text[from..r.end].to_string()));
+            from = r.end;
         }
-        if !cur.is_empty() {
-            out.push(Cow::Owned(cur));
+        if from < text.len() {
+            out.push(Cow::Owned(text[from..].to_string()));
         }
         out
     }
