@@ -10,7 +10,8 @@ use std::borrow::Cow;
 /// English (one token a short word); a model with a small vocabulary holds fewer letters a
 /// token: the real tiny model of ../shared/tools/real-ollama (301 tokens) counts 1,500
 /// characters of this README as 1,147 tokens where six letters a token counts 398
-/// (`harness calibrate` fits the figure from the server's `prompt_eval_count`).
+/// (`scripts/twin-probe.py`; `harness calibrate` fits the figure from the server's
+/// `prompt_eval_count`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Tokenizer {
     letters_per_token: f64,

@@ -51,9 +51,8 @@ impl TokenizerFit {
     /// letters-a-token from 1 to 16 in steps of 0.05 is tried, each with its template's tokens,
     /// and the one whose counts lie closest (the median relative miss; of equals, the one
     /// nearest the default) is kept. A run of letters is a whole number of tokens, so on the
-    /// calibration's prompts (a sentence repeated) the count moves in steps: the real tiny
-    /// model's 3,000 characters, 1,939 tokens, are 2,001 at 1.45 letters a token and 1,802 at
-    /// 1.5, with its template's 20 (a templated "hi" is 22 tokens, a raw one 3).
+    /// calibration's prompts (a sentence repeated) the count moves in steps as the letters a
+    /// token pass a common word's length over a whole number; the nearest step is kept.
     pub fn fit(samples: &[(String, f64)]) -> Option<TokenizerFit> {
         use sim_ollama::advanced::{LETTERS_PER_TOKEN, Tokenizer};
         let samples: Vec<&(String, f64)> = samples.iter().filter(|(_, n)| *n > 0.0).collect();
