@@ -53,16 +53,14 @@ impl TokenizerFit {
     /// nearest the default) is kept. A run of letters is a whole number of tokens, so on the
     /// calibration's prompts (a sentence repeated) the count moves in steps as the letters a
     /// token pass a common word's length over a whole number; the nearest step is kept.
-    pub fn fit(samples: &[(String, f64)]) -> Option<TokenizerFit> {
+    pub fn fit<S: AsRef<str>>(samples: &[(S, f64)]) -> Option<TokenizerFit> {
         use sim_ollama::advanced::{LETTERS_PER_TOKEN, Tokenizer};
-        let samples: Vec<&(String, f64)> = samples.iter().filter(|(_, n)| *n > 0.0).collect();
-        if samples.is_empty() {
-            return None;
-        }
+        let samples: Vec<(&str, f64)> =
+            samples.iter().filter(|(_, n)| *n > 0.0).map(|(t, n)| (t.as_ref(), *n)).collect();
+        let shortest = samples.iter().map(|(t, _)| t.len()).min()?;
         let try_at = |l: f64| -> (f64, u32) {
             let tok = Tokenizer::new(l);
             let counts: Vec<f64> = samples.iter().map(|(t, _)| f64::from(tok.count(t))).collect();
-            let shortest = samples.iter().map(|(t, _)| t.len()).min().unwrap_or(0);
             let over: Vec<f64> = samples
                 .iter()
                 .zip(&counts)
@@ -89,9 +87,9 @@ impl TokenizerFit {
             ((best.0 * 100.0).round() / 100.0, best.2)
         };
         let longest = samples.iter().max_by_key(|(t, _)| t.len())?.0.len();
-        let at_longest: Vec<&&(String, f64)> = samples.iter().filter(|(t, _)| t.len() == longest).collect();
+        let at_longest: Vec<&(&str, f64)> = samples.iter().filter(|(t, _)| t.len() == longest).collect();
         let server = median(at_longest.iter().map(|(_, n)| *n).collect()).unwrap_or(0.0);
-        let default = f64::from(Tokenizer::default().count(&at_longest[0].0));
+        let default = f64::from(Tokenizer::default().count(at_longest[0].0));
         Some(TokenizerFit { letters_per_token, template_tokens, longest: (longest, server, default) })
     }
 
@@ -386,8 +384,8 @@ mod tests {
         let close: Vec<(String, f64)> = counted(6.0, 5).into_iter().map(|(t, n)| (t, (n * 1.08).round())).collect();
         assert_eq!(TokenizerFit::fit(&close).unwrap().letters_per_token, 6.0);
         // No counts (a server that reports none): nothing fitted.
-        assert_eq!(TokenizerFit::fit(&[("hi".into(), 0.0)]), None);
-        assert_eq!(TokenizerFit::fit(&[]), None);
+        assert_eq!(TokenizerFit::fit(&[("hi", 0.0)]), None);
+        assert_eq!(TokenizerFit::fit::<&str>(&[]), None);
     }
 
     #[test]

@@ -115,14 +115,14 @@ struct PromptCall {
 /// rounds' points of time to first token against the prompt's tokens as that tokenizer counts
 /// them (the default's without a count).
 fn prompt_fits(calls: &[PromptCall]) -> (Option<TokenizerFit>, Option<PromptFit>) {
-    let counted: Vec<(String, f64)> = calls.iter().filter_map(|c| Some((c.text.clone(), c.counted?))).collect();
+    let counted: Vec<(&str, f64)> = calls.iter().filter_map(|c| Some((c.text.as_str(), c.counted?))).collect();
     let tokenizer = TokenizerFit::fit(&counted);
     let count = |t: &str| match &tokenizer {
         Some(f) => f.count(t),
         None => f64::from(sim_ollama::advanced::Tokenizer::default().count(t)),
     };
     let points = calls.iter().map(|c| (count(&c.text), c.ttft_ms)).collect();
-    (tokenizer.clone(), PromptFit::fit(points))
+    (tokenizer, PromptFit::fit(points))
 }
 
 /// Words the calibration prompts are made of.
@@ -448,6 +448,7 @@ async fn measure(plan: &CalibratePlan, cal: &mut Calibration, progress: Progress
         let r = s.call(0, prompt, (plan.tokens / 8).max(17), serde_json::json!({})).await?;
         by_context.extend(segment_gaps(&r, context));
     }
+    // Again, with the long prompt's calls (the solo calls' alone were kept above).
     cal.answers = Answers::of(&answers);
     step(&format!("solo calls after a prompt of {LONG_PROMPT_CHARS} characters"), true);
     cal.decode_line = robust_rising_line(&by_context).map(|(a, b, _)| (a, b)).filter(|(a, _)| *a > 0.0);
