@@ -78,6 +78,7 @@ mod gobase64;
 mod gojson;
 mod goscan;
 mod gotype;
+mod grammar;
 mod http1;
 mod keepalive;
 mod latency;

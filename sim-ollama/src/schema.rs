@@ -4,17 +4,21 @@
 //! The real server constrains sampling with a grammar built from the schema (llama.cpp's
 //! `json-schema-to-grammar`, reached from `llm/llama_server.go`'s `Format` handling), so a
 //! constrained answer is valid against it. This module does the same by construction, seeded:
-//! `type` (one or several), `enum`, `const`, `properties` (in the schema's order), `required`,
-//! optional properties (about half of them), `additionalProperties` (never added), `items`,
-//! `prefixItems`, `minItems`/`maxItems`, `uniqueItems`, `minLength`/`maxLength`,
-//! `minimum`/`maximum` and their exclusive forms, `multipleOf`, `format` (`date`, `time`,
-//! `date-time`, `uuid`, `email`), `anyOf`/`oneOf` (one branch), `allOf` (object branches
-//! merged), and local `$ref`s (`#/$defs/...`, `#/definitions/...`). Not honoured: `pattern`
-//! (a string is produced but not matched against it) and remote `$ref`s.
+//! `type` (one or several), `enum`, `const`, `properties`, `required`, optional properties
+//! (about half of them), `additionalProperties` (never added), `items`, tuples (`prefixItems`,
+//! or `items` as an array: exactly their items), `minItems`/`maxItems`, `uniqueItems`,
+//! `minLength`/`maxLength`, `minimum`/`maximum` and their exclusive forms, `multipleOf`,
+//! `format` (`date`, `time`, `date-time`, `uuid`, `email`), `pattern` (a string matching it,
+//! in printable ASCII where the pattern allows), `anyOf`/`oneOf` (one branch), `allOf` (object
+//! branches merged), and local `$ref`s (`#/$defs/...`, `#/definitions/...`). Required
+//! properties come first, then the optional ones, each in the schema's order, as llama.cpp's
+//! object rule writes them (`_build_object_rule`). Not honoured: remote `$ref`s (llama-server
+//! refuses them: [`crate::grammar`]).
 
 use crate::seed::SimRng;
 use crate::words::WORDS;
 use rand::RngExt;
+use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind};
 use serde_json::{Map, Number, Value};
 
 /// Nesting beyond this produces the smallest value the schema allows (recursive `$ref`s end).
@@ -119,11 +123,14 @@ impl Synth<'_> {
             .map_or(Vec::new(), |r| r.iter().filter_map(Value::as_str).collect());
         let mut out = Map::new();
         if let Some(Value::Object(props)) = s.get("properties") {
-            for (k, sub) in props {
-                let wanted = required.contains(&k.as_str()) || (depth < MAX_DEPTH && self.rng.random_bool(0.5));
-                if wanted {
-                    let v = if depth < MAX_DEPTH { self.value(sub, depth + 1) } else { minimal(sub) };
-                    out.insert(k.clone(), v);
+            let (first, rest): (Vec<_>, Vec<_>) = props.iter().partition(|(k, _)| required.contains(&k.as_str()));
+            for (k, sub) in first {
+                let v = if depth < MAX_DEPTH { self.value(sub, depth + 1) } else { minimal(sub) };
+                out.insert(k.clone(), v);
+            }
+            for (k, sub) in rest {
+                if depth < MAX_DEPTH && self.rng.random_bool(0.5) {
+                    out.insert(k.clone(), self.value(sub, depth + 1));
                 }
             }
         }
@@ -137,9 +144,15 @@ impl Synth<'_> {
     }
 
     fn array(&mut self, s: &Map<String, Value>, depth: usize) -> Value {
+        // A tuple (`prefixItems`, or `items` as an array): exactly its items, as llama.cpp's
+        // grammar writes it; where both are given, `items` is the one it reads
+        // (common/json-schema.cpp `parse_array`).
+        let key = if s.contains_key("items") { "items" } else { "prefixItems" };
+        if let Some(Value::Array(tuple)) = s.get(key) {
+            return Value::Array(tuple.iter().map(|item| self.value(item, depth + 1)).collect());
+        }
         let min = s.get("minItems").and_then(Value::as_u64).unwrap_or(0) as usize;
         let max = s.get("maxItems").and_then(Value::as_u64).map_or(min.max(3), |m| m as usize).max(min);
-        let prefix: Vec<Value> = s.get("prefixItems").and_then(Value::as_array).cloned().unwrap_or_default();
         let n = if depth >= MAX_DEPTH { min } else { self.rng.random_range(min.max(1).min(max)..=max) };
         let items = s.get("items").cloned().unwrap_or(Value::Bool(true));
         let unique = s.get("uniqueItems").and_then(Value::as_bool).unwrap_or(false);
@@ -147,8 +160,7 @@ impl Synth<'_> {
         let mut attempts = 0;
         while out.len() < n && attempts < n * 20 + 20 {
             attempts += 1;
-            let sub = prefix.get(out.len()).unwrap_or(&items).clone();
-            let v = self.value(&sub, depth + 1);
+            let v = self.value(&items, depth + 1);
             if unique && out.contains(&v) {
                 continue;
             }
@@ -208,9 +220,15 @@ impl Synth<'_> {
     }
 
     fn string(&mut self, s: &Map<String, Value>) -> Value {
+        // A pattern's grammar leaves out the lengths and the format (json-schema-to-grammar.cpp's
+        // string case); so does a format's.
+        if let Some(text) = s.get("pattern").and_then(Value::as_str).and_then(|p| self.matching(p)) {
+            return Value::String(text);
+        }
         let min = s.get("minLength").and_then(Value::as_u64).unwrap_or(0) as usize;
         let max = s.get("maxLength").and_then(Value::as_u64).map(|m| m as usize);
-        let text = match s.get("format").and_then(Value::as_str) {
+        let format = s.get("format").and_then(Value::as_str);
+        let text = match format.map(|f| if f.starts_with("uuid") && f.len() == 5 { "uuid" } else { f }) {
             Some("date") => format!("2026-{:02}-{:02}", self.rng.random_range(1..=12), self.rng.random_range(1..=28)),
             Some("time") => {
                 format!(
@@ -236,6 +254,9 @@ impl Synth<'_> {
             Some("email") => format!("{}@example.com", WORDS[self.rng.random_range(0..WORDS.len())]),
             _ => self.words_text(self.words),
         };
+        if matches!(format, Some("date" | "time" | "date-time" | "uuid")) {
+            return Value::String(text);
+        }
         let mut chars: Vec<char> = text.chars().collect();
         while chars.len() < min {
             chars.push('x');
@@ -244,6 +265,16 @@ impl Synth<'_> {
             chars.truncate(m.max(min));
         }
         Value::String(chars.into_iter().collect())
+    }
+
+    /// A string the pattern matches in full (its anchors, where it has them, then hold too),
+    /// whether or not llama-server's grammar can constrain to it ([`crate::grammar::pattern`]):
+    /// a model asked for it writes one. `None` where the regex is not one Rust's can read.
+    fn matching(&mut self, pattern: &str) -> Option<String> {
+        let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
+        let regex = rand_regex::Regex::with_hir(printable(hir), 4).ok()?;
+        let text: Result<String, _> = self.rng.sample(&regex);
+        text.ok()
     }
 
     fn words_text(&mut self, n: usize) -> String {
@@ -255,6 +286,33 @@ impl Synth<'_> {
             out.push_str(WORDS[self.rng.random_range(0..WORDS.len())]);
         }
         out
+    }
+}
+
+/// The regex with its assertions dropped (a whole match satisfies `^`, `$` and `\A` at its
+/// ends) and each class cut to printable ASCII where that leaves some of it (`.`, `\d`, `[^,]`
+/// would otherwise give any of a million code points).
+fn printable(hir: Hir) -> Hir {
+    match hir.into_kind() {
+        HirKind::Look(_) => Hir::empty(),
+        HirKind::Class(Class::Unicode(c)) => {
+            let mut ascii = ClassUnicode::new([ClassUnicodeRange::new(' ', '~')]);
+            ascii.intersect(&c);
+            Hir::class(Class::Unicode(if ascii.ranges().is_empty() { c } else { ascii }))
+        }
+        HirKind::Repetition(mut r) => {
+            r.sub = Box::new(printable(*r.sub));
+            Hir::repetition(r)
+        }
+        HirKind::Capture(mut c) => {
+            c.sub = Box::new(printable(*c.sub));
+            Hir::capture(c)
+        }
+        HirKind::Concat(v) => Hir::concat(v.into_iter().map(printable).collect()),
+        HirKind::Alternation(v) => Hir::alternation(v.into_iter().map(printable).collect()),
+        HirKind::Empty => Hir::empty(),
+        HirKind::Literal(l) => Hir::literal(l.0),
+        HirKind::Class(c) => Hir::class(c),
     }
 }
 
@@ -367,6 +425,41 @@ mod tests {
         }
     }
 
+    /// Patterns as programs write them: anchored or not, in llama.cpp's dialect or with escapes
+    /// it cannot read (`\d`, `\w`: its grammar then accepts any string, a model still writes one
+    /// that matches).
+    const PATTERNS: &[&str] = &[
+        "^[A-Z]{2}-[0-9]{3}$",
+        r"^\d{3}-\d{4}$",
+        "^(red|green|blue)$",
+        r"^[a-z0-9._]+@[a-z]+\.[a-z]{2,3}$",
+        "[a-z]+",
+        r"^\w+( \w+)*$",
+        "^.{1,12}$",
+        "^[^,]+$",
+        r"^v\d+\.\d+(\.\d+)?$",
+    ];
+
+    #[test]
+    fn strings_match_their_pattern_in_printable_ascii_and_required_keys_come_first() {
+        for p in PATTERNS {
+            let schema = json!({"type": "string", "pattern": p, "maxLength": 2});
+            for seed in 0..30 {
+                let v = synthesize(&schema, &mut SimRng::seed_from_u64(seed), 3);
+                let text = v.as_str().unwrap();
+                assert!(text.bytes().all(|b| (b' '..=b'~').contains(&b)), "{p}: {text:?}");
+                let validator = jsonschema::validator_for(&json!({"type": "string", "pattern": p})).unwrap();
+                assert!(validator.is_valid(&v), "{p}: {text:?}");
+            }
+        }
+        let schema = json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}, "c": {"type": "boolean"}}, "required": ["c", "b"]});
+        for seed in 0..20 {
+            let v = synthesize(&schema, &mut SimRng::seed_from_u64(seed), 1);
+            let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+            assert_eq!(&keys[..2], ["b", "c"], "required first, in the properties' order: {v}");
+        }
+    }
+
     use proptest::prelude::*;
 
     /// Schemas built from the keywords this module honours, nested.
@@ -396,8 +489,9 @@ mod tests {
             Just(json!({"type": ["string", "null"]})),
             Just(json!({"enum": ["a", 1, null, {"k": true}]})),
             Just(json!({"const": "fixed"})),
-            prop_oneof![Just("date"), Just("date-time"), Just("time"), Just("uuid"), Just("email")]
+            prop_oneof![Just("date"), Just("date-time"), Just("time"), Just("uuid"), Just("uuid4"), Just("email")]
                 .prop_map(|f| json!({"type": "string", "format": f})),
+            proptest::sample::select(PATTERNS).prop_map(|p| json!({"type": "string", "pattern": p})),
         ];
         leaf.prop_recursive(4, 32, 5, |inner| {
             prop_oneof![
@@ -421,6 +515,7 @@ mod tests {
                     json!({"type": "array", "items": items, "minItems": min, "maxItems": min + extra})
                 }),
                 (inner.clone(), inner.clone()).prop_map(|(a, b)| json!({"anyOf": [a, b]})),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| json!({"type": "array", "prefixItems": [a, b]})),
                 (inner.clone(), inner).prop_map(|(a, b)| json!({"allOf": [
                     {"type": "object", "properties": {"x": a}, "required": ["x"]},
                     {"type": "object", "properties": {"y": b}, "required": ["y"]}

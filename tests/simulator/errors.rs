@@ -990,6 +990,24 @@ fn the_differences_generated_requests_found_stay_closed() {
                 "Field 'json_schema': \"json_schema\": JSON schema conversion failed:\nJSON schema error at #: unrecognized type nonsense",
             ),
         ),
+        // Every invalid pattern, a line each (llama.cpp's converter); a repetition of more than
+        // 2,000 at least, refused by its grammar parser as the slot starts.
+        (
+            "/api/generate",
+            r#"{"model":"tiny","prompt":"x","stream":false,"options":{"num_predict":3},"format":{"properties":{"a":{"pattern":"^(a$"},"b":{"type":"string","pattern":"^*$"}}}}"#,
+            400,
+            charset,
+            runner(
+                "Field 'json_schema': \"json_schema\": JSON schema conversion failed:\nInvalid pattern ^(a$: unbalanced parentheses\nInvalid pattern ^*$: nothing to repeat",
+            ),
+        ),
+        (
+            "/api/generate",
+            r#"{"model":"tiny","prompt":"x","stream":false,"options":{"num_predict":3},"format":{"type":"array","minItems":2002}}"#,
+            400,
+            charset,
+            runner("Failed to initialize samplers: failed to parse grammar"),
+        ),
         // Options and names.
         (
             "/api/embed",

@@ -261,17 +261,18 @@ pub(crate) fn probe_ticket(
     Some(ticket)
 }
 
-/// What llama-server answers a schema whose top-level `type` it does not know (the real CPU
-/// build: `{"type": "nonsense"}`), once the request has its runner.
+/// What llama-server answers a schema it refuses (`crate::grammar`), once the request has its
+/// runner: its 400, with the conversion's error under llama-server's field prefix
+/// (tools/server/server-schema.cpp's json_schema handler), or its grammar parser's.
 fn schema_refusal(format: &OutputFormat) -> Option<ApiError> {
+    use crate::grammar::Refusal;
     let OutputFormat::Schema(schema) = format else { return None };
-    let t = schema.get("type")?.as_str()?;
-    if ["string", "number", "integer", "boolean", "object", "array", "null"].contains(&t) {
-        return None;
-    }
-    Some(ApiError::llama_server_refusal(&format!(
-        "Field 'json_schema': \"json_schema\": JSON schema conversion failed:\nJSON schema error at #: unrecognized type {t}"
-    )))
+    Some(ApiError::llama_server_refusal(&match crate::grammar::refusal(schema)? {
+        Refusal::Conversion(error) => {
+            format!("Field 'json_schema': \"json_schema\": JSON schema conversion failed:\n{error}")
+        }
+        Refusal::Grammar => "Failed to initialize samplers: failed to parse grammar".into(),
+    }))
 }
 
 /// `format`: `"json"` or a schema object; anything else fails when inference starts.
