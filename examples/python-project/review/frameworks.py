@@ -1,7 +1,7 @@
 """The review team on five agent frameworks, unlabelled, each reviewer a tool-calling agent
 (it looks the change up with a tool, then answers): LangGraph's ReAct agent over ChatOllama,
-the OpenAI Agents SDK (Chat Completions and Responses models), pydantic-ai (a typed output,
-as a JSON schema the server enforces), AutoGen AgentChat over its Ollama client, and a tool
+the OpenAI Agents SDK (Chat Completions and Responses models), pydantic-ai (a typed output
+with an enum and two patterns, as a JSON schema the server enforces and pydantic validates), AutoGen AgentChat over its Ollama client, and a tool
 loop of the reviewer's own over LiteLLM (`litellm.acompletion` with the `ollama_chat/`
 provider, Ollama's /api/chat).
 
@@ -80,14 +80,18 @@ def _openai_agents(name, responses, tool):
 
 
 def _pydantic_ai(name):
-    from pydantic import BaseModel
+    from typing import Literal
+
+    from pydantic import BaseModel, Field
     from pydantic_ai import Agent, NativeOutput
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.ollama import OllamaProvider
 
     class Review(BaseModel):
-        verdict: str
-        risk: str
+        verdict: Literal["approve", "request-changes"]
+        risk: str = Field(pattern=r"^(low|medium|high)$")
+        # `\d` is past what llama.cpp's grammar reads (any string there); a model writes a match.
+        ticket: str = Field(pattern=r"^[A-Z]{2,4}-\d{1,5}$")
 
     model = OpenAIChatModel(MODEL, provider=OllamaProvider(base_url=os.environ["OPENAI_BASE_URL"]))
     # The typed output as a JSON schema the server enforces (Ollama's `format`).
