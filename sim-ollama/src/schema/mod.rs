@@ -13,8 +13,10 @@
 //! string matching it, in printable ASCII where the pattern allows), `anyOf`/`oneOf` (one
 //! branch, one with a pattern it can read where there is one), `allOf` (object branches merged), and local `$ref`s (`#/$defs/...`, `#/definitions/...`). Required
 //! properties come first, then the optional ones, each in the schema's order, as llama.cpp's
-//! object rule writes them (`_build_object_rule`). Not honoured: remote `$ref`s (llama-server
-//! refuses them: [`crate::grammar`]).
+//! object rule writes them (`_build_object_rule`). An answer stays small whatever a schema
+//! allows: a few items or repetitions past the minimum ([`FEW_MORE`]), and at most
+//! [`MAX_ITEMS`] items and [`MAX_CHARS`] characters where a minimum asks for more. Not
+//! honoured: remote `$ref`s (llama-server refuses them: [`crate::grammar`]).
 
 use crate::seed::SimRng;
 use crate::words::WORDS;
@@ -24,6 +26,14 @@ use serde_json::{Map, Number, Value};
 
 /// Nesting beyond this produces the smallest value the schema allows (recursive `$ref`s end).
 const MAX_DEPTH: usize = 8;
+/// At most this many items beyond an array's `minItems`, and of a pattern's repetition beyond
+/// its minimum: a model writes a few, whatever `maxItems: 1000000` allows.
+const FEW_MORE: usize = 4;
+/// No array longer, no string of more characters, whatever the schema asks: bounds on one
+/// answer's size (a real model's is bounded by its `num_predict`; a tool's `minLength: 10^9`
+/// would otherwise hold the simulator for minutes).
+const MAX_ITEMS: usize = 256;
+const MAX_CHARS: usize = 16_384;
 
 /// Synthesizes a document valid against `schema`; `words` is the number of words in each
 /// free string (how long the answer grows).
@@ -155,8 +165,9 @@ impl Synth<'_> {
         if let Some(Value::Array(tuple)) = s.get(key) {
             return Value::Array(tuple.iter().map(|item| self.value(item, depth + 1)).collect());
         }
-        let min = s.get("minItems").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let min = (s.get("minItems").and_then(Value::as_u64).unwrap_or(0) as usize).min(MAX_ITEMS);
         let max = s.get("maxItems").and_then(Value::as_u64).map_or(min.max(3), |m| m as usize).max(min);
+        let max = max.min(min.max(1) + FEW_MORE);
         let n = if depth >= MAX_DEPTH { min } else { self.rng.random_range(min.max(1).min(max)..=max) };
         let items = s.get("items").cloned().unwrap_or(Value::Bool(true));
         let unique = s.get("uniqueItems").and_then(Value::as_bool).unwrap_or(false);
@@ -229,7 +240,7 @@ impl Synth<'_> {
         if let Some(text) = s.get("pattern").and_then(Value::as_str).and_then(|p| self.matching(p)) {
             return Value::String(text);
         }
-        let min = s.get("minLength").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let min = (s.get("minLength").and_then(Value::as_u64).unwrap_or(0) as usize).min(MAX_CHARS);
         let max = s.get("maxLength").and_then(Value::as_u64).map(|m| m as usize);
         let format = s.get("format").and_then(Value::as_str);
         let text = match format.map(|f| if f.starts_with("uuid") && f.len() == 5 { "uuid" } else { f }) {
@@ -290,7 +301,10 @@ impl Synth<'_> {
     /// a model asked for it writes one. `None` where the regex is not one Rust's can read.
     fn matching(&mut self, pattern: &str) -> Option<String> {
         let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
-        let regex = rand_regex::Regex::with_hir(printable(hir), 4).ok()?;
+        let regex = rand_regex::Regex::with_hir(printable(hir), FEW_MORE as u32).ok()?;
+        if regex.capacity() > MAX_CHARS {
+            return None;
+        }
         let text: Result<String, _> = self.rng.sample(&regex);
         text.ok()
     }
@@ -317,7 +331,7 @@ fn readable_pattern(schema: &Value) -> bool {
 }
 
 /// The regex with its assertions dropped (a whole match satisfies `^`, `$` and `\A` at its
-/// ends) and each class cut to printable ASCII where that leaves some of it (`.`, `\d`, `[^,]`
+/// ends), each repetition at most [`FEW_MORE`] past its minimum, and each class cut to printable ASCII where that leaves some of it (`.`, `\d`, `[^,]`
 /// would otherwise give any of a million code points).
 fn printable(hir: Hir) -> Hir {
     match hir.into_kind() {
@@ -329,6 +343,7 @@ fn printable(hir: Hir) -> Hir {
         }
         HirKind::Repetition(mut r) => {
             r.sub = Box::new(printable(*r.sub));
+            r.max = Some(r.max.unwrap_or(u32::MAX).min(r.min.saturating_add(FEW_MORE as u32)));
             Hir::repetition(r)
         }
         HirKind::Capture(mut c) => {

@@ -180,3 +180,24 @@ proptest! {
         prop_assert!(errors.is_empty(), "{doc} against {schema}: {errors:?}");
     }
 }
+
+#[test]
+fn whatever_a_schema_allows_an_answer_stays_small() {
+    // Bounds a real model never reaches in one answer: each synthesized quickly and small.
+    for schema in [
+        json!({"type": "array", "items": {"type": "integer"}, "maxItems": 1_000_000_000u64}),
+        json!({"type": "array", "minItems": 1_000_000_000u64}),
+        json!({"type": "string", "minLength": 1_000_000_000u64}),
+        json!({"type": "string", "pattern": "^a{0,1000000000}$"}),
+        json!({"type": "string", "pattern": "^(ab|c){3,}x+$"}),
+        json!({"type": "string", "pattern": "[a-z]{100000000}"}),
+    ] {
+        let v = synthesize(&schema, &mut SimRng::seed_from_u64(1), 2);
+        assert!(v.to_string().len() <= 20_000, "{schema}: {} bytes", v.to_string().len());
+    }
+    // A wide repetition still gives a match: a few past its minimum.
+    let wide = synthesize(&json!({"pattern": "^a{2,1000000000}$"}), &mut SimRng::seed_from_u64(3), 1);
+    assert!(wide.as_str().is_some_and(|t| (2..=6).contains(&t.len()) && t.bytes().all(|b| b == b'a')), "{wide}");
+    let few = synthesize(&json!({"type": "array", "maxItems": 1_000_000}), &mut SimRng::seed_from_u64(2), 1);
+    assert!(few.as_array().is_some_and(|a| (1..=5).contains(&a.len())), "{few}");
+}
