@@ -113,7 +113,8 @@ pub(crate) fn twin_deployment(
         }
         judge_trace(&moved, origin, agents, None).deployment.share.unwrap_or(f64::NAN)
     };
-    sim_ollama::judge::deployment_within_tolerance(rep, (share_at(&tolerance.slow), share_at(&tolerance.fast)))
+    let slow = share_at(&tolerance.slow).min(share_at(&tolerance.slow_attention));
+    sim_ollama::judge::deployment_within_tolerance(rep, (slow, share_at(&tolerance.fast)))
 }
 
 /// The judge's report on a simulated run: each agent's calls matched to its requests, and how

@@ -307,6 +307,26 @@ pub(crate) fn fit_batch_penalty_unbounded(rel: &[(usize, f64)], attention: f64) 
     (sxx > 0.0).then(|| pts.iter().map(|p| p.0 * p.1).sum::<f64>() / sxx)
 }
 
+/// The other reading of the same speeds: the batching part as fitted (`p`), and each stream's
+/// attention dearer by `q` per other stream of its batch, `(1 + x) / (1 + p (k - 1) + k x (1 +
+/// q (k - 1)))`; least squares on `(1 + x) / speed - 1 - p (k - 1) - k x = q k x (k - 1)`, never
+/// below zero. `None` without attention. At the calls' context both readings give the same
+/// speeds; at longer ones, where attention is most of a step, this one is slower (a twin's
+/// tolerance takes the slower of the two: [`super::twin::tolerance`]).
+pub(crate) fn fit_attention_batch_penalty(rel: &[(usize, f64)], attention: f64, p: f64) -> Option<f64> {
+    let x = attention.max(0.0);
+    let pts: Vec<(f64, f64)> = rel
+        .iter()
+        .filter(|(k, s)| *k >= 2 && *s > 0.0)
+        .map(|&(k, s)| {
+            let k = k as f64;
+            (k * x * (k - 1.0), (1.0 + x) / s - 1.0 - p * (k - 1.0) - k * x)
+        })
+        .collect();
+    let sxx: f64 = pts.iter().map(|p| p.0 * p.0).sum();
+    (sxx > 0.0).then(|| (pts.iter().map(|p| p.0 * p.1).sum::<f64>() / sxx).max(0.0))
+}
+
 /// Whether servers that slowed each other to `together` of their solo speed share a device,
 /// and with what efficiency (`m` servers time-slicing one device each get `efficiency / m`).
 /// Above 0.9 of solo speed, each server is on a device of its own.
@@ -500,9 +520,17 @@ mod tests {
             batch_penalty: 0.4,
             cross_process_efficiency: 1.0,
             cross_process_attention_efficiency: None,
+            attention_batch_penalty: 0.0,
         };
         let made: Vec<(usize, f64)> = (2..=5).map(|k| (k, dev.speed(k, 1, 2.5))).collect();
         assert!((fit_batch_penalty(&made, 2.5).unwrap() - 0.4).abs() < 1e-9);
+        // The same speeds read as attention batching beside the fitted p: nothing left over.
+        assert!(fit_attention_batch_penalty(&made, 2.5, 0.4).unwrap().abs() < 1e-9);
+        // Speeds made with attention dearer per stream are read back so.
+        let dear = sim_ollama::advanced::trace::DeviceSharing { attention_batch_penalty: 0.05, ..dev };
+        let made: Vec<(usize, f64)> = (2..=5).map(|k| (k, dear.speed(k, 1, 2.5))).collect();
+        assert!((fit_attention_batch_penalty(&made, 2.5, 0.4).unwrap() - 0.05).abs() < 1e-9);
+        assert_eq!(fit_attention_batch_penalty(&made, 0.0, 0.4), None, "no attention, nothing to fit");
     }
 
     #[test]

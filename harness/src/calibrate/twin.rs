@@ -7,7 +7,10 @@
 
 use super::devices::{DeviceGroup, alone_words, apart_in_speed, device_groups, device_prompt_speed, device_speed};
 use super::figures::{Calibration, Figure, LoadBurst, ModelMeta, OtherModel, num, round3};
-use super::fits::{PromptFit, TOKENIZER_TOLERANCE, TokenizerFit, fit_batch_penalty, fit_batch_penalty_unbounded};
+use super::fits::{
+    PromptFit, TOKENIZER_TOLERANCE, TokenizerFit, fit_attention_batch_penalty, fit_batch_penalty,
+    fit_batch_penalty_unbounded,
+};
 use serde::Serialize;
 use sim_ollama::advanced::config::{ConfigFile, DeviceSpec, InstanceSpec, Jitter, ModelSpec, Profile};
 use sim_ollama::advanced::dist::{DistKind, DistSpec};
@@ -707,6 +710,10 @@ fn allowed_move(a: &Figure, floor: f64) -> f64 {
 pub struct Tolerance {
     /// Streams beside each other and servers beside each other as slow as the check allows.
     pub slow: Vec<DeviceSharing>,
+    /// As slow, the streams' slower speeds read as attention dearer per stream of a batch
+    /// (`attention_batch_penalty`) beside the fitted batching part: the same speeds at the
+    /// calibration's context, slower at longer ones. A run's slow end is the slower of the two.
+    pub slow_attention: Vec<DeviceSharing>,
     /// As fast as it allows.
     pub fast: Vec<DeviceSharing>,
 }
@@ -743,33 +750,40 @@ pub fn tolerance(file: &ConfigFile) -> Option<Tolerance> {
     // Sharing moves only on shared devices; servers on devices of their own stay so. The
     // groups are the twin's devices in order (as `twin` wrote them); a file whose devices
     // are not (edited by hand) keeps its own figures.
+    // The slower speeds read the other way: the batching part as fitted, attention dearer.
+    let q_slow = fit_attention_batch_penalty(&moved(-1.0), attention, first.batch_penalty).unwrap_or(0.0);
     let (groups, _) = device_groups(&cal);
-    let end = |penalty: f64, (e, e_attention): (f64, Option<f64>)| DeviceSharing {
+    let end = |penalty: f64, q: f64, (e, e_attention): (f64, Option<f64>)| DeviceSharing {
         batch_penalty: penalty,
         cross_process_efficiency: e,
         cross_process_attention_efficiency: e_attention,
+        attention_batch_penalty: q,
     };
-    let ends: Vec<(DeviceSharing, DeviceSharing)> = file
+    let ends: Vec<[DeviceSharing; 3]> = file
         .devices
         .iter()
         .enumerate()
-        .map(|(i, d)| match groups.get(i).filter(|_| groups.len() == file.devices.len()) {
-            Some(g @ DeviceGroup { together: Some(_), .. }) => {
-                let moved = |sign: f64| move |f: &Figure| f.median + sign * relative_move(f, SPEED_FLOOR);
-                (
-                    end(p_slow, g.efficiencies(&cal, slowdown, moved(-1.0))),
-                    end(p_fast, g.efficiencies(&cal, slowdown, moved(1.0))),
-                )
-            }
-            _ => {
-                let kept = (d.cross_process_efficiency, d.cross_process_attention_efficiency);
-                (end(p_slow, kept), end(p_fast, kept))
-            }
+        .map(|(i, d)| {
+            let (slow, fast) = match groups.get(i).filter(|_| groups.len() == file.devices.len()) {
+                Some(g @ DeviceGroup { together: Some(_), .. }) => {
+                    let moved = |sign: f64| move |f: &Figure| f.median + sign * relative_move(f, SPEED_FLOOR);
+                    (g.efficiencies(&cal, slowdown, moved(-1.0)), g.efficiencies(&cal, slowdown, moved(1.0)))
+                }
+                _ => {
+                    let kept = (d.cross_process_efficiency, d.cross_process_attention_efficiency);
+                    (kept, kept)
+                }
+            };
+            let q = if cal.batch.is_empty() { 0.0 } else { q_slow };
+            [end(p_slow, 0.0, slow), end(d.batch_penalty, q, slow), end(p_fast, 0.0, fast)]
         })
         .collect();
-    let sharing_moves = ends.iter().any(|(s, f)| s.cross_process_efficiency != f.cross_process_efficiency);
-    (!cal.batch.is_empty() || sharing_moves)
-        .then(|| Tolerance { slow: ends.iter().map(|e| e.0).collect(), fast: ends.iter().map(|e| e.1).collect() })
+    let sharing_moves = ends.iter().any(|[s, _, f]| s.cross_process_efficiency != f.cross_process_efficiency);
+    (!cal.batch.is_empty() || sharing_moves).then(|| Tolerance {
+        slow: ends.iter().map(|e| e[0]).collect(),
+        slow_attention: ends.iter().map(|e| e[1]).collect(),
+        fast: ends.iter().map(|e| e[2]).collect(),
+    })
 }
 
 /// An answer's length where a call sets no `num_predict` (and the most a call that sets one
@@ -1169,6 +1183,43 @@ mod tests {
         assert_eq!((spec.dist, spec.mean), (DistKind::Normal, 150.0));
         assert!(text.contains("8 of 9 calibration answers (num_predict 300) ended on their own"), "{text}");
         assert!(text.contains("1 of them ran to num_predict"), "{text}");
+    }
+
+    #[test]
+    fn a_twins_slow_end_reads_the_slower_speeds_also_as_attention_that_batches_worse() {
+        // Streams with attention x = 3.2 (0.5 ms + 0.4 ms per 1,000 tokens, their mean context
+        // 4,000 tokens) beside 1, 2 and 3 others at what p = 0 gives; the slow end moves each
+        // 15 % slower, read once as the batching part (slow) and once as attention dearer per
+        // stream (slow_attention, p as fitted): both give the moved speeds within 12 % (least
+        // squares of one figure over three k of a uniform move) at the
+        // calibration's context; at three times it, where attention is most of a step, the
+        // attention reading is the slower.
+        let mut cal = measured();
+        cal.decode_line = Some((0.5, 0.0004));
+        cal.batch_context = Some(4000.0);
+        let x = 3.2;
+        let alone = DeviceSharing {
+            batch_penalty: 0.0,
+            cross_process_efficiency: 1.0,
+            cross_process_attention_efficiency: None,
+            attention_batch_penalty: 0.0,
+        };
+        cal.batch = (2..=4).map(|k| (k, Figure::of(&[alone.speed(k, 1, x)]).unwrap())).collect();
+        let (file, _) = twin(&cal).unwrap();
+        assert_eq!(file.devices[0].batch_penalty, 0.0);
+        let tol = tolerance(&file).unwrap();
+        let (slow, attention) = (tol.slow[0], tol.slow_attention[0]);
+        assert!(attention.attention_batch_penalty > 0.0 && attention.batch_penalty == 0.0, "{tol:?}");
+        for k in 2..=4 {
+            let moved = 0.85 * alone.speed(k, 1, x);
+            for end in [slow, attention] {
+                let got = end.speed(k, 1, x);
+                assert!((got - moved).abs() < 0.12 * moved, "k = {k}: {got} against {moved} ({end:?})");
+            }
+        }
+        assert!(attention.speed(4, 1, 3.0 * x) < 0.95 * slow.speed(4, 1, 3.0 * x), "{tol:?}");
+        // The fast end is one reading only, as before.
+        assert_eq!(tol.fast[0].attention_batch_penalty, 0.0);
     }
 
     #[test]

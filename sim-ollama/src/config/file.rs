@@ -419,6 +419,9 @@ impl DeviceSpec {
             batch_penalty: self.batch_penalty,
             cross_process_efficiency: self.cross_process_efficiency,
             cross_process_attention_efficiency: self.cross_process_attention_efficiency,
+            // A simulated device's attention batches as attention that never batches: the
+            // form every measurement here fits (a twin's tolerance moves it: harness).
+            attention_batch_penalty: 0.0,
         }
     }
 

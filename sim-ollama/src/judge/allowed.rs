@@ -358,8 +358,12 @@ mod tests {
         assert!((makespan(&two, &[IDEAL], None, Relax::default()) - 100.0).abs() < 1e-6);
     }
 
-    const IDEAL: DeviceSharing =
-        DeviceSharing { batch_penalty: 0.0, cross_process_efficiency: 1.0, cross_process_attention_efficiency: None };
+    const IDEAL: DeviceSharing = DeviceSharing {
+        batch_penalty: 0.0,
+        cross_process_efficiency: 1.0,
+        cross_process_attention_efficiency: None,
+        attention_batch_penalty: 0.0,
+    };
 
     #[test]
     fn unlimited_slots_on_an_ideal_device_take_the_longest_chain() {
@@ -392,6 +396,7 @@ mod tests {
             batch_penalty: 0.0,
             cross_process_efficiency: 0.78,
             cross_process_attention_efficiency: None,
+            attention_batch_penalty: 0.0,
         };
         let calls = [call(390.0, None, 0.0, 0, 1, 0), call(640.0, None, 0.0, 1, 1, 0)];
         assert!((makespan(&calls, &[dev], None, Relax::default()) - 1250.0).abs() < 1e-6);
@@ -409,6 +414,7 @@ mod tests {
             batch_penalty: 1.0,
             cross_process_efficiency: 1.0,
             cross_process_attention_efficiency: None,
+            attention_batch_penalty: 0.0,
         };
         let calls = [call(100.0, None, 0.0, 0, 4, 0), call(100.0, None, 0.0, 0, 4, 0)];
         assert!((makespan(&calls, &[dev], None, Relax::default()) - 200.0).abs() < 1e-6);
@@ -427,6 +433,7 @@ mod tests {
             batch_penalty: 0.0,
             cross_process_efficiency: 1.0,
             cross_process_attention_efficiency: None,
+            attention_batch_penalty: 0.0,
         };
         let calls = [
             Call { attention: 1.0, ..call(200.0, None, 0.0, 0, 4, 0) },

@@ -461,6 +461,7 @@ mod tests {
             batch_penalty: 0.48,
             cross_process_efficiency: 1.0,
             cross_process_attention_efficiency: None,
+            attention_batch_penalty: 0.0,
         }];
         let inputs = |attention: f64| Inputs {
             described: true,

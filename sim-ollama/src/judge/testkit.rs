@@ -18,6 +18,7 @@ pub(super) fn trace(requests: Vec<RequestTrace>) -> TraceSnapshot {
             batch_penalty: 0.0,
             cross_process_efficiency: 1.0,
             cross_process_attention_efficiency: None,
+            attention_batch_penalty: 0.0,
         }],
     }
 }

@@ -430,8 +430,12 @@ fn on(devices: &[DeviceSharing], slots: usize, mut requests: Vec<RequestTrace>) 
     TraceSnapshot { schema_version: 4, time_scale: 1.0, dropped: 0, requests, devices: devices.to_vec() }
 }
 
-const IDEAL_DEVICE: DeviceSharing =
-    DeviceSharing { batch_penalty: 0.0, cross_process_efficiency: 1.0, cross_process_attention_efficiency: None };
+const IDEAL_DEVICE: DeviceSharing = DeviceSharing {
+    batch_penalty: 0.0,
+    cross_process_efficiency: 1.0,
+    cross_process_attention_efficiency: None,
+    attention_batch_penalty: 0.0,
+};
 
 #[test]
 fn one_slot_is_the_deployments_limit_and_not_the_clients() {
@@ -479,8 +483,12 @@ fn a_shared_device_gives_no_speedup_and_the_client_that_overlapped_is_parallel()
         r.shared_device_with = vec![1];
     }
     b.instance = 1;
-    let gpu =
-        DeviceSharing { batch_penalty: 0.0, cross_process_efficiency: 0.78, cross_process_attention_efficiency: None };
+    let gpu = DeviceSharing {
+        batch_penalty: 0.0,
+        cross_process_efficiency: 0.78,
+        cross_process_attention_efficiency: None,
+        attention_batch_penalty: 0.0,
+    };
     let r = judge(&on(&[gpu], 1, vec![a, b]), &JudgeOptions::new());
     assert_eq!(r.verdict, Verdict::Parallel, "{r}");
     assert!(close(r.time.allowed_s, 0.1 / 0.39), "{r}");

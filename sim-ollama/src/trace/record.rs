@@ -404,6 +404,13 @@ pub struct DeviceSharing {
     /// their attention hardly at all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cross_process_attention_efficiency: Option<f64>,
+    /// How much dearer each stream's attention is per other stream of its batch: the attention
+    /// part of a step is `X (1 + attention_batch_penalty (n - 1))`. 0 on the simulator's devices;
+    /// a twin's tolerance moves it (harness `calibrate::Tolerance`: the four-slot CPU server's
+    /// four streams after 2,441 tokens of context kept 0.24-0.26 of their solo speed where
+    /// attention as dear as alone gives 0.27).
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub attention_batch_penalty: f64,
 }
 
 impl DeviceSharing {
@@ -434,7 +441,9 @@ impl DeviceSharing {
     pub fn stream_speed(&self, n: usize, m: usize, own: f64, total: f64) -> f64 {
         let clean = |x: f64| if x.is_finite() { x.max(0.0) } else { 0.0 };
         let (own, total) = (clean(own), clean(total));
-        let (weights, attention) = (1.0 + self.batch_penalty * n.saturating_sub(1) as f64, total.max(own));
+        let extra = n.saturating_sub(1) as f64;
+        let (weights, attention) =
+            (1.0 + self.batch_penalty * extra, total.max(own) * (1.0 + self.attention_batch_penalty * extra));
         let e = self.cross_process_efficiency;
         match self.cross_process_attention_efficiency {
             Some(e_attention) if m > 1 => (1.0 + own) / (m as f64 * (weights / e + attention / e_attention)),
