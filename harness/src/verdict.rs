@@ -113,8 +113,7 @@ pub(crate) fn twin_deployment(
         }
         judge_trace(&moved, origin, agents, None).deployment.share.unwrap_or(f64::NAN)
     };
-    let slow = share_at(&tolerance.slow).min(share_at(&tolerance.slow_attention));
-    sim_ollama::judge::deployment_within_tolerance(rep, (slow, share_at(&tolerance.fast)))
+    sim_ollama::judge::deployment_within_tolerance(rep, (tolerance.slow_share(share_at), share_at(&tolerance.fast)))
 }
 
 /// The judge's report on a simulated run: each agent's calls matched to its requests, and how

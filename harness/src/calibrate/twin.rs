@@ -786,6 +786,14 @@ pub fn tolerance(file: &ConfigFile) -> Option<Tolerance> {
     })
 }
 
+impl Tolerance {
+    /// A run's share of an ideal server's saving at the slow end: the lower of the shares the
+    /// two readings of the slower speeds give (`share_at` replays the run with devices so).
+    pub fn slow_share(&self, share_at: impl Fn(&[DeviceSharing]) -> f64) -> f64 {
+        share_at(&self.slow).min(share_at(&self.slow_attention))
+    }
+}
+
 /// An answer's length where a call sets no `num_predict` (and the most a call that sets one
 /// gets), from how the calibration's answers ended ([`super::figures::Answers`]), with the words that say so.
 /// A model that ended none of them on its own (the real tiny model never does) runs on until
@@ -1220,6 +1228,14 @@ mod tests {
         assert!(attention.speed(4, 1, 3.0 * x) < 0.95 * slow.speed(4, 1, 3.0 * x), "{tol:?}");
         // The fast end is one reading only, as before.
         assert_eq!(tol.fast[0].attention_batch_penalty, 0.0);
+        // A run's slow end is the slower reading's, whichever it is: here a share that falls
+        // with the batching part (the first reading's is the lower), then one that falls with
+        // the attention's (the second's).
+        let by_batching = |ends: &[DeviceSharing]| 0.3 - ends[0].batch_penalty;
+        let by_attention = |ends: &[DeviceSharing]| 0.3 - ends[0].attention_batch_penalty;
+        assert_eq!(tol.slow_share(by_batching), by_batching(&tol.slow));
+        assert_eq!(tol.slow_share(by_attention), by_attention(&tol.slow_attention));
+        assert!(by_batching(&tol.slow) < 0.3 && by_attention(&tol.slow_attention) < 0.3, "{tol:?}");
     }
 
     #[test]
