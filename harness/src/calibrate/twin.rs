@@ -721,9 +721,10 @@ pub struct Tolerance {
 /// The twin's [`Tolerance`]: each figure its batching and sharing were fitted from (each
 /// stream's speed beside k-1 others, each shared device's servers' speeds beside each other)
 /// moved by 15 % of it (at least 0.05), the move [`check`] allows a figure whose samples
-/// agree, and fitted again. On this machine's CPU servers the four-slot server's speed beside
-/// three others moved 10 % between calibrations minutes apart, and a live speedup 1.08x in one
-/// session, 1.16x in another. `None` for a configuration that is not a twin, or one of servers
+/// agree, and fitted again, the slower speeds read two ways ([`Tolerance::slow_attention`]).
+/// On this machine's CPU servers the four-slot server's speed beside three others moved 10 %
+/// between calibrations minutes apart, and a live speedup 1.08x in one session, 1.16x in
+/// another. `None` for a configuration that is not a twin, or one of servers
 /// that each ran one call at a time alone on a device (nothing to move).
 pub fn tolerance(file: &ConfigFile) -> Option<Tolerance> {
     let cal = calibration_of(file).ok()?;
@@ -747,11 +748,11 @@ pub fn tolerance(file: &ConfigFile) -> Option<Tolerance> {
             fit_batch_penalty_unbounded(&moved(1.0), attention)?.max(-0.5 / (most - 1.0)),
         )
     };
+    // The slower speeds read the other way: the batching part as fitted, attention dearer.
+    let q_slow = fit_attention_batch_penalty(&moved(-1.0), attention, first.batch_penalty).unwrap_or(0.0);
     // Sharing moves only on shared devices; servers on devices of their own stay so. The
     // groups are the twin's devices in order (as `twin` wrote them); a file whose devices
     // are not (edited by hand) keeps its own figures.
-    // The slower speeds read the other way: the batching part as fitted, attention dearer.
-    let q_slow = fit_attention_batch_penalty(&moved(-1.0), attention, first.batch_penalty).unwrap_or(0.0);
     let (groups, _) = device_groups(&cal);
     let end = |penalty: f64, q: f64, (e, e_attention): (f64, Option<f64>)| DeviceSharing {
         batch_penalty: penalty,
@@ -1198,10 +1199,10 @@ mod tests {
         // Streams with attention x = 3.2 (0.5 ms + 0.4 ms per 1,000 tokens, their mean context
         // 4,000 tokens) beside 1, 2 and 3 others at what p = 0 gives; the slow end moves each
         // 15 % slower, read once as the batching part (slow) and once as attention dearer per
-        // stream (slow_attention, p as fitted): both give the moved speeds within 12 % (least
-        // squares of one figure over three k of a uniform move) at the
-        // calibration's context; at three times it, where attention is most of a step, the
-        // attention reading is the slower.
+        // stream (slow_attention, p as fitted): both give the moved speeds within 12 % at the
+        // calibration's context (least squares of one figure over three k of a uniform move);
+        // at three times it, where attention is most of a step, the attention reading is the
+        // slower.
         let mut cal = measured();
         cal.decode_line = Some((0.5, 0.0004));
         cal.batch_context = Some(4000.0);
