@@ -298,11 +298,14 @@ pub fn fit_batch_penalty(rel: &[(usize, f64)], attention: f64) -> Option<f64> {
 /// tolerance, which must reach the speeds it moves the measurements to.
 pub(crate) fn fit_batch_penalty_unbounded(rel: &[(usize, f64)], attention: f64) -> Option<f64> {
     let x = attention.max(0.0);
-    let pts: Vec<(f64, f64)> = rel
-        .iter()
-        .filter(|(k, s)| *k >= 2 && *s > 0.0)
-        .map(|&(k, s)| ((k - 1) as f64, (1.0 + x) / s - 1.0 - k as f64 * x))
-        .collect();
+    slope_through_origin(rel, |k, s| ((k - 1.0), (1.0 + x) / s - 1.0 - k * x))
+}
+
+/// The least-squares `b` of `y = b a` over each k-stream speed's point `(a, y) = point(k, speed)`
+/// (k >= 2, speeds above zero); `None` where every `a` is 0.
+fn slope_through_origin(rel: &[(usize, f64)], point: impl Fn(f64, f64) -> (f64, f64)) -> Option<f64> {
+    let pts: Vec<(f64, f64)> =
+        rel.iter().filter(|(k, s)| *k >= 2 && *s > 0.0).map(|&(k, s)| point(k as f64, s)).collect();
     let sxx: f64 = pts.iter().map(|p| p.0 * p.0).sum();
     (sxx > 0.0).then(|| pts.iter().map(|p| p.0 * p.1).sum::<f64>() / sxx)
 }
@@ -315,16 +318,8 @@ pub(crate) fn fit_batch_penalty_unbounded(rel: &[(usize, f64)], attention: f64) 
 /// tolerance takes the slower of the two: [`super::twin::tolerance`]).
 pub(crate) fn fit_attention_batch_penalty(rel: &[(usize, f64)], attention: f64, p: f64) -> Option<f64> {
     let x = attention.max(0.0);
-    let pts: Vec<(f64, f64)> = rel
-        .iter()
-        .filter(|(k, s)| *k >= 2 && *s > 0.0)
-        .map(|&(k, s)| {
-            let k = k as f64;
-            (k * x * (k - 1.0), (1.0 + x) / s - 1.0 - p * (k - 1.0) - k * x)
-        })
-        .collect();
-    let sxx: f64 = pts.iter().map(|p| p.0 * p.0).sum();
-    (sxx > 0.0).then(|| (pts.iter().map(|p| p.0 * p.1).sum::<f64>() / sxx).max(0.0))
+    slope_through_origin(rel, |k, s| (k * x * (k - 1.0), (1.0 + x) / s - 1.0 - p * (k - 1.0) - k * x))
+        .map(|q| q.max(0.0))
 }
 
 /// Whether servers that slowed each other to `together` of their solo speed share a device,

@@ -748,7 +748,8 @@ pub fn tolerance(file: &ConfigFile) -> Option<Tolerance> {
             fit_batch_penalty_unbounded(&moved(1.0), attention)?.max(-0.5 / (most - 1.0)),
         )
     };
-    // The slower speeds read the other way: the batching part as fitted, attention dearer.
+    // The slower speeds read the other way: the batching part as fitted, attention dearer
+    // (0 without batch figures or attention: nothing to fit).
     let q_slow = fit_attention_batch_penalty(&moved(-1.0), attention, first.batch_penalty).unwrap_or(0.0);
     // Sharing moves only on shared devices; servers on devices of their own stay so. The
     // groups are the twin's devices in order (as `twin` wrote them); a file whose devices
@@ -775,8 +776,7 @@ pub fn tolerance(file: &ConfigFile) -> Option<Tolerance> {
                     (kept, kept)
                 }
             };
-            let q = if cal.batch.is_empty() { 0.0 } else { q_slow };
-            [end(p_slow, 0.0, slow), end(d.batch_penalty, q, slow), end(p_fast, 0.0, fast)]
+            [end(p_slow, 0.0, slow), end(first.batch_penalty, q_slow, slow), end(p_fast, 0.0, fast)]
         })
         .collect();
     let sharing_moves = ends.iter().any(|[s, _, f]| s.cross_process_efficiency != f.cross_process_efficiency);

@@ -82,9 +82,21 @@ fn fail(path: &str, msg: impl std::fmt::Display) -> Built {
 fn known_format(m: &Map<String, Value>, path: &str) -> Result<bool, String> {
     match m.get("format") {
         None => Ok(false),
-        Some(Value::String(f)) => Ok(matches!(f.as_str(), "date" | "time" | "date-time" | "uuid")
-            || (f.len() == 5 && f.starts_with("uuid") && (b'1'..=b'5').contains(&f.as_bytes()[4]))),
+        Some(Value::String(f)) => Ok(grammar_format(f).is_some()),
         Some(_) => Err(at(path, "format must be a string")),
+    }
+}
+
+/// The string format llama.cpp's grammar writes a rule of its own for (`get_format`): `date`,
+/// `time`, `date-time`, and `uuid` (also `uuid1` to `uuid5`); `None` for any other, which the
+/// grammar leaves a plain string.
+pub(crate) fn grammar_format(f: &str) -> Option<&'static str> {
+    match f {
+        "date" => Some("date"),
+        "time" => Some("time"),
+        "date-time" => Some("date-time"),
+        "uuid" | "uuid1" | "uuid2" | "uuid3" | "uuid4" | "uuid5" => Some("uuid"),
+        _ => None,
     }
 }
 

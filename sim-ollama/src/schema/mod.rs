@@ -243,7 +243,9 @@ impl Synth<'_> {
         let min = (s.get("minLength").and_then(Value::as_u64).unwrap_or(0) as usize).min(MAX_CHARS);
         let max = s.get("maxLength").and_then(Value::as_u64).map(|m| m as usize);
         let format = s.get("format").and_then(Value::as_str);
-        let text = match format.map(|f| if f.starts_with("uuid") && f.len() == 5 { "uuid" } else { f }) {
+        // A format the grammar has a rule for is written by it, lengths aside.
+        let ruled = format.and_then(crate::grammar::grammar_format);
+        let text = match ruled.or(format) {
             Some("date") => format!("2026-{:02}-{:02}", self.rng.random_range(1..=12), self.rng.random_range(1..=28)),
             Some("time") => {
                 format!(
@@ -283,7 +285,7 @@ impl Synth<'_> {
             Some("duration") => format!("PT{}M", self.rng.random_range(1..120)),
             _ => self.words_text(self.words),
         };
-        if matches!(format, Some("date" | "time" | "date-time" | "uuid")) {
+        if ruled.is_some() {
             return Value::String(text);
         }
         let mut chars: Vec<char> = text.chars().collect();
