@@ -298,7 +298,7 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     // The other reading the run allows: the agents' local work done one at a time, each gap's
     // own work beginning only after the last request another agent sent inside it.
     let as_linked = |local: Vec<u64>| reading::Chained { after: links.after.clone(), local };
-    let one_at_a_time = (!program).then(|| basis.read(as_linked(gaps::one_at_a_time(&reqs, &links))));
+    let one_at_a_time = (!program).then(|| basis.read(as_linked(gaps::one_at_a_time(&reqs, &links, tolerance_us))));
     // And, where agents' first calls went out right after other agents' answers, the reading
     // that takes each for a hand-off (its task came from that answer): the most generous one.
     let handed_off = (!program && links.follows.iter().any(Option::is_some))

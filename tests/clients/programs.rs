@@ -482,6 +482,25 @@ fn python_tools_that_hold_the_event_loop_are_caught_between_calls() {
     }
 }
 
+/// Second calls taken one at a time after first calls made together, nothing passed between
+/// agents (found by a test with programs the suite had not seen): behind an asyncio.Lock
+/// already held by another agent's call when an agent's own answer came, or awaited agent by
+/// agent in a loop after an `asyncio.gather` of the first calls. The waits ended right after
+/// other agents' calls, but not right after each agent's own answer, so read as each agent's
+/// own work they made the run look parallel (100 % saved, no probe run asked for). Read as
+/// waits, they are for a probe run to settle: never parallel.
+#[test]
+fn python_second_calls_queued_behind_other_agents_calls_are_never_parallel() {
+    let (py, script) = (python(), fixture("python_gaps.py"));
+    let runs = ["lock-call:labelled", "loop"];
+    for (run, j) in runs.iter().zip(judged_over_http_two_at_a_time(&[&py, &script, "--judged"], &runs)) {
+        assert!(
+            matches!(j["verdict"].as_str(), Some("partly_serialized" | "serialized" | "inconclusive")),
+            "{run}: {j}"
+        );
+    }
+}
+
 /// Their correct twins: asyncio.to_thread, tools of 0.1, 0.3 and 0.6 s, agents running 1, 2
 /// and 3 tool rounds, a pipeline whose reviewer starts from the writer's draft (a dependency
 /// by data), a leader handing each member a few words of its answer as its task (a

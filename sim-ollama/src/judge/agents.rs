@@ -162,7 +162,7 @@ pub(super) fn links(reqs: &[Req<'_>], tolerance_us: u64) -> Links {
                 // Waiting for an answer it carries is the data flow, not a hand-off.
                 gap
             } else {
-                match handoff_chain(reqs, &by_end, g, end_p, start_i, tolerance_us) {
+                match handoff_chain(reqs, &by_end, g, end_p, start_i, tolerance_us, Begun::After) {
                     Some(first_start) if gap > tolerance_us => {
                         handoff[i] = true;
                         first_start.saturating_sub(end_p).min(gap)
@@ -259,24 +259,47 @@ fn conversations(reqs: &[&RequestTrace]) -> Vec<usize> {
     conv
 }
 
+/// Where the first of the requests [`handoff_chain`] finds may have begun.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Begun {
+    /// Right after the agent's answer (within the tolerance, either side): the lock or permit
+    /// was free when the agent came for it, so one run shows the wait.
+    After,
+    /// Any time before, as long as it was still running when the agent's answer came: the lock
+    /// was already held then. One run cannot tell that from the agent's own work that happened
+    /// to end as another agent's call did; it is a reading, for a probe run to settle
+    /// ([`super::gaps::one_at_a_time`]).
+    Running,
+}
+
 /// Whether agent `g` waited, between its answer at `end_p` and its next call at `start_i`,
 /// for other agents' requests that ran back to back: the last one ended right before `start_i`,
-/// each began right after the one before it ended, and the first began right after `end_p` (a
-/// lock or a permit passed from agent to agent). Returns when the first of them began. Anything
-/// less (a gap with no request ending right before the call, or an idle moment in the chain)
-/// is the agent's own local work.
-fn handoff_chain(reqs: &[Req<'_>], by_end: &[usize], g: usize, end_p: u64, start_i: u64, tol: u64) -> Option<u64> {
+/// each began right after the one before it ended, and the first began right after `end_p`
+/// (`Begun::After`: a lock or a permit passed from agent to agent) or was running at `end_p`
+/// (`Begun::Running`). Returns when the first of them began. Anything less (a gap with no
+/// request ending right before the call, or an idle moment in the chain) is the agent's own
+/// local work.
+pub(super) fn handoff_chain(
+    reqs: &[Req<'_>],
+    by_end: &[usize],
+    g: usize,
+    end_p: u64,
+    start_i: u64,
+    tol: u64,
+    begun: Begun,
+) -> Option<u64> {
     let mut cursor = start_i;
     for _ in 0..reqs.len() {
-        // Requests of other agents that ended just before the cursor, after `end_p`, and began
-        // no earlier than right around `end_p`; the earliest-starting one covers the most.
+        // Requests of other agents that ended just before the cursor, after `end_p`, and (but
+        // where `Begun::Running`) began no earlier than right around `end_p`; the
+        // earliest-starting one covers the most.
         // `by_end` is sorted by end, so only the window [cursor - tol, cursor] is looked at.
         let lo = by_end.partition_point(|&k| reqs[k].end < cursor.saturating_sub(tol).max(end_p + 1));
         let hi = by_end.partition_point(|&k| reqs[k].end <= cursor);
         let k = by_end[lo..hi.max(lo)]
             .iter()
             .map(|&k| &reqs[k])
-            .filter(|q| q.group != g && q.start + tol >= end_p)
+            .filter(|q| q.group != g && (begun == Begun::Running || q.start + tol >= end_p))
             .min_by_key(|q| q.start)?;
         if k.start <= end_p + tol {
             return Some(k.start);

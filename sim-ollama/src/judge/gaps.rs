@@ -14,7 +14,7 @@
 //! the run both ways; where the two readings disagree on the verdict, only a probe run (the
 //! simulator changing when answers arrive, `crate::probe`) can settle it (`probed.rs`).
 
-use super::agents::Links;
+use super::agents::{Begun, Links, handoff_chain};
 use super::decision::Verdict;
 use super::figures::{pct, plural, secs};
 use super::input::Req;
@@ -39,8 +39,14 @@ pub const LOCAL_WORK_FLOOR_US: u64 = 150_000;
 /// all together, no more work than the time they span (a blocked executor can also hold every
 /// agent's next call until the last tool is done, so that they all go out together, as
 /// LangGraph's tool node on one event loop does). Never more than the gap as measured,
-/// hand-offs aside; gaps under the floor are left as they are.
-pub(super) fn one_at_a_time(reqs: &[Req<'_>], links: &Links) -> Vec<u64> {
+/// hand-offs aside; gaps under the floor are left as they are. And a gap that closed right
+/// after a run of other agents' calls, back to back, the first of them already running when
+/// the agent's answer came, holds no work at all: the agent may have waited for those calls
+/// (a lock or a permit around them, or a loop awaiting agents in turn: the lock held before the
+/// agent came for it, which `agents::links` does not take for a wait on one run's word).
+pub(super) fn one_at_a_time(reqs: &[Req<'_>], links: &Links, tolerance_us: u64) -> Vec<u64> {
+    let mut by_end: Vec<usize> = (0..reqs.len()).collect();
+    by_end.sort_by_key(|&k| reqs[k].end);
     let starts: Vec<u64> = reqs.iter().map(|q| q.start).collect();
     let mut own: Vec<u64> = (0..reqs.len())
         .map(|i| {
@@ -53,7 +59,11 @@ pub(super) fn one_at_a_time(reqs: &[Req<'_>], links: &Links) -> Vec<u64> {
                 .rev()
                 .find(|&k| reqs[k].group != reqs[i].group && k != i && links.local[k] >= LOCAL_WORK_FLOOR_US)
                 .map_or(a, |k| reqs[k].start);
-            links.local[i].min(b - last_other.max(a))
+            let own = links.local[i].min(b - last_other.max(a));
+            let waited = (reqs[p].group == reqs[i].group && b - a > tolerance_us)
+                .then(|| handoff_chain(reqs, &by_end, reqs[i].group, a, b, tolerance_us, Begun::Running))
+                .flatten();
+            waited.map_or(own, |first| own.min(first.saturating_sub(a)))
         })
         .collect();
     // Clusters of overlapping gaps (of the floor or more): their own work fits in their span.

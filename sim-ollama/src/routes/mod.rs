@@ -45,6 +45,7 @@ pub(crate) fn app(state: AppState) -> Router {
     Router::new()
         .route("/", get(models::root))
         .route("/api/version", get(models::version))
+        .route("/api/status", get(models::status))
         .route("/api/tags", get(models::tags))
         .route("/api/ps", get(models::ps))
         .route("/api/show", post(models::show))
@@ -93,6 +94,7 @@ pub(crate) fn app(state: AppState) -> Router {
 /// Paths that exist, for the trailing-slash redirect.
 const KNOWN_PATHS: &[&str] = &[
     "/api/version",
+    "/api/status",
     "/api/tags",
     "/api/ps",
     "/api/show",

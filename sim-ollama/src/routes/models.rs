@@ -33,6 +33,13 @@ pub(crate) async fn version(State(s): State<AppState>) -> Response {
     json_response(StatusCode::OK, &Version { version: &s.shared.cfg.version })
 }
 
+/// `GET /api/status`: whether the server may reach ollama.com's cloud models. The real answer
+/// on a server started without `OLLAMA_NO_CLOUD` (server/routes.go v0.33.0-rc2 2146,
+/// internal/cloud/policy.go 11), which the simulator, with no cloud behind it, says as well.
+pub(crate) async fn status() -> Response {
+    json_response(StatusCode::OK, &serde_json::json!({"cloud": {"disabled": false, "source": "none"}}))
+}
+
 #[derive(Serialize)]
 pub(crate) struct Details<'a> {
     parent_model: &'a str,

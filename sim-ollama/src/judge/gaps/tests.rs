@@ -1,6 +1,9 @@
 //! The gaps between calls (issue 36) on constructed traces: the two readings of one run, a
 //! probe run beside it, and local work given by the program. Figures by hand in each comment;
 //! times in ms, three labelled agents a, b, c whose calls take 100 ms (their solo cost).
+//!
+//! Over 600 lines: each test is a trace built by hand beside the figures it must give, one
+//! reading of the gaps per test; split further, the readings would be read apart.
 
 use crate::judge::testkit::{MS, call, held, one_executor, probe_run, together, trace};
 use crate::judge::*;
@@ -286,6 +289,32 @@ fn local_work_the_program_gives_settles_the_gaps_without_a_probe() {
     let r = judge(&trace(together([300, 300, 300], 1, 0)), &JudgeOptions::new().known_local_work(known));
     assert_eq!(r.verdict, Verdict::Parallel, "{r}");
     assert!(r.gaps.as_ref().is_some_and(|g| g.waits.is_empty()));
+}
+
+#[test]
+fn second_calls_behind_a_lock_already_held_when_the_answers_came_are_not_parallel_on_one_run() {
+    // Four agents' first calls together, of 100, 140, 180 and 220 ms; each second call (100 ms)
+    // under one lock, in the order the first answers came: a's at 101-201, b's at 202-302, c's
+    // at 303-403, d's at 404-504 (fixtures/clients/python_gaps.py lock-call: an asyncio.Lock
+    // around each agent's second call). b and c came for the lock while a's call held it (from
+    // 101, before their answers at 140 and 180): one run does not show that wait as the lock
+    // passed from agent to agent (d's does: b's call began at 202, right after d's answer).
+    // Read as their own work (b 62, c 123, d 0): ideal 403 (c), one at a time 1040 + 186,
+    // took 504, saving (1226 - 504) / (1226 - 403) = 88 %: parallel. Read as waits for the
+    // calls back to back before them, the first running when their answers came (b, c 0):
+    // ideal 320 (d), one at a time 1041, saving (1041 - 504) / (1041 - 320) = 74 %: partly
+    // serialized. One run cannot tell: a probe.
+    let firsts = [(1, "a", 100), (2, "b", 140), (3, "c", 180), (4, "d", 220)];
+    let mut reqs: Vec<RequestTrace> =
+        firsts.iter().map(|&(id, agent, to)| RequestTrace { solo_us: to * MS, ..call(id, agent, 0, to) }).collect();
+    reqs.extend([(5, "a", 101), (6, "b", 202), (7, "c", 303), (8, "d", 404)].map(|(id, a, t)| call(id, a, t, t + 100)));
+    let r = judge(&trace(reqs), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert_eq!(r.cause, Cause::UnprobedGaps, "{r}");
+    assert!(r.needs_probe(), "{r}");
+    let g = r.gaps.as_ref().expect("gaps read");
+    assert!(close(g.one_at_a_time_local_s, 0.001), "a's 1 ms alone: {g:?}");
+    assert_eq!(g.one_at_a_time_verdict, Verdict::PartlySerialized, "{g:?}");
 }
 
 #[test]
