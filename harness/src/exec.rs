@@ -1,6 +1,8 @@
 //! `harness exec -- CMD ARGS...`: judge any program, in any language, from the server side.
-//! The simulator starts, the command runs with `OLLAMA_HOST` pointing at the first instance
-//! (and every instance's URL in `SIM_OLLAMA_URLS`), and when it ends the simulator's judge
+//! The simulator starts, the command runs with `OLLAMA_HOST`, `OPENAI_BASE_URL` (`.../v1`) and
+//! `ANTHROPIC_BASE_URL` pointing at the first instance (every instance's URL in
+//! `SIM_OLLAMA_URLS`; `OPENAI_API_KEY` and `ANTHROPIC_API_KEY` set where unset, as the SDKs
+//! insist on one: the pytest fixture's environment), and when it ends the simulator's judge
 //! ([`sim_ollama::judge`]) reads the trace: requests per agent, how they overlapped, the time
 //! the program took against the time it could have taken, and a verdict with its reason. This
 //! module runs the command and shapes the output; it does no judging of its own.
@@ -354,12 +356,28 @@ fn program(plan: &ExecPlan) -> String {
 
 /// Starts the command against the simulator.
 fn spawn(sim: &sim_ollama::SimHandle, plan: &ExecPlan) -> Result<std::process::Child, ExecError> {
-    std::process::Command::new(program(plan))
-        .args(plan.command.iter().skip(1))
-        .env("OLLAMA_HOST", sim.url())
-        .env("SIM_OLLAMA_URLS", sim.urls().join(","))
-        .spawn()
-        .map_err(|e| ExecError::Spawn(program(plan), e))
+    let mut c = std::process::Command::new(program(plan));
+    c.args(plan.command.iter().skip(1)).envs(environment(sim.url(), &sim.urls(), |k| std::env::var_os(k)));
+    c.spawn().map_err(|e| ExecError::Spawn(program(plan), e))
+}
+
+/// What the command is given to reach the simulator, as the pytest fixture gives a test
+/// (python/src/sim_ollama/_sim.py `environment`): the native, OpenAI and Anthropic base URLs,
+/// every instance's URL, and an API key for each SDK where the caller's environment (`var`)
+/// has none or an empty one (the OpenAI and Anthropic SDKs refuse to start without one).
+fn environment(url: &str, urls: &[String], var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("OLLAMA_HOST".to_string(), url.to_string()),
+        ("OPENAI_BASE_URL".to_string(), format!("{url}/v1")),
+        ("ANTHROPIC_BASE_URL".to_string(), url.to_string()),
+        ("SIM_OLLAMA_URLS".to_string(), urls.join(",")),
+    ];
+    for key in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"] {
+        if var(key).is_none_or(|v| v.is_empty()) {
+            env.push((key.to_string(), "sim-ollama".to_string()));
+        }
+    }
+    env
 }
 
 /// Waits for a child at most `limit`; kills it and answers `None` past that.
@@ -422,4 +440,31 @@ pub fn render(o: &ExecOutcome) -> String {
         ));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::environment;
+    use std::ffi::OsString;
+
+    #[test]
+    fn the_command_gets_every_sdks_base_url_and_a_key_only_where_it_has_none() {
+        let urls = ["http://127.0.0.1:1".to_string(), "http://127.0.0.1:2".to_string()];
+        let none = environment(&urls[0], &urls, |_| None);
+        let get = |env: &[(String, String)], k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+        assert_eq!(get(&none, "OLLAMA_HOST").as_deref(), Some("http://127.0.0.1:1"));
+        assert_eq!(get(&none, "OPENAI_BASE_URL").as_deref(), Some("http://127.0.0.1:1/v1"));
+        assert_eq!(get(&none, "ANTHROPIC_BASE_URL").as_deref(), Some("http://127.0.0.1:1"));
+        assert_eq!(get(&none, "SIM_OLLAMA_URLS").as_deref(), Some("http://127.0.0.1:1,http://127.0.0.1:2"));
+        assert_eq!(get(&none, "OPENAI_API_KEY").as_deref(), Some("sim-ollama"));
+        assert_eq!(get(&none, "ANTHROPIC_API_KEY").as_deref(), Some("sim-ollama"));
+        // The caller's own key is kept (an empty one is none: the SDKs refuse it too).
+        let own = environment(&urls[0], &urls, |k| match k {
+            "OPENAI_API_KEY" => Some(OsString::from("sk-mine")),
+            "ANTHROPIC_API_KEY" => Some(OsString::new()),
+            _ => None,
+        });
+        assert_eq!(get(&own, "OPENAI_API_KEY"), None);
+        assert_eq!(get(&own, "ANTHROPIC_API_KEY").as_deref(), Some("sim-ollama"));
+    }
 }
