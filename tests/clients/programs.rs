@@ -470,34 +470,39 @@ fn node_asks_the_judge_over_http_and_the_gate_tells_correct_from_awaited() {
 /// ollama-python instead of one per run; 11.7 s of CPU as fifteen processes under `harness
 /// exec`); `harness exec`'s own probe and confirmation runs of this fixture are the permit's
 /// and the pause's tests below.
+///
+/// In the same processes, second calls taken one at a time after first calls made together,
+/// nothing passed between agents (found by a test with programs the suite had not seen):
+/// behind an asyncio.Lock already held by another agent's call when an agent's own answer came
+/// (`lock-call`), or awaited agent by agent in a loop after an `asyncio.gather` of the first
+/// calls (`loop`). The waits ended right after other agents' calls, but not right after each
+/// agent's own answer, so read as each agent's own work they made the run look parallel (100 %
+/// saved, no probe run asked for). Read as waits, they are for a probe run to settle: never
+/// parallel (the probe cannot tell a queue from a task handed on in a form it does not
+/// recognise, so `inconclusive` is as far as it goes).
 #[test]
 fn python_tools_that_hold_the_event_loop_are_caught_between_calls() {
     let (py, script) = (python(), fixture("python_gaps.py"));
-    let runs = ["blocking:labelled", "blocking", "cpu:labelled", "lock", "stream-blocking:labelled"];
+    let runs = [
+        "blocking:labelled",
+        "blocking",
+        "cpu:labelled",
+        "lock",
+        "stream-blocking:labelled",
+        "lock-call:labelled",
+        "loop",
+    ];
     for (run, j) in runs.iter().zip(judged_over_http_two_at_a_time(&[&py, &script, "--judged"], &runs)) {
+        if run.starts_with("lock-call") || run.starts_with("loop") {
+            let not_parallel =
+                matches!(j["verdict"].as_str(), Some("partly_serialized" | "serialized" | "inconclusive"));
+            assert!(not_parallel, "{run}: {j}");
+            continue;
+        }
         assert!(matches!(j["verdict"].as_str(), Some("partly_serialized" | "serialized")), "{run}: {j}");
         assert_eq!(j["cause"], "between_calls", "{run}: {j}");
         let words = j["reason"].as_str().unwrap_or_default();
         assert!(words.contains("waited") && words.contains("for other agents' work between their calls"), "{run}: {j}");
-    }
-}
-
-/// Second calls taken one at a time after first calls made together, nothing passed between
-/// agents (found by a test with programs the suite had not seen): behind an asyncio.Lock
-/// already held by another agent's call when an agent's own answer came, or awaited agent by
-/// agent in a loop after an `asyncio.gather` of the first calls. The waits ended right after
-/// other agents' calls, but not right after each agent's own answer, so read as each agent's
-/// own work they made the run look parallel (100 % saved, no probe run asked for). Read as
-/// waits, they are for a probe run to settle: never parallel.
-#[test]
-fn python_second_calls_queued_behind_other_agents_calls_are_never_parallel() {
-    let (py, script) = (python(), fixture("python_gaps.py"));
-    let runs = ["lock-call:labelled", "loop"];
-    for (run, j) in runs.iter().zip(judged_over_http_two_at_a_time(&[&py, &script, "--judged"], &runs)) {
-        assert!(
-            matches!(j["verdict"].as_str(), Some("partly_serialized" | "serialized" | "inconclusive")),
-            "{run}: {j}"
-        );
     }
 }
 
