@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs every program of fixtures/unseen under `harness exec` (ideal deployment, gemma3 and
+# llama3.2:1b loaded, any other model name answered as gemma3) and prints one line per program:
+# its answer (c*: parallel; b*: not parallel), the judge's verdict and cause, and whether the
+# verdict is wrong (a correct program not parallel, a buggy one parallel). Exit 1 when a buggy
+# program read parallel (the judge failed open).
+#
+#   bash scripts/unseen-programs.sh [OUT]   # OUT: a directory for each run's report (default: a temporary one)
+#
+# Needs the Python clients' venvs (`bash scripts/setup-clients.sh`, `bash scripts/setup-python-project.sh venv`),
+# node and go, and the harness built (`cargo build -p harness`). About 2 minutes.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-$(mktemp -d)}
+mkdir -p "$out"
+harness=target/debug/harness
+[ -x "$harness" ] || { echo "build the harness first: cargo build -p harness" >&2; exit 2; }
+command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
+go build -buildvcs=false -o "$out/c08_go_waitgroup" fixtures/unseen/c08_go_waitgroup.go 2>"$out/go-build.log" \
+  || { echo "the Go program did not build: $out/go-build.log" >&2; exit 2; }
+failed_open=0
+printf '%-36s %-12s %-34s %s\n' program answer verdict wrong
+# judge NAME CMD...: one program under harness exec, its line of the table.
+judge() {
+  local name=$1 verdict wrong="" answer
+  shift
+  "$harness" exec --preload gemma3 --preload llama3.2:1b --stand-in gemma3 --json "$out/$name.json" -- "$@" \
+    >"$out/$name.txt" 2>&1
+  verdict=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['report']; print(r['verdict'], r['cause'])" \
+    "$out/$name.json" 2>/dev/null || echo "no report")
+  case "$name" in
+    c*) answer=parallel; [[ "$verdict" == parallel* ]] || wrong="not parallel (cry of wolf?)" ;;
+    b*) answer="not parallel"; if [[ "$verdict" == parallel* ]]; then wrong="PARALLEL: failed open"; failed_open=1; fi ;;
+  esac
+  printf '%-36s %-12s %-34s %s\n' "$name" "$answer" "$verdict" "$wrong"
+}
+for f in fixtures/unseen/[bc][0-9]*; do
+  name=$(basename "$f")
+  case "$f" in
+    *.py) grep -q anthropic "$f" && py=target/pyclients/bin/python || py=target/pyproject/bin/python; judge "$name" "$py" "$f" ;;
+    *.mjs) judge "$name" node "$f" ;;
+    *.go) judge "$name" "$out/c08_go_waitgroup" ;;
+  esac
+done
+# The Go program's buggy twin: a sync.Mutex around each call.
+judge b11_go_mutex "$out/c08_go_waitgroup" mutex
+echo "reports in $out"
+exit $failed_open
