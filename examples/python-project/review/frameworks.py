@@ -1,9 +1,9 @@
 """The review team on five agent frameworks, unlabelled, each reviewer a tool-calling agent
 (it looks the change up with a tool, then answers): LangGraph's ReAct agent over ChatOllama,
 the OpenAI Agents SDK (Chat Completions and Responses models), pydantic-ai (a typed output
-with an enum and two patterns, as a JSON schema the server enforces and pydantic validates), AutoGen AgentChat over its Ollama client, and a tool
-loop of the reviewer's own over LiteLLM (`litellm.acompletion` with the `ollama_chat/`
-provider, Ollama's /api/chat).
+with an enum and two patterns, as a JSON schema the server enforces and pydantic validates),
+AutoGen AgentChat over its Ollama client, and a tool loop of the reviewer's own over LiteLLM
+(`litellm.acompletion` with the `ollama_chat/` provider, Ollama's /api/chat).
 
 `review(framework, together=True)` runs the three reviewers at once (asyncio.gather);
 `together=False` awaits each before the next, the bug. `tool="blocking"` gives the reviewers

@@ -321,7 +321,7 @@ impl Synth<'_> {
             if i > 0 {
                 out.push(' ');
             }
-            out.push_str(WORDS[self.rng.random_range(0..WORDS.len())]);
+            out.push_str(self.word());
         }
         out
     }
