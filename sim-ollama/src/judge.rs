@@ -299,10 +299,9 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
     // own work beginning only after the last request another agent sent inside it.
     let as_linked = |local: Vec<u64>| reading::Chained { after: links.after.clone(), local };
     let one_at_a_time = (!program).then(|| basis.read(as_linked(gaps::one_at_a_time(&reqs, &links, tolerance_us))));
-    // And, where agents' first calls went out right after other agents' answers, the reading
-    // that takes each for a hand-off (its task came from that answer): the most generous one.
-    let handed_off = (!program && links.follows.iter().any(Option::is_some))
-        .then(|| basis.read(gaps::with_handoffs(&reqs, &links, links.local.clone(), |_| true)));
+    // And, where agents' first calls went out late, the most generous reading: each right after
+    // another agent's answer a hand-off, each with none right before it the agent's start-up.
+    let handed_off = (!program && links.first_calls_in_question()).then(|| basis.read(gaps::generous(&reqs, &links)));
     // A probe run of the same program, when there is one: the gaps measured with the agents'
     // local work done one at a time by the simulator's holding answers back.
     let keys = agents::keys(&reqs, groups);
@@ -580,7 +579,7 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
                         gaps.status = GapsStatus::Unprobed;
                     }
                     let handoffs = (report.verdict != Verdict::Parallel).then_some(gaps.handoffs.as_slice());
-                    let (cause, reason) = gaps::unprobed(&report, low, low_verdict, handoffs);
+                    let (cause, reason) = gaps::unprobed(&report, low, low_verdict, handoffs, (&reqs, &links));
                     report.verdict = Verdict::Inconclusive;
                     report.cause = cause;
                     report.reason = format!("{}{reason}", gaps.reason);

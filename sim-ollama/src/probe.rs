@@ -38,6 +38,15 @@
 //! are never held. A held answer keeps its slot while it waits, as an answer read slowly
 //! does, but leaves its device's batch (its tokens are all out).
 //!
+//! An agent whose first call went out late in the first run, with no answer right before it,
+//! started late by its own doing (a timer, data loaded first, a library's first use) or
+//! waited for other agents' answers (agents run one after another). The plan names such
+//! agents ([`ProbePlan::starts`]), and the probe holds **every answer** from its first request
+//! until each of them has made its first call, or until the latest of their first run's
+//! times has passed (a quarter more, plus the tolerance): a first call that comes while every
+//! answer is held waited for none, and no other agent's local work between calls runs beside
+//! its start-up (every other agent is waiting for its first answer).
+//!
 //! A program whose agents the judge cannot tell apart (no labels, no conversations to chain)
 //! is probed **one answer at a time** ([`SerialPlan`]): every answer is held until the one out
 //! before it has been followed by its agent's next request, so each request that arrives is
@@ -97,6 +106,13 @@ pub struct ProbePlan {
     /// test whether another agent's first call depended on it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub delays: BTreeMap<String, BTreeMap<usize, Delay>>,
+    /// By agent key: agents whose first call went out late in the first run with no answer
+    /// right before it, each with how long after the run's first call it went out, µs. The
+    /// probe holds every answer from its first request until each of them has made its first
+    /// call, or until the latest of those times has passed (a quarter more, plus the
+    /// tolerance): one that comes while every answer is held waited for none of them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub starts: BTreeMap<String, u64>,
     /// A program whose agents the judge cannot tell apart: release its answers one at a time
     /// (see the module's words).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -226,8 +242,11 @@ struct State {
     twins: HashMap<String, VecDeque<usize>>,
     sent: Vec<bool>,
     /// One answer at a time: whether the program's start is over ([`START_US`] after its
-    /// latest request): until then every answer is held.
+    /// latest request); with late starters ([`ProbePlan::starts`]), whether they have all come
+    /// (or their time is up). Until then every answer is held.
     started: Started,
+    /// Late starters that have not made their first call yet.
+    starting: std::collections::BTreeSet<String>,
     /// Holding every answer: whether a call came while one was held, and how many were held
     /// to the end of their hold (see [`HOLD_ANSWERS`]).
     overtaken: bool,
@@ -300,7 +319,12 @@ impl Probe {
         *self.lock() = Some(State {
             twins,
             sent,
-            started: if plan.serial.is_some() { Started::NoRequestYet } else { Started::Over },
+            started: if plan.serial.is_some() || !plan.starts.is_empty() {
+                Started::NoRequestYet
+            } else {
+                Started::Over
+            },
+            starting: plan.starts.keys().cloned().collect(),
             plan,
             overtaken: false,
             held_through: 0,
@@ -367,11 +391,44 @@ impl Probe {
             }
             (None, None) => None,
         };
+        if !s.starting.is_empty() {
+            self.arrive_late(s, agent.as_deref());
+        }
         if agent.is_some() && s.open.as_ref().map(|o| &o.agent) == Some(&agent) {
             s.open = None;
             self.release_next(s);
         }
         Some(Ticket { probe: self.clone(), agent, one: None, after: None, first: false })
+    }
+
+    /// A request of a program with late starters ([`ProbePlan::starts`]): the first starts the
+    /// hold of every answer (until the latest starter's time is up), and the last starter's
+    /// first call ends it.
+    fn arrive_late(&self, s: &mut State, agent: Option<&str>) {
+        if s.started == Started::NoRequestYet {
+            let began = Instant::now();
+            s.started = Started::Starting(began);
+            let latest = s.plan.starts.values().copied().max().unwrap_or(0);
+            let until = Duration::from_micros(s.plan.expiry_us(latest));
+            let probe = self.clone();
+            s.rt.spawn(async move {
+                tokio::time::sleep(until).await;
+                let mut guard = probe.lock();
+                // This probe run's start still on (not a later run's): time is up.
+                if let Some(s) = guard.as_mut().filter(|s| s.started == Started::Starting(began)) {
+                    s.starting.clear();
+                    s.started = Started::Over;
+                    probe.release_next(s);
+                }
+            });
+        }
+        if let Some(a) = agent {
+            s.starting.remove(a);
+        }
+        if s.starting.is_empty() && s.started != Started::Over {
+            s.started = Started::Over;
+            self.release_next(s);
+        }
     }
 
     /// A request of a program probed one answer at a time: it follows the answer that is out,

@@ -484,3 +484,53 @@ fn a_probe_run_one_answer_at_a_time_waits_for_a_slow_launcher_and_shows_a_pool()
         }
     }
 }
+
+/// Agents a and b make two calls each at once; `late` makes two calls 300 ms after the program
+/// began (on its own timer), or 300 ms after a and b are done (agents run one after another).
+fn late_agent(addr: SocketAddr, after_the_others: bool) {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        for agent in ["a", "b"] {
+            let tx = tx.clone();
+            s.spawn(move || {
+                call(addr, Some(agent), 1);
+                call(addr, Some(agent), 2);
+                let _ = tx.send(());
+            });
+        }
+        s.spawn(move || {
+            if after_the_others {
+                rx.iter().take(2).for_each(drop);
+            }
+            std::thread::sleep(Duration::from_millis(300));
+            call(addr, Some("late"), 1);
+            call(addr, Some("late"), 2);
+        });
+    });
+}
+
+#[test]
+fn a_probe_run_holds_every_answer_until_an_agent_that_started_late_comes_and_tells_its_start_up_from_waiting() {
+    for (after_the_others, verdict) in [(false, Verdict::Parallel), (true, Verdict::Serialized)] {
+        let sim = sim();
+        let (opts, probe) = run_and_probe(&sim, || late_agent(sim.addrs()[0], after_the_others));
+        let r = sim.judge(&opts);
+        assert_eq!(r.verdict, verdict, "{r}");
+        let g = r.gaps.as_ref().expect("gaps read");
+        assert_eq!(g.status, GapsStatus::Probed, "{r}");
+        assert_eq!(g.reason.contains("late's first call went out"), !after_the_others, "{}", g.reason);
+        // The probe held a's and b's first answers until late came (about 300 ms less their
+        // ~45 ms calls), or until late's time in the first run was up (a quarter more, plus
+        // the tolerance: about 0.5 s); never longer than the first run's 0.4 s or so a quarter
+        // more and a loaded machine's 0.3 s.
+        let t = sim.trace();
+        let first_held: Vec<u64> = t
+            .requests
+            .iter()
+            .filter(|q| q.id >= probe && q.agent_label.as_deref() != Some("late"))
+            .take(2)
+            .map(|q| q.held_us)
+            .collect();
+        assert!(first_held.iter().all(|&h| (200_000..1_100_000).contains(&h)), "{first_held:?}");
+    }
+}

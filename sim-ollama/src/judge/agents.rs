@@ -87,8 +87,22 @@ pub(super) struct Links {
     /// [`HANDOFF_WINDOW_US`], not with the run's first calls): that answer, which may have
     /// handed it its task (a hand-off the prompt does not show) or not. A probe run tells.
     pub(super) follows: Vec<Option<usize>>,
+    /// An agent's first call made later than the run's first calls with no answer right
+    /// before it (beyond [`HANDOFF_WINDOW_US`]) and none carried: how long after the run's
+    /// first call it went out, µs (0 for every other call). Its agent's own start-up (a timer,
+    /// data loaded first, a library's first use) or a wait for other agents' answers (agents
+    /// run one after another); a probe run holding every answer until it comes tells which.
+    pub(super) late: Vec<u64>,
     /// Calls whose prompts carried other calls' answers.
     pub(super) carried: usize,
+}
+
+impl Links {
+    /// Whether some agent's first call went out late: right after another agent's answer
+    /// (`follows`), or with none right before it (`late`). A probe run tells what held it.
+    pub(super) fn first_calls_in_question(&self) -> bool {
+        self.follows.iter().zip(&self.late).any(|(f, &late)| f.is_some() || late > 0)
+    }
 }
 
 /// How soon after another agent's answer an agent's first call must go out to be taken for a
@@ -115,6 +129,7 @@ pub(super) fn links(reqs: &[Req<'_>], tolerance_us: u64) -> Links {
     let mut after: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut from: Vec<Option<usize>> = vec![None; n];
     let mut follows: Vec<Option<usize>> = vec![None; n];
+    let mut late = vec![0u64; n];
     let t0 = reqs.first().map_or(0, |q| q.start);
     let mut carried = 0usize;
     for i in 0..n {
@@ -152,7 +167,8 @@ pub(super) fn links(reqs: &[Req<'_>], tolerance_us: u64) -> Links {
                     local[i] = start_i - reqs[j].end;
                     carried += 1;
                 }
-                other => follows[i] = other,
+                Some(j) => follows[i] = Some(j),
+                None => late[i] = start_i - t0,
             }
         }
         if let Some(p) = last {
@@ -172,7 +188,7 @@ pub(super) fn links(reqs: &[Req<'_>], tolerance_us: u64) -> Links {
             };
         }
     }
-    Links { local, handoff, after, from, follows, carried }
+    Links { local, handoff, after, from, follows, late, carried }
 }
 
 /// For each call, when it was first sent, where it was sent again after the server refused it

@@ -113,6 +113,14 @@ pub(super) fn with_handoffs(reqs: &[Req<'_>], links: &Links, local: Vec<u64>, ta
     Chained { after, local }
 }
 
+/// The most generous reading of the gaps: every first call that went out right after another
+/// agent's answer taken for a hand-off, and every one that went out late with none right before
+/// it for its agent's own start-up (`Links::late` as the local work before it).
+pub(super) fn generous(reqs: &[Req<'_>], links: &Links) -> Chained {
+    let own: Vec<u64> = links.local.iter().zip(&links.late).map(|(&gap, &late)| gap.max(late)).collect();
+    with_handoffs(reqs, links, own, |_| true)
+}
+
 /// Waiting for a limit of the client's own inside the gaps between an agent's calls: a thread
 /// pool, a semaphore or a connection pool smaller than the agents. Where the program never had
 /// more than `k` calls in flight, fewer than its agents, an agent's next call that went out
@@ -247,8 +255,35 @@ pub(super) fn unprobed(
     low: &Reading,
     low_verdict: Verdict,
     handoffs: Option<&[HandOff]>,
+    (reqs, links): (&[Req<'_>], &Links),
 ) -> (Cause, String) {
     let t = &rep.time;
+    let handoffs = handoffs.filter(|h| !h.is_empty());
+    let late: Vec<(&str, f64)> = (0..reqs.len())
+        .filter(|&i| links.late[i] > 0)
+        .map(|i| (rep.agents.get(reqs[i].group).map_or("an agent", |a| a.agent.as_str()), secs(links.late[i])))
+        .collect();
+    if let (None, Some(&(agent, lead_s)), Verdict::PartlySerialized | Verdict::Serialized) =
+        (handoffs, late.first(), rep.verdict)
+    {
+        // The measured reading is short of parallel; with the late first calls as their agents'
+        // own start-up it is parallel.
+        let who = match late.len() {
+            1 => format!(
+                "{agent}'s first call went out {lead_s:.2} s after the run's first, with no answer right before it"
+            ),
+            k => format!(
+                "{k} agents' first calls went out late ({agent}'s {lead_s:.2} s after the run's first), with no answer right before them"
+            ),
+        };
+        return (
+            Cause::UnprobedGaps,
+            format!(
+                "the agents' calls overlapped, but {who}: if that was the agent's own start-up (a timer, data loaded first, a library's first use) the program is parallel; if it waited for other agents' answers (agents run one after another), it is {}. One run cannot tell these apart; a probe run can (harness exec probes by default; over HTTP, POST /sim/probe and run the program again)",
+                rep.verdict.as_str().replace('_', " "),
+            ),
+        );
+    }
     if let Some(h) = handoffs {
         // The measured reading is short of parallel; taken as hand-offs, the first calls that
         // went out right after other agents' answers make it parallel.

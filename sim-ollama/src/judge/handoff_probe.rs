@@ -2,10 +2,12 @@
 //! another agent's answer was handed its task by it, or held back by something that answer's end
 //! freed (a permit, a lock, a pool slot). The probe holds such answers back, each until after its
 //! *rival* is out ([`rivals`]); the comparison reads whether each call still went out right after
-//! an answer it could have followed, or right after another ([`tested`]). The rest of the probe's
-//! reading is `probed.rs`.
+//! an answer it could have followed, or right after another ([`tested`]). And first calls that
+//! went out late waiting for no answer: their agents' own start-up ([`started_free`]). The rest
+//! of the probe's reading is `probed.rs`.
 
-use super::agents::{HANDOFF_WINDOW_US, WAKE_US};
+use super::agents::{HANDOFF_WINDOW_US, Links, WAKE_US};
+use super::figures::plural;
 use super::input::Req;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -132,4 +134,57 @@ pub(super) fn tested(
         None => twins.iter().any(|&k| held(&probe[k])).then_some(false),
     };
     (depended, depended == Some(false) && last.is_some())
+}
+
+/// The first calls of the run judged that went out late and waited for no answer, each with
+/// its agent's own start-up before it, µs: the least of how long after each run's first call
+/// it went out. Late with no answer right before it ([`Links::late`]), its twin in the probe
+/// run went out with no answer yet ended (every answer held until it came); late right after
+/// an answer, the probe showed it did not depend on it ([`tested`]) and did not go
+/// out right after another instead (a permit any answer frees). (The caller keeps those later
+/// than the tolerance: a start-up shorter than that is the launcher's, not worth a word.)
+pub(super) fn started_free(
+    (first, links): (&[Req<'_>], &Links),
+    probe: &[Req<'_>],
+    matched: &[usize],
+    depended: &[Option<bool>],
+    instead: &[bool],
+) -> Vec<(usize, u64)> {
+    let t0 = |reqs: &[Req<'_>]| reqs.iter().map(|q| q.start).min().unwrap_or(0);
+    let (f0, p0) = (t0(first), t0(probe));
+    (0..first.len())
+        .filter_map(|i| {
+            let (q, p) = (&first[i], &probe[matched[i]]);
+            let free = if links.late[i] > 0 {
+                !probe.iter().any(|o| o.end <= p.start)
+            } else {
+                links.follows[i].is_some() && depended[i] == Some(false) && !instead[i]
+            };
+            free.then(|| (i, (q.start - f0).min(p.start - p0)))
+        })
+        .collect()
+}
+
+/// Where each of `calls` (first calls that went out right after another agent's answer) went
+/// out on a connection another agent's answer had just come back on, and the program never used more
+/// connections than it had calls in flight at its most: a connection pool of that size fits
+/// what the run shows (a hand-off through one shared client reuses a connection too, so this
+/// is a hint, not a finding).
+pub(super) fn pooled(reqs: &[Req<'_>], calls: &[usize], c: &super::report::Concurrency) -> String {
+    let (connections, max_in_flight) = (c.connections, c.max_in_flight);
+    // The connection's previous request: another agent's, ended right before this one went out.
+    let reused = calls.iter().all(|&i| {
+        let (q, start) = (&reqs[i], reqs[i].start);
+        reqs.iter()
+            .filter(|o| o.r.client == q.r.client && o.end <= start)
+            .max_by_key(|o| o.end)
+            .is_some_and(|o| o.group != q.group && start - o.end <= super::agents::HANDOFF_WINDOW_US)
+    });
+    if connections > max_in_flight || !reused {
+        return String::new();
+    }
+    format!(
+        ". Each of them went out on a connection another agent's answer had just come back on, and the program never used more than {}: a client connection pool of {max_in_flight} (httpx's `Limits(max_connections=...)`, aiohttp's `TCPConnector(limit=...)`, Go's `Transport.MaxConnsPerHost`, a Node agent's `maxSockets`) would do exactly this",
+        plural(connections, "connection", "connections")
+    )
 }

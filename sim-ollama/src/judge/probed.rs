@@ -40,6 +40,10 @@ pub(super) struct Findings {
     pub(super) instead: Vec<bool>,
     /// Whether a first call shown independent of the answer it followed went out `instead`.
     pub(super) permit_shown: bool,
+    /// First calls that went out late in the run judged and that the probe run showed waited
+    /// for no answer ([`handoff_probe::started_free`]): each call (index of the run judged) with its agent's
+    /// own start-up before it, µs, counted in `own_most` and `own_least`.
+    pub(super) started: Vec<(usize, u64)>,
 }
 
 impl Findings {
@@ -127,6 +131,12 @@ pub(super) fn plan(run: &Run<'_, '_>, tolerance_us: u64) -> ProbePlan {
         let g = run.reqs[j].group;
         Some((run.keys[g].clone()?, by[g].iter().position(|&k| k == j)?))
     };
+    // Agents that started late with no answer right before: every answer held until they come.
+    for (i, &late) in run.links.late.iter().enumerate() {
+        if let (true, Some(key)) = (late > 0, &run.keys[run.reqs[i].group]) {
+            plan.starts.insert(key.clone(), late);
+        }
+    }
     for (j, rival) in handoff_probe::rivals(run.reqs, &tested) {
         let Some((key, index)) = place(j) else { continue };
         let delay = Delay {
@@ -224,8 +234,11 @@ pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan
             };
             // Sent together with another agent's call although the probe released their
             // answers apart: the agents wait for each other (a barrier releases its waiters in
-            // one turn of the executor, a few milliseconds at most).
+            // one turn of the executor, a few milliseconds at most). Not a call that came before
+            // its answer was out: that call closed another gap and released this answer, and an
+            // agent with nothing to do between its calls answers it at once.
             let s = probe.reqs[j].start;
+            let released = probe.links.from[j].map_or(0, |p| probe.reqs[p].end);
             let together_us = tol.min(5_000);
             found.push(Gap {
                 i,
@@ -235,10 +248,9 @@ pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan
                 expired,
                 // Data it carries from another agent: the wait for it is the program's design.
                 carries: first.links.from[i].is_some_and(|p| first.reqs[p].group != first.reqs[i].group),
-                together: probe
-                    .reqs
-                    .iter()
-                    .any(|q| q.group != probe.reqs[j].group && q.start.abs_diff(s) <= together_us),
+                together: probe.reqs.iter().any(|q| {
+                    q.group != probe.reqs[j].group && q.start > released && q.start.abs_diff(s) <= together_us
+                }),
             });
         }
     }
@@ -271,12 +283,32 @@ pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan
             }
         }
     }
+    let (depended, instead): (Vec<Option<bool>>, Vec<bool>) = (0..first.reqs.len())
+        .map(|i| match first.links.follows[i] {
+            Some(link) => handoff_probe::tested(first.reqs, probe.reqs, &matched, (i, link), tol),
+            None => (None, false),
+        })
+        .unzip();
+    let started: Vec<(usize, u64)> =
+        handoff_probe::started_free((first.reqs, first.links), probe.reqs, &matched, &depended, &instead)
+            .into_iter()
+            .filter(|&(_, lead)| lead > tol)
+            .collect();
+    for &(i, lead) in &started {
+        own_most[i] = lead;
+        own_least[i] = lead;
+    }
     // Local work one agent at a time shows itself as several agents' chunks of work taking
-    // turns. A single chunk that held the others once (a client library's first use: lazy
+    // turns (an agent's start-up among them). A single chunk that held the others once (a client library's first use: lazy
     // imports, schemas built on the first answer; or one blocking call, once) moves from run
     // to run with the machine's load and with whichever agent the executor resumed first, and
     // is not told from noise: such waits are not counted, and the gaps stay as measured.
-    let chunks: Vec<u64> = found.iter().map(|f| own_most[f.i]).filter(|&o| o >= LOCAL_WORK_FLOOR_US).collect();
+    let chunks: Vec<u64> = found
+        .iter()
+        .map(|f| own_most[f.i])
+        .chain(started.iter().map(|&(_, lead)| lead))
+        .filter(|&o| o >= LOCAL_WORK_FLOOR_US)
+        .collect();
     let beyond_one = chunks.iter().sum::<u64>() - chunks.iter().copied().max().unwrap_or(0);
     let mut once = None;
     if beyond_one < LOCAL_WORK_FLOOR_US && waits.iter().any(|w| w.kind == WaitKind::LocalWork) {
@@ -294,12 +326,6 @@ pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan
         (Some(a), Some(b)) => b - a,
         _ => 0,
     };
-    let (depended, instead): (Vec<Option<bool>>, Vec<bool>) = (0..first.reqs.len())
-        .map(|i| match first.links.follows[i] {
-            Some(link) => handoff_probe::tested(first.reqs, probe.reqs, &matched, (i, link), tol),
-            None => (None, false),
-        })
-        .unzip();
     Ok(Findings {
         own_most,
         own_least,
@@ -309,6 +335,7 @@ pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan
         permit_shown: instead.iter().any(|&x| x),
         depended,
         instead,
+        started,
         probe_agents: first_by
             .iter()
             .enumerate()
@@ -352,6 +379,7 @@ pub(super) fn from_known(first: &Run<'_, '_>, known: &std::collections::BTreeMap
         depended: vec![Some(false); first.reqs.len()],
         instead: vec![false; first.reqs.len()],
         permit_shown: false,
+        started: Vec::new(),
     }
 }
 
@@ -445,30 +473,6 @@ fn waits_in_words(f: &Findings, (k, n): (usize, usize)) -> (String, f64) {
     (parts.join("; "), total)
 }
 
-/// Where each of `calls` (first calls that went out right after another agent's answer) went
-/// out on a connection another agent's answer had just come back on, and the program never used more
-/// connections than it had calls in flight at its most: a connection pool of that size fits
-/// what the run shows (a hand-off through one shared client reuses a connection too, so this
-/// is a hint, not a finding).
-fn pooled(reqs: &[Req<'_>], calls: &[usize], c: &super::report::Concurrency) -> String {
-    let (connections, max_in_flight) = (c.connections, c.max_in_flight);
-    // The connection's previous request: another agent's, ended right before this one went out.
-    let reused = calls.iter().all(|&i| {
-        let (q, start) = (&reqs[i], reqs[i].start);
-        reqs.iter()
-            .filter(|o| o.r.client == q.r.client && o.end <= start)
-            .max_by_key(|o| o.end)
-            .is_some_and(|o| o.group != q.group && start - o.end <= super::agents::HANDOFF_WINDOW_US)
-    });
-    if connections > max_in_flight || !reused {
-        return String::new();
-    }
-    format!(
-        ". Each of them went out on a connection another agent's answer had just come back on, and the program never used more than {}: a client connection pool of {max_in_flight} (httpx's `Limits(max_connections=...)`, aiohttp's `TCPConnector(limit=...)`, Go's `Transport.MaxConnsPerHost`, a Node agent's `maxSockets`) would do exactly this",
-        plural(connections, "connection", "connections")
-    )
-}
-
 /// Settles the client verdict with what a probe run found (the report's figures already read
 /// the gaps as the probe measured them; `least`: the verdict with every gap the probe could not
 /// measure taken as waiting). Returns the gaps' reason.
@@ -493,6 +497,21 @@ pub(super) fn probed(rep: &mut Report, f: &Findings, reqs: &[Req<'_>], links: &L
             plural(not_handed, "first call", "first calls")
         ));
     }
+    if let Some(&(i, lead)) = f.started.first() {
+        let who = |i: usize| rep.agents.get(reqs[i].group).map_or("an agent", |a| a.agent.as_str());
+        probe.push_str(&match f.started.len() {
+            1 => format!(
+                "; {}'s first call went out {:.2} s after the run's first, waiting for no answer: its own start-up (a timer, data loaded first, a library's first use), counted as its work",
+                who(i),
+                secs(lead)
+            ),
+            k => format!(
+                "; {k} agents' first calls went out late waiting for no answer ({}'s {:.2} s after the run's first): their own start-up (a timer, data loaded first, a library's first use), counted as their work",
+                who(i),
+                secs(lead)
+            ),
+        });
+    }
     if instead > 0 {
         probe.push_str(&format!(
             "; {} went out right after another agent's answer, with the one it had followed held back and released later: held back by a permit, a lock or a pool slot whichever answer came first freed, not handed a task",
@@ -512,7 +531,7 @@ pub(super) fn probed(rep: &mut Report, f: &Findings, reqs: &[Req<'_>], links: &L
             "the agents' calls overlapped, but {} went out right after another agent's answer and waited for it ({probe}), with nothing of that answer in their prompts: a task handed on (the program's design: the program is parallel) or a permit or lock that answer released (the calls held back: the program is {}) cannot be told apart (a few words of the answer passed on in the prompt show the judge a task handed on){}",
             plural(ambiguous.len(), "first call", "first calls"),
             least.as_str().replace('_', " "),
-            pooled(reqs, &ambiguous, &rep.concurrency)
+            handoff_probe::pooled(reqs, &ambiguous, &rep.concurrency)
         );
         return rep.reason.clone();
     }
@@ -566,3 +585,6 @@ pub(super) fn probed(rep: &mut Report, f: &Findings, reqs: &[Req<'_>], links: &L
         _ => format!("{words} ({probe})"),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,71 @@
+//! An agent that starts late (issue 36's probe, on constructed traces; times in ms, labelled
+//! agents whose calls take 100 ms): its own start-up, or a wait for the others' answers.
+
+use crate::judge::testkit::{call, held, trace};
+use crate::judge::*;
+
+/// The run judged: a and b make two calls each at once (0-100, then 101-201 and 102-202);
+/// `late` makes its first call at 460, 258 ms after the last answer (past the hand-off window),
+/// and its second right after it.
+fn late_start() -> Vec<crate::trace::RequestTrace> {
+    vec![
+        call(1, "a", 0, 100),
+        call(2, "b", 0, 100),
+        call(3, "a", 101, 201),
+        call(4, "b", 102, 202),
+        call(5, "late", 460, 560),
+        call(6, "late", 562, 662),
+    ]
+}
+
+#[test]
+fn an_agent_that_started_late_by_itself_is_parallel_once_a_probe_holds_every_answer_until_it_comes() {
+    // One run: took 662 ms; the longest chain from its first call is late's 202, one at a time
+    // 600 + 4: saved (604 - 662) / (604 - 202) < 0, serialized. With late's 460 ms before its
+    // first call as its own start-up, its chain is 662 = took: parallel. One run cannot tell.
+    let first = late_start();
+    let r = judge(&trace(first.clone()), &JudgeOptions::new());
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert_eq!(r.cause, Cause::UnprobedGaps, "{r}");
+    assert!(r.needs_probe(), "{r}");
+    assert!(r.reason.contains("late's first call went out 0.46 s after the run's first"), "{}", r.reason);
+    let plan = probe_plan(&trace(first.clone()), &JudgeOptions::new());
+    assert_eq!(plan.starts.get("label:late"), Some(&(460 * testkit::MS)), "{plan:?}");
+
+    // The probe run holds every answer until late's first call comes (2460, a timer of its
+    // own): it waited for none. Its 460 ms are its own: parallel.
+    let mut both = first.clone();
+    both.extend([
+        held(call(7, "a", 2000, 2461), 361),
+        held(call(8, "b", 2000, 2462), 362),
+        call(9, "late", 2460, 2560),
+        call(10, "a", 2462, 2562),
+        call(11, "b", 2463, 2563),
+        call(12, "late", 2561, 2661),
+    ]);
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(7));
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert!((r.time.ideal_s - 0.662).abs() < 1e-3, "late's chain from the run's start: {r}");
+    let g = r.gaps.as_ref().expect("gaps read");
+    assert!(
+        g.reason.contains("late's first call went out 0.46 s after the run's first, waiting for no answer"),
+        "{}",
+        g.reason
+    );
+
+    // Agents run one after another: late's first call waits for the others' answers, and in
+    // the probe run it comes 258 ms after them again, once the hold ran out (1.25 x 460 + 20
+    // ms): not its own start-up; serialized, as measured.
+    let mut both = first;
+    both.extend([
+        held(call(7, "a", 2000, 2595), 495),
+        held(call(8, "b", 2000, 2596), 496),
+        call(9, "a", 2597, 2697),
+        call(10, "b", 2598, 2698),
+        call(11, "late", 2956, 3056),
+        call(12, "late", 3058, 3158),
+    ]);
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(7));
+    assert_eq!(r.verdict, Verdict::Serialized, "{r}");
+    assert!(r.gaps.as_ref().is_some_and(|g| !g.reason.contains("start-up")), "{r}");
+}
