@@ -487,6 +487,11 @@ struct ExecArgs {
     /// Also draw the run's timeline (SVG, one lane per agent) here.
     #[arg(long)]
     timeline: Option<PathBuf>,
+    /// Also write the simulator's trace here (JSON: every request of the run judged, of its
+    /// probe run and of a confirmation run, with when each arrived, streamed, was held and
+    /// ended): what the verdict was read from.
+    #[arg(long)]
+    trace: Option<PathBuf>,
     /// When to run the command a second time as a probe run (the simulator holding answers
     /// back so the agents do their local work one at a time): `auto` when the gaps between the
     /// agents' calls decide the verdict and one run cannot tell their own work from waiting
@@ -577,6 +582,11 @@ fn exec(a: ExecArgs) -> ExitCode {
             .and_then(|doc| harness::report::write_atomic(p, doc.as_bytes()));
         if let Err(e) = drawn {
             eprintln!("harness exec: cannot write {}: {e}", p.display());
+            return ExitCode::from(1);
+        }
+    }
+    if let Some(p) = &a.trace {
+        if !write_json("exec", p, &outcome.trace) {
             return ExitCode::from(1);
         }
     }

@@ -268,11 +268,14 @@ fn exec_judges_a_time_scale_verdict_again_at_the_longer_scale_and_keeps_the_firs
     // time scale (serialized, no run at another), and agents on timers are parallel at the
     // longer one.
     let json = std::env::temp_dir().join(format!("harness-exec-longer-{}.json", std::process::id()));
+    let trace = std::env::temp_dir().join(format!("harness-exec-longer-{}.trace.json", std::process::id()));
     let run = |how: &str| {
         harness()
             .args(["exec", "--time-scale", "0.05", "--preload", "gemma3", "--expect", "parallel"])
             .arg("--json")
             .arg(&json)
+            .arg("--trace")
+            .arg(&trace)
             .args(["--", "python3", "-c", LAUNCHER, how])
             .output()
             .expect("harness exec runs")
@@ -293,11 +296,17 @@ fn exec_judges_a_time_scale_verdict_again_at_the_longer_scale_and_keeps_the_firs
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("harness exec: parallel") && err.contains("judged at time scale"), "{err}");
-    assert!(err.contains("first calls went out late waiting for no answer"), "{err}");
+    assert!(err.contains("went out late waiting for no answer"), "{err}");
+    // --trace: every request the verdict was read from (at the longer time scale: the run
+    // judged and its probe run, three calls each).
+    let traced: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&trace).expect("--trace written")).expect("JSON");
+    assert_eq!(traced["requests"].as_array().map(Vec::len), Some(6), "{traced}");
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("--json written")).expect("JSON");
     assert_eq!(doc["report"]["verdict"].as_str(), Some("parallel"), "{doc}");
     assert_eq!(doc["longer_time_scale_after"]["stands"], true, "{doc}");
     let _ = std::fs::remove_file(&json);
+    let _ = std::fs::remove_file(&trace);
 }
 
 /// Two agents, one call each on threads, then a second of the program's own after them.

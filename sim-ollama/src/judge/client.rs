@@ -366,14 +366,16 @@ fn unknown_deployment(figures: &str) -> (Verdict, Cause, String) {
 /// answer ([`JudgeOptions::starts_free`]), so the later ones were held back by no other's
 /// call, and a launcher's delays run in real time while the calls are scaled.
 pub(super) fn started_late(reqs: &[Req<'_>], opts: &JudgeOptions, t: &super::report::TimeFigures) -> Option<f64> {
-    if !opts.starts_free || t.time_scale >= 1.0 {
-        return None;
-    }
-    let stagger_s = first_calls_spread_s(reqs);
     let lost_s = t.took_s - t.allowed_s;
+    (opts.starts_free && lost_s > 0.0 && first_calls_spread_s(reqs) >= 0.5 * lost_s).then(|| outlasting(reqs, t))?
+}
+
+/// The time scale at which the calls would outlast the spread of the agents' first calls four
+/// times (1 at most), where the run's is shorter: start-ups that run in real time while the
+/// calls are scaled.
+pub(super) fn outlasting(reqs: &[Req<'_>], t: &super::report::TimeFigures) -> Option<f64> {
     let call_s = secs(reqs.iter().map(|q| q.r.solo_us).sum::<u64>()) / reqs.len().max(1) as f64;
-    let scale = (t.time_scale * 4.0 * stagger_s / call_s.max(1e-6)).min(1.0);
-    (lost_s > 0.0 && stagger_s >= 0.5 * lost_s).then_some(scale)
+    (t.time_scale < 1.0).then(|| (t.time_scale * 4.0 * first_calls_spread_s(reqs) / call_s.max(1e-6)).min(1.0))
 }
 
 /// From the first agent's first call to the last agent's first call, s.

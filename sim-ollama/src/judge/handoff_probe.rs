@@ -7,7 +7,7 @@
 //! of the probe's reading is `probed.rs`.
 
 use super::agents::{HANDOFF_WINDOW_US, Links, WAKE_US};
-use super::figures::plural;
+use super::figures::{plural, secs};
 use super::input::Req;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -137,21 +137,30 @@ pub(super) fn tested(
 }
 
 /// The first calls of the run judged that went out late and waited for no answer, each with
-/// its agent's own start-up before it, µs: the least of how long after each run's first call
-/// it went out. Late with no answer right before it ([`Links::late`]), its twin in the probe
-/// run went out with no answer yet ended (every answer held until it came); late right after
-/// an answer, the probe showed it did not depend on it ([`tested`]) and did not go
-/// out right after another instead (a permit any answer frees). (The caller keeps those later
-/// than the tolerance: a start-up shorter than that is the launcher's, not worth a word.)
+/// its agent's own start-up before it, µs, at the most and at the least. Late with no answer
+/// right before it ([`Links::late`]), its twin in the probe run went out with no answer yet
+/// ended (every answer held until it came); late right after an answer, the probe showed it
+/// did not depend on it ([`tested`]) and did not go out right after another instead (a permit
+/// any answer frees). At the most, the shorter of how long after each run's first call it went
+/// out. With every answer held no agent works between calls, but the others' start-ups may
+/// have run before it: at the least, the time since the latest other agent's first call before
+/// it in the probe run (start-ups done one agent at a time, a blocking load inside async code,
+/// take turns; start-ups on timers of their own overlap, and no run tells the two apart).
 pub(super) fn started_free(
     (first, links): (&[Req<'_>], &Links),
     probe: &[Req<'_>],
     matched: &[usize],
     depended: &[Option<bool>],
     instead: &[bool],
-) -> Vec<(usize, u64)> {
+) -> Vec<(usize, u64, u64)> {
     let t0 = |reqs: &[Req<'_>]| reqs.iter().map(|q| q.start).min().unwrap_or(0);
     let (f0, p0) = (t0(first), t0(probe));
+    // Each probe agent's first call.
+    let mut firsts: BTreeMap<usize, u64> = BTreeMap::new();
+    for q in probe {
+        let s = firsts.entry(q.group).or_insert(q.start);
+        *s = (*s).min(q.start);
+    }
     (0..first.len())
         .filter_map(|i| {
             let (q, p) = (&first[i], &probe[matched[i]]);
@@ -160,9 +169,34 @@ pub(super) fn started_free(
             } else {
                 links.follows[i].is_some() && depended[i] == Some(false) && !instead[i]
             };
-            free.then(|| (i, (q.start - f0).min(p.start - p0)))
+            let most = (q.start - f0).min(p.start - p0);
+            let before = firsts.iter().filter(|&(&g, &s)| g != p.group && s <= p.start).map(|(_, &s)| s).max();
+            let least = before.map_or(most, |b| most.min(p.start - b));
+            free.then_some((i, most, least))
         })
         .collect()
+}
+
+/// The first calls [`started_free`] found, in words (`who`: a call's agent), for the probe's
+/// findings; `turns`: where they went out one after another, their start-ups counted at the
+/// most.
+pub(super) fn started_in_words<'a>(
+    started: &[(usize, u64, u64)],
+    who: impl Fn(usize) -> &'a str,
+    turns: bool,
+) -> String {
+    let late: Vec<String> = started.iter().map(|&(i, most, _)| format!("{}'s {:.2} s", who(i), secs(most))).collect();
+    let (its, work) = if late.len() == 1 { ("its agent's", "its") } else { ("their agents'", "their") };
+    let what = if turns {
+        "at the most".to_string()
+    } else {
+        format!("(a timer, data loaded first, a library's first use), counted as {work} work")
+    };
+    let calls = plural(late.len(), "first call", "first calls");
+    format!(
+        "; {calls} went out late waiting for no answer ({} after the run's first): {its} own start-up {what}",
+        late.join(", ")
+    )
 }
 
 /// Where each of `calls` (first calls that went out right after another agent's answer) went

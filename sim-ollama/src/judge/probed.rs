@@ -41,9 +41,10 @@ pub(super) struct Findings {
     /// Whether a first call shown independent of the answer it followed went out `instead`.
     pub(super) permit_shown: bool,
     /// First calls that went out late in the run judged and that the probe run showed waited
-    /// for no answer ([`handoff_probe::started_free`]): each call (index of the run judged) with its agent's
-    /// own start-up before it, µs, counted in `own_most` and `own_least`.
-    pub(super) started: Vec<(usize, u64)>,
+    /// for no answer ([`handoff_probe::started_free`]): each call (index of the run judged) with
+    /// its agent's own start-up before it at the most and at the least, µs, counted in
+    /// `own_most` and `own_least`.
+    pub(super) started: Vec<(usize, u64, u64)>,
 }
 
 impl Findings {
@@ -289,14 +290,14 @@ pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan
             None => (None, false),
         })
         .unzip();
-    let started: Vec<(usize, u64)> =
+    let started: Vec<(usize, u64, u64)> =
         handoff_probe::started_free((first.reqs, first.links), probe.reqs, &matched, &depended, &instead)
             .into_iter()
-            .filter(|&(_, lead)| lead > tol)
+            .filter(|&(_, most, _)| most > tol)
             .collect();
-    for &(i, lead) in &started {
-        own_most[i] = lead;
-        own_least[i] = lead;
+    for &(i, most, least) in &started {
+        own_most[i] = most;
+        own_least[i] = least;
     }
     // Local work one agent at a time shows itself as several agents' chunks of work taking
     // turns (an agent's start-up among them). A single chunk that held the others once (a client library's first use: lazy
@@ -306,7 +307,7 @@ pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan
     let chunks: Vec<u64> = found
         .iter()
         .map(|f| own_most[f.i])
-        .chain(started.iter().map(|&(_, lead)| lead))
+        .chain(started.iter().map(|&(_, most, _)| most))
         .filter(|&o| o >= LOCAL_WORK_FLOOR_US)
         .collect();
     let beyond_one = chunks.iter().sum::<u64>() - chunks.iter().copied().max().unwrap_or(0);
@@ -497,20 +498,12 @@ pub(super) fn probed(rep: &mut Report, f: &Findings, reqs: &[Req<'_>], links: &L
             plural(not_handed, "first call", "first calls")
         ));
     }
-    if let Some(&(i, lead)) = f.started.first() {
+    // First calls that went out one after another with every answer held: start-ups on
+    // timers of their own, or blocking start-ups taking turns.
+    let turns = f.started.iter().any(|&(_, most, least)| least < most);
+    if !f.started.is_empty() {
         let who = |i: usize| rep.agents.get(reqs[i].group).map_or("an agent", |a| a.agent.as_str());
-        probe.push_str(&match f.started.len() {
-            1 => format!(
-                "; {}'s first call went out {:.2} s after the run's first, waiting for no answer: its own start-up (a timer, data loaded first, a library's first use), counted as its work",
-                who(i),
-                secs(lead)
-            ),
-            k => format!(
-                "; {k} agents' first calls went out late waiting for no answer ({}'s {:.2} s after the run's first): their own start-up (a timer, data loaded first, a library's first use), counted as their work",
-                who(i),
-                secs(lead)
-            ),
-        });
+        probe.push_str(&handoff_probe::started_in_words(&f.started, who, turns));
     }
     if instead > 0 {
         probe.push_str(&format!(
@@ -532,6 +525,21 @@ pub(super) fn probed(rep: &mut Report, f: &Findings, reqs: &[Req<'_>], links: &L
             plural(ambiguous.len(), "first call", "first calls"),
             least.as_str().replace('_', " "),
             handoff_probe::pooled(reqs, &ambiguous, &rep.concurrency)
+        );
+        return rep.reason.clone();
+    }
+    if f.waits.is_empty() && turns && rep.verdict == Verdict::Parallel && least != Verdict::Parallel {
+        // Calls as short as a scaled run's magnify start-ups that run in real time: where the
+        // run was scaled, judged again where the calls outlast them, they may settle it.
+        rep.longer_time_scale = super::client::outlasting(reqs, &rep.time);
+        rep.verdict = Verdict::Inconclusive;
+        rep.cause = if rep.longer_time_scale.is_some() { Cause::TimeScale } else { Cause::UnprobedGaps };
+        rep.reason = format!(
+            "the agents' calls overlapped, but their first calls went out one after another, each after the one before and waiting for no answer ({probe}): start-ups of the agents' own that overlapped (timers: the program is parallel) or start-up work done one agent at a time (a blocking load or setup inside async code: the program is {}), which no run can tell apart{}",
+            least.as_str().replace('_', " "),
+            rep.longer_time_scale.map_or(String::new(), |s| format!(
+                "; calls this short magnify start-ups: judge it at a longer time scale (about {s:.2}), where the calls outlast them"
+            ))
         );
         return rep.reason.clone();
     }

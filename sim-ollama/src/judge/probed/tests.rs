@@ -48,7 +48,7 @@ fn an_agent_that_started_late_by_itself_is_parallel_once_a_probe_holds_every_ans
     assert!((r.time.ideal_s - 0.662).abs() < 1e-3, "late's chain from the run's start: {r}");
     let g = r.gaps.as_ref().expect("gaps read");
     assert!(
-        g.reason.contains("late's first call went out 0.46 s after the run's first, waiting for no answer"),
+        g.reason.contains("1 first call went out late waiting for no answer (late's 0.46 s after the run's first): its agent's own start-up"),
         "{}",
         g.reason
     );
@@ -68,4 +68,42 @@ fn an_agent_that_started_late_by_itself_is_parallel_once_a_probe_holds_every_ans
     let r = judge(&trace(both), &JudgeOptions::new().probe_since(7));
     assert_eq!(r.verdict, Verdict::Serialized, "{r}");
     assert!(r.gaps.as_ref().is_some_and(|g| !g.reason.contains("start-up")), "{r}");
+}
+
+/// A call of 300 ms solo (the testkit's calls cost at most 100).
+fn long(mut r: crate::trace::RequestTrace) -> crate::trace::RequestTrace {
+    r.solo_us = 300 * testkit::MS;
+    r
+}
+
+#[test]
+fn first_calls_that_went_out_one_after_another_waiting_for_no_answer_are_not_parallel_on_that_evidence() {
+    // Calls of 300 ms: a at 0, b at 200 (no answer before it), c at 400 (100 ms after a's
+    // answer): blocking start-ups taking turns on one event loop (a sync load inside async
+    // code), or timers of their own. The probe holds every answer until b comes, and a's back
+    // 300 ms for c: both go out before any answer. Taken as their own start-ups (200 and 400
+    // ms), c's chain is 700 = took: parallel. But c's started at most when b's call went out:
+    // done one at a time, 200 ms each, the chains end at 500, one at a time 900 + 400: saved
+    // (1300 - 700) / (1300 - 500) = 75 %. No run tells them apart: inconclusive.
+    let mut both = vec![long(call(1, "a", 0, 300)), long(call(2, "b", 200, 500)), long(call(3, "c", 400, 700))];
+    both.extend([
+        long(held(call(4, "a", 2000, 2600), 300)),
+        long(call(5, "b", 2200, 2500)),
+        long(call(6, "c", 2400, 2700)),
+    ]);
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(4));
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r}");
+    assert!(r.reason.contains("their first calls went out one after another"), "{}", r.reason);
+    assert!(
+        r.reason.contains("2 first calls went out late waiting for no answer (b's 0.20 s, c's 0.40 s"),
+        "{}",
+        r.reason
+    );
+    assert!(r.reason.contains("the program is partly serialized"), "{}", r.reason);
+
+    // c with a at 0: b's start-up overlapped no other's, all of it its own: parallel.
+    let mut both = vec![long(call(1, "a", 0, 300)), long(call(2, "b", 200, 500)), long(call(3, "c", 0, 300))];
+    both.extend([long(call(4, "a", 2000, 2300)), long(call(5, "b", 2200, 2500)), long(call(6, "c", 2000, 2300))]);
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(4));
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
 }
