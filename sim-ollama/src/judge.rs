@@ -159,21 +159,8 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
         .copied()
         .filter(|r| r.slot_us.is_none() && matches!(r.outcome, Outcome::Error | Outcome::Cancelled))
         .collect();
-    let failed_ran = ran.iter().filter(|r| r.outcome != Outcome::Done).count();
-    let failed = failed_ran + refused.len();
-    if failed > 0 {
-        let first = refused.iter().chain(ran.iter()).find(|r| r.outcome != Outcome::Done);
-        let what = first.map_or(String::new(), |r| match (&r.error, r.outcome) {
-            (Some(e), _) => format!(" (first: HTTP {}: {e})", r.status),
-            (None, Outcome::Cancelled) => " (first: the client went away before the end)".to_string(),
-            _ => String::new(),
-        });
-        notes.push(format!(
-            "{} of {} failed or were cancelled{what}; failed requests count with the work they did",
-            plural(failed, "request", "requests"),
-            ran.len() + refused.len()
-        ));
-    }
+    let failed = ran.iter().filter(|r| r.outcome != Outcome::Done).count() + refused.len();
+    notes.extend(input::failed_note(&ran, &refused, failed));
 
     let client: BTreeMap<u64, ClientCall> = opts.client_calls.iter().map(|c| (c.request, *c)).collect();
     let mut reqs = as_seen(&ran, &client);
@@ -200,6 +187,10 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
             Err(n) => not_recovered = Some(n),
         }
     }
+    // A probe run that had every agent's first call out before any answer: their starts waited
+    // for none (a launcher's, or the agents' own), as `recovered.rs` reads its agents'.
+    let free = probe_ran.as_deref().filter(|_| gaps_probe.is_some());
+    let opts = &*input::starting_free(opts, free.is_some_and(|ran| agents::started_before_answers(ran, &client)));
     if source == AgentSource::Mixed {
         notes.push(format!(
             "{} of {} requests carried no X-Agent label; they were grouped by conversation",

@@ -56,6 +56,15 @@ pub(super) fn group(reqs: &mut [Req<'_>]) -> Grouping {
     Grouping { names, source, labelled }
 }
 
+/// Whether every agent of a run (its requests that ran) made its first call before any answer
+/// of the run ended.
+pub(super) fn started_before_answers(ran: &[&RequestTrace], client: &BTreeMap<u64, super::input::ClientCall>) -> bool {
+    let mut reqs = super::input::as_seen(ran, client);
+    let groups = group(&mut reqs).names.len();
+    let first_end = reqs.iter().map(|q| q.end).min().unwrap_or(0);
+    (0..groups).all(|g| reqs.iter().any(|q| q.group == g && q.start < first_end))
+}
+
 /// The key each agent is known by across runs ([`crate::probe::agent_key`]): its `X-Agent`
 /// label, or its first turn's conversation fingerprint; `None` for a request that is neither
 /// (a program judged as a whole). Indexed by group.

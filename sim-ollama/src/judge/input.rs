@@ -272,3 +272,32 @@ pub(super) fn tolerance(reqs: &[Req<'_>], opts: &JudgeOptions) -> u64 {
         |d| d.as_micros() as u64,
     )
 }
+
+/// The note on requests that failed or were cancelled (`failed` of them: those that ran and
+/// did not finish, and those refused before a slot), naming the first one's error.
+pub(super) fn failed_note(ran: &[&RequestTrace], refused: &[&RequestTrace], failed: usize) -> Option<String> {
+    if failed == 0 {
+        return None;
+    }
+    let first = refused.iter().chain(ran.iter()).find(|r| r.outcome != Outcome::Done);
+    let what = first.map_or(String::new(), |r| match (&r.error, r.outcome) {
+        (Some(e), _) => format!(" (first: HTTP {}: {e})", r.status),
+        (None, Outcome::Cancelled) => " (first: the client went away before the end)".to_string(),
+        _ => String::new(),
+    });
+    Some(format!(
+        "{} of {} failed or were cancelled{what}; failed requests count with the work they did",
+        super::figures::plural(failed, "request", "requests"),
+        ran.len() + refused.len()
+    ))
+}
+
+/// `opts`, with [`JudgeOptions::starts_free`] set where `free` says a probe run had every
+/// agent's first call out before any answer.
+pub(super) fn starting_free(opts: &JudgeOptions, free: bool) -> std::borrow::Cow<'_, JudgeOptions> {
+    if free && !opts.starts_free {
+        std::borrow::Cow::Owned(JudgeOptions { starts_free: true, ..opts.clone() })
+    } else {
+        std::borrow::Cow::Borrowed(opts)
+    }
+}

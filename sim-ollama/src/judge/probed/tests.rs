@@ -107,3 +107,28 @@ fn first_calls_that_went_out_one_after_another_waiting_for_no_answer_are_not_par
     let r = judge(&trace(both), &JudgeOptions::new().probe_since(4));
     assert_eq!(r.verdict, Verdict::Parallel, "{r}");
 }
+
+#[test]
+fn first_calls_late_in_the_run_judged_and_all_out_at_once_in_the_probe_ask_for_a_longer_time_scale() {
+    // Calls of 300 ms: a at 0, b at 200, c at 400 (a first answer's processing or a library's
+    // first use held them, real time against calls scaled to a tenth); in the probe run all
+    // three went out at once, before any answer, the one c followed held back. Took 700
+    // against 300 allowed, the first calls spread over 400: the start-up is the program's own,
+    // and calls this short magnify it: judged again where the calls outlast it four times
+    // (0.1 x 4 x 400 / 300).
+    let first = vec![long(call(1, "a", 0, 300)), long(call(2, "b", 200, 500)), long(call(3, "c", 400, 700))];
+    let mut both = first;
+    both.extend([
+        long(held(call(4, "a", 2000, 2600), 300)),
+        long(call(5, "b", 2001, 2301)),
+        long(call(6, "c", 2002, 2302)),
+    ]);
+    let scaled = |time_scale| crate::trace::TraceSnapshot { time_scale, ..trace(both.clone()) };
+    let r = judge(&scaled(0.1), &JudgeOptions::new().probe_since(4));
+    assert_eq!((r.verdict, r.cause), (Verdict::Inconclusive, Cause::TimeScale), "{r}");
+    assert!(r.longer_time_scale.is_some_and(|s| (s - 0.533).abs() < 0.01), "{r}");
+    // At full speed that start-up is as long as the calls: the time is the client's.
+    let r = judge(&scaled(1.0), &JudgeOptions::new().probe_since(4));
+    assert_ne!(r.verdict, Verdict::Parallel, "{r}");
+    assert_ne!(r.cause, Cause::TimeScale, "{r}");
+}
