@@ -7,8 +7,15 @@
 //! A client whose answers reach its agents late either had its executor blocked (its threads
 //! sleep or run: they do not wait for a CPU) or was starved by a busy machine (they wait): the
 //! judge is told which ([`sim_ollama::judge::JudgeOptions::client_cpu_wait`]).
+//!
+//! `harness exec` runs the client as a process of its own: [`watch`] samples its process
+//! tree's threads (`/proc/PID/task/TID/schedstat`, children through `.../children`) while it
+//! runs, and [`Samples::between`] says how long they waited for a CPU while the calls ran.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 /// The process's threads' time spent waiting for a CPU so far, summed.
 pub(crate) fn waited() -> Option<Duration> {
@@ -38,6 +45,85 @@ pub(crate) fn while_running<T>(f: impl FnOnce() -> T) -> (T, Option<Duration>) {
     let out = f();
     let after = waited();
     (out, before.zip(after).map(|(b, a)| a.saturating_sub(b)))
+}
+
+/// How often [`watch`] samples the process tree: a thread that lives less than this may be
+/// missed, and a thread's last wait before it exits (at most this long) is lost.
+const SAMPLE: Duration = Duration::from_millis(20);
+
+/// A process tree watched while it runs ([`watch`]).
+pub(crate) struct TreeWatch {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<Samples>,
+}
+
+/// The watched tree's threads' waits for a CPU, summed over the threads alive at each two
+/// samples in a row, at each sample: `(when, ns so far)`.
+#[derive(Debug, Default)]
+pub(crate) struct Samples(Vec<(Instant, u64)>);
+
+/// Starts sampling the waits for a CPU of process `pid`'s threads and its descendants'.
+/// `None` where the kernel keeps no such figures (not Linux, no schedstat).
+pub(crate) fn watch(pid: u32) -> Option<TreeWatch> {
+    if read(pid).is_empty() {
+        return None;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let handle = std::thread::Builder::new()
+        .name("harness-cpu-wait".into())
+        .spawn(move || {
+            let (mut last, mut total, mut samples) = (HashMap::new(), 0u64, Vec::new());
+            loop {
+                let now = read(pid);
+                total += now.iter().filter_map(|(tid, ns)| Some(ns.saturating_sub(*last.get(tid)?))).sum::<u64>();
+                samples.push((Instant::now(), total));
+                last = now;
+                if last.is_empty() || flag.load(Ordering::Relaxed) {
+                    return Samples(samples);
+                }
+                std::thread::sleep(SAMPLE);
+            }
+        })
+        .ok()?;
+    Some(TreeWatch { stop, handle })
+}
+
+impl TreeWatch {
+    /// Stops sampling (the process has exited) and returns what was sampled.
+    pub(crate) fn finish(self) -> Samples {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.join().unwrap_or_default()
+    }
+}
+
+impl Samples {
+    /// How long the threads waited for a CPU from `from` to `to` (the samples nearest inside).
+    pub(crate) fn between(&self, from: Instant, to: Instant) -> Option<Duration> {
+        let at = |t: Instant| self.0.iter().take_while(|(when, _)| *when <= t).last().map(|&(_, ns)| ns);
+        let start = at(from).or_else(|| self.0.first().map(|&(_, ns)| ns))?;
+        Some(Duration::from_nanos(at(to)?.saturating_sub(start)))
+    }
+}
+
+/// Each thread of `pid` and of its descendants, with its wait for a CPU so far, ns.
+fn read(pid: u32) -> HashMap<u32, u64> {
+    let mut waits = HashMap::new();
+    let mut procs = vec![pid];
+    while let Some(p) = procs.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else { continue };
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+            // A thread that exits between the listing and the read is skipped.
+            let Ok(text) = std::fs::read_to_string(t.path().join("schedstat")) else { continue };
+            if let Some(wait) = text.split_whitespace().nth(1).and_then(|w| w.parse::<u64>().ok()) {
+                waits.insert(tid, wait);
+            }
+            let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            procs.extend(children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
+        }
+    }
+    waits
 }
 
 #[cfg(test)]
@@ -75,5 +161,30 @@ mod tests {
         });
         let waited_while = during.expect("still measurable").saturating_sub(before);
         assert!(waited_while >= Duration::from_millis(100), "{waited_while:?}");
+    }
+
+    #[test]
+    fn a_process_tree_kept_from_the_cpu_by_its_busy_children_is_counted_while_it_runs() {
+        // A shell that starts two busy loops per core for 200 ms (processes of its own, each a
+        // grandchild through `timeout`): half of them wait for a CPU at any instant, some 200 ms
+        // of waiting per core in all; 100 ms is a floor no such run falls under. Then it sleeps
+        // 400 ms: a window over that sleep counts next to nothing.
+        let loops = std::thread::available_parallelism().map_or(2, |n| n.get()) * 2;
+        let script = format!(
+            "for i in $(seq {loops}); do timeout 0.2 sh -c 'while :; do :; done' & done; wait; sleep 0.4"
+        );
+        let mut child = std::process::Command::new("sh").args(["-c", &script]).spawn().expect("sh runs");
+        let started = Instant::now();
+        let Some(w) = watch(child.id()) else {
+            let _ = child.wait();
+            // No schedstat (not Linux): nothing is measured, and the judge is told nothing.
+            return;
+        };
+        child.wait().expect("the shell exits");
+        let (samples, ended) = (w.finish(), Instant::now());
+        let during = samples.between(started, ended).expect("sampled");
+        assert!(during >= Duration::from_millis(100), "{during:?}");
+        let asleep = samples.between(ended - Duration::from_millis(250), ended).expect("sampled");
+        assert!(asleep < Duration::from_millis(30), "{asleep:?} of {during:?}");
     }
 }

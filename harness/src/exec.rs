@@ -273,14 +273,27 @@ fn judged_window(sim: &sim_ollama::SimHandle, plan: &ExecPlan) -> Result<ExecOut
         opts = opts.expected_agents(n);
     }
     let started = Instant::now();
-    let status = spawn(sim, plan)?.wait().map_err(|e| ExecError::Spawn(program(plan), e))?;
+    let mut child = spawn(sim, plan)?;
+    // How long the program's threads waited for a CPU while its calls ran: a busy machine's
+    // cores read the same as a blocked executor or a permit, and the judge weighs it.
+    let watch = crate::cpu_wait::watch(child.id());
+    let status = child.wait().map_err(|e| ExecError::Spawn(program(plan), e))?;
     let exited = Instant::now();
+    let samples = watch.map(crate::cpu_wait::TreeWatch::finish);
     let process_wall_s = exited.duration_since(started).as_secs_f64();
     // Answers the program stopped reading finish on the server shortly after it exits; the
     // judge notes any that are still running.
     let _ = sim.wait_idle(Duration::from_secs(2));
     // One snapshot per run judged, read for the report, the last answer and the outcome.
     let mut trace = sim.trace();
+    let run = trace.requests.iter().filter(|r| r.id >= mark);
+    let at = |us: u64| sim.origin() + Duration::from_micros(us);
+    let calls = (run.clone().map(|r| r.received_us).min(), run.filter_map(|r| r.end_us).max());
+    if let (Some(s), (Some(from), Some(to))) = (&samples, calls) {
+        if let Some(waited) = s.between(at(from), at(to)) {
+            opts = opts.client_cpu_wait(waited);
+        }
+    }
     let mut report = sim_ollama::judge::judge(&trace, &opts);
     let last_answer = trace.requests.iter().filter(|r| r.id >= mark).filter_map(|r| r.end_us).max();
     let after_last_answer_s =

@@ -79,6 +79,7 @@ mod report;
 #[cfg(test)]
 mod testkit;
 mod text;
+mod waits;
 
 pub use crate::probe::{Delay, HoldPlan, ProbePlan, SerialCall, SerialPlan};
 pub use decision::{
@@ -549,7 +550,8 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
                 gaps.probe_took_s = found.probe.map(|p| p.0);
                 gaps.held_s = found.probe.map(|p| p.1);
                 let least_verdict = least.as_ref().map_or(report.verdict, decide);
-                let verdict = probed::probed(&mut report, &found, &reqs, &links, least_verdict);
+                let cpu_wait = opts.client_cpu_wait_us.map(secs);
+                let verdict = probed::probed(&mut report, &found, (&reqs, &links), least_verdict, cpu_wait);
                 gaps.reason = verdict;
                 gaps.waits = found.waits;
                 gaps.probe_agents = found.probe_agents;

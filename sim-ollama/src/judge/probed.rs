@@ -12,6 +12,7 @@ use super::gaps::LOCAL_WORK_FLOOR_US;
 use super::handoff_probe;
 use super::input::Req;
 use super::report::{Cause, GapWait, HandOff, ProbeAgent, Report, WaitKind};
+use super::waits;
 use crate::probe::{Delay, ProbePlan};
 
 /// What a probe run found of the gaps of the run judged.
@@ -384,100 +385,18 @@ pub(super) fn from_known(first: &Run<'_, '_>, known: &std::collections::BTreeMap
     }
 }
 
-/// How many agents' local work ran at once at most, where agents waited for it: over each
-/// cluster of gaps that overlap in time (the run judged), the agents' own work (as the probe
-/// measured it) over the time the cluster spans; one at a time fills it once, `k` at a time up
-/// to `k` times. `(k, agents in that cluster)` for the cluster whose gaps held the most waiting.
-fn at_once(reqs: &[Req<'_>], links: &Links, f: &Findings) -> (usize, usize) {
-    let mut gaps: Vec<(u64, u64, usize)> = (0..reqs.len())
-        .filter_map(|i| {
-            let p = links.from[i]?;
-            let (a, b) = (reqs[p].end, reqs[i].start);
-            (b > a).then_some((a, b, i))
-        })
-        .collect();
-    gaps.sort_unstable();
-    let mut best = (0u64, 1usize, 1usize);
-    let mut k = 0;
-    while k < gaps.len() {
-        let (start, mut end) = (gaps[k].0, gaps[k].1);
-        let mut members = vec![gaps[k].2];
-        k += 1;
-        while k < gaps.len() && gaps[k].0 < end {
-            end = end.max(gaps[k].1);
-            members.push(gaps[k].2);
-            k += 1;
-        }
-        let own: u64 = members.iter().map(|&i| f.own_most[i]).sum();
-        let waited: u64 = members.iter().map(|&i| links.local[i].saturating_sub(f.own_most[i])).sum();
-        let mut agents: Vec<usize> = members.iter().map(|&i| reqs[i].group).collect();
-        agents.sort_unstable();
-        agents.dedup();
-        let ratio = own as f64 / (end - start).max(1) as f64;
-        let at_once = ((ratio - 0.15).ceil() as usize).max(1);
-        if waited > best.0 {
-            best = (waited, at_once, agents.len());
-        }
-    }
-    (best.1, best.2)
-}
-
-/// The waits a probe found, in words: which agents waited for what, and how long in all.
-/// `(k, n)`: at most `k` of the `n` agents' local work ran at once where they waited.
-fn waits_in_words(f: &Findings, (k, n): (usize, usize)) -> (String, f64) {
-    let mut parts = Vec::new();
-    let mut total = 0.0;
-    let agents_of = |kind: WaitKind| {
-        let mut names: Vec<&str> = f.waits.iter().filter(|w| w.kind == kind).map(|w| w.agent.as_str()).collect();
-        names.sort_unstable();
-        names.dedup();
-        names.join(", ")
-    };
-    let local: f64 =
-        f.waits.iter().filter(|w| w.kind == WaitKind::LocalWork).map(|w| w.gap_s - w.own_s.unwrap_or(0.0)).sum();
-    if local > 0.0 {
-        total += local;
-        let how = if k <= 1 {
-            ": their local work ran one agent at a time: a blocking call or CPU work holding the executor (time.sleep, a sync client or a CPU-heavy step inside async code; execSync or a busy loop in Node; std::thread::sleep or blocking I/O on an async runtime), or a lock held around the tools".to_string()
-        } else if k < n {
-            format!(
-                ": at most {k} of {n} agents' local work ran at a time: a permit around the tools (a semaphore of {k}, or a pool of {k} workers)"
-            )
-        } else {
-            String::new()
-        };
-        parts.push(format!(
-            "{} waited {:.2} s in all for other agents' work between their calls{how}",
-            agents_of(WaitKind::LocalWork),
-            local
-        ));
-    }
-    let barrier: f64 =
-        f.waits.iter().filter(|w| w.kind == WaitKind::Barrier).map(|w| w.gap_s - w.own_s.unwrap_or(0.0)).sum();
-    if barrier > 0.0 {
-        total += barrier;
-        parts.push(format!(
-            "{} waited for each other between their calls and sent their next calls together, with no data passed between them: a barrier (a gather per round?), up to {:.2} s of waiting",
-            agents_of(WaitKind::Barrier),
-            barrier
-        ));
-    }
-    let answer: f64 = f.waits.iter().filter(|w| w.kind == WaitKind::Answer).map(|w| w.gap_s).sum();
-    if answer > 0.0 {
-        total += answer;
-        parts.push(format!(
-            "{} waited for other agents' answers without carrying them (data passed in a form the judge does not recognise, or a wait with no data behind it), up to {:.2} s",
-            agents_of(WaitKind::Answer),
-            answer
-        ));
-    }
-    (parts.join("; "), total)
-}
-
 /// Settles the client verdict with what a probe run found (the report's figures already read
 /// the gaps as the probe measured them; `least`: the verdict with every gap the probe could not
 /// measure taken as waiting). Returns the gaps' reason.
-pub(super) fn probed(rep: &mut Report, f: &Findings, reqs: &[Req<'_>], links: &Links, least: Verdict) -> String {
+/// `cpu_wait_s`: how long the client's threads waited for a CPU while the calls ran, where
+/// known ([`super::input::JudgeOptions::client_cpu_wait`]).
+pub(super) fn probed(
+    rep: &mut Report,
+    f: &Findings,
+    (reqs, links): (&[Req<'_>], &Links),
+    least: Verdict,
+    cpu_wait_s: Option<f64>,
+) -> String {
     let handed = f.depended.iter().filter(|d| **d == Some(true)).count();
     // `instead` holds only calls shown independent of the answer they followed.
     let instead = f.instead.iter().filter(|&&x| x).count();
@@ -551,7 +470,7 @@ pub(super) fn probed(rep: &mut Report, f: &Findings, reqs: &[Req<'_>], links: &L
             None => format!("the probe run measured every gap between calls as the agent's own work ({probe})"),
         };
     }
-    let (words, waited) = waits_in_words(f, at_once(reqs, links, f));
+    let (words, waited) = waits::waits_in_words(&f.waits, waits::at_once(reqs, links, &f.own_most));
     if rep.concurrency.max_in_flight <= 1 {
         // No two calls ever in flight: every agent waited for the others' calls, one at a
         // time, and a gap the calls in flight do not cover is the executor's lag between them
@@ -582,6 +501,23 @@ pub(super) fn probed(rep: &mut Report, f: &Findings, reqs: &[Req<'_>], links: &L
             format!("{words} ({probe})")
         }
         Verdict::Parallel => format!("{words}: too little to change the verdict ({probe})"),
+        // The agents' local work ran fewer at a time than they were, and the client's threads
+        // waited for a CPU half as long or more: cores busy with something else (or fewer than
+        // the agents working at once) read the same as a permit or a blocked executor. (Three
+        // CPU-bound tools beside a busy loop on two cores wait for a CPU exactly as long as
+        // their gaps grow, 0.87 s and 0.88 s; one at a time on the event loop beside two busy
+        // loops, a third as long; behind a semaphore of two beside one, two fifths.)
+        Verdict::PartlySerialized | Verdict::Serialized
+            if waited >= 0.5 * lost && cpu_wait_s.is_some_and(|c| c >= 0.5 * waits::local_waits(&f.waits)) =>
+        {
+            rep.verdict = Verdict::Inconclusive;
+            rep.cause = Cause::ClientLag;
+            rep.reason = format!(
+                "the agents' calls overlapped, but {words}; the program's threads waited {:.2} s for a CPU while the calls ran, half as long as those waits or more: a machine whose cores were busy (or fewer than the agents working at once) reads the same as agents taking turns, which this run cannot tell apart (run again on a quieter machine) ({figures})",
+                cpu_wait_s.unwrap_or_default()
+            );
+            format!("{words} ({probe})")
+        }
         Verdict::PartlySerialized | Verdict::Serialized if waited >= 0.5 * lost => {
             rep.cause = Cause::BetweenCalls;
             let words_v = if rep.verdict == Verdict::Serialized { "serialized" } else { "partly serialized" };

@@ -132,3 +132,21 @@ fn first_calls_late_in_the_run_judged_and_all_out_at_once_in_the_probe_ask_for_a
     assert_ne!(r.verdict, Verdict::Parallel, "{r}");
     assert_ne!(r.cause, Cause::TimeScale, "{r}");
 }
+
+#[test]
+fn waits_for_local_work_as_long_as_the_clients_waits_for_a_cpu_are_not_blamed_on_the_program() {
+    // Tools of 300 ms one after another (b waited 300 ms for a's, c 600 for a's and b's), the
+    // probe measuring 300 each: partly serialized between calls. Where the program's threads
+    // waited half as long for a CPU while the calls ran, or more (0.5 s: tools on cores busy
+    // with something else), the waits read the same: inconclusive, run again; with 0.4 s,
+    // the waits are the program's.
+    let mut both = testkit::one_executor([300, 300, 300], 1, 0);
+    both.extend(testkit::probe_run([300, 300, 300], 7, 2000));
+    let opts = JudgeOptions::new().probe_since(7);
+    let busy = judge(&trace(both.clone()), &opts.clone().client_cpu_wait(std::time::Duration::from_millis(500)));
+    assert_eq!((busy.verdict, busy.cause), (Verdict::Inconclusive, Cause::ClientLag), "{busy}");
+    assert!(busy.reason.contains("waited 0.50 s for a CPU while the calls ran"), "{}", busy.reason);
+    assert!(busy.rerun, "{busy}");
+    let quiet = judge(&trace(both), &opts.client_cpu_wait(std::time::Duration::from_millis(400)));
+    assert_eq!((quiet.verdict, quiet.cause), (Verdict::PartlySerialized, Cause::BetweenCalls), "{quiet}");
+}
