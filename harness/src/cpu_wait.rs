@@ -170,9 +170,8 @@ mod tests {
         // of waiting per core in all; 100 ms is a floor no such run falls under. Then it sleeps
         // 400 ms: a window over that sleep counts next to nothing.
         let loops = std::thread::available_parallelism().map_or(2, |n| n.get()) * 2;
-        let script = format!(
-            "for i in $(seq {loops}); do timeout 0.2 sh -c 'while :; do :; done' & done; wait; sleep 0.4"
-        );
+        let script =
+            format!("for i in $(seq {loops}); do timeout 0.2 sh -c 'while :; do :; done' & done; wait; sleep 0.4");
         let mut child = std::process::Command::new("sh").args(["-c", &script]).spawn().expect("sh runs");
         let started = Instant::now();
         let Some(w) = watch(child.id()) else {

@@ -295,6 +295,8 @@ pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan
         handoff_probe::started_free((first.reqs, first.links), probe.reqs, &matched, &depended, &instead)
             .into_iter()
             .filter(|&(_, most, _)| most > tol)
+            // Within the tolerance of each other, the two readings are one.
+            .map(|(i, most, least)| (i, most, if least + tol >= most { most } else { least }))
             .collect();
     for &(i, most, least) in &started {
         own_most[i] = most;
