@@ -25,8 +25,9 @@ pub(super) struct Findings {
     /// The gaps that held waiting.
     pub(super) waits: Vec<GapWait>,
     /// Where the only local work the others waited for was one agent's chunk, once (not
-    /// counted, see [`compare`]): its length, s.
-    pub(super) once: Option<f64>,
+    /// counted, see [`compare`]): its length (0 where no agent's gap held a chunk of
+    /// [`LOCAL_WORK_FLOOR_US`] or more) and how long they waited in all, s.
+    pub(super) once: Option<(f64, f64)>,
     /// The probe run's time, first request to last answer, and how long it held answers
     /// back in all, s (absent where the local work was given, not probed).
     pub(super) probe: Option<(f64, f64)>,
@@ -324,7 +325,8 @@ pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan
                 own_least[f.i] = f.gap_o;
             }
         }
-        once = Some(secs(chunks.iter().copied().max().unwrap_or(0)));
+        let waited = lone.iter().map(|w| w.gap_s - w.own_s.unwrap_or(0.0)).sum();
+        once = Some((secs(chunks.iter().copied().max().unwrap_or(0)), waited));
     }
     let took = match (probe.reqs.iter().map(|q| q.start).min(), probe.reqs.iter().map(|q| q.end).max()) {
         (Some(a), Some(b)) => b - a,
@@ -466,7 +468,11 @@ pub(super) fn probed(
     }
     if f.waits.is_empty() {
         return match f.once {
-            Some(chunk) => format!(
+            Some((chunk, waited)) if chunk == 0.0 => format!(
+                "the agents waited {waited:.2} s in all for local work that no agent's gap held as its own in the probe run (none of {:.2} s or more: a client library's first use as an answer was read, a pause of the process), which one run cannot tell apart; not counted, the gaps read as measured ({probe})",
+                secs(LOCAL_WORK_FLOOR_US)
+            ),
+            Some((chunk, _)) => format!(
                 "the agents waited for one agent's local work of {chunk:.2} s, once: a client library's first use (lazy imports, schemas built on the first answer) or one blocking call, which one run cannot tell apart; not counted, the gaps read as measured ({probe})"
             ),
             None => format!("the probe run measured every gap between calls as the agent's own work ({probe})"),

@@ -150,3 +150,29 @@ fn waits_for_local_work_as_long_as_the_clients_waits_for_a_cpu_are_not_blamed_on
     let quiet = judge(&trace(both), &opts.client_cpu_wait(std::time::Duration::from_millis(400)));
     assert_eq!((quiet.verdict, quiet.cause), (Verdict::PartlySerialized, Cause::BetweenCalls), "{quiet}");
 }
+
+#[test]
+fn waits_for_work_no_gap_held_as_its_own_are_named_so_and_not_counted() {
+    // a, b and c sent their second calls together 300 ms after their answers (a pause of the
+    // process, a library's first use as the answers were read); with the others' work out of
+    // the way the probe measured 20 ms each: they waited 280 ms each for work that no agent's
+    // gap held as its own (no chunk of 150 ms). Not counted: parallel, and the words say so.
+    let mut both = vec![call(1, "a", 0, 100), call(2, "b", 0, 100), call(3, "c", 0, 100)];
+    both.extend([call(4, "a", 400, 500), call(5, "b", 401, 501), call(6, "c", 402, 502)]);
+    both.extend([
+        held(call(7, "a", 2000, 2100), 0),
+        held(call(8, "b", 2000, 2120), 20),
+        held(call(9, "c", 2000, 2140), 40),
+        call(10, "a", 2120, 2220),
+        call(11, "b", 2140, 2240),
+        call(12, "c", 2160, 2260),
+    ]);
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(7));
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    let g = r.gaps.as_ref().expect("gaps read");
+    assert!(
+        g.reason.contains("waited 0.84 s in all for local work that no agent's gap held as its own"),
+        "{}",
+        g.reason
+    );
+}
