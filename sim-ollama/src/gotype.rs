@@ -350,6 +350,15 @@ fn ordered_map(v: &Value) -> Result<(), Failure> {
     }
 }
 
+/// An OpenAI request's `stream_options` (openai/openai.go v0.33.0-rc2: `StreamOptions`, one
+/// field, `IncludeUsage bool "json:\"include_usage\""`): on the real server
+/// `{"include_usage": 1}` is refused ("Go struct field StreamOptions.stream_options.include_usage
+/// of type bool"), and so is `{"INCLUDE_USAGE": 1}` (keys bind ignoring case).
+pub(crate) static OPENAI_STREAM_OPTIONS: Go = Go::Struct(&STREAM_OPTIONS);
+
+static STREAM_OPTIONS: GoStruct =
+    GoStruct { name: "StreamOptions", type_name: "openai.StreamOptions", fields: &[("include_usage", Go::Bool)] };
+
 /// An OpenAI message's `tool_calls` (openai/openai.go v0.33.0-rc2 185-193): its function an
 /// anonymous struct, whose fields' errors name no struct (`.messages.tool_calls.function.name`).
 pub(crate) static OPENAI_TOOL_CALLS: Go = Go::Slice("[]openai.ToolCall", &Go::Struct(&OPENAI_TOOL_CALL));

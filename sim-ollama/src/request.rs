@@ -121,6 +121,15 @@ impl<'a> Fields<'a> {
         self.bound(check, |_, _| false)
     }
 
+    /// Field `key` decoded as type `ty` of struct `strukt`, nested types and all
+    /// ([`crate::gotype::decode_field`]): its error, as the middleware answers it.
+    pub(crate) fn decoded(&self, key: &'static str, ty: crate::gotype::Go, strukt: &'static str) -> Result<(), ApiError> {
+        match self.get(key).map(|v| crate::gotype::decode_field(v, ty, strukt, key)) {
+            None | Some(Decoded::Fits) => Ok(()),
+            Some(Decoded::Saved(e) | Decoded::Ended(e)) => Err(ApiError::bad_request(e.text()).from_middleware()),
+        }
+    }
+
     /// `tools` decoded as a field of struct `strukt` (`ChatRequest`, `ChatCompletionRequest`), nested
     /// types and all (`ToolFunctionParameters.tools.function.parameters.required`): its error,
     /// and whether that error ends the decoding (one inside `properties`, which decode

@@ -7,6 +7,7 @@
 //! types; what is inside a message the handlers check as they read it.
 
 use crate::error::ApiError;
+use crate::gotype::OPENAI_STREAM_OPTIONS;
 use crate::request::Fields;
 
 /// `openai.CompletionRequest`.
@@ -16,7 +17,7 @@ pub(crate) fn completion_bound_in_order(f: &Fields<'_>) -> Result<(), ApiError> 
         "stream" | "_debug_render_only" => f.bool(key).map(drop),
         "max_tokens" | "seed" | "logprobs" => f.int(key).map(drop),
         "frequency_penalty" | "presence_penalty" | "temperature" | "top_p" => f.float_of(key, "float32").map(drop),
-        "stream_options" => f.object(key, "openai.StreamOptions").map(drop),
+        "stream_options" => f.decoded("stream_options", OPENAI_STREAM_OPTIONS, "CompletionRequest"),
         _ => Ok(()),
     })
 }
@@ -31,7 +32,7 @@ pub(crate) fn chat_completion_bound_in_order(f: &Fields<'_>) -> Result<(), ApiEr
         "temperature" | "frequency_penalty" | "presence_penalty" | "top_p" => f.float(key).map(drop),
         "messages" => messages_bound(f),
         "tools" => tools.clone(),
-        "stream_options" => f.object(key, "openai.StreamOptions").map(drop),
+        "stream_options" => f.decoded("stream_options", OPENAI_STREAM_OPTIONS, "ChatCompletionRequest"),
         "response_format" => f.object(key, "openai.ResponseFormat").map(drop),
         "reasoning" => f.object(key, "openai.Reasoning").map(drop),
         _ => Ok(()),

@@ -78,11 +78,14 @@ fn response_format(f: &Fields<'_>) -> Result<OutputFormat, ApiError> {
     }
 }
 
+/// `stream_options.include_usage`, its key bound as Go binds it: exactly, else ignoring case
+/// (the last such key; its type was checked with the request's binding).
 fn include_usage(f: &Fields<'_>) -> Result<bool, ApiError> {
-    Ok(f.object("stream_options", "openai.StreamOptions")?
-        .and_then(|o| o.get("include_usage"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false))
+    let Some(o) = f.object("stream_options", "openai.StreamOptions")? else { return Ok(false) };
+    let value = o.get("include_usage").or_else(|| {
+        o.iter().filter(|(k, _)| crate::gotype::folds_to(k, "include_usage")).map(|(_, v)| v).last()
+    });
+    Ok(value.and_then(Value::as_bool).unwrap_or(false))
 }
 
 /// Message content: a string, or an array of text and image parts. Anything else (null or
