@@ -42,23 +42,26 @@ pub(crate) struct Fields<'a> {
     order: &'a [(String, Option<Value>)],
     /// The same for each element of `messages` where a field came twice in it.
     message_order: &'a [(usize, Vec<(String, Option<Value>)>)],
+    /// [`Body`]'s fields with an earlier occurrence of a key that came twice in a struct below
+    /// them in its place, each bound before the field's own value.
+    nested: &'a [(String, Value)],
 }
 
 impl<'a> Fields<'a> {
     pub(crate) fn new(map: &'a Map<String, Value>, go_type: &'static str) -> Self {
-        Fields { map, go_type, order: &[], message_order: &[] }
+        Fields { map, go_type, order: &[], message_order: &[], nested: &[] }
     }
 
     /// The `index`-th element of `messages`, `message` (an object), as a Go struct `go_type`:
     /// where a field came twice in it, each occurrence is bound in turn ([`Fields::bound`]).
     pub(crate) fn message(&self, index: usize, message: &'a Map<String, Value>, go_type: &'static str) -> Fields<'a> {
         let order = self.message_order.iter().find(|(i, _)| *i == index).map_or(&[][..], |(_, o)| o.as_slice());
-        Fields { map: message, go_type, order, message_order: &[] }
+        Fields { map: message, go_type, order, message_order: &[], nested: &[] }
     }
 
     /// A body's fields, each occurrence of a field that came twice bound in turn ([`Fields::bound`]).
     pub(crate) fn of(body: &'a Body, go_type: &'static str) -> Self {
-        Fields { map: &body.map, go_type, order: &body.order, message_order: &body.message_order }
+        Fields { map: &body.map, go_type, order: &body.order, message_order: &body.message_order, nested: &body.nested }
     }
 
     fn get(&self, key: &str) -> Option<&'a Value> {
@@ -83,7 +86,8 @@ impl<'a> Fields<'a> {
     /// `UnmarshalJSON` of its own, as `keep_alive`'s `Duration`) fails, which ends the decoding
     /// there with its error, whatever came before. A field whose key came more than once is
     /// checked at each of its places, with the value it had there (`check` and `own` are given
-    /// the fields as they stood: one field, or all of them at its last place).
+    /// the fields as they stood: one field, or all of them at its last place), and so is a
+    /// field in which a key came twice in a struct below it, with each earlier occurrence.
     pub(crate) fn bound(
         &self,
         check: impl Fn(&Fields<'_>, &str) -> Result<(), ApiError>,
@@ -100,7 +104,17 @@ impl<'a> Fields<'a> {
         };
         for (key, earlier) in body::places(self.map, self.order) {
             let ended = match earlier {
-                None => bind(self, key),
+                // A key that came twice in a struct below it: that occurrence first, as Go
+                // decodes it.
+                None => self
+                    .nested
+                    .iter()
+                    .filter(|(k, _)| k == key)
+                    .find_map(|(_, v)| {
+                        let one = Map::from_iter([(key.clone(), v.clone())]);
+                        bind(&Fields::new(&one, self.go_type), key)
+                    })
+                    .or_else(|| bind(self, key)),
                 Some(v) => {
                     let one = Map::from_iter([(key.clone(), v.clone())]);
                     bind(&Fields::new(&one, self.go_type), key)
@@ -123,7 +137,12 @@ impl<'a> Fields<'a> {
 
     /// Field `key` decoded as type `ty` of struct `strukt`, nested types and all
     /// ([`crate::gotype::decode_field`]): its error, as the middleware answers it.
-    pub(crate) fn decoded(&self, key: &'static str, ty: crate::gotype::Go, strukt: &'static str) -> Result<(), ApiError> {
+    pub(crate) fn decoded(
+        &self,
+        key: &'static str,
+        ty: crate::gotype::Go,
+        strukt: &'static str,
+    ) -> Result<(), ApiError> {
         match self.get(key).map(|v| crate::gotype::decode_field(v, ty, strukt, key)) {
             None | Some(Decoded::Fits) => Ok(()),
             Some(Decoded::Saved(e) | Decoded::Ended(e)) => Err(ApiError::bad_request(e.text()).from_middleware()),

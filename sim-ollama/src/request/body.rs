@@ -24,6 +24,12 @@ pub(crate) struct Body {
     /// message is a Go struct too: on Ollama 0.33 `{"role": 1, "role": "user"}` in a message
     /// is refused for the first).
     pub(super) message_order: Vec<(usize, Vec<(String, Option<Value>)>)>,
+    /// Where a key came twice in a struct below the top and its messages (a tool call's
+    /// `function`, `stream_options`): for each of its earlier occurrences, the top-level field
+    /// it is in (folded) with that occurrence in the key's place, so that it can be bound as
+    /// Go binds each occurrence (on Ollama 0.33 `{"name": 1, "name": "x"}` in a tool call's
+    /// function is refused for the first).
+    pub(super) nested: Vec<(String, Value)>,
 }
 
 impl Body {
@@ -38,19 +44,39 @@ impl Body {
         places(&self.map, &self.order).filter_map(|(k, earlier)| Some((k, earlier.or_else(|| self.map.get(k))?)))
     }
 
-    fn of(
-        entries: Vec<(String, Value)>,
-        go_type: &str,
-        message_order: Vec<(usize, Vec<(String, Option<Value>)>)>,
-    ) -> Body {
+    fn of(entries: Vec<(String, Top)>, go_type: &str) -> Body {
         // Each earlier occurrence folded below it as the field's value in the object is.
         let fold_value = |k: &str, v: Value| {
             fold::request(Map::from_iter([(k.to_string(), v)]), go_type).remove(k).unwrap_or(Value::Null)
         };
+        let nested = nested(&entries)
+            .into_iter()
+            .map(|(k, v)| {
+                let folded = crate::gotype::folded(&k).into_owned();
+                (folded.clone(), fold_value(&folded, v))
+            })
+            .collect();
+        let message_order = entries
+            .iter()
+            .filter(|(k, _)| crate::gotype::folded(k) == "messages")
+            .next_back()
+            .map(|(_, t)| match t {
+                Top::Array(items) => items
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, t)| match t {
+                        Top::Object(e) => repeated(&values(e)).map(|o| (i, o)),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            })
+            .unwrap_or_default();
+        let entries = values(&entries);
         let order = repeated(&entries)
             .map(|o| o.into_iter().map(|(k, v)| (k.clone(), v.map(|v| fold_value(&k, v)))).collect())
             .unwrap_or_default();
-        Body { map: fold::request(entries.into_iter().collect(), go_type), order, message_order }
+        Body { map: fold::request(entries.into_iter().collect(), go_type), order, message_order, nested }
     }
 }
 
@@ -67,6 +93,77 @@ fn repeated(entries: &[(String, Value)]) -> Option<Vec<(String, Option<Value>)>>
             .map(|(i, ((_, v), k))| (k.to_string(), keys[i + 1..].contains(k).then(|| v.clone())))
             .collect()
     })
+}
+
+/// An object's entries as values (a key that came twice in a value below: its last value).
+fn values(entries: &[(String, Top)]) -> Vec<(String, Value)> {
+    entries.iter().map(|(k, t)| (k.clone(), t.to_value())).collect()
+}
+
+/// Each earlier occurrence of a key that came twice in an object below the top level (and
+/// below each message, whose own keys `message_order` keeps), as its top-level field: the key
+/// as sent, with that occurrence in its place and every other value the last.
+fn nested(entries: &[(String, Top)]) -> Vec<(String, Value)> {
+    let last = last_of_each(entries);
+    entries
+        .iter()
+        .zip(last)
+        .filter(|(_, last)| *last)
+        .flat_map(|((k, t), _)| {
+            // A message's own keys are bound in turn already; below them, each struct's.
+            let own = crate::gotype::folded(k) != "messages";
+            variants(t, own).into_iter().map(move |v| (k.clone(), v))
+        })
+        .collect()
+}
+
+/// Whether each of an object's keys is the last of those that fold to the same field: the one
+/// whose value Go's value holds.
+fn last_of_each(entries: &[(String, Top)]) -> Vec<bool> {
+    let folded: Vec<_> = entries.iter().map(|(k, _)| crate::gotype::folded(k)).collect();
+    (0..entries.len()).map(|i| !folded[i + 1..].contains(&folded[i])).collect()
+}
+
+/// `t`'s value once for each earlier occurrence of a key that came twice in an object in it:
+/// that occurrence in its key's place (`own`: `t`'s own keys too, else only those below them;
+/// an array passes it on to its elements).
+fn variants(t: &Top, own: bool) -> Vec<Value> {
+    match t {
+        Top::Object(entries) => {
+            let base = || match t.to_value() {
+                Value::Object(m) => m,
+                _ => Map::new(),
+            };
+            let with = |k: &str, v: Value| {
+                let mut m = base();
+                let f = crate::gotype::folded(k);
+                m.retain(|key, _| crate::gotype::folded(key) != f);
+                m.insert(k.to_string(), v);
+                Value::Object(m)
+            };
+            let mut out = Vec::new();
+            for ((k, child), last) in entries.iter().zip(last_of_each(entries)) {
+                if !last && own {
+                    out.push(with(k, child.to_value()));
+                } else if last {
+                    out.extend(variants(child, true).into_iter().map(|v| with(k, v)));
+                }
+            }
+            out
+        }
+        Top::Array(items) => {
+            let mut out = Vec::new();
+            for (j, item) in items.iter().enumerate() {
+                for v in variants(item, own) {
+                    let mut all: Vec<Value> = items.iter().map(Top::to_value).collect();
+                    all[j] = v;
+                    out.push(Value::Array(all));
+                }
+            }
+            out
+        }
+        Top::Other(_) => Vec::new(),
+    }
 }
 
 /// A body's keys in the body's order (`map`'s own where `order` is empty: no field came
@@ -88,11 +185,11 @@ pub(crate) fn decode_body(body: &[u8], go_type: &str, empty: &str) -> Result<Bod
     let mut stream = serde_json::Deserializer::from_slice(body).into_iter::<Top>();
     match stream.next() {
         None => Err(ApiError::bad_request(empty)),
-        Some(Ok(Top::Object(entries, messages))) => Ok(Body::of(entries, go_type, messages)),
+        Some(Ok(Top::Object(entries))) => Ok(Body::of(entries, go_type)),
         Some(Ok(Top::Other(Value::Null))) => Ok(Body::default()),
         Some(Ok(other)) => Err(ApiError::bad_request(format!(
             "json: cannot unmarshal {} into Go value of type {go_type}",
-            json_kind(&other.into_value())
+            json_kind(&other.to_value())
         ))),
         // serde_json refuses what Go's scanner accepts only past Go's own limits (nesting).
         Some(Err(e)) => {
@@ -101,24 +198,21 @@ pub(crate) fn decode_body(body: &[u8], go_type: &str, empty: &str) -> Result<Bod
     }
 }
 
-/// Each element of `messages` in which a key came twice, by its index: its keys in order.
-type MessageOrders = Vec<(usize, Vec<(String, Option<Value>)>)>;
-
-/// An object's entries in order (and, of its `messages`, each element's keys in order where
-/// one came twice: [`Body::message_order`]), an array's elements read so, or any other value.
+/// A JSON value as Go's decoder sees it: an object's entries in order, a key that came twice
+/// kept twice, at every depth.
 enum Top {
-    Object(Vec<(String, Value)>, MessageOrders),
+    Object(Vec<(String, Top)>),
     Array(Vec<Top>),
     Other(Value),
 }
 
 impl Top {
-    fn into_value(self) -> Value {
+    /// Its value: a key that came twice, the last value, at the first key's place (as `Value`'s own).
+    fn to_value(&self) -> Value {
         match self {
-            // A key that came twice: the last value, at the first key's place (as `Value`'s own).
-            Top::Object(entries, _) => Value::Object(entries.into_iter().collect()),
-            Top::Array(items) => Value::Array(items.into_iter().map(Top::into_value).collect()),
-            Top::Other(v) => v,
+            Top::Object(entries) => Value::Object(entries.iter().map(|(k, t)| (k.clone(), t.to_value())).collect()),
+            Top::Array(items) => Value::Array(items.iter().map(Top::to_value).collect()),
+            Top::Other(v) => v.clone(),
         }
     }
 }
@@ -139,28 +233,11 @@ impl<'de> Visitor<'de> for TopVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Top, A::Error> {
-        let (mut entries, mut messages) = (Vec::new(), Vec::new());
+        let mut entries = Vec::new();
         while let Some(key) = m.next_key::<String>()? {
-            // A message's keys in order: the elements of `messages`, read as `Top`.
-            let value = if crate::gotype::folded(&key) == "messages" {
-                let read = m.next_value::<Top>()?;
-                if let Top::Array(items) = &read {
-                    messages = items
-                        .iter()
-                        .enumerate()
-                        .filter_map(|(i, t)| match t {
-                            Top::Object(e, _) => repeated(e).map(|o| (i, o)),
-                            _ => None,
-                        })
-                        .collect();
-                }
-                read.into_value()
-            } else {
-                m.next_value::<Value>()?
-            };
-            entries.push((key, value));
+            entries.push((key, m.next_value::<Top>()?));
         }
-        Ok(Top::Object(entries, messages))
+        Ok(Top::Object(entries))
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Top, A::Error> {
@@ -254,6 +331,25 @@ mod tests {
             msg(decode_body(br#"[{"a":1,"a":2}]"#, "api.ChatRequest", "x")),
             "json: cannot unmarshal array into Go value of type api.ChatRequest"
         );
+    }
+
+    #[test]
+    fn a_key_twice_in_a_struct_below_is_kept_as_its_fields_value_with_that_occurrence() {
+        // A tool call's function name 1 then "x": the messages once more with 1 in its place
+        // (bound before the messages' own value); a message's own keys are `message_order`'s.
+        let body = br#"{"messages":[{"role":"user","role":"user","tool_calls":[{"function":{"name":1,"NAME":"x"}}]}],"stream_options":{"include_usage":1,"include_usage":true}}"#;
+        let b = decode_body(body, "api.ChatRequest", "x").unwrap();
+        assert_eq!(
+            b.nested,
+            vec![
+                ("messages".into(), json!([{"role":"user","tool_calls":[{"function":{"name":1}}]}])),
+                ("stream_options".into(), json!({"include_usage":1})),
+            ]
+        );
+        assert_eq!(b.map["messages"][0]["tool_calls"][0]["function"]["name"], "x");
+        assert_eq!(b.message_order.len(), 1, "the message's own role, twice");
+        // None where no key came twice below the top.
+        assert!(decode_body(br#"{"model":"a","options":{"x":1}}"#, "api.ChatRequest", "x").unwrap().nested.is_empty());
     }
 
     #[test]

@@ -24,20 +24,20 @@ pub(crate) fn completion_bound_in_order(f: &Fields<'_>) -> Result<(), ApiError> 
 
 /// `openai.ChatCompletionRequest`: its tools' parameters' `properties` decode themselves.
 pub(crate) fn chat_completion_bound_in_order(f: &Fields<'_>) -> Result<(), ApiError> {
-    let (tools, tools_end) = f.tools_bound("ChatCompletionRequest");
     let check = |f: &Fields<'_>, key: &str| match key {
         "model" | "reasoning_effort" => f.string(key).map(drop),
         "stream" | "logprobs" | "_debug_render_only" => f.bool(key).map(drop),
         "max_tokens" | "seed" | "top_logprobs" => f.int(key).map(drop),
         "temperature" | "frequency_penalty" | "presence_penalty" | "top_p" => f.float(key).map(drop),
         "messages" => messages_bound(f),
-        "tools" => tools.clone(),
+        // Decoded where they stand (an earlier occurrence of a key inside them, in its place).
+        "tools" => f.tools_bound("ChatCompletionRequest").0,
         "stream_options" => f.decoded("stream_options", OPENAI_STREAM_OPTIONS, "ChatCompletionRequest"),
         "response_format" => f.object(key, "openai.ResponseFormat").map(drop),
         "reasoning" => f.object(key, "openai.Reasoning").map(drop),
         _ => Ok(()),
     };
-    f.bound(check, |_, key| key == "tools" && tools_end)
+    f.bound(check, |f, key| key == "tools" && f.tools_bound("ChatCompletionRequest").1)
 }
 
 /// `messages`, each element an `openai.Message` (openai/openai.go v0.33.0-rc2 32-39): its own

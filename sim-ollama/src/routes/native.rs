@@ -65,8 +65,6 @@ fn chat_generate_fields(f: &Fields<'_>) -> Result<ChatGenerateFields, ApiError> 
 /// they read are checked here first, in the body's order, each with the error its handler gives.
 fn bound_in_order(f: &Fields<'_>, endpoint: &str) -> Result<(), ApiError> {
     let chat = endpoint == "/api/chat";
-    // The tools decoded once: their error, and whether it ends the decoding.
-    let (tools, tools_end) = if chat { f.tools_bound("ChatRequest") } else { (Ok(()), false) };
     f.bound(
         |f, key| match key {
             "model" => f.string(key).map(|_| ()),
@@ -76,7 +74,9 @@ fn bound_in_order(f: &Fields<'_>, endpoint: &str) -> Result<(), ApiError> {
             "top_logprobs" => f.int(key).map(|_| ()),
             "options" => f.object(key, "map[string]interface {}").map(|_| ()),
             "messages" if chat => messages_bound(f),
-            "tools" if chat => tools.clone(),
+            // Their error, and whether it ends the decoding, where they stand (an earlier
+            // occurrence of a key inside them, in its place).
+            "tools" if chat => f.tools_bound("ChatRequest").0,
             "prompt" | "suffix" | "system" | "template" if !chat => f.string(key).map(|_| ()),
             "raw" if !chat => f.bool(key).map(|_| ()),
             "context" if !chat => f.int_array(key).map(|_| ()),
@@ -86,7 +86,7 @@ fn bound_in_order(f: &Fields<'_>, endpoint: &str) -> Result<(), ApiError> {
         |f, key| {
             matches!(key, "keep_alive" | "think")
                 || (key == "messages" && f.map.get(key).is_some_and(Value::is_array))
-                || (key == "tools" && tools_end)
+                || (key == "tools" && chat && f.tools_bound("ChatRequest").1)
         },
     )
 }

@@ -82,9 +82,9 @@ fn response_format(f: &Fields<'_>) -> Result<OutputFormat, ApiError> {
 /// (the last such key; its type was checked with the request's binding).
 fn include_usage(f: &Fields<'_>) -> Result<bool, ApiError> {
     let Some(o) = f.object("stream_options", "openai.StreamOptions")? else { return Ok(false) };
-    let value = o.get("include_usage").or_else(|| {
-        o.iter().filter(|(k, _)| crate::gotype::folds_to(k, "include_usage")).map(|(_, v)| v).last()
-    });
+    let value = o
+        .get("include_usage")
+        .or_else(|| o.iter().filter(|(k, _)| crate::gotype::folds_to(k, "include_usage")).map(|(_, v)| v).last());
     Ok(value.and_then(Value::as_bool).unwrap_or(false))
 }
 
