@@ -52,6 +52,9 @@ pub(crate) struct PlanInput<'a> {
     pub(crate) num_ctx: u64,
     /// The slot the answer is decoded in: without context shift it stops when that is full.
     pub(crate) slot: crate::context::SlotContext,
+    /// A probe run's answer under a hand-off test: its words marked (prose only), the same
+    /// pieces and schedule ([`tokens::marked_text`]).
+    pub(crate) marked: bool,
 }
 
 /// A request's content and intended schedule.
@@ -131,6 +134,11 @@ impl Plan {
                 let calls = crate::tools::plan(input.tools, input.last_role, policy, &mut tools_rng);
                 tokens::generate(&mut text_rng, tok, natural, num_predict, &o.stop, &input.format, calls)
             }
+        };
+        let text = if input.marked && matches!(input.format, OutputFormat::Prose) && input.scripted.is_none() {
+            tokens::marked_text(text)
+        } else {
+            text
         };
         // Reasoning first, from its own seed stream (answers without it are unchanged).
         let text = match (&profile.thinking_tokens, input.think > 0.0) {

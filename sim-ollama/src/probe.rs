@@ -28,7 +28,10 @@
 //! delay of its own ([`ProbePlan::delays`]) first: a call that depended on the answer goes out
 //! after it again, one that did not goes out before it, or after another answer (answers that
 //! ended together are released apart and in another order, so a permit any of them frees is
-//! taken by its waiter as the first of them comes, not as the answer it followed does).
+//! taken by its waiter as the first of them comes, not as the answer it followed does). Each
+//! such answer is also written in marked words (`tokens::marked_text`: its prose's words
+//! prefixed, the same tokens): a later prompt holding some (`RequestTrace::probe_marked`) was
+//! handed data of it, in whatever form the program passed it on.
 //!
 //! Expiry bounds every hold: no answer waits longer than the gaps in front of it took in the
 //! first run (a quarter more, plus the tolerance), so a program that waits for something the
@@ -230,6 +233,8 @@ struct State {
     released_at: HashMap<(String, usize), Instant>,
     /// Answers of each agent that were ready so far (its answers' places in its order).
     ready: HashMap<String, usize>,
+    /// Requests of each agent that arrived so far.
+    arrived: HashMap<String, usize>,
     /// The agent whose gap is open, if any.
     open: Option<Open>,
     /// Answers ready and held, oldest first.
@@ -304,6 +309,10 @@ pub(crate) struct Ticket {
     pub(crate) after: Option<u64>,
     /// Whether its answer took its turn before it started ([`Ticket::at_start`]).
     first: bool,
+    /// Whether its answer is under a hand-off test ([`ProbePlan::delays`]): written in marked
+    /// words (`tokens::marked_text`), so that a later prompt holding some shows the data it
+    /// passed on, in whatever form.
+    pub(crate) marked: bool,
 }
 
 impl Probe {
@@ -332,6 +341,7 @@ impl Probe {
             released: HashMap::new(),
             released_at: HashMap::new(),
             ready: HashMap::new(),
+            arrived: HashMap::new(),
             open: None,
             held: VecDeque::new(),
             serial: 0,
@@ -375,7 +385,14 @@ impl Probe {
             for h in s.held.drain(..) {
                 let _ = h.release.send(());
             }
-            return Some(Ticket { probe: self.clone(), agent: None, one: None, after: None, first: false });
+            return Some(Ticket {
+                probe: self.clone(),
+                agent: None,
+                one: None,
+                after: None,
+                first: false,
+                marked: false,
+            });
         }
         if s.plan.serial.is_some() && label.is_none() {
             return Some(self.arrive_one(s, id, prompt_key));
@@ -394,11 +411,16 @@ impl Probe {
         if !s.starting.is_empty() {
             self.arrive_late(s, agent.as_deref());
         }
+        let marked = agent.as_ref().is_some_and(|a| {
+            let n = s.arrived.entry(a.clone()).or_insert(0);
+            *n += 1;
+            s.plan.delays.get(a).is_some_and(|d| d.contains_key(&(*n - 1)))
+        });
         if agent.is_some() && s.open.as_ref().map(|o| &o.agent) == Some(&agent) {
             s.open = None;
             self.release_next(s);
         }
-        Some(Ticket { probe: self.clone(), agent, one: None, after: None, first: false })
+        Some(Ticket { probe: self.clone(), agent, one: None, after: None, first: false, marked })
     }
 
     /// A request of a program with late starters ([`ProbePlan::starts`]): the first starts the
@@ -481,7 +503,7 @@ impl Probe {
                 }
             }
         }
-        Ticket { probe: self.clone(), agent: None, one: Some(One { id, twin }), after, first: false }
+        Ticket { probe: self.clone(), agent: None, one: Some(One { id, twin }), after, first: false, marked: false }
     }
 
     /// An answer's turn: when no other agent's gap is open and none is held before it, it goes

@@ -52,6 +52,40 @@ pub(crate) struct TextPlan {
     pub(crate) stop_token: bool,
 }
 
+/// What a probe run writes before every word of an answer under a hand-off test
+/// ([`marked_text`]): no vocabulary has such words, so a later prompt holding some got them
+/// from that answer.
+pub(crate) const PROBE_MARK: &str = "zqx";
+
+/// `t` with every word of its text (not its reasoning, not its tool calls) marked with
+/// [`PROBE_MARK`]: the same pieces, so the same tokens and the same schedule.
+pub(crate) fn marked_text(mut t: TextPlan) -> TextPlan {
+    let in_call = |i: usize| t.calls.iter().any(|c| (c.start..=c.end).contains(&i));
+    let marked: Vec<Cow<'static, str>> = t
+        .pieces
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let word = p.trim_start();
+            if i < t.thinking || in_call(i) || word.is_empty() || !word.chars().all(char::is_alphabetic) {
+                return p.clone();
+            }
+            Cow::Owned(format!("{}{PROBE_MARK}{word}", &p[..p.len() - word.len()]))
+        })
+        .collect();
+    t.pieces = marked;
+    t
+}
+
+/// Whether a prompt holds at least two words marked by [`marked_text`].
+pub(crate) fn holds_marked(rendered: &str) -> bool {
+    rendered
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.starts_with(PROBE_MARK) && w.len() > PROBE_MARK.len())
+        .nth(1)
+        .is_some()
+}
+
 /// The pieces a tool call's text occupies.
 #[derive(Debug, Clone)]
 pub(crate) struct CallSpan {
@@ -312,6 +346,22 @@ mod tests {
 
     fn rng(s: u64) -> SimRng {
         SimRng::seed_from_u64(s)
+    }
+
+    #[test]
+    fn a_marked_answer_keeps_its_pieces_and_a_prompt_holding_two_of_its_words_is_known() {
+        let t = generate(&mut rng(3), Tokenizer::default(), 40, None, &[], &OutputFormat::Prose, Vec::new());
+        let m = marked_text(t.clone());
+        assert_eq!(m.pieces.len(), t.pieces.len(), "the same tokens, so the same schedule");
+        let text: String = m.pieces.concat();
+        let words: Vec<&str> = text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+        assert!(words.iter().all(|w| w.starts_with(PROBE_MARK)), "{text}");
+        // Two of its words, in any order, anywhere in a prompt; one is not enough.
+        let mut some: Vec<&str> = words.iter().take(2).copied().collect();
+        some.reverse();
+        assert!(holds_marked(&format!("Write about: {}.", some.join(", "))));
+        assert!(!holds_marked(&format!("Write about {}.", some[0])));
+        assert!(!holds_marked(&t.pieces.concat()), "an unmarked answer");
     }
 
     #[test]

@@ -301,6 +301,50 @@ fn an_answer_a_first_call_went_out_right_after_is_held_back_its_delay_in_the_pro
     assert_ne!(r.verdict, Verdict::Parallel, "no data behind the wait: {r}");
 }
 
+/// A lead's call, then two members whose first prompts are handed the lead's answer as its
+/// words sorted, deduplicated and cut to eight (not in order, so no hint the judge reads in one
+/// run): their answers.
+fn members_handed_sorted_words(addr: SocketAddr) {
+    let body = r#"{"model":"gemma3","prompt":"Turn 1 of lead.","stream":false,"options":{"num_predict":20}}"#;
+    let r = raw_blocking(addr, "POST", "/api/generate", Some(body), &[("X-Agent", "lead")]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let answer = r.json()["response"].as_str().unwrap_or_default().to_lowercase();
+    let mut words: Vec<&str> = answer.split(|c: char| !c.is_alphabetic()).filter(|w| w.len() > 3).collect();
+    words.sort_unstable();
+    words.dedup();
+    let task = words.iter().take(8).copied().collect::<Vec<_>>().join(", ");
+    std::thread::scope(|s| {
+        for m in ["m1", "m2"] {
+            let task = &task;
+            s.spawn(move || {
+                let body = serde_json::json!({"model": "gemma3", "prompt": format!("{m}: write about {task}"),
+                    "stream": false, "options": {"num_predict": 20}})
+                .to_string();
+                let r = raw_blocking(addr, "POST", "/api/generate", Some(&body), &[("X-Agent", m)]);
+                assert_eq!(r.status, 200, "{}", r.text());
+            });
+        }
+    });
+}
+
+#[test]
+fn members_handed_an_answer_in_a_form_the_judge_does_not_read_are_shown_handed_it_by_marked_words() {
+    // The probe holds the lead's answer back and writes it in marked words; the members, handed
+    // its words sorted, send prompts holding some: data of it reached them, a hand-off shown,
+    // parallel (with the prompts fixed, the test above: never parallel on that evidence).
+    let sim = sim();
+    let (opts, probe) = run_and_probe(&sim, || members_handed_sorted_words(sim.addrs()[0]));
+    let t = sim.trace();
+    let marked: Vec<bool> = t.requests.iter().filter(|r| r.id >= probe).map(|r| r.probe_marked).collect();
+    assert_eq!(marked, [false, true, true], "the members' probe prompts, not the lead's");
+    let first: Vec<bool> = t.requests.iter().filter(|r| r.id < probe).map(|r| r.probe_marked).collect();
+    assert!(first.iter().all(|m| !m), "nothing is marked outside a probe run: {first:?}");
+    let r = sim.judge(&opts);
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    let g = r.gaps.as_ref().expect("gaps read");
+    assert!(g.reason.contains("2 first calls held words of the answer it went out after"), "{}", g.reason);
+}
+
 /// How three labelled agents, one call each, come to call one after another.
 #[derive(Clone, Copy)]
 enum Spaced {

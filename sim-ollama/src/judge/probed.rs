@@ -42,6 +42,10 @@ pub(super) struct Findings {
     pub(super) instead: Vec<bool>,
     /// Whether a first call shown independent of the answer it followed went out `instead`.
     pub(super) permit_shown: bool,
+    /// For each first call that went out right after another agent's answer: whether its twin
+    /// in the probe run held words of an answer the probe wrote in marked words
+    /// (`RequestTrace::probe_marked`): data of that answer reached it, a hand-off shown.
+    pub(super) handed: Vec<bool>,
     /// First calls that went out late in the run judged and that the probe run showed waited
     /// for no answer ([`handoff_probe::started_free`]): each call (index of the run judged) with
     /// its agent's own start-up before it at the most and at the least, µs, counted in
@@ -55,7 +59,7 @@ impl Findings {
     /// nor anywhere once it showed a first call held back by what any answer frees ([`Self::
     /// instead`]: the others that went out right after an answer are read as held back by it too).
     pub(super) fn may_be_handed_off(&self, i: usize) -> bool {
-        !self.permit_shown && self.depended[i] != Some(false)
+        self.handed[i] || (!self.permit_shown && self.depended[i] != Some(false))
     }
 }
 
@@ -339,6 +343,9 @@ pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan
         once,
         probe: Some((secs(took), secs(probe.reqs.iter().map(|q| q.r.held_us).sum()))),
         permit_shown: instead.iter().any(|&x| x),
+        handed: (0..first.reqs.len())
+            .map(|i| first.links.follows[i].is_some() && probe.reqs[matched[i]].r.probe_marked)
+            .collect(),
         depended,
         instead,
         started,
@@ -385,6 +392,7 @@ pub(super) fn from_known(first: &Run<'_, '_>, known: &std::collections::BTreeMap
         depended: vec![Some(false); first.reqs.len()],
         instead: vec![false; first.reqs.len()],
         permit_shown: false,
+        handed: vec![false; first.reqs.len()],
         started: Vec::new(),
     }
 }
@@ -436,8 +444,16 @@ pub(super) fn probed(
     }
     // The first calls that went out right after another agent's answer, and were not shown
     // independent of it (a call that followed nothing has nothing to be ambiguous about).
-    let ambiguous: Vec<usize> =
-        (0..f.depended.len()).filter(|&i| links.follows[i].is_some() && f.depended[i] != Some(false)).collect();
+    let ambiguous: Vec<usize> = (0..f.depended.len())
+        .filter(|&i| links.follows[i].is_some() && f.depended[i] != Some(false) && !f.handed[i])
+        .collect();
+    let handed = f.handed.iter().filter(|&&h| h).count();
+    if handed > 0 {
+        probe.push_str(&format!(
+            "; {} held words of the answer it went out after, which the probe run wrote in marked words: data of it reached them, however taken (a hand-off, the program's design)",
+            plural(handed, "first call", "first calls")
+        ));
+    }
     if f.waits.is_empty() && !ambiguous.is_empty() && rep.verdict == Verdict::Parallel && least != Verdict::Parallel {
         // The first calls that went out right after another agent's answer depended on it (or
         // were not tested), and nothing in their prompts shows a task handed on.

@@ -76,6 +76,7 @@ pub(crate) async fn run_embedding(
         num_ctx: model.spec.context_length,
         // Its text is not used.
         slot: crate::context::SlotContext { tokens: usize::MAX, shift: true },
+        marked: false,
     });
     let plan = Plan {
         prompt_tokens: tokens.max(1),

@@ -180,6 +180,8 @@ pub(crate) async fn start(
     let scripted = pick_script(s, &g.model, g.endpoint, trace.as_ref())?;
     let refusal = g.options.runner_refusal().or_else(|| schema_refusal(&g.format));
     let num_ctx = g.runner.num_ctx;
+    // In a probe run, its place first: an answer under a hand-off test is in marked words.
+    let ticket = trace.as_ref().and_then(|t| probe_ticket(s, t, &g.model, g.rendered, g.images));
     let mut plan = Plan::new(&PlanInput {
         sim_seed: s.shared.cfg.seed,
         time_scale: s.shared.cfg.time_scale,
@@ -196,6 +198,7 @@ pub(crate) async fn start(
         think: g.think.factor(),
         num_ctx,
         slot: g.runner.slot(&g.model.spec),
+        marked: ticket.as_ref().is_some_and(|t| t.marked),
     });
     if let Some(t) = trace.as_ref() {
         // What the model will answer (its reasoning aside) and its tool calls' ids, to
@@ -223,7 +226,6 @@ pub(crate) async fn start(
         let others: usize = devices.iter().map(|d| d.streams()).sum();
         plan.timing.slow_down(noise.factor(s.shared.cfg.seed, id, others));
     }
-    let ticket = trace.as_ref().and_then(|t| probe_ticket(s, t, &g.model, g.rendered, g.images));
     let prompt = crate::generation::prompt_hashes(&g.model, g.rendered, g.templated, g.images);
     let mut job = job(s, g.model, g.runner, g.keep_alive, plan, g.arrival, prompt, g.reply_prefix);
     job.truncate = g.truncate && g.images == 0;
@@ -257,7 +259,7 @@ pub(crate) fn probe_ticket(
     let (label, conversation) = t.with(|r| (r.agent_label.clone(), r.conversation.clone()));
     let fingerprints = conversation.as_ref().map(|c| (c.key.as_str(), c.parent.as_deref()));
     let ticket = s.shared.probe.arrive(label.as_deref(), fingerprints, (t.id(), &prompt_key))?;
-    t.with(|r| r.probe_after = ticket.after);
+    t.with(|r| (r.probe_after, r.probe_marked) = (ticket.after, crate::tokens::holds_marked(rendered)));
     Some(ticket)
 }
 

@@ -245,6 +245,12 @@ pub struct RequestTrace {
     /// was out then (the program's first calls) and outside such runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_after: Option<u64>,
+    /// In a probe run: whether this request's prompt holds words of an answer the probe wrote
+    /// in marked words (an answer a first call of the run judged went out right after: see
+    /// `sim_ollama`'s `probe` module), however they were taken from it (sorted, filtered,
+    /// reworded around): data of that answer reached it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub probe_marked: bool,
     /// Earlier requests whose answers this request's prompt carries (a run of six of their
     /// generated words, see `sim_ollama`'s `carried` module): it could not have been sent
     /// before they answered. The judge chains it after them. Empty in traces older than
@@ -351,6 +357,7 @@ impl RequestTrace {
             late_us: 0,
             prompt_key: None,
             probe_after: None,
+            probe_marked: false,
             loads: Vec::new(),
             waits: Vec::new(),
             min_speed: 1.0,
