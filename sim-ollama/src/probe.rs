@@ -76,7 +76,7 @@
 //! their hold with none coming: either is the finding, and every further hold would only
 //! lengthen the run.
 //!
-//! A little over 600 lines: the probe's state and the tickets that take turns in it are one
+//! About 800 lines: the probe's state and the tickets that take turns in it are one
 //! mechanism (every turn reads and changes the same state under one lock), and a submodule may
 //! not name its parent's items (the crate's layering test).
 //!
