@@ -31,7 +31,9 @@
 //! taken by its waiter as the first of them comes, not as the answer it followed does). Each
 //! such answer is also written in marked words (`tokens::marked_text`: its prose's words
 //! prefixed, the same tokens): a later prompt holding some (`RequestTrace::probe_marked`) was
-//! handed data of it, in whatever form the program passed it on.
+//! handed data of it, in whatever form the program passed it on. Only where every agent is
+//! known by its `X-Agent` label: an agent known by its first turn's fingerprint, handed marked
+//! words in that turn, would not be matched to itself across the runs.
 //!
 //! Expiry bounds every hold: no answer waits longer than the gaps in front of it took in the
 //! first run (a quarter more, plus the tolerance), so a program that waits for something the
@@ -74,7 +76,7 @@
 //! flight together. The judge reads which (`judge/held.rs`). Holding stops once a call has
 //! come while an answer was held, or once [`HOLD_ANSWERS`] answers were held to the end of
 //! their hold with none coming: either is the finding, and every further hold would only
-//! lengthen the run.
+//! About 840 lines: the probe's state and the tickets that take turns in it are one
 //!
 //! About 800 lines: the probe's state and the tickets that take turns in it are one
 //! mechanism (every turn reads and changes the same state under one lock), and a submodule may
@@ -411,10 +413,13 @@ impl Probe {
         if !s.starting.is_empty() {
             self.arrive_late(s, agent.as_deref());
         }
+        // Marked only where every agent is known by its label: an agent known by its first
+        // turn, handed marked words in it, would be another agent to the judge.
+        let labelled = s.plan.gaps.keys().all(|k| k.starts_with("label:"));
         let marked = agent.as_ref().is_some_and(|a| {
             let n = s.arrived.entry(a.clone()).or_insert(0);
             *n += 1;
-            s.plan.delays.get(a).is_some_and(|d| d.contains_key(&(*n - 1)))
+            labelled && s.plan.delays.get(a).is_some_and(|d| d.contains_key(&(*n - 1)))
         });
         if agent.is_some() && s.open.as_ref().map(|o| &o.agent) == Some(&agent) {
             s.open = None;
@@ -800,4 +805,34 @@ impl Probe {
 pub(crate) struct Hold {
     pub(crate) since: Instant,
     pub(crate) release: oneshot::Receiver<()>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plan whose agent `key`'s first answer is under a hand-off test.
+    fn tested(key: &str) -> ProbePlan {
+        let mut plan = ProbePlan::default();
+        plan.gaps.insert(key.to_string(), vec![0]);
+        plan.delays.entry(key.to_string()).or_default().insert(0, Delay { us: 1, rival: None, max_us: 1 });
+        plan
+    }
+
+    #[test]
+    fn an_answer_under_a_hand_off_test_is_marked_only_where_every_agent_is_labelled() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        let probe = Probe::default();
+        // Labelled: its first answer marked, its second not.
+        probe.begin(tested("label:lead"), rt.handle().clone());
+        let first = probe.arrive(Some("lead"), None, (1, "k1")).expect("a ticket");
+        let second = probe.arrive(Some("lead"), None, (2, "k2")).expect("a ticket");
+        assert!(first.marked && !second.marked);
+        // Known by its conversation: a follower handed marked words in its first turn would be
+        // another agent across the runs, so nothing is marked.
+        probe.begin(tested("conversation:abc"), rt.handle().clone());
+        let t = probe.arrive(None, Some(("abc", None)), (3, "k3")).expect("a ticket");
+        assert!(!t.marked);
+        probe.end();
+    }
 }
