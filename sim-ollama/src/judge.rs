@@ -188,10 +188,12 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
             Err(n) => not_recovered = Some(n),
         }
     }
-    // A probe run that had every agent's first call out before any answer: their starts waited
-    // for none (a launcher's, or the agents' own), as `recovered.rs` reads its agents'.
-    let free = probe_ran.as_deref().filter(|_| gaps_probe.is_some());
-    let opts = &*input::starting_free(opts, free.is_some_and(|ran| agents::started_before_answers(ran, &client)));
+    // The gaps' probe run as the judge sees it, its agents told apart once. One that had every
+    // agent's first call out before any answer: their starts waited for none (a launcher's, or
+    // the agents' own), as `recovered.rs` reads its agents'.
+    let mut probe_reqs = as_seen(probe_ran.as_deref().filter(|_| gaps_probe.is_some()).unwrap_or(&[]), &client);
+    let probe_names = agents::group(&mut probe_reqs).names;
+    let opts = &*input::starting_free(opts, agents::started_before_answers(&probe_reqs, probe_names.len()));
     if source == AgentSource::Mixed {
         notes.push(format!(
             "{} of {} requests carried no X-Agent label; they were grouped by conversation",
@@ -311,8 +313,6 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
                 return Err(n.why.clone());
             }
             // Not void: the probe run was read above.
-            let mut probe_reqs = as_seen(probe_ran.as_deref().unwrap_or(&[]), &client);
-            let probe_names = agents::group(&mut probe_reqs).names;
             let probe_links = agents::links(&probe_reqs, tolerance_us);
             let probe_keys = agents::keys(&probe_reqs, probe_names.len());
             let probe_run =

@@ -237,6 +237,10 @@ struct State {
     ready: HashMap<String, usize>,
     /// Requests of each agent that arrived so far.
     arrived: HashMap<String, usize>,
+    /// Whether answers under a hand-off test are written in marked words: only where every
+    /// agent of the plan is known by its label (an agent known by its first turn, handed marked
+    /// words in it, would be another agent to the judge).
+    marks: bool,
     /// The agent whose gap is open, if any.
     open: Option<Open>,
     /// Answers ready and held, oldest first.
@@ -327,6 +331,7 @@ impl Probe {
             twins.entry(c.prompt_key.clone()).or_default().push_back(i);
         }
         let sent = vec![false; calls.len()];
+        let marks = plan.gaps.keys().all(|k| k.starts_with("label:"));
         *self.lock() = Some(State {
             twins,
             sent,
@@ -344,6 +349,7 @@ impl Probe {
             released_at: HashMap::new(),
             ready: HashMap::new(),
             arrived: HashMap::new(),
+            marks,
             open: None,
             held: VecDeque::new(),
             serial: 0,
@@ -413,13 +419,10 @@ impl Probe {
         if !s.starting.is_empty() {
             self.arrive_late(s, agent.as_deref());
         }
-        // Marked only where every agent is known by its label: an agent known by its first
-        // turn, handed marked words in it, would be another agent to the judge.
-        let labelled = s.plan.gaps.keys().all(|k| k.starts_with("label:"));
         let marked = agent.as_ref().is_some_and(|a| {
             let n = s.arrived.entry(a.clone()).or_insert(0);
             *n += 1;
-            labelled && s.plan.delays.get(a).is_some_and(|d| d.contains_key(&(*n - 1)))
+            s.marks && s.plan.delays.get(a).is_some_and(|d| d.contains_key(&(*n - 1)))
         });
         if agent.is_some() && s.open.as_ref().map(|o| &o.agent) == Some(&agent) {
             s.open = None;

@@ -56,13 +56,11 @@ pub(super) fn group(reqs: &mut [Req<'_>]) -> Grouping {
     Grouping { names, source, labelled }
 }
 
-/// Whether every agent of a run (its requests that ran) made its first call before any answer
-/// of the run ended.
-pub(super) fn started_before_answers(ran: &[&RequestTrace], client: &BTreeMap<u64, super::input::ClientCall>) -> bool {
-    let mut reqs = super::input::as_seen(ran, client);
-    let groups = group(&mut reqs).names.len();
+/// Whether every one of a run's `groups` agents ([`group`]) made its first call before any
+/// answer of the run ended (false for a run of no requests).
+pub(super) fn started_before_answers(reqs: &[Req<'_>], groups: usize) -> bool {
     let first_end = reqs.iter().map(|q| q.end).min().unwrap_or(0);
-    (0..groups).all(|g| reqs.iter().any(|q| q.group == g && q.start < first_end))
+    groups > 0 && (0..groups).all(|g| reqs.iter().any(|q| q.group == g && q.start < first_end))
 }
 
 /// The key each agent is known by across runs ([`crate::probe::agent_key`]): its `X-Agent`

@@ -51,6 +51,23 @@ pub(super) fn union_len(mut iv: Vec<(u64, u64)>) -> u64 {
     total + cur.map_or(0, |(s, e)| e - s)
 }
 
+/// Intervals `(start, end, id)` merged where they overlap: each cluster's start, end and its
+/// members' ids, in start order.
+pub(super) fn clusters(mut iv: Vec<(u64, u64, usize)>) -> Vec<(u64, u64, Vec<usize>)> {
+    iv.sort_unstable();
+    let mut out: Vec<(u64, u64, Vec<usize>)> = Vec::new();
+    for (start, end, id) in iv {
+        match out.last_mut() {
+            Some(c) if start < c.1 => {
+                c.1 = c.1.max(end);
+                c.2.push(id);
+            }
+            _ => out.push((start, end, vec![id])),
+        }
+    }
+    out
+}
+
 /// Microseconds as seconds.
 pub(super) fn secs(us: u64) -> f64 {
     us as f64 / 1e6

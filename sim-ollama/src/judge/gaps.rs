@@ -16,7 +16,7 @@
 
 use super::agents::{Begun, Links, handoff_chain};
 use super::decision::Verdict;
-use super::figures::{pct, plural, secs};
+use super::figures::{clusters, pct, plural, secs};
 use super::input::Req;
 use super::reading::{Chained, Reading};
 use super::report::{Cause, HandOff, Report};
@@ -67,21 +67,11 @@ pub(super) fn one_at_a_time(reqs: &[Req<'_>], links: &Links, tolerance_us: u64) 
         })
         .collect();
     // Clusters of overlapping gaps (of the floor or more): their own work fits in their span.
-    let mut gaps: Vec<(u64, u64, usize)> = (0..reqs.len())
+    let gaps: Vec<(u64, u64, usize)> = (0..reqs.len())
         .filter(|&i| links.local[i] >= LOCAL_WORK_FLOOR_US)
         .filter_map(|i| links.from[i].map(|p| (reqs[p].end, reqs[i].start, i)))
         .collect();
-    gaps.sort_unstable();
-    let mut k = 0;
-    while k < gaps.len() {
-        let (start, mut end) = (gaps[k].0, gaps[k].1);
-        let mut members = vec![gaps[k].2];
-        k += 1;
-        while k < gaps.len() && gaps[k].0 < end {
-            end = end.max(gaps[k].1);
-            members.push(gaps[k].2);
-            k += 1;
-        }
+    for (start, end, members) in clusters(gaps) {
         // Spread over the gaps in proportion to their lengths: any agent could have been the
         // one that worked while the others waited, and the reading that gives no agent more
         // than its share is the one that could hide the most.

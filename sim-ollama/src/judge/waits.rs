@@ -12,25 +12,15 @@ use super::report::{GapWait, WaitKind};
 /// measured it) over the time the cluster spans; one at a time fills it once, `k` at a time up
 /// to `k` times. `(k, agents in that cluster)` for the cluster whose gaps held the most waiting.
 pub(super) fn at_once(reqs: &[Req<'_>], links: &Links, own_most: &[u64]) -> (usize, usize) {
-    let mut gaps: Vec<(u64, u64, usize)> = (0..reqs.len())
+    let gaps: Vec<(u64, u64, usize)> = (0..reqs.len())
         .filter_map(|i| {
             let p = links.from[i]?;
             let (a, b) = (reqs[p].end, reqs[i].start);
             (b > a).then_some((a, b, i))
         })
         .collect();
-    gaps.sort_unstable();
     let mut best = (0u64, 1usize, 1usize);
-    let mut k = 0;
-    while k < gaps.len() {
-        let (start, mut end) = (gaps[k].0, gaps[k].1);
-        let mut members = vec![gaps[k].2];
-        k += 1;
-        while k < gaps.len() && gaps[k].0 < end {
-            end = end.max(gaps[k].1);
-            members.push(gaps[k].2);
-            k += 1;
-        }
+    for (start, end, members) in super::figures::clusters(gaps) {
         let own: u64 = members.iter().map(|&i| own_most[i]).sum();
         let waited: u64 = members.iter().map(|&i| links.local[i].saturating_sub(own_most[i])).sum();
         let mut agents: Vec<usize> = members.iter().map(|&i| reqs[i].group).collect();
@@ -47,7 +37,13 @@ pub(super) fn at_once(reqs: &[Req<'_>], links: &Links, own_most: &[u64]) -> (usi
 
 /// How long the agents waited for other agents' local work between their calls, s.
 pub(super) fn local_waits(waits: &[GapWait]) -> f64 {
-    waits.iter().filter(|w| w.kind == WaitKind::LocalWork).map(|w| w.gap_s - w.own_s.unwrap_or(0.0)).sum()
+    waited(waits, WaitKind::LocalWork)
+}
+
+/// How long the agents waited in the waits of one kind, s: each gap less the agent's own work
+/// in it (all of it where the probe could not measure that).
+fn waited(waits: &[GapWait], kind: WaitKind) -> f64 {
+    waits.iter().filter(|w| w.kind == kind).map(|w| w.gap_s - w.own_s.unwrap_or(0.0)).sum()
 }
 
 /// The waits a probe found, in words: which agents waited for what, and how long in all.
@@ -79,8 +75,7 @@ pub(super) fn waits_in_words(waits: &[GapWait], (k, n): (usize, usize)) -> (Stri
             local
         ));
     }
-    let barrier: f64 =
-        waits.iter().filter(|w| w.kind == WaitKind::Barrier).map(|w| w.gap_s - w.own_s.unwrap_or(0.0)).sum();
+    let barrier = waited(waits, WaitKind::Barrier);
     if barrier > 0.0 {
         total += barrier;
         parts.push(format!(
@@ -89,7 +84,8 @@ pub(super) fn waits_in_words(waits: &[GapWait], (k, n): (usize, usize)) -> (Stri
             barrier
         ));
     }
-    let answer: f64 = waits.iter().filter(|w| w.kind == WaitKind::Answer).map(|w| w.gap_s).sum();
+    // The probe measured none of these gaps' own work: the whole gap.
+    let answer = waited(waits, WaitKind::Answer);
     if answer > 0.0 {
         total += answer;
         parts.push(format!(

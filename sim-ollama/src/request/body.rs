@@ -65,24 +65,26 @@ impl Body {
                     .iter()
                     .enumerate()
                     .filter_map(|(i, t)| match t {
-                        Top::Object(e) => repeated(&values(e)).map(|o| (i, o)),
+                        Top::Object(e) => repeated(e, Top::to_value).map(|o| (i, o)),
                         _ => None,
                     })
                     .collect(),
                 _ => Vec::new(),
             })
             .unwrap_or_default();
-        let entries = values(&entries);
-        let order = repeated(&entries)
+        // The body's own values, taken (the earlier occurrences and the messages' read above).
+        let entries: Vec<(String, Value)> = entries.into_iter().map(|(k, t)| (k, t.into_value())).collect();
+        let order = repeated(&entries, Value::clone)
             .map(|o| o.into_iter().map(|(k, v)| (k.clone(), v.map(|v| fold_value(&k, v)))).collect())
             .unwrap_or_default();
         Body { map: fold::request(entries.into_iter().collect(), go_type), order, message_order, nested }
     }
 }
 
-/// An object's keys in order, folded, each with its value where a later key folds to the same
-/// (`None`: the last, whose value the object holds); `None` where no key came twice.
-fn repeated(entries: &[(String, Value)]) -> Option<Vec<(String, Option<Value>)>> {
+/// An object's keys in order, folded, each with its value (`value` of it) where a later key
+/// folds to the same (`None`: the last, whose value the object holds); `None` where no key came
+/// twice (and no value is read).
+fn repeated<V>(entries: &[(String, V)], value: impl Fn(&V) -> Value) -> Option<Vec<(String, Option<Value>)>> {
     let keys: Vec<std::borrow::Cow<'_, str>> = entries.iter().map(|(k, _)| crate::gotype::folded(k)).collect();
     let twice = keys.iter().enumerate().any(|(i, k)| keys[..i].contains(k));
     twice.then(|| {
@@ -90,14 +92,9 @@ fn repeated(entries: &[(String, Value)]) -> Option<Vec<(String, Option<Value>)>>
             .iter()
             .zip(&keys)
             .enumerate()
-            .map(|(i, ((_, v), k))| (k.to_string(), keys[i + 1..].contains(k).then(|| v.clone())))
+            .map(|(i, ((_, v), k))| (k.to_string(), keys[i + 1..].contains(k).then(|| value(v))))
             .collect()
     })
-}
-
-/// An object's entries as values (a key that came twice in a value below: its last value).
-fn values(entries: &[(String, Top)]) -> Vec<(String, Value)> {
-    entries.iter().map(|(k, t)| (k.clone(), t.to_value())).collect()
 }
 
 /// Each earlier occurrence of a key that came twice in an object below the top level (and
@@ -189,7 +186,7 @@ pub(crate) fn decode_body(body: &[u8], go_type: &str, empty: &str) -> Result<Bod
         Some(Ok(Top::Other(Value::Null))) => Ok(Body::default()),
         Some(Ok(other)) => Err(ApiError::bad_request(format!(
             "json: cannot unmarshal {} into Go value of type {go_type}",
-            json_kind(&other.to_value())
+            json_kind(&other.into_value())
         ))),
         // serde_json refuses what Go's scanner accepts only past Go's own limits (nesting).
         Some(Err(e)) => {
@@ -208,6 +205,15 @@ enum Top {
 
 impl Top {
     /// Its value: a key that came twice, the last value, at the first key's place (as `Value`'s own).
+    fn into_value(self) -> Value {
+        match self {
+            Top::Object(entries) => Value::Object(entries.into_iter().map(|(k, t)| (k, t.into_value())).collect()),
+            Top::Array(items) => Value::Array(items.into_iter().map(Top::into_value).collect()),
+            Top::Other(v) => v,
+        }
+    }
+
+    /// [`Top::into_value`] of a copy, for an occurrence kept beside the value taken.
     fn to_value(&self) -> Value {
         match self {
             Top::Object(entries) => Value::Object(entries.iter().map(|(k, t)| (k.clone(), t.to_value())).collect()),
