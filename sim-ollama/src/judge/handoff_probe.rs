@@ -140,8 +140,12 @@ pub(super) fn tested(
 /// its agent's own start-up before it, µs, at the most and at the least. Late with no answer
 /// right before it ([`Links::late`]), its twin in the probe run went out with no answer yet
 /// ended (every answer held until it came); late right after an answer, the probe showed it
-/// did not depend on it ([`tested`]) and did not go out right after another instead (a permit
-/// any answer frees). At the most, the shorter of how long after each run's first call it went
+/// did not depend on it ([`tested`]), did not go out right after another instead (a permit
+/// any answer frees), and went out no later after the probe run's first call than the probe
+/// lets a late starter come (`expiry` of its time in the run judged: a quarter more and the
+/// tolerance). A start-up of the agent's own does not wait for answers, so holding them does not
+/// move it; a call that moved with them waited for one, or for work that follows one (a pool's
+/// thread freed after its agent's last answer and some work of its own). At the most, the shorter of how long after each run's first call it went
 /// out. With every answer held no agent works between calls, but the others' start-ups may
 /// have run before it: at the least, the time since the latest other agent's first call before
 /// it in the probe run (start-ups done one agent at a time, a blocking load inside async code,
@@ -152,6 +156,7 @@ pub(super) fn started_free(
     matched: &[usize],
     depended: &[Option<bool>],
     instead: &[bool],
+    expiry: impl Fn(u64) -> u64,
 ) -> Vec<(usize, u64, u64)> {
     let t0 = |reqs: &[Req<'_>]| reqs.iter().map(|q| q.start).min().unwrap_or(0);
     let (f0, p0) = (t0(first), t0(probe));
@@ -167,7 +172,10 @@ pub(super) fn started_free(
             let free = if links.late[i] > 0 {
                 !probe.iter().any(|o| o.end <= p.start)
             } else {
-                links.follows[i].is_some() && depended[i] == Some(false) && !instead[i]
+                links.follows[i].is_some()
+                    && depended[i] == Some(false)
+                    && !instead[i]
+                    && p.start - p0 <= expiry(q.start - f0)
             };
             let most = (q.start - f0).min(p.start - p0);
             let before = firsts.iter().filter(|&(&g, &s)| g != p.group && s <= p.start).map(|(_, &s)| s).max();

@@ -297,12 +297,14 @@ pub(super) fn compare(first: &Run<'_, '_>, probe: &Run<'_, '_>, plan: &ProbePlan
         })
         .unzip();
     let started: Vec<(usize, u64, u64)> =
-        handoff_probe::started_free((first.reqs, first.links), probe.reqs, &matched, &depended, &instead)
-            .into_iter()
-            .filter(|&(_, most, _)| most > tol)
-            // Within the tolerance of each other, the two readings are one.
-            .map(|(i, most, least)| (i, most, if least + tol >= most { most } else { least }))
-            .collect();
+        handoff_probe::started_free((first.reqs, first.links), probe.reqs, &matched, &depended, &instead, |us| {
+            plan.expiry_us(us)
+        })
+        .into_iter()
+        .filter(|&(_, most, _)| most > tol)
+        // Within the tolerance of each other, the two readings are one.
+        .map(|(i, most, least)| (i, most, if least + tol >= most { most } else { least }))
+        .collect();
     for &(i, most, least) in &started {
         own_most[i] = most;
         own_least[i] = least;

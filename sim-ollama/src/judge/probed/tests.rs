@@ -176,3 +176,42 @@ fn waits_for_work_no_gap_held_as_its_own_are_named_so_and_not_counted() {
         g.reason
     );
 }
+
+#[test]
+fn a_first_call_that_moved_with_the_held_answers_is_not_its_agents_own_start_up() {
+    // A pool of two threads for four agents, each agent with work of its own after its last
+    // answer (155 ms): c takes a's thread at 360, 140 ms after b's last answer (the hand-off
+    // window) but 155 after a's, its real wait; d takes b's at 375, with no answer within the
+    // window before it (late). Took 580, one at a time 820.
+    let first = vec![
+        call(1, "a", 0, 100),
+        call(2, "b", 0, 115),
+        call(3, "a", 105, 205),
+        call(4, "b", 120, 220),
+        call(5, "c", 360, 460),
+        call(6, "d", 375, 475),
+        call(7, "c", 465, 565),
+        call(8, "d", 480, 580),
+    ];
+    // The probe holds every answer until d comes (it cannot: the threads are busy) or its time
+    // is up (1.25 x 375 + 20), and b's last answer 300 ms for the hand-off test. c goes out
+    // before that answer, 155 ms after a's again: it depended on no answer the test held, but
+    // it went out 750 ms after the run's first call where it went out at 360 in the run judged.
+    // A start-up of c's own would not move with the answers; taken as one (360 ms), c's chain
+    // ends at 565 against 580 taken: saved 94 %, parallel, for a program that runs two agents
+    // at a time. Not its own: its chain is 205, and the pool's wait is the client's.
+    let mut both = first;
+    both.extend([
+        held(call(11, "a", 2000, 2490), 390),
+        held(call(12, "b", 2000, 2491), 376),
+        call(13, "a", 2495, 2595),
+        held(call(14, "b", 2496, 2896), 300),
+        call(15, "c", 2750, 2850),
+        call(16, "c", 2855, 2955),
+        call(17, "d", 3051, 3151),
+        call(18, "d", 3156, 3256),
+    ]);
+    let r = judge(&trace(both), &JudgeOptions::new().probe_since(11));
+    assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
+    assert!(r.gaps.as_ref().is_some_and(|g| !g.reason.contains("start-up")), "{r}");
+}
