@@ -8,7 +8,8 @@
 #   bash scripts/unseen-programs.sh [OUT]   # OUT: a directory for each run's report (default: a temporary one)
 #
 # Needs the Python clients' venvs (`bash scripts/setup-clients.sh`, `bash scripts/setup-python-project.sh venv`),
-# node and go, and the harness built (`cargo build -p harness`). About 2 minutes.
+# CrewAI's venv (`bash scripts/setup-crewai.sh`), node and go, and the harness built
+# (`cargo build -p harness`). About 4 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-$(mktemp -d)}
@@ -16,8 +17,11 @@ mkdir -p "$out"
 harness=target/debug/harness
 [ -x "$harness" ] || { echo "build the harness first: cargo build -p harness" >&2; exit 2; }
 command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
-go build -buildvcs=false -o "$out/c08_go_waitgroup" fixtures/unseen/c08_go_waitgroup.go 2>"$out/go-build.log" \
-  || { echo "the Go program did not build: $out/go-build.log" >&2; exit 2; }
+for g in fixtures/unseen/*.go; do
+  bin="$out/$(basename "$g" .go)"
+  go build -buildvcs=false -o "$bin" "$g" 2>"$bin.build.log" \
+    || { echo "the Go program $g did not build: $bin.build.log" >&2; exit 2; }
+done
 failed_open=0
 printf '%-36s %-12s %-34s %s\n' program answer verdict wrong
 # judge NAME CMD...: one program under harness exec, its line of the table.
@@ -37,9 +41,13 @@ judge() {
 for f in fixtures/unseen/[bc][0-9]*; do
   name=$(basename "$f")
   case "$f" in
-    *.py) grep -q anthropic "$f" && py=target/pyclients/bin/python || py=target/pyproject/bin/python; judge "$name" "$py" "$f" ;;
+    *.py)
+      if grep -q "^from crewai\|^import crewai" "$f"; then py=target/pycrewai/bin/python
+      elif grep -q anthropic "$f"; then py=target/pyclients/bin/python
+      else py=target/pyproject/bin/python; fi
+      judge "$name" "$py" "$f" ;;
     *.mjs) judge "$name" node "$f" ;;
-    *.go) judge "$name" "$out/c08_go_waitgroup" ;;
+    *.go) judge "$name" "$out/$(basename "$f" .go)" ;;
   esac
 done
 # The Go program's buggy twin: a sync.Mutex around each call.
