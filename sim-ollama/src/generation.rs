@@ -609,6 +609,11 @@ impl Running {
         }
     }
 
+    /// The text of the tokens emitted so far (those of [`Running::output_ids`]).
+    pub(crate) fn emitted_text(&self) -> String {
+        self.text.pieces[..self.emitted.min(self.text.pieces.len())].concat()
+    }
+
     /// Token ids of the generated text, for `context`.
     pub(crate) fn output_ids(&self) -> Vec<u32> {
         self.text.pieces[..self.emitted.min(self.text.pieces.len())]

@@ -23,6 +23,7 @@
 //! - `config`: the catalogue, profiles, devices, instances; TOML in `sim-ollama/fixtures/`.
 //! - `dist`, `latency`: seeded distributions and a request's intended schedule.
 //! - `tokens`: the simulated tokenizer and deterministic text.
+//! - `contexts`: what each `/api/generate` `context` the simulator answered stands for.
 //! - `scheduler`: one instance's runners, keep-alive, loads, reloads, slots, the 503 limit.
 //! - `device`: GPU sharing, by virtual clocks (processor sharing).
 //! - `pacer`, `timer`: emit steps at absolute deadlines, woken by a high-resolution timer.
@@ -68,6 +69,7 @@ mod carried;
 mod clock;
 mod config;
 mod context;
+mod contexts;
 mod device;
 mod dist;
 mod error;

@@ -431,6 +431,7 @@ fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::ti
         probe: crate::probe::Probe::default(),
         probe_mark: std::sync::atomic::AtomicU64::new(0),
         confirm: std::sync::Mutex::new(None),
+        contexts: Arc::default(),
     })
 }
 

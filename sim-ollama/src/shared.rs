@@ -30,6 +30,9 @@ pub(crate) struct Shared {
     /// The confirmation run since the probe run, if any (`POST /sim/confirm`): which run it
     /// repeats and the trace id of its first request.
     pub(crate) confirm: std::sync::Mutex<Option<(crate::judge::ConfirmRun, u64)>>,
+    /// What each `/api/generate` `context` answered stands for, for the requests that send
+    /// one back.
+    pub(crate) contexts: Arc<crate::contexts::Contexts>,
 }
 
 impl Shared {

@@ -84,8 +84,9 @@ impl Usage {
 /// Which streaming format a response uses, with what it needs to render lines.
 #[derive(Debug, Clone)]
 pub(crate) enum Wire {
-    /// `/api/generate` NDJSON; `context` holds the prompt's token ids unless raw.
-    Generate { model: String, context: Option<Vec<u32>> },
+    /// `/api/generate` NDJSON; `context` holds the prompt's token ids unless raw, and `note`
+    /// what they and the answer's stand for, to remember when they go out.
+    Generate { model: String, context: Option<Vec<u32>>, note: Option<crate::contexts::Note> },
     /// `/api/chat` NDJSON.
     Chat { model: String },
     /// `/v1/chat/completions` SSE.
@@ -266,7 +267,7 @@ impl Wire {
         output_ids: &[u32],
     ) {
         match self {
-            Wire::Generate { model, context } => {
+            Wire::Generate { model, context, .. } => {
                 let ctx: Option<Vec<u32>> = context.as_ref().map(|c| c.iter().chain(output_ids).copied().collect());
                 let f = GenerateFinal {
                     model,
@@ -537,7 +538,15 @@ mod tests {
             eval_count: 0,
             eval_duration: 0,
         };
-        Wire::Generate { model: "m".into(), context: None }.finish(&mut b, DoneReason::Stop, false, "t", 0, &m, &[]);
+        Wire::Generate { model: "m".into(), context: None, note: None }.finish(
+            &mut b,
+            DoneReason::Stop,
+            false,
+            "t",
+            0,
+            &m,
+            &[],
+        );
         let s = std::str::from_utf8(&b).unwrap();
         assert_eq!(
             s,

@@ -208,6 +208,62 @@ async fn raw_mode_has_no_context_and_stop_sequences_end_with_stop() -> Result {
     Ok(())
 }
 
+/// `context` sent back continues the conversation as the real server does (server/routes.go
+/// v0.33.0-rc2 541-548: the ids decoded and put before the prompt). A real Ollama 0.33 (the
+/// tiny model): a 60-id context and a prompt of 25 tokens alone evaluated 85, and answered 104
+/// ids beginning with the 60. Here the prompt grows by the context's tokens (the earlier
+/// prompt and answer, re-tokenized: within a tenth), the ids sent come first, streamed or not,
+/// the slot's cache holds what they stand for, and the trace chains the turns.
+#[tokio::test]
+async fn a_context_sent_back_puts_the_earlier_turn_before_the_prompt_and_chains_it() -> Result {
+    let sim = SimBuilder::new().time_scale(0.01).start()?;
+    let u = format!("{}/api/generate", sim.url());
+    let opts = json!({"num_predict": 20});
+    let a: Value =
+        post(&u, json!({"model": "tiny", "prompt": "Tell me about solar storage.", "stream": false, "options": opts}))
+            .await?
+            .json()
+            .await?;
+    let ctx_a = a["context"].as_array().unwrap().clone();
+    let alone: Value =
+        post(&u, json!({"model": "tiny", "prompt": "Go on.", "stream": false, "options": opts})).await?.json().await?;
+    let b: Value =
+        post(&u, json!({"model": "tiny", "prompt": "Go on.", "stream": false, "context": ctx_a, "options": opts}))
+            .await?
+            .json()
+            .await?;
+    let (n_a, n_alone, n_b) =
+        (ctx_a.len() as f64, alone["prompt_eval_count"].as_f64().unwrap(), b["prompt_eval_count"].as_f64().unwrap());
+    assert!((n_b - (n_a + n_alone)).abs() <= 0.1 * (n_a + n_alone), "{n_b} against {n_a} + {n_alone}");
+    let ctx_b = b["context"].as_array().unwrap().clone();
+    assert_eq!(&ctx_b[..ctx_a.len()], &ctx_a[..], "the ids sent come first");
+    assert_eq!(ctx_b.len() as u64, b["prompt_eval_count"].as_u64().unwrap() + b["eval_count"].as_u64().unwrap());
+    // Streamed: the final line's context continues the same way.
+    let text = post(&u, json!({"model": "tiny", "prompt": "And then?", "context": ctx_b, "options": opts}))
+        .await?
+        .text()
+        .await?;
+    let last: Value = serde_json::from_str(text.lines().last().unwrap())?;
+    assert_eq!(&last["context"].as_array().unwrap()[..ctx_b.len()], &ctx_b[..]);
+    // Ids this simulator never answered count one token each.
+    let odd: Value = post(
+        &u,
+        json!({"model": "tiny", "prompt": "Go on.", "stream": false, "context": vec![7; 50], "options": opts}),
+    )
+    .await?
+    .json()
+    .await?;
+    assert_eq!(odd["prompt_eval_count"].as_f64().unwrap(), 50.0 + n_alone);
+    let t = sim.trace();
+    let conv = |i: usize| t.requests[i].conversation.clone().unwrap();
+    assert_eq!(conv(2).parent.as_deref(), Some(conv(0).key.as_str()), "b continues a");
+    assert_eq!(conv(3).parent.as_deref(), Some(conv(2).key.as_str()), "the streamed turn continues b");
+    assert_eq!((conv(1).parent, conv(4).parent), (None, None), "no context, or one never answered: a first turn");
+    let cache = t.requests[3].cache.clone().unwrap();
+    assert!(cache.cached_tokens >= ctx_b.len() as u64 * 9 / 10, "the slot held the earlier turns: {cache:?}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn chat_streams_messages_and_accepts_system_and_tools() -> Result {
     let sim = SimBuilder::new().time_scale(0.01).start()?;

@@ -72,6 +72,9 @@ pub(crate) fn write_finish(run: &mut Running, wire: &Wire, out: &mut BytesMut) {
     let now = Instant::now();
     let metrics = run.metrics(now);
     let ids = if matches!(wire, Wire::Generate { context: Some(_), .. }) { run.output_ids() } else { Vec::new() };
+    if let Wire::Generate { context: Some(c), note: Some(n), .. } = wire {
+        n.remember(&[c.as_slice(), &ids].concat(), &run.emitted_text());
+    }
     let (created_at, created_unix) = run.created(now);
     let called = run.text.calls.iter().any(|c| c.end < run.emitted());
     wire.finish(out, run.done_reason(), called, &created_at, created_unix, &metrics, &ids);

@@ -238,13 +238,41 @@ async fn generate_inner(
     // The runner checks the format when inference starts (llm/llama_server.go v0.33.0-rc2
     // 1583-1596): a load with no prompt never sees it, and a streamed answer carries its error.
     let format = output_format(c.format.as_ref()).map_err(|e| e.from_runner().in_stream(c.stream))?;
-    let rendered = match (&system, raw) {
+    let own = match (&system, raw) {
         (Some(sys), false) => format!("{sys}\n{prompt}{suffix}"),
         _ => format!("{prompt}{suffix}"),
     };
+    // A context sent back: the text it stands for before the prompt, its ids first in the next
+    // one (`crate::contexts`), and the request a turn of the conversation that answered it.
+    let context_in: Vec<u32> = match f.map.get("context") {
+        Some(Value::Array(a)) => a.iter().map(|v| v.as_i64().unwrap_or(0) as u32).collect(),
+        _ => Vec::new(),
+    };
+    let recalled = (!context_in.is_empty()).then(|| s.shared.contexts.recall(&context_in)).flatten();
+    // The remembered text holds the earlier prompts' own words; their templates' tokens (in the
+    // ids, counted by the real server, not in the text) count again as filler after it, where
+    // the slot's prompt cache has matched all it holds.
+    let rendered = match &recalled {
+        Some(r) => {
+            format!("{}{}{own}", r.text, crate::contexts::filler(model.spec.profile.template_tokens as usize))
+        }
+        None => format!("{}{own}", crate::contexts::filler(context_in.len())),
+    };
     let prompt_tokens = crate::generation::prompt_tokens(&model, &rendered, !raw, images);
-    let context_ids: Option<Vec<u32>> =
-        (!raw).then(|| crate::tokens::token_ids(&rendered, prompt_tokens, 32_000).collect());
+    let context_ids: Option<Vec<u32>> = (!raw).then(|| {
+        let own_tokens = prompt_tokens.saturating_sub(context_in.len() as u32);
+        context_in.iter().copied().chain(crate::tokens::token_ids(&own, own_tokens, 32_000)).collect()
+    });
+    let key = crate::contexts::key(&rendered);
+    if let (Some(t), false) = (trace.as_ref(), raw) {
+        let parent = recalled.as_ref().map(|r| r.key.clone());
+        t.with(|r| r.conversation = Some(crate::trace::Conversation { key: key.clone(), parent }));
+    }
+    let note = context_ids.as_ref().map(|_| crate::contexts::Note {
+        contexts: s.shared.contexts.clone(),
+        prompt: rendered.clone(),
+        key,
+    });
     let runner = pipeline::runner_options(s, &model, &options, c.shift);
     let g = Generation {
         endpoint: "/api/generate",
@@ -266,13 +294,16 @@ async fn generate_inner(
         logprobs: c.logprobs,
     };
     let Started { run, fault, .. } = pipeline::start(s, g, trace).await.map_err(|e| e.in_stream(c.stream))?;
-    let wire = Wire::Generate { model: model_s.clone(), context: context_ids.clone() };
+    let wire = Wire::Generate { model: model_s.clone(), context: context_ids.clone(), note: note.clone() };
     Ok(pipeline::respond(run, wire, c.stream, fault, move |run, text, now| {
         let metrics = run.metrics(now);
         let ctx: Option<Vec<u32>> = context_ids.map(|mut c| {
             c.extend(run.output_ids());
             c
         });
+        if let (Some(n), Some(c)) = (&note, &ctx) {
+            n.remember(c, &run.emitted_text());
+        }
         let created_at = run.created_at(now);
         let thinking = run.thinking_text();
         let logprobs = run.logprobs_so_far();
