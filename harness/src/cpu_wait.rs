@@ -10,7 +10,9 @@
 //!
 //! `harness exec` runs the client as a process of its own: [`watch`] samples its process
 //! tree's threads (`/proc/PID/task/TID/schedstat`, children through `.../children`) while it
-//! runs, and [`Samples::between`] says how long they waited for a CPU while the calls ran.
+//! runs, and [`Samples::between`] says how long they waited for a CPU while the calls ran, and
+//! [`Samples::ran_between`] how long they ran on one (the first field): the most time its
+//! agents can have waited for each other's processing on a shared executor.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -57,10 +59,11 @@ pub(crate) struct TreeWatch {
     handle: std::thread::JoinHandle<Samples>,
 }
 
-/// The watched tree's threads' waits for a CPU, summed over the threads alive at each two
-/// samples in a row, at each sample: `(when, ns so far)`.
+/// The watched tree's threads' waits for a CPU and time on one, each summed over the threads
+/// alive at each two samples in a row, at each sample: `(when, waited ns so far, ran ns so
+/// far)`.
 #[derive(Debug, Default)]
-pub(crate) struct Samples(Vec<(Instant, u64)>);
+pub(crate) struct Samples(Vec<(Instant, u64, u64)>);
 
 /// Starts sampling the waits for a CPU of process `pid`'s threads and its descendants'.
 /// `None` where the kernel keeps no such figures (not Linux, no schedstat).
@@ -73,11 +76,16 @@ pub(crate) fn watch(pid: u32) -> Option<TreeWatch> {
     let handle = std::thread::Builder::new()
         .name("harness-cpu-wait".into())
         .spawn(move || {
-            let (mut last, mut total, mut samples) = (HashMap::new(), 0u64, Vec::new());
+            let (mut last, mut waited, mut ran, mut samples) = (HashMap::new(), 0u64, 0u64, Vec::new());
             loop {
                 let now = read(pid);
-                total += now.iter().filter_map(|(tid, ns)| Some(ns.saturating_sub(*last.get(tid)?))).sum::<u64>();
-                samples.push((Instant::now(), total));
+                for (tid, &(r, w)) in &now {
+                    if let Some(&(r0, w0)) = last.get(tid) {
+                        ran += r.saturating_sub(r0);
+                        waited += w.saturating_sub(w0);
+                    }
+                }
+                samples.push((Instant::now(), waited, ran));
                 last = now;
                 if last.is_empty() || flag.load(Ordering::Relaxed) {
                     return Samples(samples);
@@ -100,14 +108,24 @@ impl TreeWatch {
 impl Samples {
     /// How long the threads waited for a CPU from `from` to `to` (the samples nearest inside).
     pub(crate) fn between(&self, from: Instant, to: Instant) -> Option<Duration> {
-        let at = |t: Instant| self.0.iter().take_while(|(when, _)| *when <= t).last().map(|&(_, ns)| ns);
-        let start = at(from).or_else(|| self.0.first().map(|&(_, ns)| ns))?;
+        self.over(from, to, |&(_, waited, _)| waited)
+    }
+
+    /// How long the threads ran on a CPU from `from` to `to` (the samples nearest inside).
+    pub(crate) fn ran_between(&self, from: Instant, to: Instant) -> Option<Duration> {
+        self.over(from, to, |&(_, _, ran)| ran)
+    }
+
+    fn over(&self, from: Instant, to: Instant, field: impl Fn(&(Instant, u64, u64)) -> u64) -> Option<Duration> {
+        let at = |t: Instant| self.0.iter().take_while(|(when, ..)| *when <= t).last().map(&field);
+        let start = at(from).or_else(|| self.0.first().map(&field))?;
         Some(Duration::from_nanos(at(to)?.saturating_sub(start)))
     }
 }
 
-/// Each thread of `pid` and of its descendants, with its wait for a CPU so far, ns.
-fn read(pid: u32) -> HashMap<u32, u64> {
+/// Each thread of `pid` and of its descendants, with its time on a CPU and its wait for one so
+/// far, ns.
+fn read(pid: u32) -> HashMap<u32, (u64, u64)> {
     let mut waits = HashMap::new();
     let mut procs = vec![pid];
     while let Some(p) = procs.pop() {
@@ -116,8 +134,9 @@ fn read(pid: u32) -> HashMap<u32, u64> {
             let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
             // A thread that exits between the listing and the read is skipped.
             let Ok(text) = std::fs::read_to_string(t.path().join("schedstat")) else { continue };
-            if let Some(wait) = text.split_whitespace().nth(1).and_then(|w| w.parse::<u64>().ok()) {
-                waits.insert(tid, wait);
+            let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+            if let (Some(Some(ran)), Some(Some(wait))) = (fields.next(), fields.next()) {
+                waits.insert(tid, (ran, wait));
             }
             let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
             procs.extend(children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
@@ -185,5 +204,12 @@ mod tests {
         assert!(during >= Duration::from_millis(100), "{during:?}");
         let asleep = samples.between(ended - Duration::from_millis(250), ended).expect("sampled");
         assert!(asleep < Duration::from_millis(30), "{asleep:?} of {during:?}");
+        // The loops ran 200 ms each, as many as the cores at once: at least 100 ms of CPU per
+        // core in all, whatever else the machine runs; asleep, next to nothing.
+        let cores = loops as u64 / 2;
+        let ran = samples.ran_between(started, ended).expect("sampled");
+        assert!(ran >= Duration::from_millis(100 * cores), "{ran:?}");
+        let idle = samples.ran_between(ended - Duration::from_millis(250), ended).expect("sampled");
+        assert!(idle < Duration::from_millis(30), "{idle:?} of {ran:?}");
     }
 }

@@ -293,6 +293,9 @@ fn judged_window(sim: &sim_ollama::SimHandle, plan: &ExecPlan) -> Result<ExecOut
         if let Some(waited) = s.between(at(from), at(to)) {
             opts = opts.client_cpu_wait(waited);
         }
+        if let Some(ran) = s.ran_between(at(from), at(to)) {
+            opts = opts.client_cpu_time(ran);
+        }
     }
     let mut report = sim_ollama::judge::judge(&trace, &opts);
     let after_last_answer_s = last_answer.map(|us| exited.saturating_duration_since(at(us)).as_secs_f64());

@@ -52,7 +52,8 @@
 //! - `allowed.rs`: what the deployment allows, by replaying the calls on its model;
 //! - `reading.rs`: the time figures for one reading of the agents' local work;
 //! - `gaps.rs`: the gaps between calls read one agent at a time, and hand-offs (issue 36);
-//!   `probed.rs`: a probe run's plan and its comparison with the run judged;
+//!   `probed.rs`: a probe run's plan and its comparison with the run judged; `settled.rs`: the
+//!   client verdict those findings settle, in words;
 //! - [`decision`]: the decision core and its [`Verdict`], shared with the harness's live mode;
 //! - `client.rs`: the client verdict of a trace in words, with its cause;
 //! - `deployment.rs`: the deployment verdict in words, with its limit and fix;
@@ -76,6 +77,7 @@ mod probed;
 mod reading;
 mod recovered;
 mod report;
+mod settled;
 #[cfg(test)]
 mod testkit;
 mod text;
@@ -317,7 +319,12 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
             let probe_keys = agents::keys(&probe_reqs, probe_names.len());
             let probe_run =
                 probed::Run { reqs: &probe_reqs, links: &probe_links, keys: &probe_keys, names: &probe_names };
-            probed::compare(&first_run, &probe_run, &probed::plan(&first_run, tolerance_us))
+            probed::compare(
+                &first_run,
+                &probe_run,
+                &probed::plan(&first_run, tolerance_us),
+                opts.client_cpu_time_us.map(|ran| (ran, opts.client_cpu_wait_us.unwrap_or(0))),
+            )
         })
     };
     // The figures shown: the gaps as the probe measured them (with the hand-offs it showed, and
@@ -550,8 +557,8 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
                 gaps.probe_took_s = found.probe.map(|p| p.0);
                 gaps.held_s = found.probe.map(|p| p.1);
                 let least_verdict = least.as_ref().map_or(report.verdict, decide);
-                let cpu_wait = opts.client_cpu_wait_us.map(secs);
-                let verdict = probed::probed(&mut report, &found, (&reqs, &links), least_verdict, cpu_wait);
+                let cpu = (opts.client_cpu_wait_us.map(secs), opts.client_cpu_time_us.map(secs));
+                let verdict = settled::probed(&mut report, &found, (&reqs, &links), least_verdict, cpu);
                 gaps.reason = verdict;
                 gaps.waits = found.waits;
                 gaps.probe_agents = found.probe_agents;

@@ -35,6 +35,8 @@ pub struct JudgeOptions {
     pub(super) windows: Option<Windows>,
     /// How long the client's threads were runnable but waiting for a CPU during the run, µs.
     pub(super) client_cpu_wait_us: Option<u64>,
+    /// How long the client's threads ran on a CPU during the run, µs.
+    pub(super) client_cpu_time_us: Option<u64>,
     /// Set by the judge where a probe run releasing one answer at a time had no more calls
     /// out before its first answer than the run judged had in flight at its most
     /// ([`super::decision::Limited::shown`]).
@@ -129,6 +131,18 @@ impl JudgeOptions {
     /// starved one's wait for a CPU.
     pub fn client_cpu_wait(mut self, waited: Duration) -> Self {
         self.client_cpu_wait_us = Some(waited.as_micros() as u64);
+        self
+    }
+
+    /// How long the client's threads, together, ran on a CPU during the run (the first field of
+    /// the same `schedstat`): agents that wait for each other's processing on one executor (an
+    /// event loop, a lock such as Python's) wait at most that long times the other agents. A
+    /// probe run that finds the agents' gaps shorter with their local work done one at a time,
+    /// each by less than the judge's floor for a client library's processing but in most gaps
+    /// and by more in all than that processing could explain, counts those waits (a permit
+    /// around a short tool); unknown, such waits go uncounted.
+    pub fn client_cpu_time(mut self, ran: Duration) -> Self {
+        self.client_cpu_time_us = Some(ran.as_micros() as u64);
         self
     }
 

@@ -40,6 +40,12 @@ pub(super) fn local_waits(waits: &[GapWait]) -> f64 {
     waited(waits, WaitKind::LocalWork)
 }
 
+/// How long the agents waited for other agents' work between their calls, s: at their local
+/// work and at barriers.
+pub(super) fn others_work(waits: &[GapWait]) -> f64 {
+    waited(waits, WaitKind::LocalWork) + waited(waits, WaitKind::Barrier)
+}
+
 /// How long the agents waited in the waits of one kind, s: each gap less the agent's own work
 /// in it (all of it where the probe could not measure that).
 fn waited(waits: &[GapWait], kind: WaitKind) -> f64 {

@@ -215,3 +215,63 @@ fn a_first_call_that_moved_with_the_held_answers_is_not_its_agents_own_start_up(
     assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
     assert!(r.gaps.as_ref().is_some_and(|g| !g.reason.contains("start-up")), "{r}");
 }
+
+/// Four agents of three 100 ms calls each, `gap` ms between their calls in the run judged and
+/// 200 in the probe run (each answer held 10-40 ms, a few agents' apart): in the first, a
+/// permit of two around a 200 ms tool, each agent waiting for it at every step.
+fn short_waits(gap: u64) -> Vec<crate::trace::RequestTrace> {
+    let mut reqs = Vec::new();
+    for (k, a) in ["a", "b", "c", "d"].into_iter().enumerate() {
+        for c in 0..3u64 {
+            let from = c * (100 + gap);
+            reqs.push(call(1 + 3 * k as u64 + c, a, from, from + 100));
+        }
+    }
+    for (k, a) in ["a", "b", "c", "d"].into_iter().enumerate() {
+        let (h, mut from) = (40 - 10 * k as u64, 5000);
+        for c in 0..3u64 {
+            reqs.push(held(call(101 + 3 * k as u64 + c, a, from, from + 100 + h), h));
+            from += 100 + h + 200;
+        }
+    }
+    reqs
+}
+
+#[test]
+fn waits_for_each_others_work_the_clients_cpu_time_cannot_explain_count_and_settle_the_verdict() {
+    // Every gap 330 ms in the run judged, 200 in the probe run: 130 ms shorter, under the
+    // floor for a client library's processing taking turns (150). Eight of them: 1.04 s.
+    let opts = || JudgeOptions::new().probe_since(101);
+    // The client ran 0.1 s on a CPU: waiting for each other's processing, the agents could
+    // have waited three times that at the most. The rest waited for something else: each
+    // agent's chain is 100 + 200 + 100 + 200 + 100 = 700 ms, not the 960 it took.
+    let r = judge(&trace(short_waits(330)), &opts().client_cpu_time(std::time::Duration::from_millis(100)));
+    assert!((r.time.ideal_s - 0.70).abs() < 0.01, "{r}");
+    let g = r.gaps.as_ref().expect("probed");
+    assert_eq!(g.waits.len(), 8, "{r}");
+    assert!(g.reason.contains("a, b, c, d waited 1.04 s in all for other agents' work"), "{}", g.reason);
+    // Saved (2,800 - 960) / (2,800 - 700) = 88 %: parallel by the times, but the waits, measured,
+    // explain the time lost, in a run over a quarter longer than allowed: partly serialized.
+    assert_eq!((r.verdict, r.cause), (Verdict::PartlySerialized, Cause::BetweenCalls), "{r}");
+    assert!(r.reason.contains("its threads ran 0.10 s on a CPU"), "{}", r.reason);
+    // Ran 0.4 s: the agents' processing taking turns explains 1.2 s: not counted, the gaps as
+    // measured. And where the CPU time is not known, the same.
+    for o in [opts().client_cpu_time(std::time::Duration::from_millis(400)), opts()] {
+        let r = judge(&trace(short_waits(330)), &o);
+        assert!((r.time.ideal_s - 0.96).abs() < 0.01, "{r}");
+        assert!(r.gaps.as_ref().is_some_and(|g| g.waits.is_empty()), "{r}");
+        assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    }
+    // Gaps of 400 against 200: waits over the floor, counted whatever the CPU time (1.6 s);
+    // saved (2,800 - 1,100) / (2,800 - 700) = 81 %. The client ran 1 s on a CPU: its
+    // processing taking turns could explain 3 s of waits (CPU-bound tools on fewer cores
+    // than agents): parallel, the waits named. Ran 0.1 s: a permit, partly serialized.
+    let r = judge(&trace(short_waits(400)), &opts().client_cpu_time(std::time::Duration::from_secs(1)));
+    assert_eq!(r.verdict, Verdict::Parallel, "{r}");
+    assert!(r.gaps.as_ref().is_some_and(|g| g.reason.contains("too little to change the verdict")), "{r}");
+    let r = judge(&trace(short_waits(400)), &opts().client_cpu_time(std::time::Duration::from_millis(100)));
+    assert_eq!(r.verdict, Verdict::PartlySerialized, "{r}");
+    // Shorter by 40 ms in each gap (240 against 200): within what the judge takes for noise.
+    let r = judge(&trace(short_waits(240)), &opts().client_cpu_time(std::time::Duration::from_millis(10)));
+    assert!(r.gaps.as_ref().is_some_and(|g| g.waits.is_empty()), "{r}");
+}
