@@ -24,11 +24,18 @@ for g in fixtures/unseen/*.go; do
 done
 failed_open=0
 printf '%-36s %-12s %-34s %s\n' program answer verdict wrong
-# judge NAME CMD...: one program under harness exec, its line of the table.
+# judge NAME CMD...: one program under harness exec, its line of the table. A program whose
+# docstring says "Run with --agents N" (one-shot calls, nothing to chain them by) gets it, as
+# its user would give it.
 judge() {
-  local name=$1 verdict wrong="" answer
+  local name=$1 verdict wrong="" answer src
   shift
-  "$harness" exec --preload gemma3 --preload llama3.2:1b --stand-in gemma3 --json "$out/$name.json" -- "$@" \
+  src=$(ls fixtures/unseen/"$name" 2>/dev/null)
+  local agents=()
+  if [ -n "$src" ] && n=$(grep -o -m1 "Run with --agents [0-9]*" "$src" | grep -o "[0-9]*$"); then
+    agents=(--agents "$n")
+  fi
+  "$harness" exec --preload gemma3 --preload llama3.2:1b --stand-in gemma3 "${agents[@]}" --json "$out/$name.json" -- "$@" \
     >"$out/$name.txt" 2>&1
   verdict=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['report']; print(r['verdict'], r['cause'])" \
     "$out/$name.json" 2>/dev/null || echo "no report")

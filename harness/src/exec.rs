@@ -276,10 +276,10 @@ fn judged_window(sim: &sim_ollama::SimHandle, plan: &ExecPlan) -> Result<ExecOut
     let mut child = spawn(sim, plan)?;
     // How long the program's threads waited for a CPU while its calls ran: a busy machine's
     // cores read the same as a blocked executor or a permit, and the judge weighs it.
-    let watch = crate::cpu_wait::watch(child.id());
+    let watch = sim_ollama::advanced::cpu::watch(child.id());
     let status = child.wait().map_err(|e| ExecError::Spawn(program(plan), e))?;
     let exited = Instant::now();
-    let samples = watch.map(crate::cpu_wait::TreeWatch::finish);
+    let samples = watch.map(sim_ollama::advanced::cpu::TreeWatch::finish);
     let process_wall_s = exited.duration_since(started).as_secs_f64();
     // Answers the program stopped reading finish on the server shortly after it exits; the
     // judge notes any that are still running.

@@ -43,7 +43,6 @@ pub mod calibrate;
 mod client;
 pub mod compare;
 pub mod conformance;
-mod cpu_wait;
 pub mod differential;
 pub mod exec;
 pub mod matrix;

@@ -731,7 +731,7 @@ fn run_here(plan: &MatrixPlan, progress: &mut dyn Progress) -> Result<Results, M
                     if let Some(sim) = &d.sim {
                         sim.clear_trace();
                     }
-                    let (recs, cpu_wait) = crate::cpu_wait::while_running(|| {
+                    let (recs, cpu_wait) = sim_ollama::advanced::cpu::while_running(|| {
                         exec.run(&job(&d, agents.clone(), blocking_gap(&solo_itl), plan.timeout))
                     });
                     let trace = d.sim.as_ref().map(|sim| {

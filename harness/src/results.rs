@@ -75,7 +75,7 @@ pub struct RunResult {
     #[serde(default)]
     pub timeline: Option<String>,
     /// On the simulator, where Linux keeps the figures: how long the client's threads waited for
-    /// a CPU during the run, s (`harness/src/cpu_wait.rs`), which the judge weighs against the
+    /// a CPU during the run, s (`sim-ollama/src/cpu.rs`), which the judge weighs against the
     /// time lost where answers reached the agents late.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cpu_wait_s: Option<f64>,

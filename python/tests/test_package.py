@@ -250,6 +250,48 @@ def test_judge_program_tells_unlabelled_agents_apart_by_a_probe_run():
         assert j.verdict == "parallel", j.explain()
 
 
+# Four labelled agents: four calls each, and between them a 0.2 s tool under a semaphore of
+# `permits` (a leftover sized for two agents, in the buggy program).
+PERMIT_AROUND_A_TOOL = """
+import asyncio, json, urllib.request
+
+def chat(url, agent, turn):
+    body = json.dumps({"model": "gemma3", "stream": False, "options": {"num_predict": 20},
+                       "messages": [{"role": "user", "content": f"{agent}: turn {turn}"}]}).encode()
+    req = urllib.request.Request(url + "/api/chat", data=body, method="POST")
+    req.add_header("Content-Type", "application/json")
+    req.add_header("X-Agent", agent)
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+async def agent(url, name, permit):
+    for turn in range(4):
+        await asyncio.to_thread(chat, url, name, turn)
+        if turn < 3:
+            async with permit:
+                await asyncio.sleep(0.2)
+
+async def agents(url, permits):
+    permit = asyncio.Semaphore(permits)
+    await asyncio.gather(*(agent(url, n, permit) for n in ("a", "b", "c", "d")))
+"""
+
+
+def test_judge_program_weighs_the_agents_waits_against_this_processs_cpu():
+    # After the first round each agent waits about 0.13 s for the permit at every step, under
+    # the judge's floor for a library's processing taking turns; this process ran far too
+    # little on a CPU to explain that (the simulator samples it: --client-pid), so the waits
+    # count and settle the verdict (docs/judge.md, "The program's CPU").
+    namespace = {}
+    exec(PERMIT_AROUND_A_TOOL, namespace)
+    with Simulator() as sim:
+        j = sim.judge_program(lambda: namespace["agents"](sim.url, 2))
+        assert (j.verdict, j.report.cause) == ("partly_serialized", "between_calls"), j.explain()
+        assert "at most 2 of 4 agents' local work ran at a time" in j.report.reason, j.explain()
+        j = sim.judge_program(lambda: namespace["agents"](sim.url, 4))
+        assert j.verdict == "parallel", j.explain()
+
+
 def test_the_fixture_runs_the_test_again_as_a_probe_run_when_the_gaps_decide(pytester):
     pytester.makepyfile(
         AGENTS_WITH_TOOLS

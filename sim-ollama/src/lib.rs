@@ -24,6 +24,7 @@
 //! - `dist`, `latency`: seeded distributions and a request's intended schedule.
 //! - `tokens`: the simulated tokenizer and deterministic text.
 //! - `contexts`: what each `/api/generate` `context` the simulator answered stands for.
+//! - `cpu`: a client's time on a CPU and waits for one (schedstat), for the judge.
 //! - `scheduler`: one instance's runners, keep-alive, loads, reloads, slots, the 503 limit.
 //! - `device`: GPU sharing, by virtual clocks (processor sharing).
 //! - `pacer`, `timer`: emit steps at absolute deadlines, woken by a high-resolution timer.
@@ -70,6 +71,7 @@ mod clock;
 mod config;
 mod context;
 mod contexts;
+mod cpu;
 mod device;
 mod dist;
 mod error;
@@ -149,6 +151,11 @@ pub mod advanced {
     /// Live state and token lateness (`GET /sim/metrics`, [`SimHandle::metrics`](crate::SimHandle::metrics)).
     pub mod metrics {
         pub use crate::metrics::*;
+    }
+    /// A client's time on a CPU and waits for one, from Linux's schedstat: what the judge
+    /// weighs its agents' waits against.
+    pub mod cpu {
+        pub use crate::cpu::*;
     }
 
     /// How the simulator counts a model's tokens in a text: what its prompt evaluation is

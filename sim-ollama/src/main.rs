@@ -56,6 +56,10 @@ struct Args {
     /// Memory the trace may hold for finished requests, MiB (default 256; 0 keeps none).
     #[arg(long)]
     trace_budget_mb: Option<u64>,
+    /// The process whose agents are judged (a test process, a program beside the server): its
+    /// process tree's CPU time and waits for a CPU are sampled and given to `GET /sim/judge`.
+    #[arg(long)]
+    client_pid: Option<u32>,
     /// Answer for every model name the catalogue lacks with a copy of this catalogue model
     /// (installed under the asked name on first use, as a pull would), instead of
     /// `model "x" not found`. Replaces the configuration's `server.stand_in`.
@@ -146,6 +150,9 @@ fn run(args: Args) -> Result<(), (u8, String)> {
     }
     if let Some(m) = &args.stand_in {
         b = b.stand_in(m);
+    }
+    if let Some(pid) = args.client_pid {
+        b = b.client_pid(pid);
     }
     if let Some(n) = args.instances {
         b = b.instances(n);

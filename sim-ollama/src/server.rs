@@ -106,6 +106,7 @@ pub struct SimBuilder {
     host: IpAddr,
     port: u16,
     preload: Vec<String>,
+    client_pid: Option<u32>,
 }
 
 impl Default for SimBuilder {
@@ -118,7 +119,13 @@ impl SimBuilder {
     /// One instance on 127.0.0.1, an ephemeral port, seed 0, time scale 1.0, the default
     /// catalogue.
     pub fn new() -> Self {
-        SimBuilder { raw: RawConfig::default(), host: IpAddr::V4(Ipv4Addr::LOCALHOST), port: 0, preload: Vec::new() }
+        SimBuilder {
+            raw: RawConfig::default(),
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 0,
+            preload: Vec::new(),
+            client_pid: None,
+        }
     }
 
     /// A simulator set up for judging a program: the `ideal` deployment (64 slots that batch
@@ -278,6 +285,16 @@ impl SimBuilder {
         self
     }
 
+    /// The process whose agents this simulator judges (the Python package's test process, a
+    /// program started beside it): its process tree's time on a CPU and waits for one are
+    /// sampled while the simulator runs, and `GET /sim/judge` gives them to the judge for the
+    /// run judged ([`crate::JudgeOptions::client_cpu_time`], [`crate::JudgeOptions::client_cpu_wait`]),
+    /// as `harness exec` does for its program. Ignored where the kernel keeps no such figures.
+    pub fn client_pid(mut self, pid: u32) -> Self {
+        self.client_pid = Some(pid);
+        self
+    }
+
     /// First port (default 0: every instance gets an ephemeral port). Instance `i` binds
     /// `port + i` when non-zero.
     pub fn port(mut self, port: u16) -> Self {
@@ -303,7 +320,7 @@ impl SimBuilder {
             .build()
             .map_err(Error::Runtime)?;
         let timer = crate::timer::Timer::start_on(rt.handle()).map_err(Error::Runtime)?;
-        let shared = build_shared(cfg, rt.handle().clone(), timer);
+        let shared = build_shared(cfg, rt.handle().clone(), timer, self.client_pid.and_then(crate::cpu::watch));
         for (inst, a) in shared.instances.iter().zip(&addrs) {
             inst.port.store(a.port(), std::sync::atomic::Ordering::Relaxed);
         }
@@ -385,7 +402,12 @@ fn post_blocking(addr: SocketAddr, path: &str, body: &str) -> Result<(u16, Strin
     Ok((status, answer.lines().last().unwrap_or_default().to_string()))
 }
 
-fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::timer::Timer>) -> Arc<Shared> {
+fn build_shared(
+    cfg: SimConfig,
+    rt: tokio::runtime::Handle,
+    timer: Arc<crate::timer::Timer>,
+    client: Option<crate::cpu::TreeWatch>,
+) -> Arc<Shared> {
     let clock = Clock::new(cfg.frozen_clock);
     let origin = Instant::now();
     let devices: Vec<Arc<Device>> =
@@ -432,6 +454,7 @@ fn build_shared(cfg: SimConfig, rt: tokio::runtime::Handle, timer: Arc<crate::ti
         probe_mark: std::sync::atomic::AtomicU64::new(0),
         confirm: std::sync::Mutex::new(None),
         contexts: Arc::default(),
+        client,
     })
 }
 

@@ -33,6 +33,8 @@ pub(crate) struct Shared {
     /// What each `/api/generate` `context` answered stands for, for the requests that send
     /// one back.
     pub(crate) contexts: Arc<crate::contexts::Contexts>,
+    /// The client process watched for its CPU figures (`SimBuilder::client_pid`), if any.
+    pub(crate) client: Option<crate::cpu::TreeWatch>,
 }
 
 impl Shared {

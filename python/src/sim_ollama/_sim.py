@@ -309,6 +309,10 @@ class Simulator:
             self._argv += ["--num-parallel", str(int(num_parallel))]
         if stand_in is not None:
             self._argv += ["--stand-in", str(stand_in)]
+        # This process runs the agents: the simulator samples its CPU time and waits for a CPU
+        # (itself left out) and gives them to the judge, which weighs the agents' waits for each
+        # other against them (docs/judge.md, "The program's CPU").
+        self._argv += ["--client-pid", str(os.getpid())]
         self._argv += [str(a) for a in args]
         self._ready = False
         self._proc: Optional[subprocess.Popen] = None

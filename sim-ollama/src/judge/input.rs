@@ -161,6 +161,11 @@ impl JudgeOptions {
         self
     }
 
+    /// The first trace id of the probe run, if one is set ([`JudgeOptions::probe_since`]).
+    pub(crate) fn probe_since_id(&self) -> Option<u64> {
+        self.probe_since
+    }
+
     /// The probe run from [`JudgeOptions::probe_since`] on cannot be compared with the run
     /// judged, for this reason (it failed, or was stopped): the report says the probe is void
     /// and why, and judges as if there were none.

@@ -1,26 +1,29 @@
-//! How long this process's client threads have waited for a CPU: runnable, not running. Linux
-//! keeps it per thread (`/proc/self/task/TID/schedstat`, its second field, in nanoseconds); the
-//! embedded simulator's threads (named `sim-ollama*`) are left out; a thread that has exited
-//! takes its figure with it, so a difference over a run counts the threads that lived through
-//! it (the runtimes' workers do). Elsewhere, or where the kernel keeps no such figures, `None`.
+//! How long a client's threads waited for a CPU (runnable, not running) and ran on one. Linux
+//! keeps both per thread (`/proc/PID/task/TID/schedstat`: time on a CPU, then time waiting for
+//! one, in nanoseconds); a thread that has exited takes its figures with it, so a difference
+//! over a run counts the threads that lived through it. Elsewhere, or where the kernel keeps no
+//! such figures, `None`.
 //!
 //! A client whose answers reach its agents late either had its executor blocked (its threads
-//! sleep or run: they do not wait for a CPU) or was starved by a busy machine (they wait): the
-//! judge is told which ([`sim_ollama::judge::JudgeOptions::client_cpu_wait`]).
+//! sleep or run: they do not wait for a CPU) or was starved by a busy machine (they wait); and
+//! agents that wait for each other's processing on one executor wait at most the time it ran
+//! times the other agents. The judge is told both ([`crate::JudgeOptions::client_cpu_wait`],
+//! [`crate::JudgeOptions::client_cpu_time`]).
 //!
-//! `harness exec` runs the client as a process of its own: [`watch`] samples its process
-//! tree's threads (`/proc/PID/task/TID/schedstat`, children through `.../children`) while it
-//! runs, and [`Samples::between`] says how long they waited for a CPU while the calls ran, and
-//! [`Samples::ran_between`] how long they ran on one (the first field): the most time its
-//! agents can have waited for each other's processing on a shared executor.
+//! Three ways in: [`waited`] and [`while_running`] for the calling process (the harness's own
+//! client threads, the embedded simulator's `sim-ollama*` threads left out); [`watch`] for
+//! another process's tree (`harness exec`'s program; the simulator started with
+//! `--client-pid`, the Python package's test process), sampled while it runs, its figures over
+//! a window read with [`TreeWatch::samples`] or [`TreeWatch::finish`] and [`Samples::between`],
+//! [`Samples::ran_between`].
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The process's threads' time spent waiting for a CPU so far, summed.
-pub(crate) fn waited() -> Option<Duration> {
+pub fn waited() -> Option<Duration> {
     let tasks = std::fs::read_dir("/proc/self/task").ok()?;
     let mut ns: u64 = 0;
     let mut any = false;
@@ -42,7 +45,7 @@ pub(crate) fn waited() -> Option<Duration> {
 }
 
 /// How long the process's threads waited for a CPU while `f` ran.
-pub(crate) fn while_running<T>(f: impl FnOnce() -> T) -> (T, Option<Duration>) {
+pub fn while_running<T>(f: impl FnOnce() -> T) -> (T, Option<Duration>) {
     let before = waited();
     let out = f();
     let after = waited();
@@ -53,30 +56,36 @@ pub(crate) fn while_running<T>(f: impl FnOnce() -> T) -> (T, Option<Duration>) {
 /// missed, and a thread's last wait before it exits (at most this long) is lost.
 const SAMPLE: Duration = Duration::from_millis(20);
 
+/// How many samples a watch keeps, the oldest dropped first: an hour at one per [`SAMPLE`].
+const KEPT: usize = 180_000;
+
 /// A process tree watched while it runs ([`watch`]).
-pub(crate) struct TreeWatch {
+pub struct TreeWatch {
     stop: Arc<AtomicBool>,
-    handle: std::thread::JoinHandle<Samples>,
+    samples: Arc<Mutex<VecDeque<(Instant, u64, u64)>>>,
+    handle: Option<std::thread::JoinHandle<()>>,
 }
 
 /// The watched tree's threads' waits for a CPU and time on one, each summed over the threads
 /// alive at each two samples in a row, at each sample: `(when, waited ns so far, ran ns so
 /// far)`.
-#[derive(Debug, Default)]
-pub(crate) struct Samples(Vec<(Instant, u64, u64)>);
+#[derive(Debug, Default, Clone)]
+pub struct Samples(Vec<(Instant, u64, u64)>);
 
-/// Starts sampling the waits for a CPU of process `pid`'s threads and its descendants'.
-/// `None` where the kernel keeps no such figures (not Linux, no schedstat).
-pub(crate) fn watch(pid: u32) -> Option<TreeWatch> {
+/// Starts sampling the waits for a CPU and the time on one of process `pid`'s threads and its
+/// descendants', until the tree has no thread left or the watch is finished or dropped.
+/// `None` where the kernel keeps no such figures (not Linux, no schedstat) or no such process.
+pub fn watch(pid: u32) -> Option<TreeWatch> {
     if read(pid).is_empty() {
         return None;
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&stop);
+    let samples = Arc::new(Mutex::new(VecDeque::new()));
+    let (flag, kept) = (Arc::clone(&stop), Arc::clone(&samples));
     let handle = std::thread::Builder::new()
-        .name("harness-cpu-wait".into())
+        .name("cpu-watch".into())
         .spawn(move || {
-            let (mut last, mut waited, mut ran, mut samples) = (HashMap::new(), 0u64, 0u64, Vec::new());
+            let (mut last, mut waited, mut ran) = (HashMap::new(), 0u64, 0u64);
             loop {
                 let now = read(pid);
                 for (tid, &(r, w)) in &now {
@@ -85,34 +94,60 @@ pub(crate) fn watch(pid: u32) -> Option<TreeWatch> {
                         waited += w.saturating_sub(w0);
                     }
                 }
-                samples.push((Instant::now(), waited, ran));
+                {
+                    let mut k = kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    k.push_back((Instant::now(), waited, ran));
+                    while k.len() > KEPT {
+                        k.pop_front();
+                    }
+                }
                 last = now;
                 if last.is_empty() || flag.load(Ordering::Relaxed) {
-                    return Samples(samples);
+                    return;
                 }
                 std::thread::sleep(SAMPLE);
             }
         })
         .ok()?;
-    Some(TreeWatch { stop, handle })
+    Some(TreeWatch { stop, samples, handle: Some(handle) })
 }
 
 impl TreeWatch {
+    /// What was sampled so far (the watch goes on).
+    pub fn samples(&self) -> Samples {
+        Samples(self.samples.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().copied().collect())
+    }
+
     /// Stops sampling (the process has exited) and returns what was sampled.
-    pub(crate) fn finish(self) -> Samples {
+    pub fn finish(mut self) -> Samples {
         self.stop.store(true, Ordering::Relaxed);
-        self.handle.join().unwrap_or_default()
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+        self.samples()
+    }
+}
+
+impl Drop for TreeWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Debug for TreeWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TreeWatch").finish_non_exhaustive()
     }
 }
 
 impl Samples {
     /// How long the threads waited for a CPU from `from` to `to` (the samples nearest inside).
-    pub(crate) fn between(&self, from: Instant, to: Instant) -> Option<Duration> {
+    pub fn between(&self, from: Instant, to: Instant) -> Option<Duration> {
         self.over(from, to, |&(_, waited, _)| waited)
     }
 
     /// How long the threads ran on a CPU from `from` to `to` (the samples nearest inside).
-    pub(crate) fn ran_between(&self, from: Instant, to: Instant) -> Option<Duration> {
+    pub fn ran_between(&self, from: Instant, to: Instant) -> Option<Duration> {
         self.over(from, to, |&(_, _, ran)| ran)
     }
 
@@ -124,11 +159,16 @@ impl Samples {
 }
 
 /// Each thread of `pid` and of its descendants, with its time on a CPU and its wait for one so
-/// far, ns.
+/// far, ns. This process is left out, with its own descendants: a simulator started by the
+/// process it watches (the Python package's) is the server, not the client.
 fn read(pid: u32) -> HashMap<u32, (u64, u64)> {
     let mut waits = HashMap::new();
     let mut procs = vec![pid];
+    let me = std::process::id();
     while let Some(p) = procs.pop() {
+        if p == me {
+            continue;
+        }
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else { continue };
         for t in tasks.flatten() {
             let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
