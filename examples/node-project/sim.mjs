@@ -9,6 +9,9 @@ export async function startSim({ preset = "ideal", models = ["gemma3"], timeScal
   const bin = process.env.SIM_OLLAMA_BIN || "sim-ollama";
   const args = ["--port", "0", "--preset", preset, "--time-scale", String(timeScale)];
   for (const m of models) args.push("--preload", m);
+  // This process runs the agents: the judge weighs their waits for each other against its CPU
+  // time and waits for a CPU (docs/judge.md, "The program's CPU").
+  args.push("--client-pid", String(process.pid));
   const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"] });
   let stderr = "";
   child.stderr.on("data", (d) => (stderr += d));
