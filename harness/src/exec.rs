@@ -286,17 +286,11 @@ fn judged_window(sim: &sim_ollama::SimHandle, plan: &ExecPlan) -> Result<ExecOut
     let _ = sim.wait_idle(Duration::from_secs(2));
     // One snapshot per run judged, read for the report, the last answer and the outcome.
     let mut trace = sim.trace();
-    let run = trace.requests.iter().filter(|r| r.id >= mark);
-    let (first_call, last_answer) = (run.clone().map(|r| r.received_us).min(), run.filter_map(|r| r.end_us).max());
-    let at = |us: u64| sim.origin() + Duration::from_micros(us);
-    if let (Some(s), Some(from), Some(to)) = (&samples, first_call, last_answer) {
-        if let Some(waited) = s.between(at(from), at(to)) {
-            opts = opts.client_cpu_wait(waited);
-        }
-        if let Some(ran) = s.ran_between(at(from), at(to)) {
-            opts = opts.client_cpu_time(ran);
-        }
+    if let Some(s) = &samples {
+        opts = opts.client_cpu_samples(s, &trace, sim.origin());
     }
+    let last_answer = trace.requests.iter().filter(|r| r.id >= mark).filter_map(|r| r.end_us).max();
+    let at = |us: u64| sim.origin() + Duration::from_micros(us);
     let mut report = sim_ollama::judge::judge(&trace, &opts);
     let after_last_answer_s = last_answer.map(|us| exited.saturating_duration_since(at(us)).as_secs_f64());
     let wanted = match plan.probe {

@@ -34,14 +34,20 @@ pub fn waited() -> Option<Duration> {
         if name.starts_with("sim-ollama") {
             continue;
         }
-        // A thread that exits between the listing and the read is skipped.
-        let Ok(text) = std::fs::read_to_string(t.path().join("schedstat")) else { continue };
-        if let Some(wait) = text.split_whitespace().nth(1).and_then(|w| w.parse::<u64>().ok()) {
+        if let Some((_, wait)) = schedstat(&t.path()) {
             ns = ns.saturating_add(wait);
             any = true;
         }
     }
     any.then(|| Duration::from_nanos(ns))
+}
+
+/// A thread's time on a CPU and its wait for one so far, ns (`TASK/schedstat`'s first two
+/// fields); `None` for a thread that exited between the listing and the read.
+fn schedstat(task: &std::path::Path) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(task.join("schedstat")).ok()?;
+    let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+    Some((fields.next()??, fields.next()??))
 }
 
 /// How long the process's threads waited for a CPU while `f` ran.
@@ -172,11 +178,8 @@ fn read(pid: u32) -> HashMap<u32, (u64, u64)> {
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else { continue };
         for t in tasks.flatten() {
             let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-            // A thread that exits between the listing and the read is skipped.
-            let Ok(text) = std::fs::read_to_string(t.path().join("schedstat")) else { continue };
-            let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
-            if let (Some(Some(ran)), Some(Some(wait))) = (fields.next(), fields.next()) {
-                waits.insert(tid, (ran, wait));
+            if let Some(figures) = schedstat(&t.path()) {
+                waits.insert(tid, figures);
             }
             let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
             procs.extend(children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));

@@ -319,12 +319,7 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
             let probe_keys = agents::keys(&probe_reqs, probe_names.len());
             let probe_run =
                 probed::Run { reqs: &probe_reqs, links: &probe_links, keys: &probe_keys, names: &probe_names };
-            probed::compare(
-                &first_run,
-                &probe_run,
-                &probed::plan(&first_run, tolerance_us),
-                opts.client_cpu_time_us.map(|ran| (ran, opts.client_cpu_wait_us.unwrap_or(0))),
-            )
+            probed::compare(&first_run, &probe_run, &probed::plan(&first_run, tolerance_us), opts.client_cpu_us())
         })
     };
     // The figures shown: the gaps as the probe measured them (with the hand-offs it showed, and
@@ -557,7 +552,7 @@ fn judged(trace: &TraceSnapshot, opts: &JudgeOptions) -> Report {
                 gaps.probe_took_s = found.probe.map(|p| p.0);
                 gaps.held_s = found.probe.map(|p| p.1);
                 let least_verdict = least.as_ref().map_or(report.verdict, decide);
-                let cpu = (opts.client_cpu_wait_us.map(secs), opts.client_cpu_time_us.map(secs));
+                let cpu = (opts.client_cpu_wait_us.map(secs), opts.client_cpu_us());
                 let verdict = settled::probed(&mut report, &found, (&reqs, &links), least_verdict, cpu);
                 gaps.reason = verdict;
                 gaps.waits = found.waits;

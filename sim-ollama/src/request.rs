@@ -245,16 +245,17 @@ impl<'a> Fields<'a> {
         Ok(())
     }
 
-    /// An array of Go `int`s (`GenerateRequest.context`): its length. An element that is no
-    /// whole number in range gets Go's error for it, `null` none.
-    pub(crate) fn int_array(&self, key: &str) -> Result<Option<usize>, ApiError> {
+    /// An array of Go `int`s (`GenerateRequest.context`): its values, `null` as Go's zero. An
+    /// element that is no whole number in range gets Go's error for it.
+    pub(crate) fn int_array(&self, key: &str) -> Result<Option<Vec<i64>>, ApiError> {
         let Some(a) = self.array(key, "[]int")? else {
             return Ok(None);
         };
+        let mut out = Vec::with_capacity(a.len());
         for v in a {
             match v {
-                Value::Null => {}
-                Value::Number(n) if n.is_i64() => {}
+                Value::Null => out.push(0),
+                Value::Number(n) if n.is_i64() => out.push(n.as_i64().unwrap_or(0)),
                 Value::Number(_) => {
                     return Err(ApiError::bad_request(format!(
                         "json: cannot unmarshal number {v} into Go struct field {}.{key} of type int",
@@ -265,7 +266,7 @@ impl<'a> Fields<'a> {
                 other => return Err(self.type_error(key, other, "int")),
             }
         }
-        Ok(Some(a.len()))
+        Ok(Some(out))
     }
 
     pub(crate) fn keep_alive(&self) -> Result<Option<KeepAlive>, ApiError> {

@@ -146,6 +146,38 @@ impl JudgeOptions {
         self
     }
 
+    /// [`JudgeOptions::client_cpu_wait`] and [`JudgeOptions::client_cpu_time`] from samples of the
+    /// client's process tree ([`crate::advanced::cpu::watch`]) over the run judged: its first
+    /// request's arrival to its last answer (the requests from [`JudgeOptions::since`] on and
+    /// before the probe run's), on the clock of the simulator whose trace it is (`origin`).
+    pub fn client_cpu_samples(
+        mut self,
+        samples: &crate::cpu::Samples,
+        trace: &TraceSnapshot,
+        origin: std::time::Instant,
+    ) -> Self {
+        let run = trace
+            .requests
+            .iter()
+            .filter(|r| self.since.is_none_or(|s| r.id >= s) && self.probe_since.is_none_or(|p| r.id < p));
+        let (first, last) = (run.clone().map(|r| r.received_us).min(), run.filter_map(|r| r.end_us).max());
+        let (Some(first), Some(last)) = (first, last) else { return self };
+        let at = |us: u64| origin + Duration::from_micros(us);
+        if let Some(waited) = samples.between(at(first), at(last)) {
+            self = self.client_cpu_wait(waited);
+        }
+        if let Some(ran) = samples.ran_between(at(first), at(last)) {
+            self = self.client_cpu_time(ran);
+        }
+        self
+    }
+
+    /// The client's CPU figures where its time on a CPU is known: `(ran, waited for one)`, µs
+    /// (an unknown wait as none).
+    pub(super) fn client_cpu_us(&self) -> Option<(u64, u64)> {
+        self.client_cpu_time_us.map(|ran| (ran, self.client_cpu_wait_us.unwrap_or(0)))
+    }
+
     /// Only requests with this trace id or a later one (a mark taken before the program ran).
     pub fn since(mut self, first_id: u64) -> Self {
         self.since = Some(first_id);
@@ -159,11 +191,6 @@ impl JudgeOptions {
     pub fn probe_since(mut self, first_id: u64) -> Self {
         self.probe_since = Some(first_id);
         self
-    }
-
-    /// The first trace id of the probe run, if one is set ([`JudgeOptions::probe_since`]).
-    pub(crate) fn probe_since_id(&self) -> Option<u64> {
-        self.probe_since
     }
 
     /// The probe run from [`JudgeOptions::probe_since`] on cannot be compared with the run

@@ -284,10 +284,9 @@ pub(super) fn compare(
     let short: Vec<&Gap> =
         found.iter().filter(|f| beyond(f, SHORT_WAIT_US) && !beyond(f, LOCAL_WORK_FLOOR_US)).collect();
     let waited_short: u64 = short.iter().map(|f| f.gap_o - f.gap_p).sum();
-    let others = first.keys.len().saturating_sub(1) as u64;
     let systematic = short.len() >= 2
         && 2 * found.iter().filter(|f| beyond(f, SHORT_WAIT_US)).count() > found.len()
-        && cpu_us.is_some_and(|(ran, starved)| waited_short > others * ran + starved);
+        && waits::beyond_cpu(waited_short, first.keys.len().saturating_sub(1), cpu_us);
     for f in &found {
         let wait = |own: Option<u64>, kind| GapWait {
             agent: first.names[f.g].clone(),

@@ -17,15 +17,15 @@ use super::waits;
 /// Settles the client verdict with what a probe run found (the report's figures already read
 /// the gaps as the probe measured them; `least`: the verdict with every gap the probe could not
 /// measure taken as waiting). Returns the gaps' reason.
-/// `cpu_wait_s`, `cpu_ran_s`: how long the client's threads waited for a CPU and ran on one
-/// while the calls ran, where known ([`super::input::JudgeOptions::client_cpu_wait`],
-/// [`super::input::JudgeOptions::client_cpu_time`]).
+/// `cpu_wait_s`: how long the client's threads waited for a CPU while the calls ran, where
+/// known ([`super::input::JudgeOptions::client_cpu_wait`]); `cpu_us`: how long they ran on one
+/// and waited, µs, where the first is known ([`super::input::JudgeOptions::client_cpu_time`]).
 pub(super) fn probed(
     rep: &mut Report,
     f: &Findings,
     (reqs, links): (&[Req<'_>], &Links),
     least: Verdict,
-    (cpu_wait_s, cpu_ran_s): (Option<f64>, Option<f64>),
+    (cpu_wait_s, cpu_us): (Option<f64>, Option<(u64, u64)>),
 ) -> String {
     let handed = f.depended.iter().filter(|d| **d == Some(true)).count();
     // `instead` holds only calls shown independent of the answer they followed.
@@ -152,16 +152,17 @@ pub(super) fn probed(
         Verdict::Parallel
             if waited >= 0.5 * lost
                 && t.took_s > t.allowed_s * super::decision::NO_ROOM_SLACK
-                && cpu_ran_s.is_some_and(|ran| {
-                    let others = rep.agents.len().saturating_sub(1) as f64;
-                    waits::others_work(&f.waits) > others * ran + cpu_wait_s.unwrap_or(0.0)
-                }) =>
+                && waits::beyond_cpu(
+                    (waits::others_work(&f.waits) * 1e6) as u64,
+                    rep.agents.len().saturating_sub(1),
+                    cpu_us,
+                ) =>
         {
             rep.verdict = Verdict::PartlySerialized;
             rep.cause = Cause::BetweenCalls;
             rep.reason = format!(
                 "the agents' calls overlapped, but the agents waited for each other between their calls: {words}, longer than the client's own processing could explain (its threads ran {:.2} s on a CPU); partly serialized in the client, it cost {lost:.2} s ({figures})",
-                cpu_ran_s.unwrap_or_default()
+                secs(cpu_us.map_or(0, |(ran, _)| ran))
             );
             format!("{words} ({probe})")
         }

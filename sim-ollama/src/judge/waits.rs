@@ -40,6 +40,15 @@ pub(super) fn local_waits(waits: &[GapWait]) -> f64 {
     waited(waits, WaitKind::LocalWork)
 }
 
+/// Whether agents that waited `waited_us` in all for each other's work waited longer than their
+/// processing taking turns on a shared executor could explain: each µs the client ran on a CPU
+/// holds at most the `others` agents waiting, and each µs its threads waited for a CPU one
+/// (`cpu_us`: ran, waited, [`super::input::JudgeOptions::client_cpu_time`]). Unknown figures
+/// explain anything.
+pub(super) fn beyond_cpu(waited_us: u64, others: usize, cpu_us: Option<(u64, u64)>) -> bool {
+    cpu_us.is_some_and(|(ran, starved)| waited_us > others as u64 * ran + starved)
+}
+
 /// How long the agents waited for other agents' work between their calls, s: at their local
 /// work and at barriers.
 pub(super) fn others_work(waits: &[GapWait]) -> f64 {

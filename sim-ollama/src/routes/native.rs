@@ -207,12 +207,13 @@ async fn generate_inner(
     let suffix = f.string("suffix")?.unwrap_or_default();
     let system = f.string("system")?;
     let template = f.string("template")?;
-    let context = f.int_array("context")?.unwrap_or(0);
+    // A context sent back (ids a generate answer gave: `crate::contexts`).
+    let context_in: Vec<u32> = f.int_array("context")?.unwrap_or_default().into_iter().map(|id| id as u32).collect();
     let raw = f.bool("raw")?.unwrap_or(false);
     // Checked as Go decodes them when the body was bound (`begin`): counted here.
     let images = f.array("images", "[]api.ImageData")?.map_or(0, Vec::len);
     let model = resolve(s, &model_s)?;
-    if raw && (template.is_some() || system.is_some() || context > 0) {
+    if raw && (template.is_some() || system.is_some() || !context_in.is_empty()) {
         return Err(ApiError::bad_request("raw mode does not support template, system, or context"));
     }
     let spec = &model.spec;
@@ -242,12 +243,8 @@ async fn generate_inner(
         (Some(sys), false) => format!("{sys}\n{prompt}{suffix}"),
         _ => format!("{prompt}{suffix}"),
     };
-    // A context sent back: the text it stands for before the prompt, its ids first in the next
-    // one (`crate::contexts`), and the request a turn of the conversation that answered it.
-    let context_in: Vec<u32> = match f.map.get("context") {
-        Some(Value::Array(a)) => a.iter().map(|v| v.as_i64().unwrap_or(0) as u32).collect(),
-        _ => Vec::new(),
-    };
+    // The context's text before the prompt, its ids first in the next one, and the request a
+    // turn of the conversation that answered it.
     let recalled = (!context_in.is_empty()).then(|| s.shared.contexts.recall(&context_in)).flatten();
     // The remembered text holds the earlier prompts' own words; their templates' tokens (in the
     // ids, counted by the real server, not in the text) count again as filler after it, where

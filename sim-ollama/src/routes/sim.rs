@@ -224,7 +224,7 @@ pub(crate) async fn judge(
     }
     let trace = s.shared.trace.snapshot();
     if let Some(client) = &s.shared.client {
-        opts = client_cpu(opts, &trace, client, s.shared.origin, since);
+        opts = opts.client_cpu_samples(&client.samples(), &trace, s.shared.origin);
     }
     let report = crate::judge::judge(&trace, &opts);
     let failures = expect.check(&report);
@@ -238,31 +238,6 @@ pub(crate) async fn judge(
         report,
     };
     Ok(json_response(StatusCode::OK, &doc))
-}
-
-/// The watched client's CPU figures while the run judged made its calls (its first request's
-/// arrival to its last answer, the requests since `since` and before the probe run's): how long
-/// its threads ran on a CPU and waited for one, as `harness exec` gives them for its program.
-fn client_cpu(
-    mut opts: crate::judge::JudgeOptions,
-    trace: &crate::trace::TraceSnapshot,
-    client: &crate::cpu::TreeWatch,
-    origin: std::time::Instant,
-    since: Option<u64>,
-) -> crate::judge::JudgeOptions {
-    let probe = opts.probe_since_id();
-    let run = trace.requests.iter().filter(|r| since.is_none_or(|s| r.id >= s) && probe.is_none_or(|p| r.id < p));
-    let (first, last) = (run.clone().map(|r| r.received_us).min(), run.filter_map(|r| r.end_us).max());
-    let (Some(first), Some(last)) = (first, last) else { return opts };
-    let at = |us: u64| origin + std::time::Duration::from_micros(us);
-    let samples = client.samples();
-    if let Some(waited) = samples.between(at(first), at(last)) {
-        opts = opts.client_cpu_wait(waited);
-    }
-    if let Some(ran) = samples.ran_between(at(first), at(last)) {
-        opts = opts.client_cpu_time(ran);
-    }
-    opts
 }
 
 /// `GET /sim/metrics`.
